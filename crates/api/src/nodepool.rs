@@ -1,0 +1,225 @@
+//! The karpenter.sh/v1 NodePool: a template for NodeClaims plus disruption rules, limits and
+//! weight.
+
+use crate::condition::{Condition, Conditions};
+use crate::duration::NillableDuration;
+use crate::nodeclaim::NodeClassReference;
+use crate::requirement::NodeSelectorRequirementWithMinValues;
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Default `expireAfter` of a NodePool template.
+pub const DEFAULT_EXPIRE_AFTER: &str = "720h";
+/// Default node budget when a NodePool declares none.
+pub const DEFAULT_BUDGET_NODES: &str = "10%";
+/// Default consolidation policy.
+pub const DEFAULT_CONSOLIDATION_POLICY: &str = "WhenEmptyOrUnderutilized";
+/// Default consolidateAfter.
+pub const DEFAULT_CONSOLIDATE_AFTER: &str = "0s";
+pub const CONSOLIDATION_WHEN_EMPTY: &str = "WhenEmpty";
+pub const CONSOLIDATION_WHEN_EMPTY_OR_UNDERUTILIZED: &str = "WhenEmptyOrUnderutilized";
+
+/// The NodePool's desired state.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "karpenter.sh",
+    version = "v1",
+    kind = "NodePool",
+    plural = "nodepools",
+    singular = "nodepool",
+    derive = "PartialEq",
+    status = "NodePoolStatus",
+    shortname = "np",
+    shortname = "nps",
+    category = "karpenter",
+    doc = "NodePool is the Schema for the NodePools API",
+    printcolumn = r#"{"name":"NodeClass","type":"string","jsonPath":".spec.template.spec.nodeClassRef.name"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"string","jsonPath":".status.resources.nodes"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Weight","type":"integer","priority":1,"jsonPath":".spec.weight"}"#,
+    printcolumn = r#"{"name":"CPU","type":"string","priority":1,"jsonPath":".status.resources.cpu"}"#,
+    printcolumn = r#"{"name":"Memory","type":"string","priority":1,"jsonPath":".status.resources.memory"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolSpec {
+    /// The template NodeClaims are made from. Changing it drifts the NodeClaims made from it
+    /// (except `requirements`, which drift only nodes that no longer satisfy them).
+    pub template: NodeClaimTemplate,
+    /// How and when nodes of this pool may be disrupted.
+    #[serde(default)]
+    pub disruption: Disruption,
+    /// Resource limits for the pool's total capacity; no node is launched past them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, Quantity>,
+    /// Priority among NodePools: higher weights are tried first (1-100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+}
+
+/// Labels and annotations of the NodeClaim template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMetaTemplate {
+    /// Labels applied to every node of this pool.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations applied to every node of this pool.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The template NodeClaims are made from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimTemplate {
+    #[serde(default)]
+    pub metadata: ObjectMetaTemplate,
+    pub spec: NodeClaimTemplateSpec,
+}
+
+/// The NodeClaim spec fields a NodePool template carries.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimTemplateSpec {
+    /// Taints applied to every node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// Taints a daemon removes once the node is set up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub startup_taints: Vec<Taint>,
+    /// Constraints on the instance types and offerings that may be launched.
+    #[serde(default)]
+    pub requirements: Vec<NodeSelectorRequirementWithMinValues>,
+    /// The node class nodes are launched with.
+    pub node_class_ref: NodeClassReference,
+    /// How long a node may live before it is replaced; "Never" disables expiry. Default 720h.
+    #[serde(default = "default_expire_after")]
+    pub expire_after: NillableDuration,
+    /// The maximum time a node may spend draining before its pods are deleted regardless.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<String>,
+}
+
+impl Default for NodeClaimTemplateSpec {
+    fn default() -> Self {
+        Self {
+            taints: Vec::new(),
+            startup_taints: Vec::new(),
+            requirements: Vec::new(),
+            node_class_ref: NodeClassReference::default(),
+            expire_after: default_expire_after(),
+            termination_grace_period: None,
+        }
+    }
+}
+
+fn default_expire_after() -> NillableDuration {
+    NillableDuration(DEFAULT_EXPIRE_AFTER.to_string())
+}
+
+/// Disruption rules.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    /// How long after a pod was added or removed a node may be consolidated ("Never" disables).
+    #[serde(default = "default_consolidate_after")]
+    pub consolidate_after: NillableDuration,
+    /// WhenEmpty or WhenEmptyOrUnderutilized.
+    #[serde(default = "default_consolidation_policy")]
+    pub consolidation_policy: String,
+    /// How many nodes may be disrupted at once. Default: one budget of 10%.
+    #[serde(default = "default_budgets")]
+    pub budgets: Vec<Budget>,
+}
+
+impl Default for Disruption {
+    fn default() -> Self {
+        Self {
+            consolidate_after: default_consolidate_after(),
+            consolidation_policy: default_consolidation_policy(),
+            budgets: default_budgets(),
+        }
+    }
+}
+
+fn default_consolidate_after() -> NillableDuration {
+    NillableDuration(DEFAULT_CONSOLIDATE_AFTER.to_string())
+}
+
+fn default_consolidation_policy() -> String {
+    DEFAULT_CONSOLIDATION_POLICY.to_string()
+}
+
+fn default_budgets() -> Vec<Budget> {
+    vec![Budget::default()]
+}
+
+/// A limit on how many nodes may be disrupted at once, optionally only for some reasons and
+/// only within a cron window.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    /// Disruption reasons this budget applies to (Underutilized, Empty, Drifted); all when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<Vec<String>>,
+    /// A node count ("5") or a percentage of the pool's nodes ("10%", rounded up).
+    #[serde(default = "default_budget_nodes")]
+    pub nodes: String,
+    /// Cron schedule (UTC) when the budget becomes active; needs `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// How long the budget stays active after each schedule start (e.g. "8h", "1h30m").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            reasons: None,
+            nodes: default_budget_nodes(),
+            schedule: None,
+            duration: None,
+        }
+    }
+}
+
+fn default_budget_nodes() -> String {
+    DEFAULT_BUDGET_NODES.to_string()
+}
+
+/// Observed state of a NodePool.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolStatus {
+    /// Resources of the nodes in this pool (cpu, memory, pods, nodes, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, Quantity>,
+    /// Ready, NodeClassReady, ValidationSucceeded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation of the node class last seen Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_class_observed_generation: Option<i64>,
+}
+
+impl NodePool {
+    /// The pool's weight (0 when unset).
+    pub fn weight(&self) -> i32 {
+        self.spec.weight.unwrap_or(0)
+    }
+}
+
+impl Conditions for NodePool {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or(&[])
+    }
+}

@@ -1,0 +1,316 @@
+//! The instance-type catalog: Karpenter's labels, capacity, overhead, allocatable and offerings
+//! (zone × capacity type × price × availability), built purely from described EC2 data.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use driftwood_api::wellknown::{
+    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_CATEGORY,
+    LABEL_INSTANCE_CPU, LABEL_INSTANCE_CPU_MANUFACTURER, LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    LABEL_INSTANCE_EBS_BANDWIDTH, LABEL_INSTANCE_FAMILY, LABEL_INSTANCE_GENERATION, LABEL_INSTANCE_GPU_COUNT,
+    LABEL_INSTANCE_GPU_MANUFACTURER, LABEL_INSTANCE_GPU_MEMORY, LABEL_INSTANCE_GPU_NAME, LABEL_INSTANCE_HYPERVISOR,
+    LABEL_INSTANCE_LOCAL_NVME, LABEL_INSTANCE_MEMORY, LABEL_INSTANCE_SIZE, LABEL_INSTANCE_TYPE, LABEL_OS,
+    LABEL_TOPOLOGY_ZONE, LABEL_TOPOLOGY_ZONE_ID,
+};
+use jiff::Timestamp;
+
+use super::ami::kube_arch;
+use super::overhead::{KubeletOverrides, Overhead, OverheadError, Resources, max_pods, overhead};
+use super::requirements::LabelValues;
+use super::unavailable::{OfferingKey, UnavailableOfferings};
+use crate::ports::InstanceTypeDescription;
+
+const MIB: i64 = 1 << 20;
+const GIB: i64 = 1 << 30;
+
+/// One way to buy an instance type: a zone and capacity type at a price.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offering {
+    pub zone: String,
+    pub zone_id: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    /// USD per hour.
+    pub price: f64,
+    /// False while an insufficient-capacity error keeps it out.
+    pub available: bool,
+}
+
+/// An instance type as the scheduler and launcher see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceTypeInfo {
+    pub name: String,
+    /// `amd64` or `arm64`.
+    pub arch: String,
+    /// Single-valued labels every node of this type gets (zone and capacity type excluded).
+    pub labels: BTreeMap<String, String>,
+    pub capacity: Resources,
+    pub overhead: Overhead,
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceTypeInfo {
+    /// Capacity minus overhead.
+    pub fn allocatable(&self) -> Resources {
+        self.capacity.minus(self.overhead.total())
+    }
+
+    /// Labels plus the zones, zone ids and capacity types of the available offerings, for
+    /// requirement matching.
+    pub fn label_values(&self) -> LabelValues {
+        let mut values: LabelValues =
+            self.labels.iter().map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()]))).collect();
+        for o in self.offerings.iter().filter(|o| o.available) {
+            values.entry(LABEL_TOPOLOGY_ZONE.to_string()).or_default().insert(o.zone.clone());
+            if !o.zone_id.is_empty() {
+                values.entry(LABEL_TOPOLOGY_ZONE_ID.to_string()).or_default().insert(o.zone_id.clone());
+            }
+            values.entry(LABEL_CAPACITY_TYPE.to_string()).or_default().insert(o.capacity_type.clone());
+        }
+        values
+    }
+
+    /// The cheapest available offering, if any.
+    pub fn cheapest_available(&self) -> Option<&Offering> {
+        self.offerings.iter().filter(|o| o.available).min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+}
+
+/// The parts of an instance type name: category `c`, family `c6g`, generation `6`, size `2xlarge`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeNameParts {
+    pub category: String,
+    pub family: String,
+    pub generation: Option<String>,
+    pub size: String,
+}
+
+/// Splits `c6gd.2xlarge` into its parts.
+pub fn parse_type_name(name: &str) -> TypeNameParts {
+    let (family, size) = name.split_once('.').unwrap_or((name, ""));
+    let category: String = family.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+    let generation: String = family[category.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    TypeNameParts {
+        category,
+        family: family.to_string(),
+        generation: Some(generation).filter(|g| !g.is_empty()),
+        size: size.to_string(),
+    }
+}
+
+/// Karpenter's labels for a described instance type (`None` if its architecture is unusable).
+pub fn instance_type_labels(desc: &InstanceTypeDescription, os: &str) -> Option<BTreeMap<String, String>> {
+    let arch = desc.supported_architectures.iter().find_map(|a| kube_arch(a))?;
+    let parts = parse_type_name(&desc.instance_type);
+    let mut labels = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        labels.insert(k.to_string(), v);
+    };
+    put(LABEL_INSTANCE_TYPE, desc.instance_type.clone());
+    put(LABEL_ARCH, arch.to_string());
+    put(LABEL_OS, os.to_string());
+    put(LABEL_INSTANCE_CATEGORY, parts.category);
+    put(LABEL_INSTANCE_FAMILY, parts.family);
+    if let Some(g) = parts.generation {
+        put(LABEL_INSTANCE_GENERATION, g);
+    }
+    put(LABEL_INSTANCE_SIZE, parts.size);
+    put(LABEL_INSTANCE_CPU, desc.default_vcpus.to_string());
+    put(LABEL_INSTANCE_MEMORY, desc.memory_mib.to_string());
+    if let Some(h) = desc.hypervisor.as_ref().filter(|h| !h.is_empty()) {
+        put(LABEL_INSTANCE_HYPERVISOR, h.clone());
+    }
+    if let Some(m) = &desc.processor_manufacturer {
+        put(LABEL_INSTANCE_CPU_MANUFACTURER, m.to_ascii_lowercase());
+    }
+    if let Some(ghz) = desc.sustained_clock_speed_ghz {
+        put(LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, format!("{}", (ghz * 1000.0).round() as i64));
+    }
+    if let Some(gb) = desc.instance_storage_total_gb.filter(|g| *g > 0) {
+        put(LABEL_INSTANCE_LOCAL_NVME, gb.to_string());
+    }
+    if let Some(mbps) = desc.ebs_baseline_bandwidth_mbps {
+        put(LABEL_INSTANCE_EBS_BANDWIDTH, mbps.to_string());
+    }
+    if let Some(gpu) = desc.gpus.first() {
+        put(LABEL_INSTANCE_GPU_NAME, gpu.name.to_ascii_lowercase());
+        put(LABEL_INSTANCE_GPU_MANUFACTURER, gpu.manufacturer.to_ascii_lowercase());
+        put(LABEL_INSTANCE_GPU_COUNT, gpu.count.to_string());
+        put(LABEL_INSTANCE_GPU_MEMORY, gpu.memory_mib.to_string());
+    }
+    Some(labels)
+}
+
+/// Raw EC2 data the catalog is built from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CatalogData {
+    pub descriptions: Vec<InstanceTypeDescription>,
+    /// Instance type → zones it is offered in.
+    pub offered_zones: BTreeMap<String, BTreeSet<String>>,
+    /// (instance type, zone) → latest spot price.
+    pub spot_prices: BTreeMap<(String, String), f64>,
+    /// Instance type → on-demand price.
+    pub on_demand_prices: BTreeMap<String, f64>,
+}
+
+/// Per-class and cluster settings that shape the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogOptions {
+    /// Zone → zone id, for the zones the class's subnets cover.
+    pub zones: BTreeMap<String, String>,
+    pub kubelet: KubeletOverrides,
+    /// Root (ephemeral) volume size in bytes.
+    pub ephemeral_storage_bytes: i64,
+    pub vm_memory_overhead_percent: f64,
+    pub reserved_enis: i64,
+    /// `linux` or `windows`.
+    pub os: String,
+}
+
+impl Default for CatalogOptions {
+    fn default() -> Self {
+        Self {
+            zones: BTreeMap::new(),
+            kubelet: KubeletOverrides::default(),
+            ephemeral_storage_bytes: 20 * GIB,
+            vm_memory_overhead_percent: 0.075,
+            reserved_enis: 0,
+            os: "linux".to_string(),
+        }
+    }
+}
+
+/// Capacity of a described type: vCPUs, memory minus the VM overhead, root volume, max pods.
+pub fn capacity(desc: &InstanceTypeDescription, opts: &CatalogOptions) -> Resources {
+    let mem = desc.memory_mib * MIB;
+    let vm_overhead_mib = (desc.memory_mib as f64 * opts.vm_memory_overhead_percent).ceil() as i64;
+    Resources {
+        cpu_millis: desc.default_vcpus * 1000,
+        memory_bytes: mem - vm_overhead_mib * MIB,
+        ephemeral_storage_bytes: opts.ephemeral_storage_bytes,
+        pods: max_pods(
+            &opts.kubelet,
+            desc.default_vcpus,
+            desc.maximum_network_interfaces - opts.reserved_enis,
+            desc.ipv4_addresses_per_interface,
+        ),
+    }
+}
+
+/// Builds the catalog for the given zones: every usable type offered in at least one of them,
+/// sorted by name. Offerings without a known price are left out. Pure.
+pub fn build_catalog(
+    data: &CatalogData,
+    opts: &CatalogOptions,
+    unavailable: &UnavailableOfferings,
+    now: Timestamp,
+) -> Result<Vec<InstanceTypeInfo>, OverheadError> {
+    let mut out = Vec::new();
+    for desc in &data.descriptions {
+        let Some(labels) = instance_type_labels(desc, &opts.os) else { continue };
+        let name = &desc.instance_type;
+        let mut offerings = Vec::new();
+        let offered = data.offered_zones.get(name);
+        for (zone, zone_id) in &opts.zones {
+            if !offered.is_some_and(|z| z.contains(zone)) {
+                continue;
+            }
+            for ct in [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND] {
+                if !desc.supported_usage_classes.iter().any(|c| c == ct) {
+                    continue;
+                }
+                let price = if ct == CAPACITY_TYPE_SPOT {
+                    data.spot_prices.get(&(name.clone(), zone.clone())).copied()
+                } else {
+                    data.on_demand_prices.get(name).copied()
+                };
+                let Some(price) = price else { continue };
+                let available = !unavailable.is_unavailable(&OfferingKey::new(name, zone, ct), now);
+                offerings.push(Offering {
+                    zone: zone.clone(),
+                    zone_id: zone_id.clone(),
+                    capacity_type: ct.to_string(),
+                    price,
+                    available,
+                });
+            }
+        }
+        if offerings.is_empty() {
+            continue;
+        }
+        let cap = capacity(desc, opts);
+        let oh = overhead(desc.default_vcpus, cap.pods, &cap, &opts.kubelet)?;
+        let arch = labels.get(LABEL_ARCH).cloned().unwrap_or_default();
+        out.push(InstanceTypeInfo { name: name.clone(), arch, labels, capacity: cap, overhead: oh, offerings });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m5_large() -> InstanceTypeDescription {
+        InstanceTypeDescription {
+            instance_type: "m5.large".to_string(),
+            current_generation: true,
+            hypervisor: Some("nitro".to_string()),
+            supported_usage_classes: vec!["on-demand".to_string(), "spot".to_string()],
+            supported_architectures: vec!["x86_64".to_string()],
+            processor_manufacturer: Some("Intel".to_string()),
+            default_vcpus: 2,
+            memory_mib: 8192,
+            maximum_network_interfaces: 3,
+            ipv4_addresses_per_interface: 10,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn name_parts() {
+        let p = parse_type_name("c6gd.2xlarge");
+        assert_eq!((p.category.as_str(), p.family.as_str(), p.size.as_str()), ("c", "c6gd", "2xlarge"));
+        assert_eq!(p.generation.as_deref(), Some("6"));
+    }
+
+    #[test]
+    fn catalog_labels_capacity_offerings() {
+        let t0: Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
+        let data = CatalogData {
+            descriptions: vec![m5_large()],
+            offered_zones: BTreeMap::from([(
+                "m5.large".to_string(),
+                BTreeSet::from(["us-west-2a".to_string(), "us-west-2b".to_string()]),
+            )]),
+            spot_prices: BTreeMap::from([(("m5.large".to_string(), "us-west-2a".to_string()), 0.04)]),
+            on_demand_prices: BTreeMap::from([("m5.large".to_string(), 0.096)]),
+        };
+        let opts = CatalogOptions {
+            zones: BTreeMap::from([
+                ("us-west-2a".to_string(), "usw2-az1".to_string()),
+                ("us-west-2c".to_string(), "usw2-az3".to_string()),
+            ]),
+            ..Default::default()
+        };
+        let mut unavailable = UnavailableOfferings::new();
+        unavailable.mark(OfferingKey::new("m5.large", "us-west-2a", "spot"), t0);
+        let cat = build_catalog(&data, &opts, &unavailable, t0).unwrap();
+        assert_eq!(cat.len(), 1);
+        let it = &cat[0];
+        assert_eq!(it.labels[LABEL_INSTANCE_CATEGORY], "m");
+        assert_eq!(it.labels[LABEL_INSTANCE_GENERATION], "5");
+        assert_eq!(it.labels[LABEL_INSTANCE_CPU_MANUFACTURER], "intel");
+        assert_eq!(it.capacity.pods, 29);
+        // 8192 MiB minus ceil(7.5%) = 614 MiB.
+        assert_eq!(it.capacity.memory_bytes, (8192 - 615) * MIB);
+        assert_eq!(it.overhead.kube_reserved.cpu_millis, 70);
+        assert_eq!(it.allocatable().cpu_millis, 1930);
+        // Only zone a is both offered and in the class's zones: spot (unavailable) and on-demand.
+        assert_eq!(it.offerings.len(), 2);
+        assert!(!it.offerings.iter().find(|o| o.capacity_type == "spot").unwrap().available);
+        assert_eq!(it.cheapest_available().unwrap().capacity_type, "on-demand");
+        let later = t0 + jiff::SignedDuration::from_secs(181);
+        let cat = build_catalog(&data, &opts, &unavailable, later).unwrap();
+        assert_eq!(cat[0].cheapest_available().unwrap().capacity_type, "spot");
+    }
+}

@@ -1,0 +1,219 @@
+//! Executes a launch plan: one launch template per AMI (named from a hash of its data, reused
+//! when present), then CreateFleet (instant) with every planned override; capacity errors in
+//! the response mark offerings unavailable.
+
+use std::collections::BTreeMap;
+
+use super::fnv::fnv1a64;
+use super::launch_plan::LaunchPlan;
+use super::unavailable::OfferingKey;
+use crate::ports::{
+    AwsError, CreateFleetInput, CreateLaunchTemplateInput, DescribeLaunchTemplatesInput, Ec2Api,
+    FleetLaunchTemplateConfig, FleetOverride, LaunchTemplateData, Tag, TagSpecification, codes,
+    is_insufficient_capacity_code,
+};
+
+/// Launch-template data shared by every AMI group; the image id is filled in per group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub cluster_name: String,
+    pub node_class: String,
+    /// Template data without `image_id`.
+    pub data: LaunchTemplateData,
+    /// Tags on the instances and volumes.
+    pub instance_tags: Vec<Tag>,
+    pub context: Option<String>,
+}
+
+/// The deterministic name of the launch template for `data`: `karpenter.k8s.aws/<hash>`.
+pub fn launch_template_name(cluster: &str, data: &LaunchTemplateData) -> String {
+    let hash = fnv1a64(format!("{cluster}\n{data:?}").as_bytes());
+    format!("karpenter.k8s.aws/{hash}")
+}
+
+/// The instance the fleet launched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetLaunch {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub subnet_id: String,
+    pub capacity_type: String,
+    pub image_id: String,
+    pub price: f64,
+    /// Offerings the fleet refused for lack of capacity (to mark unavailable).
+    pub refused: Vec<OfferingKey>,
+}
+
+/// Why the fleet launched nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LaunchError {
+    #[error("insufficient capacity for {}", offerings.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+    InsufficientCapacity { offerings: Vec<OfferingKey> },
+    #[error("CreateFleet failed: {0}")]
+    Fleet(AwsError),
+    #[error(transparent)]
+    Api(#[from] AwsError),
+}
+
+/// Makes sure a launch template with `name` and `data` exists.
+pub async fn ensure_launch_template(
+    ec2: &dyn Ec2Api,
+    name: &str,
+    data: &LaunchTemplateData,
+    tags: &[Tag],
+) -> Result<(), AwsError> {
+    let described = ec2
+        .describe_launch_templates(DescribeLaunchTemplatesInput {
+            launch_template_names: vec![name.to_string()],
+            filters: Vec::new(),
+        })
+        .await;
+    match described {
+        Ok(found) if !found.is_empty() => return Ok(()),
+        Ok(_) => {}
+        Err(e) if e.code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND => {}
+        Err(e) => return Err(e),
+    }
+    let created = ec2
+        .create_launch_template(CreateLaunchTemplateInput {
+            launch_template_name: name.to_string(),
+            launch_template_data: data.clone(),
+            tag_specifications: vec![TagSpecification {
+                resource_type: "launch-template".to_string(),
+                tags: tags.to_vec(),
+            }],
+        })
+        .await;
+    match created {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == codes::LAUNCH_TEMPLATE_NAME_ALREADY_EXISTS => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Launches one instance for `plan`.
+pub async fn launch(ec2: &dyn Ec2Api, plan: &LaunchPlan, config: &LaunchConfig) -> Result<FleetLaunch, LaunchError> {
+    let lt_tags = vec![
+        Tag::new("karpenter.k8s.aws/cluster", &config.cluster_name),
+        Tag::new("karpenter.k8s.aws/ec2nodeclass", &config.node_class),
+    ];
+    let mut configs = Vec::new();
+    let mut image_by_template: BTreeMap<String, String> = BTreeMap::new();
+    let mut prices: BTreeMap<(String, String), f64> = BTreeMap::new();
+    for group in &plan.groups {
+        let data = LaunchTemplateData { image_id: group.ami.id.clone(), ..config.data.clone() };
+        let name = launch_template_name(&config.cluster_name, &data);
+        ensure_launch_template(ec2, &name, &data, &lt_tags).await?;
+        image_by_template.insert(name.clone(), group.ami.id.clone());
+        for o in &group.overrides {
+            prices.insert((o.instance_type.clone(), o.zone.clone()), o.price);
+        }
+        configs.push(FleetLaunchTemplateConfig {
+            launch_template_name: name,
+            version: "$Latest".to_string(),
+            overrides: group
+                .overrides
+                .iter()
+                .map(|o| FleetOverride {
+                    instance_type: o.instance_type.clone(),
+                    subnet_id: o.subnet_id.clone(),
+                    availability_zone: o.zone.clone(),
+                    image_id: None,
+                    priority: Some(o.price),
+                })
+                .collect(),
+        });
+    }
+    let spot = plan.capacity_type == "spot";
+    let tag_specs = ["instance", "volume", "fleet"]
+        .into_iter()
+        .map(|rt| TagSpecification { resource_type: rt.to_string(), tags: config.instance_tags.clone() })
+        .collect();
+    let input = CreateFleetInput {
+        type_: "instant".to_string(),
+        launch_template_configs: configs,
+        total_target_capacity: 1,
+        default_target_capacity_type: plan.capacity_type.clone(),
+        spot_allocation_strategy: spot.then(|| "price-capacity-optimized".to_string()),
+        on_demand_allocation_strategy: (!spot).then(|| "lowest-price".to_string()),
+        tag_specifications: tag_specs,
+        context: config.context.clone(),
+    };
+    let out = ec2.create_fleet(input).await?;
+    let refused: Vec<OfferingKey> = out
+        .errors
+        .iter()
+        .filter(|e| is_insufficient_capacity_code(&e.error_code))
+        .map(|e| {
+            let lifecycle = if e.lifecycle.is_empty() { plan.capacity_type.as_str() } else { e.lifecycle.as_str() };
+            let o = &e.launch_template_and_overrides;
+            OfferingKey::new(&o.instance_type, &o.availability_zone, lifecycle)
+        })
+        .collect();
+    let launched = out.instances.iter().find_map(|i| i.instance_ids.first().map(|id| (i, id)));
+    let Some((inst, id)) = launched else {
+        if !refused.is_empty() {
+            return Err(LaunchError::InsufficientCapacity { offerings: refused });
+        }
+        let first = out.errors.first();
+        return Err(LaunchError::Fleet(AwsError::new(
+            first.map(|e| e.error_code.clone()).unwrap_or_else(|| codes::INTERNAL_ERROR.to_string()),
+            first.map(|e| e.error_message.clone()).unwrap_or_else(|| "fleet launched no instance".to_string()),
+        )));
+    };
+    let o = &inst.launch_template_and_overrides;
+    let image_id = plan
+        .groups
+        .iter()
+        .find(|g| g.overrides.iter().any(|p| p.instance_type == inst.instance_type && p.zone == o.availability_zone))
+        .map(|g| g.ami.id.clone())
+        .unwrap_or_default();
+    let capacity_type = if inst.lifecycle.is_empty() { plan.capacity_type.clone() } else { inst.lifecycle.clone() };
+    Ok(FleetLaunch {
+        instance_id: id.clone(),
+        instance_type: inst.instance_type.clone(),
+        zone: o.availability_zone.clone(),
+        subnet_id: o.subnet_id.clone(),
+        capacity_type,
+        image_id,
+        price: prices.get(&(inst.instance_type.clone(), o.availability_zone.clone())).copied().unwrap_or_default(),
+        refused,
+    })
+}
+
+/// The provider ID of an instance: `aws:///ZONE/INSTANCE-ID`.
+pub fn provider_id(zone: &str, instance_id: &str) -> String {
+    format!("aws:///{zone}/{instance_id}")
+}
+
+/// The instance ID in a provider ID (`aws:///us-west-2a/i-0123...` → `i-0123...`).
+pub fn instance_id_from_provider_id(provider_id: &str) -> Option<&str> {
+    let rest = provider_id.strip_prefix("aws://")?;
+    let id = rest.rsplit('/').next()?;
+    id.starts_with("i-").then_some(id)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_ids_round_trip() {
+        let p = provider_id("us-west-2a", "i-0123456789abcdef0");
+        assert_eq!(p, "aws:///us-west-2a/i-0123456789abcdef0");
+        assert_eq!(instance_id_from_provider_id(&p), Some("i-0123456789abcdef0"));
+        assert_eq!(instance_id_from_provider_id("kwok://x"), None);
+        assert_eq!(instance_id_from_provider_id("aws:///us-west-2a/"), None);
+    }
+
+    #[test]
+    fn template_name_depends_on_data() {
+        let a = LaunchTemplateData { image_id: "ami-1".to_string(), ..Default::default() };
+        let b = LaunchTemplateData { image_id: "ami-2".to_string(), ..Default::default() };
+        assert_eq!(launch_template_name("c", &a), launch_template_name("c", &a.clone()));
+        assert_ne!(launch_template_name("c", &a), launch_template_name("c", &b));
+        assert!(launch_template_name("c", &a).starts_with("karpenter.k8s.aws/"));
+    }
+}

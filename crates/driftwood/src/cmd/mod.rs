@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod crds;
+pub mod demo;
+pub mod validate;

@@ -1,0 +1,116 @@
+//! Dense resource vectors indexed by a per-simulation table of resource names, for the hot path.
+
+use std::collections::BTreeMap;
+
+use crate::resources::{CPU, MEMORY, PODS, Resources};
+
+/// Resource names → positions in dense vectors. cpu, memory and pods always come first.
+#[derive(Debug, Clone)]
+pub struct ResourceTable {
+    names: Vec<String>,
+    index: BTreeMap<String, usize>,
+}
+
+/// Amounts in milli-units, one per resource of the table.
+pub type Dense = Vec<i64>;
+
+impl ResourceTable {
+    /// A table holding cpu, memory, pods and every name in `lists`.
+    pub fn new<'a>(lists: impl IntoIterator<Item = &'a Resources>) -> Self {
+        let mut table = Self { names: Vec::new(), index: BTreeMap::new() };
+        for name in [CPU, MEMORY, PODS] {
+            table.insert(name);
+        }
+        let mut extra: Vec<&str> = Vec::new();
+        for list in lists {
+            extra.extend(list.0.keys().map(String::as_str));
+        }
+        extra.sort_unstable();
+        extra.dedup();
+        for name in extra {
+            table.insert(name);
+        }
+        table
+    }
+
+    fn insert(&mut self, name: &str) {
+        if !self.index.contains_key(name) {
+            self.index.insert(name.to_string(), self.names.len());
+            self.names.push(name.to_string());
+        }
+    }
+
+    /// Number of resources.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Dense form of `r` (names missing from the table are dropped; the table is built to hold all).
+    pub fn dense(&self, r: &Resources) -> Dense {
+        let mut out = vec![0; self.names.len()];
+        for (name, value) in &r.0 {
+            if let Some(i) = self.index.get(name) {
+                out[*i] = *value;
+            }
+        }
+        out
+    }
+
+    /// Dense form of a limit list: names absent from `r` are unlimited.
+    pub fn dense_limits(&self, r: &Resources) -> Dense {
+        let mut out = vec![i64::MAX; self.names.len()];
+        for (name, value) in &r.0 {
+            if let Some(i) = self.index.get(name) {
+                out[*i] = *value;
+            }
+        }
+        out
+    }
+
+    /// Back to a named list (zero entries dropped).
+    pub fn named(&self, d: &[i64]) -> Resources {
+        let mut out = Resources::new();
+        for (name, value) in self.names.iter().zip(d) {
+            if *value != 0 {
+                out.set(name, *value);
+            }
+        }
+        out
+    }
+
+    /// Resource name at position `i`.
+    pub fn name(&self, i: usize) -> &str {
+        self.names.get(i).map_or("", String::as_str)
+    }
+}
+
+/// Whether `need[i] <= have[i]` for every `i`.
+pub fn fits(need: &[i64], have: &[i64]) -> bool {
+    need.iter().zip(have).all(|(n, h)| n <= h)
+}
+
+/// Whether `used[i] + need[i] <= cap[i]` for every `i`.
+pub fn fits_on(used: &[i64], need: &[i64], cap: &[i64]) -> bool {
+    used.iter().zip(need).zip(cap).all(|((u, n), c)| u.saturating_add(*n) <= *c)
+}
+
+/// `a += b`.
+pub fn add_into(a: &mut [i64], b: &[i64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = x.saturating_add(*y);
+    }
+}
+
+/// `a -= b`.
+pub fn sub_into(a: &mut [i64], b: &[i64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = x.saturating_sub(*y);
+    }
+}
+
+/// `a = max(a, b)`.
+pub fn max_into(a: &mut [i64], b: &[i64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = (*x).max(*y);
+    }
+}

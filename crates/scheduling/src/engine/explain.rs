@@ -1,0 +1,175 @@
+//! Turns rejections into reasons a user can act on, for pods left unschedulable.
+
+use std::collections::BTreeMap;
+
+use crate::resources::format_amount;
+
+use super::dense::Dense;
+use super::profiles::{GroupKind, TopoKey};
+use super::state::BinKind;
+use super::{Engine, Why};
+
+impl Engine<'_> {
+    fn group_text(&self, g: u32) -> String {
+        let group = &self.catalog.groups[g as usize];
+        let what = match group.key.kind {
+            GroupKind::Spread => "topology spread",
+            GroupKind::Affinity => "pod affinity",
+            GroupKind::Anti => "pod anti-affinity",
+        };
+        format!("{what} on {} (selector {})", group.key.key.label(), group.key.selector)
+    }
+
+    fn shortfall(&self, used: &[i64], req: &[i64], cap: &[i64]) -> String {
+        let mut parts = Vec::new();
+        for i in 0..req.len() {
+            let free = cap.get(i).copied().unwrap_or(0).saturating_sub(used.get(i).copied().unwrap_or(0));
+            if req[i] > free {
+                let name = self.table.name(i);
+                parts.push(format!("{name} needs {} has {}", format_amount(name, req[i]), format_amount(name, free.max(0))));
+            }
+        }
+        parts.join(", ")
+    }
+
+    fn describe_bin(&self, b: usize, qi: usize, pid: u32, why: &Why) -> String {
+        let bin = &self.bins[b];
+        let q = &self.queue[qi];
+        let prof = &self.catalog.profiles[pid as usize];
+        match why {
+            Why::Closed | Why::Resources | Why::NoFittingType => {
+                let cap: Dense = match &bin.kind {
+                    BinKind::Existing(_) => bin.alloc.clone(),
+                    BinKind::Claim(c) => c.max_alloc.clone(),
+                };
+                format!("not enough free resources ({})", self.shortfall(&bin.used, &q.req, &cap))
+            }
+            Why::Taint(i) => format!("taint {} is not tolerated", bin.taints.get(*i).map(|t| t.to_string()).unwrap_or_default()),
+            Why::Requirements => match &bin.kind {
+                BinKind::Existing(ni) => {
+                    let labels = &self.input.existing_nodes[*ni].labels;
+                    match prof.reqs.first_mismatch(labels) {
+                        Some((k, r)) => format!("node label {k} does not satisfy {r}"),
+                        None => "node labels do not satisfy the pod's node selection".to_string(),
+                    }
+                }
+                BinKind::Claim(c) => match c.reqs.compatible_for_scheduling(&prof.reqs) {
+                    Err(e) => format!("incompatible requirements: {e}"),
+                    Ok(()) => "incompatible requirements".to_string(),
+                },
+            },
+            other => self.describe_common(other),
+        }
+    }
+
+    fn describe_common(&self, why: &Why) -> String {
+        match why {
+            Why::Ports => "a host port it needs is already bound".to_string(),
+            Why::HostnameSpread(g) => format!("{} would exceed maxSkew", self.group_text(*g)),
+            Why::HostnameAnti(g) => format!("{}: a matching pod is already there", self.group_text(*g)),
+            Why::AntiOwnerHere(g) => {
+                format!("a pod there has required anti-affinity to this pod ({})", self.group_text(*g))
+            }
+            Why::HostnameAffinity(g) => format!("{}: no matching pod is there", self.group_text(*g)),
+            Why::NoZoneLabel => "the node has no topology.kubernetes.io/zone label".to_string(),
+            Why::Zone => "zonal topology constraints (spread, affinity, anti-affinity) rule out its zone(s)".to_string(),
+            Why::NoAffinityTarget(g) => format!("{}: no pod matches it anywhere", self.group_text(*g)),
+            Why::MinValues(key, have, need) => {
+                format!("requirement {key} has minValues {need} but only {have} value(s) remain among instance types")
+            }
+            Why::Limits => "limits reached".to_string(),
+            Why::Closed | Why::Resources | Why::NoFittingType => "not enough resources".to_string(),
+            Why::Taint(_) => "taint not tolerated".to_string(),
+            Why::Requirements => "incompatible requirements".to_string(),
+            Why::NoCompatibleType => "no compatible instance type".to_string(),
+        }
+    }
+
+    fn describe_pool(&self, pool: usize, qi: usize, pid: u32, why: &Why) -> String {
+        let p = &self.pools[pool];
+        let q = &self.queue[qi];
+        let prof = &self.catalog.profiles[pid as usize];
+        let text = match why {
+            Why::Taint(i) => format!("taint {} is not tolerated", p.taints.get(*i).map(|t| t.to_string()).unwrap_or_default()),
+            Why::Requirements => match p.reqs.compatible_for_scheduling(&prof.reqs) {
+                Err(e) => format!("incompatible requirements: {e}"),
+                Ok(()) => "incompatible requirements".to_string(),
+            },
+            Why::NoCompatibleType => {
+                // Name the pod requirement that no instance type satisfies on its own.
+                let culprit = prof.reqs.iter().find(|(k, r)| {
+                    let mut only = p.reqs.clone();
+                    only.add(k, (*r).clone());
+                    !p.types.iter().any(|t| t.compatible(&only, None))
+                });
+                match culprit {
+                    Some((k, r)) => format!("no instance type satisfies requirement {k} {r}"),
+                    None if p.types.is_empty() => "no instance type is compatible with the nodepool's requirements".to_string(),
+                    None => format!("no instance type satisfies requirements {}", prof.reqs),
+                }
+            }
+            Why::NoFittingType => {
+                let mut largest: Dense = vec![0; self.table.len()];
+                for t in &p.types {
+                    super::dense::max_into(&mut largest, &t.alloc);
+                }
+                let zeros = vec![0; self.table.len()];
+                format!(
+                    "no instance type has room for its requests (daemonsets {} included; {})",
+                    p.daemon,
+                    self.shortfall(&zeros, &q.req, &largest)
+                )
+            }
+            Why::Limits => {
+                let remaining = p.remaining.as_ref().map(|r| {
+                    let named = self.table.named(&r.iter().map(|v| if *v == i64::MAX { 0 } else { *v }).collect::<Vec<_>>());
+                    named.to_string()
+                });
+                format!("limits reached: remaining {}", remaining.unwrap_or_default())
+            }
+            other => self.describe_common(other),
+        };
+        format!("incompatible with nodepool {:?}: {text}", p.name)
+    }
+
+    /// Why queue entry `qi` could not be placed (evaluated under its most relaxed profile).
+    pub(super) fn explain(&self, qi: usize) -> String {
+        let q = &self.queue[qi];
+        let class = &self.catalog.classes[q.class as usize];
+        let Some(&pid) = class.profiles.last() else {
+            return "no way to schedule the pod".to_string();
+        };
+        let prof = &self.catalog.profiles[pid as usize];
+        if let Some(u) = &prof.unsupported {
+            return u.clone();
+        }
+        let mut parts = Vec::new();
+        if !self.bins.is_empty() {
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            for b in 0..self.bins.len() {
+                if let Err(why) = self.check_bin(b, qi, pid) {
+                    *counts.entry(self.describe_bin(b, qi, pid, &why)).or_insert(0) += 1;
+                }
+            }
+            let mut ranked: Vec<(usize, String)> = counts.into_iter().map(|(k, v)| (v, k)).collect();
+            ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let shown: Vec<String> = ranked.iter().take(3).map(|(n, text)| format!("{n}× {text}")).collect();
+            let more = if ranked.len() > 3 { format!("; and {} other reason(s)", ranked.len() - 3) } else { String::new() };
+            parts.push(format!("no existing node or new NodeClaim fits ({} checked: {}{more})", self.bins.len(), shown.join("; ")));
+        }
+        if self.pools.is_empty() {
+            parts.push("no NodePool can create a node".to_string());
+        }
+        for pool in 0..self.pools.len() {
+            let statics = self.pool_static(pool, pid);
+            if let Err(why) = self.check_pool(pool, qi, pid, &statics) {
+                parts.push(self.describe_pool(pool, qi, pid, &why));
+            }
+        }
+        if parts.is_empty() {
+            return "no placement found".to_string();
+        }
+        let _ = TopoKey::Zone;
+        parts.join("; ")
+    }
+}

@@ -1,0 +1,579 @@
+//! The scheduling simulation: places pods on existing nodes first, then on new NodeClaims
+//! from the NodePools, first fit in a deterministic order, with per-class cursors so that bins
+//! known to reject a class are not looked at again.
+
+mod dense;
+mod explain;
+mod fit;
+mod profiles;
+mod state;
+mod zones;
+
+use std::collections::{BTreeMap, HashMap};
+
+use driftwood_api::wellknown::{
+    LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE, TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
+};
+
+use crate::model::{
+    ExistingPlacement, NewNodeClaim, SimulationError, SimulationInput, SimulationResult, UnschedulablePod,
+};
+use crate::pod::SimPod;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::{CPU, MEMORY, Resources};
+use crate::taints::first_untolerated;
+
+use dense::{Dense, ResourceTable, add_into, fits, sub_into};
+use profiles::Catalog;
+use state::{Bin, BinKind, Claim, Pool, PoolOffering, PoolType, min_values_shortfall};
+use zones::{MAX_ZONES, ZoneTable, bit};
+
+/// A pod in the placement queue.
+struct QueuedPod<'a> {
+    pod: &'a SimPod,
+    class: u32,
+    req: Dense,
+    req_class: u32,
+}
+
+/// How lasting a rejection is, which decides whether cursors may skip the bin from now on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lasting {
+    /// The bin will reject every later pod of this profile.
+    Always,
+    /// The bin will reject every later pod of this profile with the same requests.
+    ForThisSize,
+    /// The bin may accept a later pod.
+    ForNow,
+}
+
+/// Why a bin or NodePool rejected a pod (formatted only when reporting).
+#[derive(Debug, Clone, PartialEq)]
+enum Why {
+    Closed,
+    Taint(usize),
+    Requirements,
+    Ports,
+    HostnameSpread(u32),
+    HostnameAnti(u32),
+    AntiOwnerHere(u32),
+    HostnameAffinity(u32),
+    NoZoneLabel,
+    Zone,
+    Resources,
+    NoCompatibleType,
+    NoFittingType,
+    Limits,
+    MinValues(String, usize, usize),
+    NoAffinityTarget(u32),
+}
+
+impl Why {
+    fn lasting(&self) -> Lasting {
+        match self {
+            Why::Closed
+            | Why::Taint(_)
+            | Why::Requirements
+            | Why::Ports
+            | Why::HostnameSpread(_)
+            | Why::HostnameAnti(_)
+            | Why::AntiOwnerHere(_)
+            | Why::NoZoneLabel => Lasting::Always,
+            Why::Resources | Why::NoFittingType | Why::MinValues(..) => Lasting::ForThisSize,
+            _ => Lasting::ForNow,
+        }
+    }
+}
+
+/// What to change on a bin when a pod is committed to it.
+#[derive(Debug, Default)]
+struct Plan {
+    zone: Option<usize>,
+    new_reqs: Option<Requirements>,
+}
+
+struct Engine<'a> {
+    input: &'a SimulationInput,
+    table: ResourceTable,
+    zones: ZoneTable,
+    zone_universe: u128,
+    catalog: Catalog,
+    pools: Vec<Pool<'a>>,
+    bins: Vec<Bin>,
+    queue: Vec<QueuedPod<'a>>,
+    suffix_min: Vec<Dense>,
+    cursor_profile: Vec<usize>,
+    cursor_size: HashMap<(u32, u32), usize>,
+    pool_cache: HashMap<(u32, usize), Result<(Requirements, Vec<u32>), Why>>,
+    placed_on: Vec<Option<usize>>,
+    claim_count: usize,
+}
+
+/// Runs the simulation. Same input, same output.
+///
+/// Pods are placed highest priority first, then largest (cpu, then memory) first. Each pod
+/// goes to the first existing node (in input order) or already-opened NodeClaim that can take
+/// it, else opens a NodeClaim from the first NodePool (weight order) that can host it. Preferred
+/// constraints are treated as required first and relaxed one by one when they cannot be met.
+pub fn schedule(input: &SimulationInput) -> Result<SimulationResult, SimulationError> {
+    let mut engine = Engine::new(input)?;
+    engine.run();
+    Ok(engine.result())
+}
+
+fn effective_taints(node: &crate::model::ExistingNode) -> Vec<crate::taints::Taint> {
+    node.taints
+        .iter()
+        .filter(|t| {
+            node.initialized
+                || !(node.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
+                    || [TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY].contains(&t.key.as_str()))
+        })
+        .cloned()
+        .collect()
+}
+
+fn pod_node_requirements(p: &SimPod) -> Requirements {
+    let mut r = p.constraints.node_selector.clone();
+    if let Some(first) = p.constraints.required_terms.first() {
+        r = r.intersection(first);
+    }
+    r
+}
+
+impl<'a> Engine<'a> {
+    fn new(input: &'a SimulationInput) -> Result<Self, SimulationError> {
+        // Resource names.
+        let mut lists: Vec<&Resources> = Vec::new();
+        lists.extend(input.pods.iter().map(|p| &p.requests));
+        lists.extend(input.daemonsets.iter().map(|p| &p.requests));
+        for n in &input.existing_nodes {
+            lists.push(&n.allocatable);
+            lists.extend(n.pods.iter().map(|p| &p.requests));
+        }
+        for np in &input.nodepools {
+            lists.extend(np.remaining_limits.iter());
+            for it in &np.instance_types {
+                lists.push(&it.capacity);
+            }
+        }
+        let table = ResourceTable::new(lists);
+
+        // Zones.
+        let mut zone_names: Vec<String> =
+            input.existing_nodes.iter().filter_map(|n| n.labels.get(LABEL_TOPOLOGY_ZONE).cloned()).collect();
+        for np in &input.nodepools {
+            for it in &np.instance_types {
+                zone_names.extend(it.offerings.iter().map(|o| o.zone.clone()));
+            }
+        }
+        let zones = ZoneTable::new(zone_names);
+        if zones.len() > MAX_ZONES {
+            return Err(SimulationError::TooManyZones { count: zones.len(), max: MAX_ZONES });
+        }
+
+        // Pods to place: the given ones plus the movable pods of nodes going away.
+        let mut to_place: Vec<&SimPod> = input.pods.iter().collect();
+        for n in input.existing_nodes.iter().filter(|n| n.going_away) {
+            to_place.extend(n.pods.iter().filter(|p| !p.is_daemonset));
+        }
+
+        let mut catalog = Catalog::default();
+        let mut queue = Vec::with_capacity(to_place.len());
+        let mut size_index: BTreeMap<Dense, u32> = BTreeMap::new();
+        for p in to_place {
+            let class = catalog.class_of(&p.constraints);
+            catalog.build_profiles(class, &zones);
+            let req = table.dense(&p.requests);
+            let next = size_index.len() as u32;
+            let req_class = *size_index.entry(req.clone()).or_insert(next);
+            queue.push(QueuedPod { pod: p, class, req, req_class });
+        }
+        let mut bound_classes = Vec::new();
+        for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
+            for p in &n.pods {
+                bound_classes.push(catalog.class_of(&p.constraints));
+            }
+        }
+        for c in 0..catalog.classes.len() as u32 {
+            catalog.register_owned_anti(c, zones.len());
+        }
+        catalog.link(&input.namespace_labels);
+
+        // Largest first, deterministic.
+        let cpu = 0;
+        let mem = 1;
+        queue.sort_by(|a, b| {
+            b.pod
+                .priority
+                .cmp(&a.pod.priority)
+                .then(b.req[cpu].cmp(&a.req[cpu]))
+                .then(b.req[mem].cmp(&a.req[mem]))
+                .then(a.pod.key.cmp(&b.pod.key))
+        });
+        let dims = table.len();
+        let mut suffix_min = vec![vec![i64::MAX; dims]; queue.len() + 1];
+        for i in (0..queue.len()).rev() {
+            let next = suffix_min[i + 1].clone();
+            suffix_min[i] = next.iter().zip(&queue[i].req).map(|(a, b)| (*a).min(*b)).collect();
+        }
+
+        let pools = Self::build_pools(input, &table, &zones);
+        let mut zone_universe = 0;
+        for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
+            if let Some(z) = n.labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| zones.get(z)) {
+                zone_universe |= bit(z);
+            }
+        }
+        for pool in &pools {
+            for t in &pool.types {
+                zone_universe |= t.zone_mask(&pool.reqs);
+            }
+        }
+
+        let profile_count = catalog.profiles.len();
+        let mut engine = Self {
+            input,
+            table,
+            zones,
+            zone_universe,
+            catalog,
+            pools,
+            bins: Vec::new(),
+            queue,
+            suffix_min,
+            cursor_profile: vec![0; profile_count],
+            cursor_size: HashMap::new(),
+            pool_cache: HashMap::new(),
+            placed_on: Vec::new(),
+            claim_count: 0,
+        };
+        engine.placed_on = vec![None; engine.queue.len()];
+        engine.add_existing_bins(&bound_classes);
+        Ok(engine)
+    }
+
+    fn build_pools(input: &'a SimulationInput, table: &ResourceTable, zones: &ZoneTable) -> Vec<Pool<'a>> {
+        let mut specs: Vec<_> = input.nodepools.iter().collect();
+        specs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+        let mut pools = Vec::new();
+        for np in specs {
+            let mut reqs = np.requirements.clone();
+            for (k, v) in &np.labels {
+                reqs.add(k, Requirement::is_in([v.clone()]));
+            }
+            reqs.add(LABEL_NODEPOOL, Requirement::is_in([np.name.clone()]));
+            let mut daemon = Resources::new();
+            let mut daemon_ports = Vec::new();
+            for ds in &input.daemonsets {
+                let tolerated = first_untolerated(&np.taints, &ds.constraints.tolerations).is_none();
+                if tolerated && reqs.compatible_for_scheduling(&pod_node_requirements(ds)).is_ok() {
+                    daemon = daemon.add(&ds.requests);
+                    daemon_ports.extend(ds.constraints.host_ports.iter().cloned());
+                }
+            }
+            let daemon_dense = table.dense(&daemon);
+            let mut types: Vec<(f64, PoolType<'a>)> = Vec::new();
+            for it in &np.instance_types {
+                let offerings: Vec<PoolOffering> = it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available)
+                    .map(|o| PoolOffering {
+                        zone: zones.get(&o.zone),
+                        zone_name: o.zone.clone(),
+                        capacity_type: o.capacity_type.clone(),
+                        price: o.price,
+                    })
+                    .collect();
+                let mut alloc = table.dense(&it.allocatable());
+                sub_into(&mut alloc, &daemon_dense);
+                let pt = PoolType { it, alloc, capacity: table.dense(&it.capacity), offerings };
+                if pt.compatible(&reqs, None) {
+                    types.push((pt.cheapest(&reqs), pt));
+                }
+            }
+            types.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.it.name.cmp(&b.1.it.name)));
+            pools.push(Pool {
+                name: &np.name,
+                reqs,
+                taints: &np.taints,
+                types: types.into_iter().map(|(_, t)| t).collect(),
+                daemon,
+                daemon_ports,
+                remaining: np.remaining_limits.as_ref().map(|l| table.dense_limits(l)),
+            });
+        }
+        pools
+    }
+
+    fn add_existing_bins(&mut self, bound_classes: &[u32]) {
+        let mut bound = bound_classes.iter();
+        for (ni, node) in self.input.existing_nodes.iter().enumerate() {
+            if node.going_away {
+                continue;
+            }
+            let zone = node.labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| self.zones.get(z));
+            let mut bin = Bin {
+                kind: BinKind::Existing(ni),
+                name: node.name.clone(),
+                zone,
+                taints: effective_taints(node),
+                alloc: self.table.dense(&node.allocatable),
+                used: vec![0; self.table.len()],
+                ports: Vec::new(),
+                topo: Vec::new(),
+                pods: Vec::new(),
+                closed: false,
+            };
+            for p in &node.pods {
+                let class = bound.next().copied().unwrap_or(0);
+                add_into(&mut bin.used, &self.table.dense(&p.requests));
+                bin.ports.extend(p.constraints.host_ports.iter().cloned());
+                Self::record_topology(&mut self.catalog, &mut bin, class);
+            }
+            bin.closed = !fits(&self.suffix_min[0], &bin.headroom());
+            self.bins.push(bin);
+        }
+    }
+
+    fn record_topology(catalog: &mut Catalog, bin: &mut Bin, class: u32) {
+        let c = &catalog.classes[class as usize];
+        for g in &c.member_of {
+            bin.topo_add(*g, 1, 0);
+            let group = &mut catalog.groups[*g as usize];
+            group.total_matched += 1;
+            if let Some(z) = bin.zone
+                && let Some(slot) = group.zone_matched.get_mut(z)
+            {
+                *slot += 1;
+            }
+        }
+        for g in &c.owner_of {
+            bin.topo_add(*g, 0, 1);
+            if let Some(z) = bin.zone
+                && let Some(slot) = catalog.groups[*g as usize].zone_owners.get_mut(z)
+            {
+                *slot += 1;
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        for qi in 0..self.queue.len() {
+            let class = self.queue[qi].class;
+            let profiles = self.catalog.classes[class as usize].profiles.clone();
+            for pid in profiles {
+                if self.place(qi, pid) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Tries to place queue entry `qi` under profile `pid`; true when placed.
+    fn place(&mut self, qi: usize, pid: u32) -> bool {
+        if self.catalog.profiles[pid as usize].unsupported.is_some() {
+            return false;
+        }
+        let size_key = (pid, self.queue[qi].req_class);
+        let cp = self.cursor_profile[pid as usize];
+        let cs = self.cursor_size.get(&size_key).copied().unwrap_or(cp).max(cp);
+        let mut advance_profile = cs == cp;
+        let mut advance_size = true;
+        let (mut new_cp, mut new_cs) = (cp, cs);
+        let mut found = None;
+        for b in cs..self.bins.len() {
+            match self.check_bin(b, qi, pid) {
+                Ok(plan) => {
+                    found = Some((b, plan));
+                    break;
+                }
+                Err(why) => {
+                    let lasting = why.lasting();
+                    if advance_profile && lasting == Lasting::Always {
+                        new_cp = b + 1;
+                    } else {
+                        advance_profile = false;
+                    }
+                    if advance_size && lasting != Lasting::ForNow {
+                        new_cs = b + 1;
+                    } else {
+                        advance_size = false;
+                    }
+                }
+            }
+        }
+        self.cursor_profile[pid as usize] = new_cp;
+        self.cursor_size.insert(size_key, new_cs);
+        if let Some((b, plan)) = found {
+            self.commit(b, qi, plan);
+            return true;
+        }
+        for pool in 0..self.pools.len() {
+            let statics = match self.pool_cache.remove(&(pid, pool)) {
+                Some(hit) => hit,
+                None => self.pool_static(pool, pid),
+            };
+            let outcome = self.check_pool(pool, qi, pid, &statics);
+            self.pool_cache.insert((pid, pool), statics);
+            if let Ok((claim, zone)) = outcome {
+                self.open_claim(pool, claim, zone);
+                let b = self.bins.len() - 1;
+                self.commit(b, qi, Plan::default());
+                return true;
+            }
+        }
+        false
+    }
+
+    fn open_claim(&mut self, pool: usize, mut claim: Claim, zone: Option<usize>) {
+        let dims = self.table.len();
+        if let (Some(remaining), Some(reserved)) = (self.pools[pool].remaining.as_mut(), claim.reserved.as_ref()) {
+            sub_into(remaining, reserved);
+        }
+        claim.refresh(&self.pools[pool], dims);
+        let zone = zone.or_else(|| {
+            claim.reqs.get(LABEL_TOPOLOGY_ZONE).and_then(|r| r.single_value()).and_then(|z| self.zones.get(z))
+        });
+        let p = &self.pools[pool];
+        // The pool types' `alloc` already excludes daemonsets: track only pod usage.
+        let used = vec![0; dims];
+        self.claim_count += 1;
+        let name = format!("nodeclaim-{}-{}", p.name, self.claim_count);
+        self.bins.push(Bin {
+            kind: BinKind::Claim(Box::new(claim)),
+            name,
+            zone,
+            taints: p.taints.to_vec(),
+            alloc: Vec::new(),
+            used,
+            ports: p.daemon_ports.clone(),
+            topo: Vec::new(),
+            pods: Vec::new(),
+            closed: false,
+        });
+    }
+
+    fn commit(&mut self, b: usize, qi: usize, plan: Plan) {
+        let q = &self.queue[qi];
+        let class = q.class;
+        let dims = self.table.len();
+        let bin = &mut self.bins[b];
+        add_into(&mut bin.used, &q.req);
+        bin.ports.extend(q.pod.constraints.host_ports.iter().cloned());
+        bin.pods.push(qi);
+        if bin.zone.is_none() {
+            bin.zone = plan.zone;
+        }
+        if let BinKind::Claim(claim) = &mut bin.kind {
+            let pool = &self.pools[claim.pool];
+            let used = &bin.used;
+            if let Some(z) = plan.zone {
+                claim.reqs.add(LABEL_TOPOLOGY_ZONE, Requirement::is_in([self.zones.name(z).to_string()]));
+            }
+            let reqs_changed = plan.new_reqs.is_some() || plan.zone.is_some();
+            if let Some(nr) = plan.new_reqs {
+                claim.reqs = claim.reqs.intersection(&nr);
+            }
+            if bin.zone.is_none() {
+                bin.zone = claim
+                    .reqs
+                    .get(LABEL_TOPOLOGY_ZONE)
+                    .and_then(|r| r.single_value())
+                    .and_then(|z| self.zones.get(z));
+            }
+            let reqs = &claim.reqs;
+            claim.types.retain(|t| {
+                let pt = &pool.types[*t as usize];
+                fits(used, &pt.alloc) && (!reqs_changed || pt.compatible(reqs, None))
+            });
+            if let Some(released) = claim.refresh(pool, dims)
+                && let Some(remaining) = self.pools[claim.pool].remaining.as_mut()
+            {
+                add_into(remaining, &released);
+            }
+        }
+        Self::record_topology(&mut self.catalog, &mut self.bins[b], class);
+        let bin = &mut self.bins[b];
+        bin.closed = !fits(&self.suffix_min[qi + 1], &bin.headroom());
+        self.placed_on[qi] = Some(b);
+    }
+
+    fn result(&self) -> SimulationResult {
+        let mut out = SimulationResult::default();
+        for (qi, q) in self.queue.iter().enumerate() {
+            match self.placed_on[qi] {
+                Some(b) => {
+                    if let BinKind::Existing(_) = self.bins[b].kind {
+                        out.existing_placements
+                            .push(ExistingPlacement { pod: q.pod.key.clone(), node: self.bins[b].name.clone() });
+                    }
+                }
+                None => out.unschedulable.push(UnschedulablePod { pod: q.pod.key.clone(), reason: self.explain(qi) }),
+            }
+        }
+        for bin in &self.bins {
+            let BinKind::Claim(claim) = &bin.kind else { continue };
+            let pool = &self.pools[claim.pool];
+            let mut ranked: Vec<(f64, &str, u32)> = claim
+                .types
+                .iter()
+                .map(|t| {
+                    let pt = &pool.types[*t as usize];
+                    (pt.cheapest(&claim.reqs), pt.it.name.as_str(), *t)
+                })
+                .collect();
+            ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+            let max = self.input.options.max_instance_types.max(1);
+            let mut keep = ranked.len().min(max);
+            while keep < ranked.len()
+                && min_values_shortfall(ranked[..keep].iter().map(|r| &pool.types[r.2 as usize]), &claim.reqs).is_some()
+            {
+                keep += 1;
+            }
+            let pods_req: Dense = {
+                let mut d = vec![0; self.table.len()];
+                for qi in &bin.pods {
+                    add_into(&mut d, &self.queue[*qi].req);
+                }
+                d
+            };
+            let pods_named = self.table.named(&pods_req);
+            out.new_nodeclaims.push(NewNodeClaim {
+                nodepool: pool.name.to_string(),
+                requirements: claim.reqs.clone(),
+                instance_types: ranked[..keep].iter().map(|r| r.1.to_string()).collect(),
+                pods: bin.pods.iter().map(|qi| self.queue[*qi].pod.key.clone()).collect(),
+                requests: pods_named.add(&pool.daemon),
+                daemonset_requests: pool.daemon.clone(),
+            });
+        }
+        out
+    }
+}
+
+/// Total requested cpu and memory of the pods on new NodeClaims divided by the allocatable of
+/// each claim's cheapest instance type: `(cpu ratio, memory ratio)`. For benchmarks and reports.
+pub fn packing_efficiency(input: &SimulationInput, result: &SimulationResult) -> (f64, f64) {
+    let mut requested = Resources::new();
+    let mut allocatable = Resources::new();
+    for claim in &result.new_nodeclaims {
+        requested = requested.add(&claim.requests);
+        let Some(first) = claim.instance_types.first() else { continue };
+        if let Some(it) = input
+            .nodepools
+            .iter()
+            .filter(|p| p.name == claim.nodepool)
+            .flat_map(|p| p.instance_types.iter())
+            .find(|it| &it.name == first)
+        {
+            allocatable = allocatable.add(&it.allocatable());
+        }
+    }
+    let ratio = |name: &str| {
+        let a = allocatable.get(name);
+        if a == 0 { 0.0 } else { requested.get(name) as f64 / a as f64 }
+    };
+    (ratio(CPU), ratio(MEMORY))
+}

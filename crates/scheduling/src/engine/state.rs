@@ -1,0 +1,222 @@
+//! The engine's working state: NodePools with their usable instance types, and bins (existing
+//! nodes and the NodeClaims opened so far) with what they hold.
+
+use std::collections::BTreeSet;
+
+use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE};
+
+use crate::instance_type::InstanceType;
+use crate::pod::HostPort;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+use crate::taints::Taint;
+
+use super::dense::{Dense, max_into};
+use super::zones::{ZoneMask, ZoneTable, bit};
+
+/// An available offering with its zone numbered.
+#[derive(Debug, Clone)]
+pub struct PoolOffering {
+    pub zone: Option<usize>,
+    pub zone_name: String,
+    pub capacity_type: String,
+    pub price: f64,
+}
+
+/// An instance type usable by one NodePool.
+#[derive(Debug, Clone)]
+pub struct PoolType<'a> {
+    pub it: &'a InstanceType,
+    /// Allocatable minus the pool's daemonset overhead.
+    pub alloc: Dense,
+    pub capacity: Dense,
+    pub offerings: Vec<PoolOffering>,
+}
+
+impl PoolType<'_> {
+    fn offering_ok(o: &PoolOffering, reqs: &Requirements) -> bool {
+        reqs.get(LABEL_TOPOLOGY_ZONE).is_none_or(|r| r.has(&o.zone_name))
+            && reqs.get(LABEL_CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type))
+    }
+
+    /// Whether the type can be launched under `reqs` (labels intersect, an offering is allowed),
+    /// optionally in zone `zone` only.
+    pub fn compatible(&self, reqs: &Requirements, zone: Option<usize>) -> bool {
+        reqs.intersects(&self.it.requirements).is_ok()
+            && self.offerings.iter().any(|o| zone.is_none_or(|z| o.zone == Some(z)) && Self::offering_ok(o, reqs))
+    }
+
+    /// Zones with an offering allowed by `reqs`.
+    pub fn zone_mask(&self, reqs: &Requirements) -> ZoneMask {
+        let mut m = 0;
+        for o in &self.offerings {
+            if let Some(z) = o.zone
+                && Self::offering_ok(o, reqs)
+            {
+                m |= bit(z);
+            }
+        }
+        m
+    }
+
+    /// The cheapest allowed offering's price.
+    pub fn cheapest(&self, reqs: &Requirements) -> f64 {
+        self.offerings.iter().filter(|o| Self::offering_ok(o, reqs)).map(|o| o.price).fold(f64::INFINITY, f64::min)
+    }
+
+    /// The values of `key` this type can take under requirement set `reqs`.
+    pub fn values_of<'s>(&'s self, key: &str, reqs: &Requirements) -> Vec<&'s str> {
+        let allowed = |v: &str| reqs.get(key).is_none_or(|r| r.has(v));
+        if key == LABEL_TOPOLOGY_ZONE {
+            return self.offerings.iter().filter(|o| Self::offering_ok(o, reqs)).map(|o| o.zone_name.as_str()).collect();
+        }
+        if key == LABEL_CAPACITY_TYPE {
+            return self
+                .offerings
+                .iter()
+                .filter(|o| Self::offering_ok(o, reqs))
+                .map(|o| o.capacity_type.as_str())
+                .collect();
+        }
+        match self.it.requirements.get(key).and_then(|r| r.finite_values()) {
+            Some(vals) => vals.iter().map(String::as_str).filter(|v| allowed(v)).collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// A NodePool prepared for the simulation.
+#[derive(Debug, Clone)]
+pub struct Pool<'a> {
+    pub name: &'a str,
+    /// Requirements, template labels and the nodepool label.
+    pub reqs: Requirements,
+    pub taints: &'a [Taint],
+    /// Usable types, cheapest first.
+    pub types: Vec<PoolType<'a>>,
+    pub daemon: Resources,
+    pub daemon_ports: Vec<HostPort>,
+    /// Remaining limits (unlimited resources are `i64::MAX`).
+    pub remaining: Option<Dense>,
+}
+
+/// The first requirement with minValues that `types` do not span, as (key, have, need).
+pub fn min_values_shortfall<'t>(
+    types: impl Iterator<Item = &'t PoolType<'t>> + Clone,
+    reqs: &Requirements,
+) -> Option<(String, usize, usize)> {
+    for (key, r) in reqs.iter() {
+        let Some(need) = r.min_values() else { continue };
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for t in types.clone() {
+            seen.extend(t.values_of(key, reqs));
+            if seen.len() >= need {
+                break;
+            }
+        }
+        if seen.len() < need {
+            return Some((key.to_string(), seen.len(), need));
+        }
+    }
+    None
+}
+
+/// A NodeClaim being filled.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub pool: usize,
+    pub reqs: Requirements,
+    /// Indices into the pool's types that can still host everything, cheapest first.
+    pub types: Vec<u32>,
+    /// Per-resource maximum of the types' `alloc`.
+    pub max_alloc: Dense,
+    /// Capacity held against the pool's limits.
+    pub reserved: Option<Dense>,
+    /// Zones the claim can still launch in.
+    pub zone_mask: ZoneMask,
+}
+
+impl Claim {
+    /// Recomputes `max_alloc`, `zone_mask` and the limit reservation from `types`; returns the
+    /// reservation released.
+    pub fn refresh(&mut self, pool: &Pool<'_>, dims: usize) -> Option<Dense> {
+        let mut max_alloc = vec![i64::MIN; dims];
+        let mut max_cap = vec![0; dims];
+        let mut zones = 0;
+        for t in &self.types {
+            let pt = &pool.types[*t as usize];
+            max_into(&mut max_alloc, &pt.alloc);
+            max_into(&mut max_cap, &pt.capacity);
+            zones |= pt.zone_mask(&self.reqs);
+        }
+        self.max_alloc = max_alloc;
+        self.zone_mask = zones;
+        let old = self.reserved.take()?;
+        let released: Dense = old.iter().zip(&max_cap).map(|(o, n)| o - n).collect();
+        self.reserved = Some(max_cap);
+        Some(released)
+    }
+}
+
+/// What a bin is.
+#[derive(Debug, Clone)]
+pub enum BinKind {
+    /// `input.existing_nodes[i]`.
+    Existing(usize),
+    /// A NodeClaim opened by the simulation.
+    Claim(Box<Claim>),
+}
+
+/// An existing node or a new NodeClaim, as pods are added to it.
+#[derive(Debug, Clone)]
+pub struct Bin {
+    pub kind: BinKind,
+    pub name: String,
+    /// Decided zone, if any.
+    pub zone: Option<usize>,
+    /// Taints pods must tolerate.
+    pub taints: Vec<Taint>,
+    /// Allocatable for existing nodes (unused for claims).
+    pub alloc: Dense,
+    /// Requests of the pods placed (and, for existing nodes, already bound).
+    pub used: Dense,
+    pub ports: Vec<HostPort>,
+    /// (group, matching pods, owners of the group's anti-affinity term).
+    pub topo: Vec<(u32, u32, u32)>,
+    /// Queue indices of the pods placed by the simulation.
+    pub pods: Vec<usize>,
+    /// No remaining pod can fit.
+    pub closed: bool,
+}
+
+impl Bin {
+    /// (matching pods, owners) for a group.
+    pub fn topo_counts(&self, group: u32) -> (u32, u32) {
+        self.topo.iter().find(|(g, _, _)| *g == group).map_or((0, 0), |(_, m, o)| (*m, *o))
+    }
+
+    /// Adds to a group's counts.
+    pub fn topo_add(&mut self, group: u32, matched: u32, owners: u32) {
+        match self.topo.iter_mut().find(|(g, _, _)| *g == group) {
+            Some(entry) => {
+                entry.1 += matched;
+                entry.2 += owners;
+            }
+            None => self.topo.push((group, matched, owners)),
+        }
+    }
+
+    /// Per-resource headroom: what the largest remaining type (claims) or the node has left.
+    pub fn headroom(&self) -> Dense {
+        let cap = match &self.kind {
+            BinKind::Existing(_) => &self.alloc,
+            BinKind::Claim(c) => &c.max_alloc,
+        };
+        cap.iter().zip(&self.used).map(|(c, u)| c.saturating_sub(*u)).collect()
+    }
+}
+
+/// Zone index of a zone label value.
+pub fn zone_index(zones: &ZoneTable, value: Option<&String>) -> Option<usize> {
+    value.and_then(|v| zones.get(v))
+}

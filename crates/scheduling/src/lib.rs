@@ -1,0 +1,37 @@
+//! driftwood-scheduling: a pure scheduling simulation.
+//!
+//! * [`requirements`]: the requirement algebra over label keys (In, NotIn, Exists,
+//!   DoesNotExist, Gt, Lt, Gte, Lte, minValues), intersection and compatibility checks
+//!   (strict, for requirement drift; scheduling, where well-known labels may be undefined).
+//! * [`resources`] and [`quantity`]: exact resource arithmetic in milli-units.
+//! * [`instance_type`]: instance types, overhead, allocatable and offerings.
+//! * [`pod`]: [`SimPod`], the scheduling facts of a Kubernetes Pod computed once.
+//! * [`taints`]: taints and tolerations.
+//! * [`model`]: the simulation's plain-data input and output.
+//! * [`schedule`]: the simulation itself — existing capacity first, then new NodeClaims.
+//!
+//! The provisioner calls [`schedule`] with pending pods; the disruption planner calls it with
+//! a node marked [`ExistingNode::going_away`] and reads whether all its pods found a place and
+//! which NodeClaims are needed. No I/O, no async, deterministic.
+
+mod engine;
+pub mod instance_type;
+pub mod model;
+pub mod pod;
+pub mod quantity;
+pub mod requirements;
+pub mod resources;
+pub mod taints;
+pub mod testkit;
+
+pub use engine::{packing_efficiency, schedule};
+pub use instance_type::{InstanceType, Offering, Overhead};
+pub use model::{
+    DEFAULT_MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NewNodeClaim, NodeConversionError, NodePoolSpec,
+    SimulationError, SimulationInput, SimulationOptions, SimulationResult, UnschedulablePod,
+};
+pub use pod::{HostPort, PodAffinityTerm, PodConstraints, PodConversionError, SimPod, TopologySpread};
+pub use quantity::{QuantityError, parse_quantity_milli};
+pub use requirements::{Incompatibility, Operator, Requirement, RequirementError, Requirements};
+pub use resources::{ResourceError, Resources};
+pub use taints::{Taint, TaintEffect, TaintError, Toleration};

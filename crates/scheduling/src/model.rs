@@ -1,0 +1,196 @@
+//! The simulation's input and output as plain data: existing nodes, NodePools, pods to place,
+//! and the placements, new NodeClaims and unschedulable pods that come back.
+
+use std::collections::BTreeMap;
+
+use driftwood_api::wellknown::LABEL_NODE_INITIALIZED;
+use k8s_openapi::api::core::v1::Node;
+use thiserror::Error;
+
+use crate::instance_type::InstanceType;
+use crate::pod::SimPod;
+use crate::requirements::Requirements;
+use crate::resources::{ResourceError, Resources};
+use crate::taints::{Taint, TaintError};
+
+/// The default bound on the instance types offered per new NodeClaim.
+pub const DEFAULT_MAX_INSTANCE_TYPES: usize = 60;
+
+/// A node that exists (or a NodeClaim already in flight).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExistingNode {
+    /// Node name (the hostname topology domain).
+    pub name: String,
+    /// Node labels.
+    pub labels: BTreeMap<String, String>,
+    /// Node taints.
+    pub taints: Vec<Taint>,
+    /// Taints that go away once the node is initialized; ignored while `initialized` is false.
+    pub startup_taints: Vec<Taint>,
+    /// Allocatable resources.
+    pub allocatable: Resources,
+    /// Pods bound to it (their requests use capacity; they count for topology).
+    pub pods: Vec<SimPod>,
+    /// The node is leaving: its non-daemonset pods are placed elsewhere and nothing lands on it.
+    pub going_away: bool,
+    /// Whether the node is initialized. While not, its startup taints and the ephemeral
+    /// not-ready / unreachable / unregistered taints are ignored, as they will be removed.
+    pub initialized: bool,
+}
+
+/// A node that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum NodeConversionError {
+    /// A taint is malformed.
+    #[error("node {node}: spec.taints: {source}")]
+    Taint {
+        /// Node name.
+        node: String,
+        /// The problem.
+        #[source]
+        source: TaintError,
+    },
+    /// Allocatable is malformed.
+    #[error("node {node}: status.allocatable: {source}")]
+    Allocatable {
+        /// Node name.
+        node: String,
+        /// The problem.
+        #[source]
+        source: ResourceError,
+    },
+}
+
+impl ExistingNode {
+    /// Builds an existing node from a Kubernetes Node and the pods bound to it. `initialized`
+    /// is read from the `karpenter.sh/initialized` label (nodes without it count as initialized
+    /// unless they carry `karpenter.sh/nodepool`).
+    pub fn from_node(node: &Node, pods: Vec<SimPod>) -> Result<Self, NodeConversionError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let mut taints = Vec::new();
+        for t in node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+            taints.push(
+                Taint::from_k8s(t).map_err(|source| NodeConversionError::Taint { node: name.clone(), source })?,
+            );
+        }
+        let allocatable = match node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+            Some(a) => Resources::from_quantities(a)
+                .map_err(|source| NodeConversionError::Allocatable { node: name.clone(), source })?,
+            None => Resources::new(),
+        };
+        let managed = labels.contains_key(driftwood_api::wellknown::LABEL_NODEPOOL);
+        let initialized = labels.get(LABEL_NODE_INITIALIZED).map_or(!managed, |v| v == "true");
+        Ok(Self { name, labels, taints, startup_taints: Vec::new(), allocatable, pods, going_away: false, initialized })
+    }
+}
+
+/// A NodePool as the simulation needs it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodePoolSpec {
+    /// NodePool name.
+    pub name: String,
+    /// Higher weights are tried first (ties by name).
+    pub weight: i32,
+    /// `spec.template.spec.requirements` (with minValues).
+    pub requirements: Requirements,
+    /// `spec.template.metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.template.spec.taints`: pods must tolerate them.
+    pub taints: Vec<Taint>,
+    /// `spec.template.spec.startupTaints`: removed after start; pods need not tolerate them.
+    pub startup_taints: Vec<Taint>,
+    /// What `spec.limits` still allows (limits minus what the pool already uses); `None` = no limits.
+    pub remaining_limits: Option<Resources>,
+    /// The instance types its NodeClass offers.
+    pub instance_types: Vec<InstanceType>,
+}
+
+/// Tunables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimulationOptions {
+    /// How many instance types a new NodeClaim lists at most (cheapest first); default 60.
+    pub max_instance_types: usize,
+}
+
+impl Default for SimulationOptions {
+    fn default() -> Self {
+        Self { max_instance_types: DEFAULT_MAX_INSTANCE_TYPES }
+    }
+}
+
+/// Everything the simulation looks at.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SimulationInput {
+    /// Existing nodes, tried in this order (some may be going away).
+    pub existing_nodes: Vec<ExistingNode>,
+    /// Pods to place (pending pods, or pods of a node being replaced).
+    pub pods: Vec<SimPod>,
+    /// NodePools that may create nodes.
+    pub nodepools: Vec<NodePoolSpec>,
+    /// DaemonSet pod templates: each new node carries those that tolerate and select it.
+    pub daemonsets: Vec<SimPod>,
+    /// Namespace labels, for pod affinity `namespaceSelector`s.
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Tunables.
+    pub options: SimulationOptions,
+}
+
+/// A pod placed on an existing node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ExistingPlacement {
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// Node name.
+    pub node: String,
+}
+
+/// A NodeClaim the simulation opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewNodeClaim {
+    /// The NodePool it comes from.
+    pub nodepool: String,
+    /// NodePool requirements narrowed by its pods (and topology), labels included.
+    pub requirements: Requirements,
+    /// Instance types that can host all its pods, cheapest compatible offering first, bounded.
+    pub instance_types: Vec<String>,
+    /// Pods placed on it, in placement order.
+    pub pods: Vec<String>,
+    /// Requests of its pods plus its daemonsets.
+    pub requests: Resources,
+    /// The part of `requests` that comes from daemonsets.
+    pub daemonset_requests: Resources,
+}
+
+/// A pod that could not be placed, with a reason a user can act on.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UnschedulablePod {
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What the simulation decided.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SimulationResult {
+    /// Pods placed on existing nodes.
+    pub existing_placements: Vec<ExistingPlacement>,
+    /// NodeClaims to create.
+    pub new_nodeclaims: Vec<NewNodeClaim>,
+    /// Pods that fit nowhere.
+    pub unschedulable: Vec<UnschedulablePod>,
+}
+
+/// Input the simulation cannot work with.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SimulationError {
+    /// More distinct zones than the engine tracks.
+    #[error("too many distinct zones ({count}); at most {max} are supported")]
+    TooManyZones {
+        /// Zones seen.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+}

@@ -1,0 +1,29 @@
+//! A simulated EC2, SSM, IAM and pricing API behind driftwood-cloud's ports, deterministic for a
+//! seed and driven by an injectable clock: EKS-optimized AMIs and their SSM public parameters, a
+//! realistic instance-type catalog with prices, a VPC, instances that go pending → running, and
+//! fault knobs (insufficient capacity, API errors, throttling).
+
+pub mod ec2_api;
+pub mod faults;
+pub mod filter;
+pub mod ids;
+pub mod images;
+pub mod instance_catalog;
+pub mod machines;
+pub mod network;
+pub mod other_apis;
+pub mod state;
+
+use std::sync::Arc;
+
+use driftwood_cloud::AwsPorts;
+
+pub use images::{AMAZON_EKS_ACCOUNT, KUBERNETES_VERSIONS, Release, default_releases};
+pub use machines::{Machine, MachineSource};
+pub use network::DISCOVERY_TAG;
+pub use state::{SimAws, SimConfig};
+
+/// The provider ports all backed by one simulated account.
+pub fn sim_ports(sim: &Arc<SimAws>) -> AwsPorts {
+    AwsPorts { ec2: sim.clone(), ssm: sim.clone(), iam: sim.clone(), pricing: sim.clone() }
+}

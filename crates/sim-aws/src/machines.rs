@@ -1,0 +1,86 @@
+//! What the embedded cluster's kubelets see: the running machines, each with its provider ID,
+//! instance type, zone, capacity type, image and the Kubernetes version that image runs.
+
+use std::collections::BTreeMap;
+
+use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE, LABEL_TOPOLOGY_ZONE_ID};
+use driftwood_cloud::aws::instance_types::instance_type_labels;
+use driftwood_cloud::aws::launcher::provider_id;
+use driftwood_cloud::ports::instance_state;
+use jiff::Timestamp;
+
+use crate::state::SimAws;
+
+/// A running machine a kubelet can join to the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub instance_id: String,
+    /// `aws:///ZONE/INSTANCE-ID`.
+    pub provider_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `spot` or `on-demand`.
+    pub capacity_type: String,
+    pub image_id: String,
+    /// The Kubernetes minor version of the image (e.g. `1.29`), when known.
+    pub kubernetes_version: Option<String>,
+    pub launch_time: Timestamp,
+    pub private_dns_name: String,
+    pub private_ip: String,
+    /// Labels the Node should carry (instance type labels, zone, region, capacity type, nodepool).
+    pub labels: BTreeMap<String, String>,
+    /// The instance's tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The kubelets' view of the simulated EC2.
+pub trait MachineSource: Send + Sync {
+    /// Machines in state `running`, by launch time then id.
+    fn running_machines(&self) -> Vec<Machine>;
+}
+
+impl MachineSource for SimAws {
+    fn running_machines(&self) -> Vec<Machine> {
+        let now = self.now();
+        let st = self.lock();
+        let zones = &self.config.zones;
+        let mut out: Vec<Machine> = st
+            .instances
+            .values()
+            .filter(|s| !self.vanished(s, now))
+            .map(|s| (s, self.observe(s, now)))
+            .filter(|(_, i)| i.state == instance_state::RUNNING)
+            .map(|(s, i)| {
+                let desc = st.instance_types.iter().find(|e| e.description.instance_type == i.instance_type);
+                let mut labels = desc.and_then(|d| instance_type_labels(&d.description, "linux")).unwrap_or_default();
+                let capacity_type = i.instance_lifecycle.clone().unwrap_or_else(|| "on-demand".to_string());
+                labels.insert(LABEL_TOPOLOGY_ZONE.to_string(), i.availability_zone.clone());
+                labels.insert(LABEL_TOPOLOGY_REGION.to_string(), self.config.region.clone());
+                if let Some(idx) = zones.iter().position(|z| *z == i.availability_zone) {
+                    labels.insert(LABEL_TOPOLOGY_ZONE_ID.to_string(), crate::network::zone_id(&self.config.region, idx));
+                }
+                labels.insert(LABEL_CAPACITY_TYPE.to_string(), capacity_type.clone());
+                let tags: BTreeMap<String, String> = i.tags.iter().map(|t| (t.key.clone(), t.value.clone())).collect();
+                if let Some(pool) = tags.get(LABEL_NODEPOOL) {
+                    labels.insert(LABEL_NODEPOOL.to_string(), pool.clone());
+                }
+                Machine {
+                    provider_id: provider_id(&i.availability_zone, &i.instance_id),
+                    instance_id: i.instance_id.clone(),
+                    instance_type: i.instance_type.clone(),
+                    zone: i.availability_zone.clone(),
+                    capacity_type,
+                    image_id: i.image_id.clone(),
+                    kubernetes_version: s.kubernetes_version.clone(),
+                    launch_time: i.launch_time,
+                    private_dns_name: i.private_dns_name.clone(),
+                    private_ip: i.private_ip_address.clone(),
+                    labels,
+                    tags,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.launch_time.cmp(&b.launch_time).then_with(|| a.instance_id.cmp(&b.instance_id)));
+        out
+    }
+}

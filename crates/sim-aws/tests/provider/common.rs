@@ -1,0 +1,131 @@
+//! Shared fixtures: a simulated account on a manual clock, a provider over it, class and claim
+//! builders mirroring the walkthrough manifests.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use driftwood_api::ec2nodeclass::{AmiSelectorTerm, EC2NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm};
+use driftwood_api::nodeclaim::{NodeClaimSpec, ResourceRequirements};
+use driftwood_api::requirement::OP_IN;
+use driftwood_api::wellknown::{ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_EC2NODECLASS_HASH_VERSION, LABEL_NODEPOOL};
+use driftwood_api::{EC2NodeClass, NodeClaim, NodeSelectorRequirementWithMinValues as Req};
+use driftwood_cloud::{AwsProvider, AwsSettings, InMemoryNodeClasses, ManualClock};
+use driftwood_sim_aws::{DISCOVERY_TAG, SimAws, SimConfig, sim_ports};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+pub const CLUSTER: &str = "demo";
+pub const ROLE: &str = "KarpenterNodeRole-demo";
+
+pub struct Env {
+    pub clock: Arc<ManualClock>,
+    pub sim: Arc<SimAws>,
+    pub classes: Arc<InMemoryNodeClasses>,
+    pub provider: AwsProvider,
+}
+
+impl Env {
+    pub fn advance(&self, secs: i64) {
+        self.clock.advance(SignedDuration::from_secs(secs));
+    }
+
+    /// Resolves `class`, stores it with its status and returns it.
+    pub async fn resolve(&self, mut class: EC2NodeClass) -> EC2NodeClass {
+        let resolution = self.provider.resolve_node_class(&class).await.unwrap();
+        class.status = Some(resolution.status);
+        self.classes.upsert(class.clone());
+        class
+    }
+}
+
+pub fn start() -> Timestamp {
+    "2024-08-20T00:00:00Z".parse().unwrap()
+}
+
+pub fn env_for(kubernetes_version: &str, seed: u64) -> Env {
+    let clock = Arc::new(ManualClock::new(start()));
+    let sim = Arc::new(SimAws::new(SimConfig::new(CLUSTER, seed), clock.clone()));
+    let classes = Arc::new(InMemoryNodeClasses::new());
+    let provider = AwsProvider::new(
+        sim_ports(&sim),
+        AwsSettings::new(CLUSTER, "us-west-2", kubernetes_version),
+        clock.clone(),
+        classes.clone(),
+    );
+    Env { clock, sim, classes, provider }
+}
+
+pub fn env() -> Env {
+    env_for("1.29", 42)
+}
+
+pub fn discovery() -> BTreeMap<String, String> {
+    BTreeMap::from([(DISCOVERY_TAG.to_string(), CLUSTER.to_string())])
+}
+
+pub fn id_term(id: &str) -> AmiSelectorTerm {
+    AmiSelectorTerm { id: Some(id.to_string()), ..Default::default() }
+}
+
+pub fn name_term(name: &str, owner: Option<&str>) -> AmiSelectorTerm {
+    AmiSelectorTerm { name: Some(name.to_string()), owner: owner.map(str::to_string), ..Default::default() }
+}
+
+pub fn alias_term(alias: &str) -> AmiSelectorTerm {
+    AmiSelectorTerm { alias: Some(alias.to_string()), ..Default::default() }
+}
+
+/// A class like the walkthrough's: discovery-tagged subnets and groups, the node role, hash
+/// annotations `h1`/`v3`.
+pub fn class(name: &str, ami_terms: Vec<AmiSelectorTerm>, ami_family: Option<&str>) -> EC2NodeClass {
+    let spec = EC2NodeClassSpec {
+        ami_selector_terms: ami_terms,
+        ami_family: ami_family.map(str::to_string),
+        role: Some(ROLE.to_string()),
+        subnet_selector_terms: vec![SubnetSelectorTerm { tags: discovery(), id: None }],
+        security_group_selector_terms: vec![SecurityGroupSelectorTerm { tags: discovery(), id: None, name: None }],
+        ..Default::default()
+    };
+    let mut c = EC2NodeClass::new(name, spec);
+    c.metadata.generation = Some(1);
+    c.metadata.annotations = Some(BTreeMap::from([
+        (ANNOTATION_EC2NODECLASS_HASH.to_string(), "h1".to_string()),
+        (ANNOTATION_EC2NODECLASS_HASH_VERSION.to_string(), "v3".to_string()),
+    ]));
+    c
+}
+
+/// The walkthrough NodePool's requirements.
+pub fn walkthrough_requirements() -> Vec<Req> {
+    vec![
+        Req::new("karpenter.k8s.aws/instance-category", OP_IN, &["c", "m", "r", "i", "d"]),
+        Req::new("karpenter.k8s.aws/instance-cpu", OP_IN, &["4", "8", "16", "32", "48", "64"]),
+        Req::new("karpenter.sh/capacity-type", OP_IN, &["spot", "on-demand"]),
+        Req::new("kubernetes.io/os", OP_IN, &["linux"]),
+        Req::new("kubernetes.io/arch", OP_IN, &["amd64"]),
+    ]
+}
+
+pub fn claim(name: &str, class: &str, requirements: Vec<Req>, cpu: &str) -> NodeClaim {
+    let mut spec = NodeClaimSpec { requirements, ..Default::default() };
+    spec.node_class_ref.name = class.to_string();
+    spec.node_class_ref.kind = "EC2NodeClass".to_string();
+    spec.node_class_ref.group = "karpenter.k8s.aws".to_string();
+    spec.resources =
+        Some(ResourceRequirements { requests: BTreeMap::from([("cpu".to_string(), Quantity(cpu.to_string()))]) });
+    let mut c = NodeClaim::new(name, spec);
+    c.metadata.labels = Some(BTreeMap::from([
+        (LABEL_NODEPOOL.to_string(), "latest-current-ami".to_string()),
+        ("intent".to_string(), "latest-current-ami".to_string()),
+    ]));
+    c
+}
+
+/// Ids of the class's resolved AMIs.
+pub fn ami_ids(class: &EC2NodeClass) -> Vec<String> {
+    class.status.as_ref().unwrap().amis.iter().map(|a| a.id.clone()).collect()
+}
+
+pub fn condition<'a>(class: &'a EC2NodeClass, type_: &str) -> &'a driftwood_api::Condition {
+    class.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == type_).unwrap()
+}

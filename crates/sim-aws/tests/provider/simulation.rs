@@ -1,0 +1,103 @@
+//! The simulation itself: SSM paths, ids, determinism, fault knobs.
+
+use driftwood_cloud::ports::{
+    AwsError, DescribeImagesInput, DescribeInstanceTypeOfferingsInput, Ec2Api, Filter, codes,
+};
+use driftwood_cloud::CloudProvider;
+use driftwood_sim_aws::{AMAZON_EKS_ACCOUNT, KUBERNETES_VERSIONS};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn ssm_public_parameters_exist_for_every_version_and_family() {
+    let env = env();
+    for v in KUBERNETES_VERSIONS {
+        for path in [
+            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2/recommended/image_id"),
+            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2-arm64/recommended/image_id"),
+            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/x86_64/standard/recommended/image_id"),
+            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/arm64/standard/recommended/image_id"),
+            format!("/aws/service/bottlerocket/aws-k8s-{v}/x86_64/latest/image_id"),
+            format!("/aws/service/bottlerocket/aws-k8s-{v}/arm64/latest/image_id"),
+            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2/amazon-eks-node-{v}-v20240807/image_id"),
+        ] {
+            let p = env.sim.ssm_get_parameter(&path).unwrap();
+            let img = env.sim.image(&p.value).unwrap();
+            assert_eq!(img.kubernetes_version.as_deref(), Some(*v));
+            assert_eq!(img.image.owner_id, AMAZON_EKS_ACCOUNT);
+            assert!(p.value.starts_with("ami-") && p.value.len() == 21);
+        }
+    }
+    let err = env.sim.ssm_get_parameter("/aws/service/eks/optimized-ami/1.99/amazon-linux-2/recommended/image_id").unwrap_err();
+    assert_eq!(err.code, codes::PARAMETER_NOT_FOUND);
+}
+
+#[tokio::test]
+async fn publishing_a_release_moves_latest_but_not_pinned() {
+    let env = env();
+    let latest = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/recommended/image_id";
+    let pinned = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20240817/image_id";
+    let before = env.sim.ssm_get_parameter(latest).unwrap();
+    assert_eq!(before.value, env.sim.ssm_get_parameter(pinned).unwrap().value);
+    env.sim.publish_release_at("v20240904", "1.21.1", start());
+    let after = env.sim.ssm_get_parameter(latest).unwrap();
+    assert_ne!(after.value, before.value);
+    assert_eq!(after.version, before.version + 1);
+    assert_eq!(env.sim.ssm_get_parameter(pinned).unwrap().value, before.value);
+    assert_eq!(env.sim.image(&after.value).unwrap().image.name, "amazon-eks-node-1.29-v20240904");
+}
+
+#[tokio::test]
+async fn same_seed_same_world_other_seed_other_ids() {
+    let a = env_for("1.29", 7);
+    let b = env_for("1.29", 7);
+    let c = env_for("1.29", 8);
+    let name = "amazon-eks-node-1.29-v20240817";
+    assert_eq!(a.sim.image_id_by_name(name), b.sim.image_id_by_name(name));
+    assert_ne!(a.sim.image_id_by_name(name), c.sim.image_id_by_name(name));
+    let la = launch_default(&a).await;
+    let lb = launch_default(&b).await;
+    assert_eq!(la.status, lb.status);
+    assert_eq!(la.metadata.labels, lb.metadata.labels);
+}
+
+#[tokio::test]
+async fn offerings_have_gaps_and_filters_work() {
+    let env = env();
+    let offerings = env
+        .sim
+        .describe_instance_type_offerings(DescribeInstanceTypeOfferingsInput {
+            location_type: "availability-zone".to_string(),
+            filters: vec![Filter::new("instance-type", ["d3.*"])],
+        })
+        .await
+        .unwrap();
+    assert!(!offerings.is_empty());
+    assert!(offerings.iter().all(|o| o.location != "us-west-2c"), "d3 is not offered in us-west-2c");
+    let images = env
+        .sim
+        .describe_images(DescribeImagesInput {
+            owners: vec!["amazon".to_string()],
+            filters: vec![Filter::new("name", ["amazon-eks-node-al2023-*-1.30-*"])],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(images.len(), 2 * 4, "two architectures × four releases");
+}
+
+#[tokio::test]
+async fn injected_errors_surface_with_their_aws_code() {
+    let env = env();
+    env.resolve(class("c", vec![alias_term("al2@latest")], None)).await;
+    env.sim.inject_error("CreateFleet", AwsError::new(codes::INTERNAL_ERROR, "We encountered an internal error."));
+    let err = env.provider.create(&claim("nc", "c", walkthrough_requirements(), "1")).await.unwrap_err();
+    assert!(err.to_string().contains("InternalError"), "{err}");
+    // One-shot: the next launch works.
+    env.provider.create(&claim("nc", "c", walkthrough_requirements(), "1")).await.unwrap();
+}
+
+async fn launch_default(e: &Env) -> driftwood_api::NodeClaim {
+    e.resolve(class("c", vec![alias_term("al2@latest")], None)).await;
+    e.provider.create(&claim("nc", "c", walkthrough_requirements(), "1")).await.unwrap()
+}

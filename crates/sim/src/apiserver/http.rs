@@ -1,0 +1,86 @@
+//! Serving the API over plain HTTP/1.1 on a TCP port, and the kubeconfig that points at it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::service::ApiService;
+
+/// A running HTTP server; dropping it (or calling `shutdown`) stops it.
+#[derive(Debug)]
+pub struct HttpServer {
+    address: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl HttpServer {
+    /// The bound address (with the real port when 0 was requested).
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// `http://IP:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Stop accepting and close open connections.
+    pub fn shutdown(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Bind `address` (port 0 picks a free port) and serve `service` on it.
+pub async fn serve(service: ApiService, address: SocketAddr) -> std::io::Result<HttpServer> {
+    let listener = TcpListener::bind(address).await?;
+    let address = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "accepting an API connection failed");
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            };
+            while connections.try_join_next().is_some() {}
+            let service = service.clone();
+            connections.spawn(async move {
+                let handler = service_fn(move |request: hyper::Request<Incoming>| {
+                    let service = service.clone();
+                    async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
+                });
+                if let Err(error) = http1::Builder::new().serve_connection(TokioIo::new(stream), handler).await {
+                    tracing::debug!(%error, "API connection ended with an error");
+                }
+            });
+        }
+    });
+    Ok(HttpServer { address, task })
+}
+
+/// A kubeconfig document for a plain-HTTP server at `server_url`, context `driftwood`.
+pub fn kubeconfig_yaml(server_url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: driftwood\n  cluster:\n    server: {server_url}\ncontexts:\n- name: driftwood\n  context:\n    cluster: driftwood\n    user: driftwood\n    namespace: default\ncurrent-context: driftwood\nusers:\n- name: driftwood\n  user: {{}}\n"
+    )
+}
+
+/// Write the kubeconfig for `server_url` to `path`.
+pub fn write_kubeconfig(path: &Path, server_url: &str) -> std::io::Result<()> {
+    std::fs::write(path, kubeconfig_yaml(server_url))
+}

@@ -1,0 +1,89 @@
+//! The embedded Kubernetes-compatible API server: an in-memory store with watches, served
+//! in-process as a tower service (for `kube::Client`) and over HTTP (for kubectl).
+
+mod cascade;
+pub mod core;
+pub mod crd;
+pub mod defaults;
+pub mod discovery;
+pub mod error;
+pub mod http;
+pub mod jsonpath;
+pub mod pdb;
+pub mod request;
+pub mod resources;
+pub mod selectors;
+pub mod service;
+pub mod store;
+pub mod strategic_merge;
+mod subresources;
+pub mod table;
+pub mod watch;
+mod write;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+pub use self::core::{ApiCore, ApiServerConfig, PodTermination};
+pub use self::error::ApiError;
+pub use self::http::{HttpServer, kubeconfig_yaml, write_kubeconfig};
+pub use self::service::{ApiService, ResponseBody};
+
+/// A handle to one embedded API server. Cheap to clone; all clones share the same state.
+#[derive(Debug, Clone)]
+pub struct ApiServer {
+    service: ApiService,
+}
+
+impl ApiServer {
+    /// A fresh server with the built-in resources and the default namespaces.
+    pub fn new(config: ApiServerConfig) -> Self {
+        Self {
+            service: ApiService::new(ApiCore::new(config)),
+        }
+    }
+
+    /// The tower service handling requests.
+    pub fn service(&self) -> ApiService {
+        self.service.clone()
+    }
+
+    /// An in-process kube client (default namespace `default`). Must be called inside a
+    /// tokio runtime.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.service.clone(), "default")
+    }
+
+    /// Serve over HTTP/1.1 on `address` (port 0 picks a free port).
+    pub async fn serve_http(&self, address: SocketAddr) -> std::io::Result<HttpServer> {
+        http::serve(self.service.clone(), address).await
+    }
+
+    /// Serve on 127.0.0.1 with a free port and write a kubeconfig for it to `path`.
+    pub async fn serve_with_kubeconfig(&self, path: &Path) -> std::io::Result<HttpServer> {
+        let server = self.serve_http(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        write_kubeconfig(path, &server.url())?;
+        Ok(server)
+    }
+
+    /// Read the server state directly (store, registry) under its lock.
+    pub fn inspect<R>(&self, read: impl FnOnce(&ApiCore) -> R) -> R {
+        read(&self.service.shared().lock())
+    }
+
+    /// The latest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.inspect(|core| core.store().resource_version())
+    }
+
+    /// Close every open watch stream, as if the connections dropped. Clients resume from
+    /// their last resourceVersion (or relist after 410 if it has expired).
+    pub fn disconnect_watches(&self) {
+        self.service.shared().disconnects.send_modify(|epoch| *epoch += 1);
+    }
+
+    /// How many events the watch log currently holds.
+    pub fn event_log_len(&self) -> usize {
+        self.inspect(|core| core.store().log_len())
+    }
+}

@@ -1,0 +1,257 @@
+//! The disruption-budget logic: the "PDB controller" (status from matching pods) and the
+//! eviction decision, as pure functions over plain JSON objects.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use super::error::ApiError;
+use super::selectors::LabelSelector;
+
+/// Is the pod Ready (condition Ready=True)?
+pub fn pod_is_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type").and_then(Value::as_str) == Some("Ready") && c.get("status").and_then(Value::as_str) == Some("True"))
+}
+
+/// Does the PDB's selector match the pod? A missing selector matches nothing; an empty one
+/// matches every pod in the namespace (policy/v1 semantics).
+pub fn selects(pdb: &Value, pod: &Value) -> bool {
+    match pdb.pointer("/spec/selector") {
+        None | Some(Value::Null) => false,
+        Some(selector) => LabelSelector::from_structured(selector).is_ok_and(|s| s.matches_object(pod)),
+    }
+}
+
+fn pod_name(pod: &Value) -> &str {
+    pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// Resolve an int-or-percent against `total`, rounding percentages up.
+fn scaled(value: &Value, total: i64) -> Option<i64> {
+    match value {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => {
+            let percent: i64 = s.strip_suffix('%')?.trim().parse().ok()?;
+            Some((percent * total + 99) / 100)
+        }
+        _ => None,
+    }
+}
+
+/// A controller reference: (kind, name) of the owner with `controller: true`.
+pub fn controller_of(pod: &Value) -> Option<(String, String)> {
+    pod.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .map(|r| {
+            (
+                r.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),
+                r.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            )
+        })
+}
+
+/// Compute a PDB's status from the pods in its namespace. `scale_of(kind, name)` returns the
+/// desired replica count of a pod controller; pods without a known controller count as one.
+pub fn compute_status(pdb: &Value, namespace_pods: &[&Value], scale_of: &dyn Fn(&str, &str) -> Option<i64>, now: &str) -> Value {
+    let pods: Vec<&Value> = namespace_pods.iter().copied().filter(|pod| selects(pdb, pod)).collect();
+    let previous = pdb.get("status").cloned().unwrap_or_else(|| json!({}));
+    let mut disrupted: Map<String, Value> = previous
+        .get("disruptedPods")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let live: BTreeSet<&str> = pods
+        .iter()
+        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+        .map(|p| pod_name(p))
+        .collect();
+    disrupted.retain(|name, _| live.contains(name.as_str()));
+
+    let min_available = pdb.pointer("/spec/minAvailable");
+    let max_unavailable = pdb.pointer("/spec/maxUnavailable");
+    let uses_scale = max_unavailable.is_some() || min_available.is_some_and(Value::is_string);
+    let expected = if uses_scale {
+        let mut controllers = BTreeSet::new();
+        let mut total = 0i64;
+        for pod in &pods {
+            match controller_of(pod) {
+                Some(controller) => {
+                    if controllers.insert(controller.clone()) {
+                        total += scale_of(&controller.0, &controller.1).unwrap_or(1);
+                    }
+                }
+                None => total += 1,
+            }
+        }
+        total
+    } else {
+        i64::try_from(pods.len()).unwrap_or(i64::MAX)
+    };
+    let desired = match (min_available, max_unavailable) {
+        (_, Some(max)) => expected - scaled(max, expected).unwrap_or(0),
+        (Some(min), None) => scaled(min, expected).unwrap_or(0),
+        (None, None) => expected,
+    }
+    .max(0);
+    let healthy = i64::try_from(
+        pods.iter()
+            .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+            .filter(|p| !disrupted.contains_key(pod_name(p)))
+            .filter(|p| pod_is_ready(p))
+            .count(),
+    )
+    .unwrap_or(i64::MAX);
+    let allowed = (healthy - desired).max(0);
+    let (condition_status, reason, message) = if allowed > 0 {
+        ("True", "SufficientPods", String::new())
+    } else {
+        ("False", "InsufficientPods", String::new())
+    };
+    let previous_condition = previous
+        .get("conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("DisruptionAllowed")));
+    let transition = match previous_condition {
+        Some(c) if c.get("status").and_then(Value::as_str) == Some(condition_status) => {
+            c.get("lastTransitionTime").cloned().unwrap_or_else(|| json!(now))
+        }
+        _ => json!(now),
+    };
+    let mut status = json!({
+        "observedGeneration": pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "disruptionsAllowed": allowed,
+        "expectedPods": expected,
+        "conditions": [{
+            "type": "DisruptionAllowed",
+            "status": condition_status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition,
+            "observedGeneration": pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        }],
+    });
+    if !disrupted.is_empty()
+        && let Some(map) = status.as_object_mut()
+    {
+        map.insert("disruptedPods".into(), Value::Object(disrupted));
+    }
+    status
+}
+
+/// What an eviction request should do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvictionOutcome {
+    /// Delete the pod without touching any budget.
+    DeleteWithoutBudget,
+    /// Delete the pod and charge the budget at this index of the matching PDBs.
+    DeleteCharging(usize),
+}
+
+/// Decide an eviction of `pod` given the PDBs (in its namespace) whose selector matches it.
+pub fn decide_eviction(pod: &Value, matching: &[&Value]) -> Result<EvictionOutcome, ApiError> {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    let terminating = pod.pointer("/metadata/deletionTimestamp").is_some();
+    if terminating || matches!(phase, "Succeeded" | "Failed" | "Pending") || matching.is_empty() {
+        return Ok(EvictionOutcome::DeleteWithoutBudget);
+    }
+    if matching.len() > 1 {
+        return Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
+    }
+    let pdb = matching[0];
+    let pdb_name = pdb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let status_int = |field: &str| pdb.pointer(&format!("/status/{field}")).and_then(Value::as_i64).unwrap_or(0);
+    let allowed = status_int("disruptionsAllowed");
+    if allowed < 0 {
+        return Err(ApiError::forbidden("pdb disruptions allowed is negative"));
+    }
+    let healthy = status_int("currentHealthy");
+    let desired = status_int("desiredHealthy");
+    if !pod_is_ready(pod) {
+        let policy = pdb.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str);
+        if policy == Some("AlwaysAllow") || healthy >= desired {
+            return Ok(EvictionOutcome::DeleteWithoutBudget);
+        }
+    }
+    if allowed == 0 {
+        return Err(ApiError::too_many_requests(
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            json!({
+                "reason": "DisruptionBudget",
+                "message": format!("The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently"),
+            }),
+        ));
+    }
+    Ok(EvictionOutcome::DeleteCharging(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, ready: bool, owner: Option<&str>) -> Value {
+        let mut pod = json!({
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+        });
+        if let Some(owner) = owner {
+            pod["metadata"]["ownerReferences"] = json!([{"kind": "ReplicaSet", "name": owner, "controller": true, "uid": "u", "apiVersion": "apps/v1"}]);
+        }
+        pod
+    }
+
+    fn pdb(spec: Value) -> Value {
+        let mut spec = spec;
+        spec["selector"] = json!({"matchLabels": {"app": "web"}});
+        json!({"metadata": {"name": "web", "namespace": "default", "generation": 1}, "spec": spec})
+    }
+
+    #[test]
+    fn min_available_integer_counts_matching_pods() {
+        let pods = [pod("a", true, None), pod("b", true, None), pod("c", false, None)];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let status = compute_status(&pdb(json!({"minAvailable": 1})), &refs, &|_, _| None, "t");
+        assert_eq!(status["currentHealthy"], 2);
+        assert_eq!(status["desiredHealthy"], 1);
+        assert_eq!(status["disruptionsAllowed"], 1);
+        assert_eq!(status["expectedPods"], 3);
+    }
+
+    #[test]
+    fn max_unavailable_percent_uses_owner_scale() {
+        let pods = [pod("a", true, Some("rs")), pod("b", true, Some("rs"))];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let status = compute_status(&pdb(json!({"maxUnavailable": "25%"})), &refs, &|_, _| Some(4), "t");
+        assert_eq!(status["expectedPods"], 4);
+        assert_eq!(status["desiredHealthy"], 3);
+        assert_eq!(status["disruptionsAllowed"], 0);
+    }
+
+    #[test]
+    fn eviction_blocked_when_no_disruptions_allowed() {
+        let mut budget = pdb(json!({"minAvailable": 2}));
+        budget["status"] = json!({"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2});
+        let error = decide_eviction(&pod("a", true, None), &[&budget]).unwrap_err();
+        assert_eq!(error.code, 429);
+        assert_eq!(error.message, "Cannot evict pod as it would violate the pod's disruption budget.");
+        budget["status"]["disruptionsAllowed"] = json!(1);
+        assert_eq!(decide_eviction(&pod("a", true, None), &[&budget]).unwrap(), EvictionOutcome::DeleteCharging(0));
+        assert_eq!(decide_eviction(&pod("a", true, None), &[&budget, &budget]).unwrap_err().code, 500);
+    }
+
+    #[test]
+    fn unready_pod_evicted_freely_when_budget_is_healthy() {
+        let mut budget = pdb(json!({"minAvailable": 1}));
+        budget["status"] = json!({"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1});
+        assert_eq!(decide_eviction(&pod("c", false, None), &[&budget]).unwrap(), EvictionOutcome::DeleteWithoutBudget);
+    }
+}

@@ -1,0 +1,155 @@
+//! The request handler as a `tower::Service` over any HTTP body: used in-process by
+//! `kube::Client::new` and by the hyper HTTP server alike.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderMap, Request, Response, header};
+use http_body::Frame;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use super::core::{ApiCore, CoreRequest, CoreResponse};
+use super::error::ApiError;
+use super::request::parse_query;
+
+/// The response body type.
+pub type ResponseBody = UnsyncBoxBody<Bytes, Infallible>;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// State shared by all requests and watches.
+#[derive(Debug)]
+pub struct Shared {
+    core: Mutex<ApiCore>,
+    /// Latest resourceVersion, for waking watchers.
+    pub changes: watch::Sender<u64>,
+    /// Bumped to close every open watch (simulates dropped connections).
+    pub disconnects: watch::Sender<u64>,
+}
+
+impl Shared {
+    /// Lock the core (recovering from a poisoned lock rather than panicking).
+    pub fn lock(&self) -> MutexGuard<'_, ApiCore> {
+        self.core.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The API server as a cloneable tower service.
+#[derive(Debug, Clone)]
+pub struct ApiService {
+    shared: Arc<Shared>,
+}
+
+fn header_text(headers: &HeaderMap, name: header::HeaderName) -> String {
+    headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+}
+
+fn json_response(code: u16, body: &Value) -> Response<ResponseBody> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+    *response.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    response
+}
+
+fn error_response(error: &ApiError) -> Response<ResponseBody> {
+    json_response(error.code, &error.to_status())
+}
+
+impl ApiService {
+    /// Wrap a core.
+    pub fn new(core: ApiCore) -> Self {
+        let version = core.store().resource_version();
+        let (changes, _) = watch::channel(version);
+        let (disconnects, _) = watch::channel(0);
+        Self {
+            shared: Arc::new(Shared { core: Mutex::new(core), changes, disconnects }),
+        }
+    }
+
+    /// Shared state (for direct store access).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Handle one HTTP request with any body type.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<ResponseBody>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        let (parts, body) = request.into_parts();
+        let limit = self.shared.lock().config().max_body_bytes;
+        let body = match Limited::new(body, limit).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                return error_response(&ApiError::too_large(format!("the request body exceeds the {limit} byte limit")));
+            }
+            Err(error) => return error_response(&ApiError::bad_request(format!("could not read the request body: {error}"))),
+        };
+        let core_request = CoreRequest {
+            method: parts.method.clone(),
+            path: parts.uri.path().to_string(),
+            query: parse_query(parts.uri.query()),
+            content_type: header_text(&parts.headers, header::CONTENT_TYPE),
+            accept: header_text(&parts.headers, header::ACCEPT),
+            body,
+        };
+        let outcome = {
+            let mut core = self.shared.lock();
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| core.handle(&core_request)));
+            let version = core.store().resource_version();
+            drop(core);
+            self.shared.changes.send_if_modified(|current| {
+                let changed = *current != version;
+                *current = version;
+                changed
+            });
+            outcome
+        };
+        match outcome {
+            Ok(CoreResponse::Json(code, body)) => json_response(code, &body),
+            Ok(CoreResponse::Watch(plan)) => {
+                let (tx, rx) = mpsc::channel::<Bytes>(16);
+                tokio::spawn(super::watch::run(*plan, Arc::clone(&self.shared), tx));
+                let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|chunk| (chunk, rx)) })
+                    .map(|chunk| Ok::<_, Infallible>(Frame::data(chunk)));
+                let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
+                response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+                response.headers_mut().insert(header::TRANSFER_ENCODING, header::HeaderValue::from_static("chunked"));
+                response
+            }
+            Err(_) => error_response(&ApiError::internal("the server panicked while handling the request")),
+        }
+    }
+}
+
+impl<B> tower::Service<Request<B>> for ApiService
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let service = self.clone();
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}

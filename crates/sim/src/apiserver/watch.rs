@@ -1,0 +1,232 @@
+//! Watches: which stored events a watcher sees (with selector transitions), and the task that
+//! streams them as newline-delimited JSON, with bookmarks, timeouts and 410 on expiry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::error::ApiError;
+use super::resources::{ResourceInfo, ResourceKey};
+use super::selectors::{FieldSelector, LabelSelector};
+use super::service::Shared;
+use super::store::{EventType, StoredEvent};
+
+/// Which objects a watch follows.
+#[derive(Debug, Clone)]
+pub struct WatchFilter {
+    /// Resource watched.
+    pub resource: ResourceKey,
+    /// Its description.
+    pub info: ResourceInfo,
+    /// Version the client asked for (apiVersion of emitted custom objects).
+    pub version: String,
+    /// Namespace, or all.
+    pub namespace: Option<String>,
+    /// Label selector.
+    pub labels: LabelSelector,
+    /// Field selector.
+    pub fields: FieldSelector,
+}
+
+impl WatchFilter {
+    /// Does the object pass namespace and selectors?
+    pub fn matches(&self, object: &Value) -> bool {
+        let namespace_ok = self.namespace.as_deref().is_none_or(|wanted| {
+            object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default() == wanted
+        });
+        namespace_ok && self.labels.matches_object(object) && self.fields.matches(object)
+    }
+
+    /// The event type this watcher sees for a stored event, if any: an object that starts
+    /// matching appears as ADDED, one that stops matching as DELETED.
+    pub fn translate(&self, event: &StoredEvent) -> Option<&'static str> {
+        if event.resource != self.resource {
+            return None;
+        }
+        let now = self.matches(&event.object);
+        match event.event_type {
+            EventType::Added | EventType::Deleted => now.then_some(event.event_type.as_str()),
+            EventType::Modified => {
+                let before = event.previous.as_deref().is_some_and(|p| self.matches(p));
+                match (before, now) {
+                    (true, true) => Some("MODIFIED"),
+                    (false, true) => Some("ADDED"),
+                    (true, false) => Some("DELETED"),
+                    (false, false) => None,
+                }
+            }
+        }
+    }
+
+    fn render(&self, object: &Value) -> Value {
+        let mut object = object.clone();
+        if self.info.custom
+            && let Some(map) = object.as_object_mut()
+        {
+            map.insert("apiVersion".into(), json!(self.info.api_version(&self.version)));
+        }
+        object
+    }
+}
+
+/// Everything needed to stream one watch.
+#[derive(Debug)]
+pub struct WatchPlan {
+    /// What to follow.
+    pub filter: WatchFilter,
+    /// Synthetic ADDED events sent first (no resourceVersion, "0", or sendInitialEvents).
+    pub initial: Vec<Arc<Value>>,
+    /// Stream log events with resourceVersion greater than this.
+    pub start_after: u64,
+    /// Set when the requested version is too old: send this ERROR and stop.
+    pub expired: Option<ApiError>,
+    /// Send periodic BOOKMARK events.
+    pub bookmarks: bool,
+    /// Send the `k8s.io/initial-events-end` bookmark after the initial events.
+    pub initial_end_bookmark: bool,
+    /// Close the watch after this long.
+    pub timeout: Duration,
+    /// Bookmark period.
+    pub bookmark_interval: Duration,
+}
+
+fn line(event_type: &str, object: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn bookmark(filter: &WatchFilter, resource_version: u64, initial_end: bool) -> Vec<u8> {
+    let mut metadata = json!({"resourceVersion": resource_version.to_string()});
+    if initial_end && let Some(map) = metadata.as_object_mut() {
+        map.insert("annotations".into(), json!({"k8s.io/initial-events-end": "true"}));
+    }
+    line(
+        "BOOKMARK",
+        &json!({"kind": filter.info.kind, "apiVersion": filter.info.api_version(&filter.version), "metadata": metadata}),
+    )
+}
+
+/// Flush threshold for batching events into one body chunk.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+async fn flush(tx: &mpsc::Sender<Bytes>, buffer: &mut Vec<u8>) -> bool {
+    if buffer.is_empty() {
+        return true;
+    }
+    tx.send(Bytes::from(std::mem::take(buffer))).await.is_ok()
+}
+
+/// Stream the watch into `tx` until timeout, expiry, or the client goes away.
+pub async fn run(plan: WatchPlan, shared: Arc<Shared>, tx: mpsc::Sender<Bytes>) {
+    let filter = &plan.filter;
+    let mut buffer = Vec::new();
+    if let Some(error) = &plan.expired {
+        buffer.extend(line("ERROR", &error.to_status()));
+        flush(&tx, &mut buffer).await;
+        return;
+    }
+    let mut changes = shared.changes.subscribe();
+    let mut disconnects = shared.disconnects.subscribe();
+    let deadline = tokio::time::Instant::now() + plan.timeout;
+    for object in &plan.initial {
+        buffer.extend(line("ADDED", &filter.render(object)));
+        if buffer.len() > CHUNK_BYTES && !flush(&tx, &mut buffer).await {
+            return;
+        }
+    }
+    if plan.initial_end_bookmark {
+        buffer.extend(bookmark(filter, plan.start_after, true));
+    }
+    if !flush(&tx, &mut buffer).await {
+        return;
+    }
+    let mut cursor = plan.start_after;
+    let interval = plan.bookmark_interval.max(Duration::from_millis(10));
+    let mut next_bookmark = tokio::time::Instant::now() + interval;
+    loop {
+        changes.borrow_and_update();
+        let events = shared.lock().store().events_after(cursor);
+        let Some(events) = events else {
+            let oldest = shared.lock().store().oldest_watchable();
+            let error = ApiError::expired(format!("too old resource version: {cursor} ({oldest})"));
+            buffer.extend(line("ERROR", &error.to_status()));
+            flush(&tx, &mut buffer).await;
+            return;
+        };
+        for event in &events {
+            cursor = event.resource_version;
+            if let Some(event_type) = filter.translate(event) {
+                buffer.extend(line(event_type, &filter.render(&event.object)));
+                if buffer.len() > CHUNK_BYTES && !flush(&tx, &mut buffer).await {
+                    return;
+                }
+            }
+        }
+        if !flush(&tx, &mut buffer).await {
+            return;
+        }
+        if !events.is_empty() {
+            continue;
+        }
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep_until(next_bookmark), if plan.bookmarks => {
+                next_bookmark = tokio::time::Instant::now() + interval;
+                buffer.extend(bookmark(filter, cursor, false));
+                if !flush(&tx, &mut buffer).await {
+                    return;
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => return,
+            _ = disconnects.changed() => return,
+            () = tx.closed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resources::Registry;
+
+    fn filter(selector: &str) -> WatchFilter {
+        let info = Registry::builtin().lookup("", "v1", "pods").unwrap().clone();
+        WatchFilter {
+            resource: info.key(),
+            info,
+            version: "v1".into(),
+            namespace: Some("default".into()),
+            labels: LabelSelector::parse(selector).unwrap(),
+            fields: FieldSelector::default(),
+        }
+    }
+
+    fn event(event_type: EventType, before: Option<&str>, after: &str) -> StoredEvent {
+        let pod = |app: &str| Arc::new(json!({"metadata": {"namespace": "default", "name": "p", "labels": {"app": app}}}));
+        StoredEvent {
+            resource_version: 1,
+            resource: ResourceKey::new("", "pods"),
+            event_type,
+            object: pod(after),
+            previous: before.map(pod),
+        }
+    }
+
+    #[test]
+    fn selector_transitions_become_added_and_deleted() {
+        let watch = filter("app=web");
+        assert_eq!(watch.translate(&event(EventType::Modified, Some("db"), "web")), Some("ADDED"));
+        assert_eq!(watch.translate(&event(EventType::Modified, Some("web"), "db")), Some("DELETED"));
+        assert_eq!(watch.translate(&event(EventType::Modified, Some("web"), "web")), Some("MODIFIED"));
+        assert_eq!(watch.translate(&event(EventType::Modified, Some("db"), "db")), None);
+        assert_eq!(watch.translate(&event(EventType::Added, None, "db")), None);
+    }
+}

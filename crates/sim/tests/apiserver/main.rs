@@ -1,0 +1,63 @@
+//! Integration tests of the embedded API server through the real kube-rs client and kubectl.
+
+mod crud;
+mod custom;
+mod eviction;
+mod kubectl;
+mod patches;
+mod robustness;
+mod stress;
+mod tables;
+mod watches;
+
+use driftwood_sim::{ApiServer, ApiServerConfig};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// A fresh server on the wall clock.
+pub fn server() -> ApiServer {
+    ApiServer::new(ApiServerConfig::default())
+}
+
+/// A pod manifest with labels.
+pub fn pod(name: &str, labels: Value) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]}
+    }))
+    .unwrap()
+}
+
+/// A node manifest.
+pub fn node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"kubeletVersion": "v1.29.15", "osImage": "Bottlerocket OS 1.20.0", "kernelVersion": "6.1.0", "containerRuntimeVersion": "containerd://1.7.0", "architecture": "amd64", "operatingSystem": "linux", "bootID": "", "kubeProxyVersion": "", "machineID": "", "systemUUID": ""},
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.7"}]
+        }
+    }))
+    .unwrap()
+}
+
+/// Create a pod and mark it Running and Ready (as a kubelet would).
+pub async fn ready_pod(pods: &Api<Pod>, name: &str, labels: Value) -> Pod {
+    pods.create(&PostParams::default(), &pod(name, labels)).await.unwrap();
+    let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap()
+}
+
+/// The HTTP status code of a kube error (panics on other errors).
+pub fn code_of(error: kube::Error) -> u16 {
+    match error {
+        kube::Error::Api(status) => status.code,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

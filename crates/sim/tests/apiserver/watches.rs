@@ -1,0 +1,118 @@
+//! Watches through kube-rs: resumption after a dropped connection, relist after 410,
+//! bookmarks, and the virtual clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use driftwood_sim::{ApiServer, ApiServerConfig, VirtualClock};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{PostParams, WatchEvent, WatchParams};
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+
+use crate::pod;
+
+fn small_log_server(capacity: usize) -> ApiServer {
+    let mut config = ApiServerConfig::default();
+    config.event_log_capacity = capacity;
+    ApiServer::new(config)
+}
+
+fn name_of(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn watching_from_a_compacted_version_is_gone() {
+    let api = small_log_server(10);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    for i in 0..30 {
+        pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({}))).await.unwrap();
+    }
+    assert_eq!(api.event_log_len(), 10);
+    let mut stream = pods.watch(&WatchParams::default(), "3").await.unwrap().boxed();
+    match stream.try_next().await.unwrap() {
+        Some(WatchEvent::Error(status)) => {
+            assert_eq!(status.code, 410);
+            assert_eq!(status.reason, "Expired");
+        }
+        other => panic!("expected a 410 error event, got {other:?}"),
+    }
+    let current = api.resource_version().to_string();
+    let mut live = pods.watch(&WatchParams::default(), &current).await.unwrap().boxed();
+    pods.create(&PostParams::default(), &pod("fresh", json!({}))).await.unwrap();
+    match live.try_next().await.unwrap() {
+        Some(WatchEvent::Added(added)) => assert_eq!(name_of(&added), "fresh"),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+}
+
+/// Next Apply/Delete/Init* event from a kube-runtime watcher, skipping errors.
+async fn next_event(stream: &mut (impl futures::Stream<Item = Result<Event<Pod>, watcher::Error>> + Unpin)) -> Event<Pod> {
+    loop {
+        match stream.next().await {
+            Some(Ok(event)) => return event,
+            Some(Err(_)) => {}
+            None => panic!("watcher ended"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn kube_runtime_watcher_resumes_after_disconnect_and_relists_after_expiry() {
+    let api = small_log_server(20);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    pods.create(&PostParams::default(), &pod("p0", json!({}))).await.unwrap();
+    let mut stream = watcher::watcher(pods.clone(), watcher::Config::default()).boxed();
+    assert!(matches!(next_event(&mut stream).await, Event::Init));
+    assert!(matches!(next_event(&mut stream).await, Event::InitApply(p) if name_of(&p) == "p0"));
+    assert!(matches!(next_event(&mut stream).await, Event::InitDone));
+
+    pods.create(&PostParams::default(), &pod("p1", json!({}))).await.unwrap();
+    assert!(matches!(next_event(&mut stream).await, Event::Apply(p) if name_of(&p) == "p1"));
+
+    api.disconnect_watches();
+    pods.create(&PostParams::default(), &pod("p2", json!({}))).await.unwrap();
+    match next_event(&mut stream).await {
+        Event::Apply(p) => assert_eq!(name_of(&p), "p2", "resumed from the last seen version"),
+        other => panic!("expected the missed event to be replayed, got {other:?}"),
+    }
+
+    api.disconnect_watches();
+    for i in 3..40 {
+        pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({}))).await.unwrap();
+    }
+    assert!(matches!(next_event(&mut stream).await, Event::Init), "expired version forces a relist");
+    let mut listed = Vec::new();
+    loop {
+        match next_event(&mut stream).await {
+            Event::InitApply(p) => listed.push(name_of(&p)),
+            Event::InitDone => break,
+            other => panic!("unexpected {other:?} during relist"),
+        }
+    }
+    assert_eq!(listed.len(), 40);
+    pods.create(&PostParams::default(), &pod("after", json!({}))).await.unwrap();
+    assert!(matches!(next_event(&mut stream).await, Event::Apply(p) if name_of(&p) == "after"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_and_timestamps_follow_virtual_time() {
+    let base: jiff::Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
+    let config = ApiServerConfig::with_clock(Arc::new(VirtualClock::starting_at(base)));
+    let api = ApiServer::new(config);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    let start = api.resource_version().to_string();
+    let mut stream = pods.watch(&WatchParams::default(), &start).await.unwrap().boxed();
+    match stream.try_next().await.unwrap() {
+        Some(WatchEvent::Bookmark(bookmark)) => assert_eq!(bookmark.metadata.resource_version, start),
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let created = pods.create(&PostParams::default(), &pod("late", json!({}))).await.unwrap();
+    let stamp = created.metadata.creation_timestamp.unwrap().0;
+    assert!(stamp.as_second() - base.as_second() >= 3600, "{stamp}");
+    assert!(stamp.as_second() - base.as_second() < 3700, "{stamp}");
+}
