@@ -1,1 +1,8 @@
-//! placeholder
+//! driftwood-disruption: pure planners for drift and disruption — budgets, drift marking,
+//! candidate eligibility and ordering, drain waves. No I/O, no async.
+
+pub mod budget;
+pub mod candidate;
+pub mod drain;
+pub mod drift;
+pub mod plan;

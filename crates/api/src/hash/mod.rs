@@ -30,6 +30,46 @@ impl TemplateHashes {
     }
 }
 
+/// How a stamped hash compares with the current one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashComparison {
+    /// Same hash version and same hash: no drift.
+    Unchanged,
+    /// Stamped with another hash version (an upgrade, or another controller stamped it): the
+    /// object must be re-stamped, never drifted, on this evidence.
+    VersionMismatch,
+    /// No hash stamped at all: re-stamp, do not drift.
+    NotStamped,
+    /// Same version, different hash. `changed` names the fields when per-field hashes were
+    /// stamped (empty when they were not).
+    Changed { changed: Vec<String> },
+}
+
+/// Compares what was stamped on an object (hash, version and per-field annotation as read
+/// from its annotations) with the current hashes.
+pub fn compare_stamped(
+    stamped_hash: Option<&str>,
+    stamped_version: Option<&str>,
+    stamped_fields: Option<&str>,
+    current: &TemplateHashes,
+    current_version: &str,
+) -> HashComparison {
+    let Some(stamped_hash) = stamped_hash else {
+        return HashComparison::NotStamped;
+    };
+    if stamped_version != Some(current_version) {
+        return HashComparison::VersionMismatch;
+    }
+    if stamped_hash == current.hash {
+        return HashComparison::Unchanged;
+    }
+    let changed = stamped_fields
+        .and_then(parse_fields_annotation)
+        .map(|fields| changed_fields(&fields, &current.fields))
+        .unwrap_or_default();
+    HashComparison::Changed { changed }
+}
+
 /// Parses a per-field hash annotation; `None` when it is absent or malformed.
 pub fn parse_fields_annotation(value: &str) -> Option<BTreeMap<String, String>> {
     serde_json::from_str(value).ok()

@@ -1,0 +1,259 @@
+//! Disruption candidates: what the planner knows of each managed node, and whether it may be
+//! disrupted now (initialized, not being deleted, no do-not-disrupt, no PDB at zero).
+
+use crate::drift::DriftFinding;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One managed node (its NodeClaim and, once registered, its Node) as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeView {
+    pub nodeclaim: String,
+    /// The Node's name once registered (the name of its `ExistingNode` in the simulation).
+    pub node: Option<String>,
+    pub nodepool: String,
+    /// NodeClaim Initialized=True.
+    pub initialized: bool,
+    /// Node Ready=True.
+    pub ready: bool,
+    /// The NodeClaim or Node has a deletionTimestamp.
+    pub deleting: bool,
+    /// A disruption command is in flight for it (disrupted taint / DisruptionReason set).
+    pub disrupting: bool,
+    /// `karpenter.sh/do-not-disrupt: "true"` on the Node or NodeClaim: which one.
+    pub do_not_disrupt: Option<&'static str>,
+    /// Drifted=True: since when (UTC seconds) and why.
+    pub drift: Option<(i64, DriftFinding)>,
+    /// The pods bound to the node.
+    pub pods: Vec<PodView>,
+}
+
+/// A pod on a candidate node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodView {
+    /// namespace/name
+    pub key: String,
+    /// Must move when the node goes (not a DaemonSet pod, mirror pod or finished pod).
+    pub reschedulable: bool,
+    /// `karpenter.sh/do-not-disrupt: "true"` on the pod.
+    pub do_not_disrupt: bool,
+    /// Keys (namespace/name) of the PodDisruptionBudgets that select the pod.
+    pub pdbs: Vec<String>,
+}
+
+/// Why a node is not a candidate now. The Display text is the DisruptionBlocked event message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocked {
+    NotInitialized,
+    BeingDeleted,
+    AlreadyDisrupting,
+    DoNotDisrupt { on: &'static str },
+    PodDoNotDisrupt { pod: String },
+    PdbAtZero { pod: String, pdb: String },
+    MultiplePdbs { pod: String, pdbs: Vec<String> },
+    Budget { nodepool: String, detail: String },
+    PodsFitNowhere { pods: Vec<(String, String)> },
+    Simulation { error: String },
+}
+
+impl fmt::Display for Blocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotInitialized => {
+                f.write_str("Cannot disrupt NodeClaim: state node isn't initialized")
+            }
+            Self::BeingDeleted => {
+                f.write_str("Cannot disrupt NodeClaim: state node is marked for deletion")
+            }
+            Self::AlreadyDisrupting => {
+                f.write_str("Cannot disrupt NodeClaim: a disruption command is already in flight")
+            }
+            Self::DoNotDisrupt { on } => {
+                write!(
+                    f,
+                    "Cannot disrupt {on}: disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation"
+                )
+            }
+            Self::PodDoNotDisrupt { pod } => {
+                write!(
+                    f,
+                    "Cannot disrupt NodeClaim: pod {pod:?} has \"karpenter.sh/do-not-disrupt\" annotation"
+                )
+            }
+            Self::PdbAtZero { pod, pdb } => {
+                write!(
+                    f,
+                    "Cannot disrupt NodeClaim: pdb {pdb:?} prevents pod evictions (pod {pod:?}, 0 disruptions allowed)"
+                )
+            }
+            Self::MultiplePdbs { pod, pdbs } => {
+                write!(
+                    f,
+                    "Cannot disrupt NodeClaim: pod {pod:?} is selected by more than one pdb ({}), so it cannot be evicted",
+                    pdbs.join(", ")
+                )
+            }
+            Self::Budget { nodepool, detail } => {
+                write!(
+                    f,
+                    "No allowed disruptions for disruption reason Drifted due to blocking budget in nodepool {nodepool:?}: {detail}"
+                )
+            }
+            Self::PodsFitNowhere { pods } => {
+                let list: Vec<String> = pods
+                    .iter()
+                    .map(|(p, why)| format!("{p} => {why}"))
+                    .collect();
+                write!(
+                    f,
+                    "Cannot disrupt NodeClaim: not all pods would schedule, {}",
+                    list.join("; ")
+                )
+            }
+            Self::Simulation { error } => write!(
+                f,
+                "Cannot disrupt NodeClaim: scheduling simulation failed: {error}"
+            ),
+        }
+    }
+}
+
+/// Whether `node` may be disrupted now, given each PDB's disruptionsAllowed (by key).
+pub fn check_candidate(
+    node: &NodeView,
+    pdb_allowed: &BTreeMap<String, i32>,
+) -> Result<(), Blocked> {
+    if !node.initialized {
+        return Err(Blocked::NotInitialized);
+    }
+    if node.deleting {
+        return Err(Blocked::BeingDeleted);
+    }
+    if node.disrupting {
+        return Err(Blocked::AlreadyDisrupting);
+    }
+    if let Some(on) = node.do_not_disrupt {
+        return Err(Blocked::DoNotDisrupt { on });
+    }
+    for pod in &node.pods {
+        if pod.do_not_disrupt {
+            return Err(Blocked::PodDoNotDisrupt {
+                pod: pod.key.clone(),
+            });
+        }
+    }
+    for pod in node.pods.iter().filter(|p| p.reschedulable) {
+        if pod.pdbs.len() > 1 {
+            return Err(Blocked::MultiplePdbs {
+                pod: pod.key.clone(),
+                pdbs: pod.pdbs.clone(),
+            });
+        }
+        for pdb in &pod.pdbs {
+            if pdb_allowed.get(pdb).copied().unwrap_or(0) <= 0 {
+                return Err(Blocked::PdbAtZero {
+                    pod: pod.key.clone(),
+                    pdb: pdb.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> NodeView {
+        NodeView {
+            nodeclaim: "nc".into(),
+            node: Some("n".into()),
+            nodepool: "default".into(),
+            initialized: true,
+            ready: true,
+            pods: vec![PodView {
+                key: "default/app".into(),
+                reschedulable: true,
+                pdbs: vec!["default/app".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn eligible_node_passes() {
+        let pdbs = BTreeMap::from([("default/app".to_string(), 1)]);
+        assert_eq!(check_candidate(&node(), &pdbs), Ok(()));
+    }
+
+    #[test]
+    fn each_filter_blocks_with_its_reason() {
+        let pdbs = BTreeMap::from([("default/app".to_string(), 1)]);
+        let cases: Vec<(NodeView, &str)> = vec![
+            (
+                NodeView {
+                    initialized: false,
+                    ..node()
+                },
+                "isn't initialized",
+            ),
+            (
+                NodeView {
+                    deleting: true,
+                    ..node()
+                },
+                "marked for deletion",
+            ),
+            (
+                NodeView {
+                    disrupting: true,
+                    ..node()
+                },
+                "already in flight",
+            ),
+            (
+                NodeView {
+                    do_not_disrupt: Some("Node"),
+                    ..node()
+                },
+                "Cannot disrupt Node: disruption is blocked",
+            ),
+            (
+                NodeView {
+                    pods: vec![PodView {
+                        key: "default/x".into(),
+                        do_not_disrupt: true,
+                        ..Default::default()
+                    }],
+                    ..node()
+                },
+                "pod \"default/x\" has \"karpenter.sh/do-not-disrupt\"",
+            ),
+        ];
+        for (view, expected) in cases {
+            let blocked = check_candidate(&view, &pdbs).unwrap_err();
+            assert!(blocked.to_string().contains(expected), "{blocked}");
+        }
+    }
+
+    #[test]
+    fn pdb_at_zero_blocks_but_not_for_daemonset_pods() {
+        let pdbs = BTreeMap::from([("default/app".to_string(), 0)]);
+        let blocked = check_candidate(&node(), &pdbs).unwrap_err();
+        assert_eq!(
+            blocked.to_string(),
+            "Cannot disrupt NodeClaim: pdb \"default/app\" prevents pod evictions (pod \"default/app\", 0 disruptions allowed)"
+        );
+        let mut ds = node();
+        ds.pods[0].reschedulable = false;
+        assert_eq!(check_candidate(&ds, &pdbs), Ok(()));
+        let mut two = node();
+        two.pods[0].pdbs.push("default/other".into());
+        assert!(matches!(
+            check_candidate(&two, &BTreeMap::new()),
+            Err(Blocked::MultiplePdbs { .. })
+        ));
+    }
+}

@@ -1,0 +1,306 @@
+//! Drain planning: which pods of a terminating node to evict now, in waves (non-critical pods,
+//! non-critical daemonset pods, critical pods, critical daemonset pods), which to leave, which
+//! to delete because the NodeClaim's terminationGracePeriod is running out, and whether the
+//! node is drained.
+
+use std::fmt;
+
+/// What drain needs to know about one pod on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DrainPod {
+    pub namespace: String,
+    pub name: String,
+    /// Owned by a DaemonSet.
+    pub daemonset: bool,
+    /// A static pod's mirror (annotation kubernetes.io/config.mirror): the kubelet owns it.
+    pub mirror: bool,
+    /// Phase Succeeded or Failed.
+    pub terminal: bool,
+    /// Already has a deletionTimestamp.
+    pub terminating: bool,
+    /// priorityClassName system-cluster-critical or system-node-critical.
+    pub critical: bool,
+    /// Tolerates karpenter.sh/disrupted:NoSchedule (it would come straight back; left alone).
+    pub tolerates_disrupted: bool,
+    /// Annotated karpenter.sh/do-not-disrupt=true: not evicted; waits for the grace period.
+    pub do_not_disrupt: bool,
+    /// The pod's own terminationGracePeriodSeconds (Kubernetes default 30).
+    pub grace_period_seconds: i64,
+}
+
+impl DrainPod {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Pods drain never removes: they end with the node.
+    fn left_alone(&self) -> bool {
+        self.mirror || self.terminal || self.tolerates_disrupted
+    }
+}
+
+/// The eviction waves, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DrainWave {
+    NonCritical,
+    NonCriticalDaemonSet,
+    Critical,
+    CriticalDaemonSet,
+}
+
+impl DrainWave {
+    fn of(pod: &DrainPod) -> Self {
+        match (pod.critical, pod.daemonset) {
+            (false, false) => Self::NonCritical,
+            (false, true) => Self::NonCriticalDaemonSet,
+            (true, false) => Self::Critical,
+            (true, true) => Self::CriticalDaemonSet,
+        }
+    }
+}
+
+impl fmt::Display for DrainWave {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NonCritical => "non-critical pods",
+            Self::NonCriticalDaemonSet => "non-critical daemonset pods",
+            Self::Critical => "critical pods",
+            Self::CriticalDaemonSet => "critical daemonset pods",
+        })
+    }
+}
+
+/// A pod to delete outright, with the grace it may still have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForcedDeletion {
+    pub pod: String,
+    pub grace_period_seconds: i64,
+}
+
+/// What to do next for one node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DrainPlan {
+    /// The wave being drained (None when nothing is left to evict).
+    pub wave: Option<DrainWave>,
+    /// Pods to evict through the Eviction API now (the current wave).
+    pub evict: Vec<String>,
+    /// Pods to delete now because the termination grace period is running out.
+    pub delete: Vec<ForcedDeletion>,
+    /// Pods the node still waits for: terminating, do-not-disrupt, or in a later wave.
+    pub waiting_for: Vec<String>,
+    /// Nothing that must leave is left: the instance may be terminated.
+    pub drained: bool,
+}
+
+/// Plans the next drain step. `deadline` is when the NodeClaim's terminationGracePeriod ends
+/// (deletion time + period; UTC seconds), if it has one.
+///
+/// Pods that are mirror pods, finished, or tolerate the disrupted taint are left. The first
+/// wave that still has evictable pods is evicted; later waves wait for it. do-not-disrupt
+/// pods are never evicted; they keep the node until they leave or the grace period forces
+/// them out. With a deadline, any pod whose own grace period would overrun it is deleted
+/// now with the time that remains, so everything is gone when the deadline comes.
+pub fn plan_drain(pods: &[DrainPod], deadline: Option<i64>, now: i64) -> DrainPlan {
+    let mut plan = DrainPlan::default();
+    let remaining: Vec<&DrainPod> = pods.iter().filter(|p| !p.left_alone()).collect();
+    if remaining.is_empty() {
+        plan.drained = true;
+        return plan;
+    }
+    if let Some(deadline) = deadline {
+        for pod in &remaining {
+            let left = (deadline - now).max(0);
+            if !pod.terminating && now >= deadline - pod.grace_period_seconds.max(0) {
+                plan.delete.push(ForcedDeletion {
+                    pod: pod.key(),
+                    grace_period_seconds: left,
+                });
+            }
+        }
+    }
+    let forced: Vec<&str> = plan.delete.iter().map(|d| d.pod.as_str()).collect();
+    // The current wave is the earliest that still has a pod on the node (terminating and
+    // do-not-disrupt pods included): later waves wait until it is empty.
+    plan.wave = remaining
+        .iter()
+        .filter(|p| !forced.contains(&p.key().as_str()))
+        .map(|p| DrainWave::of(p))
+        .min();
+    if let Some(wave) = plan.wave {
+        plan.evict = remaining
+            .iter()
+            .filter(|p| DrainWave::of(p) == wave && !p.terminating && !p.do_not_disrupt)
+            .map(|p| p.key())
+            .filter(|k| !forced.contains(&k.as_str()))
+            .collect();
+    }
+    plan.waiting_for = remaining
+        .iter()
+        .map(|p| p.key())
+        .filter(|k| !plan.evict.contains(k) && !forced.contains(&k.as_str()))
+        .collect();
+    plan.evict.sort();
+    plan.waiting_for.sort();
+    plan.delete.sort_by(|a, b| a.pod.cmp(&b.pod));
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str) -> DrainPod {
+        DrainPod {
+            namespace: "default".into(),
+            name: name.into(),
+            grace_period_seconds: 30,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn waves_in_order() {
+        let pods = vec![
+            DrainPod {
+                critical: true,
+                daemonset: true,
+                ..pod("cds")
+            },
+            DrainPod {
+                critical: true,
+                ..pod("c")
+            },
+            DrainPod {
+                daemonset: true,
+                ..pod("ds")
+            },
+            pod("app"),
+        ];
+        let plan = plan_drain(&pods, None, 0);
+        assert_eq!(plan.wave, Some(DrainWave::NonCritical));
+        assert_eq!(plan.evict, vec!["default/app"]);
+        assert_eq!(
+            plan.waiting_for,
+            vec!["default/c", "default/cds", "default/ds"]
+        );
+        assert!(!plan.drained);
+
+        let plan = plan_drain(&pods[..3], None, 0);
+        assert_eq!(
+            (plan.wave, plan.evict.clone()),
+            (
+                Some(DrainWave::NonCriticalDaemonSet),
+                vec!["default/ds".into()]
+            )
+        );
+        let plan = plan_drain(&pods[..2], None, 0);
+        assert_eq!(
+            (plan.wave, plan.evict.clone()),
+            (Some(DrainWave::Critical), vec!["default/c".into()])
+        );
+        let plan = plan_drain(&pods[..1], None, 0);
+        assert_eq!(
+            (plan.wave, plan.evict),
+            (
+                Some(DrainWave::CriticalDaemonSet),
+                vec!["default/cds".into()]
+            )
+        );
+        assert!(plan_drain(&[], None, 0).drained);
+    }
+
+    #[test]
+    fn a_wave_waits_for_terminating_pods_of_earlier_waves() {
+        let pods = vec![
+            DrainPod {
+                terminating: true,
+                ..pod("app")
+            },
+            DrainPod {
+                daemonset: true,
+                ..pod("ds")
+            },
+        ];
+        let plan = plan_drain(&pods, None, 0);
+        // The terminating app pod is not evicted again, and the daemonset wave waits for it.
+        assert_eq!(plan.wave, Some(DrainWave::NonCritical));
+        assert!(plan.evict.is_empty());
+        assert_eq!(plan.waiting_for, vec!["default/app", "default/ds"]);
+        assert!(!plan.drained);
+    }
+
+    #[test]
+    fn mirror_finished_and_tolerating_pods_are_left() {
+        let pods = vec![
+            DrainPod {
+                mirror: true,
+                ..pod("kube-proxy-static")
+            },
+            DrainPod {
+                terminal: true,
+                ..pod("job-done")
+            },
+            DrainPod {
+                tolerates_disrupted: true,
+                ..pod("agent")
+            },
+        ];
+        let plan = plan_drain(&pods, None, 0);
+        assert!(plan.drained);
+        assert!(plan.evict.is_empty() && plan.waiting_for.is_empty());
+    }
+
+    #[test]
+    fn do_not_disrupt_pods_hold_the_node_without_a_grace_period() {
+        let pods = vec![
+            DrainPod {
+                do_not_disrupt: true,
+                ..pod("precious")
+            },
+            pod("app"),
+            DrainPod {
+                daemonset: true,
+                ..pod("ds")
+            },
+        ];
+        let plan = plan_drain(&pods, None, 1_000_000);
+        assert_eq!(plan.evict, vec!["default/app"]);
+        assert_eq!(plan.waiting_for, vec!["default/ds", "default/precious"]);
+        let plan = plan_drain(&pods[..1], None, 1_000_000);
+        assert!(plan.evict.is_empty() && plan.delete.is_empty() && !plan.drained);
+    }
+
+    #[test]
+    fn grace_period_forces_pods_out_in_time() {
+        let pods = vec![
+            DrainPod {
+                do_not_disrupt: true,
+                grace_period_seconds: 60,
+                ..pod("precious")
+            },
+            DrainPod {
+                grace_period_seconds: 10,
+                ..pod("quick")
+            },
+        ];
+        let deadline = 1000;
+        // 100 s before the deadline nothing is forced; quick is evicted normally.
+        let plan = plan_drain(&pods, Some(deadline), 900);
+        assert!(plan.delete.is_empty());
+        assert_eq!(plan.evict, vec!["default/quick"]);
+        // 60 s before, precious (grace 60) must go now with the 60 s that remain.
+        let plan = plan_drain(&pods, Some(deadline), 940);
+        assert_eq!(
+            plan.delete,
+            vec![ForcedDeletion {
+                pod: "default/precious".into(),
+                grace_period_seconds: 60
+            }]
+        );
+        // Past the deadline everything left is deleted with no grace.
+        let plan = plan_drain(&pods, Some(deadline), 1200);
+        assert_eq!(plan.delete.len(), 2);
+        assert!(plan.delete.iter().all(|d| d.grace_period_seconds == 0));
+        assert!(plan.evict.is_empty());
+    }
+}

@@ -1,0 +1,501 @@
+//! Drift marking: whether a NodeClaim no longer matches its NodePool (template hash, then
+//! requirements) or its node class (the provider's verdict), what exactly moved, and how the
+//! Drifted condition must change. Also the re-stamping rule for hash-version changes.
+
+use driftwood_api::condition::Conditions;
+use driftwood_api::hash::{HashComparison, NODEPOOL_HASH_VERSION, TemplateHashes, compare_stamped};
+use driftwood_api::nodeclaim::NodeClaim;
+use driftwood_api::nodepool::NodePool;
+use driftwood_api::wellknown::{
+    ANNOTATION_NODEPOOL_FIELD_HASHES, ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION,
+    CONDITION_DRIFTED, CONDITION_LAUNCHED, DRIFT_NODEPOOL, DRIFT_REQUIREMENTS,
+};
+use driftwood_scheduling::Requirements;
+use std::collections::BTreeMap;
+
+/// One reason a NodeClaim has drifted, with a message naming what moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftFinding {
+    /// NodePoolDrifted, RequirementsDrifted, NodeClassDrift, AMIDrift, SubnetDrift, ...
+    pub reason: String,
+    pub message: String,
+}
+
+/// How the Drifted condition of a NodeClaim must change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriftMarking {
+    /// Set Drifted=True with this reason and message.
+    Set(DriftFinding),
+    /// Remove the Drifted condition.
+    Clear,
+    /// Leave it as it is.
+    Keep,
+}
+
+fn annotation<'a>(nodeclaim: &'a NodeClaim, key: &str) -> Option<&'a str> {
+    nodeclaim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// NodePoolDrifted: the template hash stamped at creation differs from the NodePool's now
+/// (same hash version). The message names the changed template fields when per-field hashes
+/// were stamped.
+pub fn nodepool_drift(
+    nodeclaim: &NodeClaim,
+    nodepool: &NodePool,
+    current: &TemplateHashes,
+) -> Option<DriftFinding> {
+    let comparison = compare_stamped(
+        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH),
+        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH_VERSION),
+        annotation(nodeclaim, ANNOTATION_NODEPOOL_FIELD_HASHES),
+        current,
+        NODEPOOL_HASH_VERSION,
+    );
+    let HashComparison::Changed { changed } = comparison else {
+        return None;
+    };
+    let name = nodepool.metadata.name.as_deref().unwrap_or_default();
+    let message = if changed.is_empty() {
+        format!(
+            "NodePool {name:?} template changed (the NodeClaim has no per-field hashes, so the field is unknown)"
+        )
+    } else {
+        let fields: Vec<String> = changed
+            .iter()
+            .map(|f| format!("spec.template.{}", template_path(f)))
+            .collect();
+        format!("NodePool {name:?} template changed: {}", fields.join(", "))
+    };
+    Some(DriftFinding {
+        reason: DRIFT_NODEPOOL.to_string(),
+        message,
+    })
+}
+
+/// Where a hashed template field lives under spec.template.
+fn template_path(field: &str) -> String {
+    match field {
+        "labels" | "annotations" => format!("metadata.{field}"),
+        other => format!("spec.{other}"),
+    }
+}
+
+/// RequirementsDrifted: the NodeClaim's labels no longer satisfy the NodePool's requirements
+/// (strictly: a requirement on a key the node lacks drifts it unless the operator is NotIn or
+/// DoesNotExist). Widening an `In` list never drifts.
+pub fn requirements_drift(nodeclaim: &NodeClaim, nodepool: &NodePool) -> Option<DriftFinding> {
+    let name = nodepool.metadata.name.as_deref().unwrap_or_default();
+    let pool_requirements = match Requirements::from_node_selector_requirements(
+        nodepool.spec.template.spec.requirements.iter().map(|r| {
+            (
+                r.key.as_str(),
+                r.operator.as_str(),
+                r.values.as_slice(),
+                r.min_values,
+            )
+        }),
+    ) {
+        Ok(r) => r,
+        // An unreadable NodePool is reported by validation; it drifts nothing.
+        Err(_) => return None,
+    };
+    let labels: BTreeMap<String, String> = nodeclaim.metadata.labels.clone().unwrap_or_default();
+    let node_requirements = Requirements::from_labels(labels.iter());
+    node_requirements
+        .strictly_compatible(&pool_requirements)
+        .err()
+        .map(|incompatibility| DriftFinding {
+            reason: DRIFT_REQUIREMENTS.to_string(),
+            message: format!(
+                "NodePool {name:?} requirements no longer admit this node: {incompatibility}"
+            ),
+        })
+}
+
+/// The first drift of a NodeClaim in DESIGN order: NodePoolDrifted, RequirementsDrifted, then
+/// the provider's verdict (NodeClassDrift, AMIDrift, SubnetDrift, SecurityGroupDrift).
+pub fn find_drift(
+    nodeclaim: &NodeClaim,
+    nodepool: &NodePool,
+    nodepool_hashes: &TemplateHashes,
+    provider: Option<DriftFinding>,
+) -> Option<DriftFinding> {
+    nodepool_drift(nodeclaim, nodepool, nodepool_hashes)
+        .or_else(|| requirements_drift(nodeclaim, nodepool))
+        .or(provider)
+}
+
+/// Decides the Drifted condition. Only launched NodeClaims can be drifted; with the Drift
+/// feature gate off, any Drifted condition is removed.
+pub fn drift_marking(
+    nodeclaim: &NodeClaim,
+    finding: Option<DriftFinding>,
+    drift_enabled: bool,
+) -> DriftMarking {
+    let current = nodeclaim.condition(CONDITION_DRIFTED);
+    let launched = nodeclaim.is_true(CONDITION_LAUNCHED);
+    match finding {
+        Some(finding) if drift_enabled && launched => {
+            let same = current.is_some_and(|c| {
+                c.is_true()
+                    && c.reason.as_deref() == Some(&finding.reason)
+                    && c.message.as_deref() == Some(&finding.message)
+            });
+            if same {
+                DriftMarking::Keep
+            } else {
+                DriftMarking::Set(finding)
+            }
+        }
+        _ if current.is_some() => DriftMarking::Clear,
+        _ => DriftMarking::Keep,
+    }
+}
+
+/// When a NodeClaim was stamped under another hash version (a driftwood upgrade, or adoption
+/// of a NodeClaim Karpenter made) or not at all, and it is not already drifted, the annotations
+/// to write so it is compared under the current version from now on. None when nothing is
+/// to be done.
+pub fn nodepool_restamp(
+    nodeclaim: &NodeClaim,
+    current: &TemplateHashes,
+) -> Option<BTreeMap<String, String>> {
+    let comparison = compare_stamped(
+        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH),
+        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH_VERSION),
+        annotation(nodeclaim, ANNOTATION_NODEPOOL_FIELD_HASHES),
+        current,
+        NODEPOOL_HASH_VERSION,
+    );
+    let needs = matches!(
+        comparison,
+        HashComparison::VersionMismatch | HashComparison::NotStamped
+    );
+    if !needs || nodeclaim.is_true(CONDITION_DRIFTED) {
+        return None;
+    }
+    Some(BTreeMap::from([
+        (ANNOTATION_NODEPOOL_HASH.to_string(), current.hash.clone()),
+        (
+            ANNOTATION_NODEPOOL_HASH_VERSION.to_string(),
+            NODEPOOL_HASH_VERSION.to_string(),
+        ),
+        (
+            ANNOTATION_NODEPOOL_FIELD_HASHES.to_string(),
+            current.fields_annotation(),
+        ),
+    ]))
+}
+
+/// The annotations a new NodeClaim made from `nodepool` is stamped with.
+pub fn nodepool_stamp(current: &TemplateHashes) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (ANNOTATION_NODEPOOL_HASH.to_string(), current.hash.clone()),
+        (
+            ANNOTATION_NODEPOOL_HASH_VERSION.to_string(),
+            NODEPOOL_HASH_VERSION.to_string(),
+        ),
+        (
+            ANNOTATION_NODEPOOL_FIELD_HASHES.to_string(),
+            current.fields_annotation(),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use driftwood_api::condition::{STATUS_TRUE, set_condition};
+    use driftwood_api::hash::nodepool_hashes;
+    use driftwood_api::nodeclaim::{NodeClaimSpec, NodeClaimStatus};
+    use driftwood_api::nodepool::{Budget, NodePoolSpec};
+    use driftwood_api::requirement::NodeSelectorRequirementWithMinValues as Req;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap())
+    }
+
+    fn pool() -> NodePool {
+        let mut np = NodePool::new("default", NodePoolSpec::default());
+        np.spec
+            .template
+            .metadata
+            .labels
+            .insert("intent".into(), "apps".into());
+        np.spec.template.spec.node_class_ref.name = "default".into();
+        np.spec.template.spec.requirements = vec![
+            Req::new("kubernetes.io/arch", "In", &["amd64", "arm64"]),
+            Req::new("karpenter.sh/capacity-type", "In", &["spot", "on-demand"]),
+        ];
+        np
+    }
+
+    /// A launched NodeClaim made from `np` now, on an amd64 on-demand node.
+    fn claim_from(np: &NodePool) -> NodeClaim {
+        let mut nc = NodeClaim::new("default-abcde", NodeClaimSpec::default());
+        nc.metadata.annotations = Some(nodepool_stamp(&nodepool_hashes(np)));
+        nc.metadata.labels = Some(BTreeMap::from([
+            ("kubernetes.io/arch".into(), "amd64".into()),
+            ("karpenter.sh/capacity-type".into(), "on-demand".into()),
+            ("intent".into(), "apps".into()),
+            ("karpenter.sh/nodepool".into(), "default".into()),
+        ]));
+        let mut status = NodeClaimStatus::default();
+        set_condition(
+            &mut status.conditions,
+            CONDITION_LAUNCHED,
+            STATUS_TRUE,
+            "Launched",
+            "",
+            now(),
+            None,
+        );
+        nc.status = Some(status);
+        nc
+    }
+
+    fn drift_of(nc: &NodeClaim, np: &NodePool) -> Option<DriftFinding> {
+        find_drift(nc, np, &nodepool_hashes(np), None)
+    }
+
+    #[test]
+    fn fresh_nodeclaim_is_not_drifted() {
+        let np = pool();
+        assert_eq!(drift_of(&claim_from(&np), &np), None);
+    }
+
+    #[test]
+    fn label_change_drifts_naming_the_field() {
+        let np = pool();
+        let nc = claim_from(&np);
+        let mut changed = np.clone();
+        changed
+            .spec
+            .template
+            .metadata
+            .labels
+            .insert("team".into(), "x".into());
+        let finding = drift_of(&nc, &changed).unwrap();
+        assert_eq!(finding.reason, "NodePoolDrifted");
+        assert_eq!(
+            finding.message,
+            "NodePool \"default\" template changed: spec.template.metadata.labels"
+        );
+    }
+
+    #[test]
+    fn taint_and_expiry_changes_name_both_fields() {
+        let np = pool();
+        let nc = claim_from(&np);
+        let mut changed = np.clone();
+        changed.spec.template.spec.expire_after.0 = "24h".into();
+        changed
+            .spec
+            .template
+            .spec
+            .taints
+            .push(k8s_openapi::api::core::v1::Taint {
+                key: "dedicated".into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            });
+        let finding = drift_of(&nc, &changed).unwrap();
+        assert!(
+            finding
+                .message
+                .ends_with("spec.template.spec.expireAfter, spec.template.spec.taints"),
+            "{}",
+            finding.message
+        );
+    }
+
+    #[test]
+    fn limits_weight_and_budgets_drift_nothing() {
+        let np = pool();
+        let nc = claim_from(&np);
+        let mut changed = np.clone();
+        changed.spec.weight = Some(50);
+        changed.spec.limits.insert(
+            "cpu".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("1000".into()),
+        );
+        changed.spec.disruption.budgets = vec![Budget {
+            nodes: "0".into(),
+            ..Default::default()
+        }];
+        assert_eq!(drift_of(&nc, &changed), None);
+    }
+
+    #[test]
+    fn widening_requirements_does_not_drift_narrowing_past_the_node_does() {
+        let np = pool();
+        let nc = claim_from(&np);
+        let mut wider = np.clone();
+        wider.spec.template.spec.requirements[0] =
+            Req::new("kubernetes.io/arch", "In", &["amd64", "arm64", "riscv"]);
+        assert_eq!(drift_of(&nc, &wider), None);
+        let mut narrower_keeping_node = np.clone();
+        narrower_keeping_node.spec.template.spec.requirements[0] =
+            Req::new("kubernetes.io/arch", "In", &["amd64"]);
+        assert_eq!(drift_of(&nc, &narrower_keeping_node), None);
+        let mut narrower = np.clone();
+        narrower.spec.template.spec.requirements[0] =
+            Req::new("kubernetes.io/arch", "In", &["arm64"]);
+        let finding = drift_of(&nc, &narrower).unwrap();
+        assert_eq!(finding.reason, "RequirementsDrifted");
+        assert!(
+            finding.message.contains("kubernetes.io/arch"),
+            "{}",
+            finding.message
+        );
+    }
+
+    #[test]
+    fn new_requirement_on_a_missing_key_drifts_unless_negative() {
+        let np = pool();
+        let nc = claim_from(&np);
+        let mut exists = np.clone();
+        exists
+            .spec
+            .template
+            .spec
+            .requirements
+            .push(Req::new("example.com/gpu", "Exists", &[]));
+        assert_eq!(
+            drift_of(&nc, &exists).map(|f| f.reason),
+            Some("RequirementsDrifted".into())
+        );
+        let mut not_in = np.clone();
+        not_in.spec.template.spec.requirements.push(Req::new(
+            "example.com/gpu",
+            "NotIn",
+            &["a100"],
+        ));
+        assert_eq!(drift_of(&nc, &not_in), None);
+        let mut absent = np.clone();
+        absent.spec.template.spec.requirements.push(Req::new(
+            "example.com/gpu",
+            "DoesNotExist",
+            &[],
+        ));
+        assert_eq!(drift_of(&nc, &absent), None);
+    }
+
+    #[test]
+    fn nodepool_drift_comes_before_requirements_and_provider() {
+        let np = pool();
+        let nc = claim_from(&np);
+        let mut both = np.clone();
+        both.spec
+            .template
+            .metadata
+            .labels
+            .insert("team".into(), "x".into());
+        both.spec.template.spec.requirements[0] = Req::new("kubernetes.io/arch", "In", &["arm64"]);
+        let provider = Some(DriftFinding {
+            reason: "AMIDrift".into(),
+            message: "ami".into(),
+        });
+        assert_eq!(
+            find_drift(&nc, &both, &nodepool_hashes(&both), provider.clone())
+                .unwrap()
+                .reason,
+            "NodePoolDrifted"
+        );
+        assert_eq!(
+            find_drift(&nc, &np, &nodepool_hashes(&np), provider.clone()),
+            provider
+        );
+    }
+
+    #[test]
+    fn another_hash_version_is_restamped_not_drifted() {
+        let np = pool();
+        let mut nc = claim_from(&np);
+        let annotations = nc.metadata.annotations.as_mut().unwrap();
+        annotations.insert(ANNOTATION_NODEPOOL_HASH.into(), "12345".into());
+        annotations.insert(ANNOTATION_NODEPOOL_HASH_VERSION.into(), "v3".into());
+        annotations.remove(ANNOTATION_NODEPOOL_FIELD_HASHES);
+        assert_eq!(drift_of(&nc, &np), None);
+        let restamp = nodepool_restamp(&nc, &nodepool_hashes(&np)).unwrap();
+        assert_eq!(
+            restamp[ANNOTATION_NODEPOOL_HASH_VERSION],
+            NODEPOOL_HASH_VERSION
+        );
+        nc.metadata.annotations.as_mut().unwrap().extend(restamp);
+        assert_eq!(nodepool_restamp(&nc, &nodepool_hashes(&np)), None);
+        assert_eq!(drift_of(&nc, &np), None);
+    }
+
+    #[test]
+    fn drifted_nodeclaims_are_not_restamped() {
+        let np = pool();
+        let mut nc = claim_from(&np);
+        nc.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_NODEPOOL_HASH_VERSION.into(), "v3".into());
+        let status = nc.status.as_mut().unwrap();
+        set_condition(
+            &mut status.conditions,
+            CONDITION_DRIFTED,
+            STATUS_TRUE,
+            "NodePoolDrifted",
+            "x",
+            now(),
+            None,
+        );
+        assert_eq!(nodepool_restamp(&nc, &nodepool_hashes(&np)), None);
+    }
+
+    #[test]
+    fn marking_transitions() {
+        let np = pool();
+        let mut nc = claim_from(&np);
+        let finding = DriftFinding {
+            reason: "AMIDrift".into(),
+            message: "m".into(),
+        };
+        assert_eq!(
+            drift_marking(&nc, Some(finding.clone()), true),
+            DriftMarking::Set(finding.clone())
+        );
+        assert_eq!(
+            drift_marking(&nc, Some(finding.clone()), false),
+            DriftMarking::Keep
+        );
+        let status = nc.status.as_mut().unwrap();
+        set_condition(
+            &mut status.conditions,
+            CONDITION_DRIFTED,
+            STATUS_TRUE,
+            "AMIDrift",
+            "m",
+            now(),
+            None,
+        );
+        assert_eq!(
+            drift_marking(&nc, Some(finding.clone()), true),
+            DriftMarking::Keep
+        );
+        assert_eq!(drift_marking(&nc, None, true), DriftMarking::Clear);
+        assert_eq!(
+            drift_marking(&nc, Some(finding.clone()), false),
+            DriftMarking::Clear
+        );
+        // Not launched: never drifted.
+        let mut unlaunched = claim_from(&np);
+        unlaunched.status = None;
+        assert_eq!(
+            drift_marking(&unlaunched, Some(finding), true),
+            DriftMarking::Keep
+        );
+    }
+}

@@ -1,0 +1,532 @@
+//! The drift disruption planner: in one pass, choose as many drifted candidates as the
+//! NodePools' budgets allow (empty nodes first, then oldest drift, taking NodePools in turn),
+//! simulating each candidate's pods against the capacity left after those already chosen, and
+//! decide per candidate: delete (its pods fit on existing capacity) or replace (with the new
+//! NodeClaims the simulation opened). One failing candidate does not block the others.
+
+use crate::budget::{AllowedDisruptions, allowed_disruptions};
+use crate::candidate::{Blocked, NodeView, check_candidate};
+use driftwood_api::nodepool::NodePool;
+use driftwood_api::wellknown::{REASON_DRIFTED, TAINT_DISRUPTED_KEY};
+use driftwood_scheduling::{NewNodeClaim, SimulationInput, Taint, TaintEffect, schedule};
+use std::collections::{BTreeMap, VecDeque};
+
+/// What to do with one chosen candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Its pods fit on existing capacity (or it has none): delete it.
+    Delete,
+    /// Launch these NodeClaims first, then delete it.
+    Replace(Vec<NewNodeClaim>),
+}
+
+impl Decision {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Delete => "delete",
+            Self::Replace(_) => "replace",
+        }
+    }
+}
+
+/// A disruption command for one candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    pub nodeclaim: String,
+    pub node: Option<String>,
+    pub nodepool: String,
+    pub decision: Decision,
+    /// The pods that must move.
+    pub pods: Vec<String>,
+    /// The drift reason and message.
+    pub reason: String,
+    pub message: String,
+}
+
+/// The outcome of one planning pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DisruptionPlan {
+    pub commands: Vec<Command>,
+    /// Drifted nodes not chosen this pass, and why.
+    pub blocked: Vec<(String, Blocked)>,
+    /// The budget of each NodePool for the Drifted reason at the start of the pass.
+    pub budgets: Vec<AllowedDisruptions>,
+    /// Drifted nodes that passed the candidate filters (before budgets and simulation).
+    pub eligible: usize,
+}
+
+/// Everything the planner reads.
+pub struct PlannerInput<'a> {
+    /// UTC seconds.
+    pub now: i64,
+    /// Every managed node.
+    pub nodes: &'a [NodeView],
+    /// disruptionsAllowed of each PodDisruptionBudget, by namespace/name.
+    pub pdb_allowed: &'a BTreeMap<String, i32>,
+    pub nodepools: &'a [NodePool],
+    /// The cluster as the scheduling simulation sees it: every node with its bound pods, the
+    /// NodePools with their instance types, the daemonsets. `pods` is ignored.
+    pub world: SimulationInput,
+}
+
+/// Plans one pass of drift disruption.
+pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
+    let PlannerInput {
+        now,
+        nodes,
+        pdb_allowed,
+        nodepools,
+        mut world,
+    } = input;
+    world.pods.clear();
+
+    // Budgets per NodePool, counting initialized nodes and those already disrupting.
+    let mut budgets = Vec::new();
+    let mut allowance: BTreeMap<&str, usize> = BTreeMap::new();
+    for pool in nodepools {
+        let name = pool.metadata.name.as_deref().unwrap_or_default();
+        let members = nodes.iter().filter(|n| n.nodepool == name && n.initialized);
+        let total = members.clone().count();
+        let disrupting = members
+            .filter(|n| !n.ready || n.deleting || n.disrupting)
+            .count();
+        let allowed = allowed_disruptions(pool, REASON_DRIFTED, total, disrupting, now);
+        allowance.insert(name, allowed.allowed);
+        budgets.push(allowed);
+    }
+
+    // Nodes that are drifted, leaving or disrupting are no place to move pods to: they would
+    // only have to move again. The simulation sees them tainted as disrupted.
+    let index: BTreeMap<String, usize> = world
+        .existing_nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    let disrupted_taint = Taint {
+        key: TAINT_DISRUPTED_KEY.to_string(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    };
+    for view in nodes
+        .iter()
+        .filter(|n| n.drift.is_some() || n.deleting || n.disrupting)
+    {
+        if let Some(&i) = view.node.as_ref().and_then(|n| index.get(n)) {
+            world.existing_nodes[i].taints.push(disrupted_taint.clone());
+        }
+    }
+
+    // Candidates: drifted and eligible, ordered per pool (empty first, then oldest drift).
+    let mut blocked = Vec::new();
+    let mut per_pool: BTreeMap<&str, Vec<&NodeView>> = BTreeMap::new();
+    for view in nodes.iter().filter(|n| n.drift.is_some()) {
+        match check_candidate(view, pdb_allowed) {
+            Ok(()) => per_pool
+                .entry(view.nodepool.as_str())
+                .or_default()
+                .push(view),
+            Err(reason) => blocked.push((view.nodeclaim.clone(), reason)),
+        }
+    }
+    let eligible = per_pool.values().map(Vec::len).sum();
+    for candidates in per_pool.values_mut() {
+        candidates.sort_by_key(|n| {
+            let has_pods = n.pods.iter().any(|p| p.reschedulable);
+            (
+                has_pods,
+                n.drift.as_ref().map(|(since, _)| *since),
+                n.nodeclaim.clone(),
+            )
+        });
+    }
+    let ordered = round_robin(per_pool);
+
+    let mut commands = Vec::new();
+    for view in ordered {
+        let left = allowance.get(view.nodepool.as_str()).copied().unwrap_or(0);
+        if left == 0 {
+            let detail = budgets
+                .iter()
+                .find(|b| b.nodepool == view.nodepool)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| format!("nodepool {:?} not found", view.nodepool));
+            blocked.push((
+                view.nodeclaim.clone(),
+                Blocked::Budget {
+                    nodepool: view.nodepool.clone(),
+                    detail,
+                },
+            ));
+            continue;
+        }
+        let (reason, message) = view
+            .drift
+            .as_ref()
+            .map(|(_, d)| (d.reason.clone(), d.message.clone()))
+            .unwrap_or_default();
+        let pods: Vec<String> = view
+            .pods
+            .iter()
+            .filter(|p| p.reschedulable)
+            .map(|p| p.key.clone())
+            .collect();
+        let world_index = view.node.as_ref().and_then(|n| index.get(n)).copied();
+        let decision = if pods.is_empty() {
+            Decision::Delete
+        } else {
+            let Some(i) = world_index else {
+                let error = "its node is not in the cluster snapshot".to_string();
+                blocked.push((view.nodeclaim.clone(), Blocked::Simulation { error }));
+                continue;
+            };
+            match simulate_move(&mut world, i) {
+                Ok(decision) => decision,
+                Err(reason) => {
+                    blocked.push((view.nodeclaim.clone(), reason));
+                    continue;
+                }
+            }
+        };
+        if let Some(i) = world_index {
+            // The candidate is gone for every later simulation.
+            world.existing_nodes[i].pods.retain(|p| p.is_daemonset);
+        }
+        allowance.insert(view.nodepool.as_str(), left - 1);
+        commands.push(Command {
+            nodeclaim: view.nodeclaim.clone(),
+            node: view.node.clone(),
+            nodepool: view.nodepool.clone(),
+            decision,
+            pods,
+            reason,
+            message,
+        });
+    }
+    blocked.sort_by(|a, b| a.0.cmp(&b.0));
+    DisruptionPlan {
+        commands,
+        blocked,
+        budgets,
+        eligible,
+    }
+}
+
+/// Simulates moving the pods of `world.existing_nodes[i]` elsewhere. On success the placements
+/// onto existing nodes are applied to `world` (so later candidates see that capacity used).
+fn simulate_move(world: &mut SimulationInput, i: usize) -> Result<Decision, Blocked> {
+    world.existing_nodes[i].going_away = true;
+    let result = schedule(world);
+    world.existing_nodes[i].going_away = false;
+    let result = result.map_err(|e| Blocked::Simulation {
+        error: e.to_string(),
+    })?;
+    if !result.unschedulable.is_empty() {
+        return Err(Blocked::PodsFitNowhere {
+            pods: result
+                .unschedulable
+                .iter()
+                .map(|u| (u.pod.clone(), u.reason.clone()))
+                .collect(),
+        });
+    }
+    let index: BTreeMap<String, usize> = world
+        .existing_nodes
+        .iter()
+        .enumerate()
+        .map(|(j, n)| (n.name.clone(), j))
+        .collect();
+    let moving: BTreeMap<String, _> = world.existing_nodes[i]
+        .pods
+        .iter()
+        .filter(|p| !p.is_daemonset)
+        .map(|p| (p.key.clone(), p.clone()))
+        .collect();
+    for placement in &result.existing_placements {
+        if let (Some(pod), Some(&j)) = (moving.get(&placement.pod), index.get(&placement.node)) {
+            world.existing_nodes[j].pods.push(pod.clone());
+        }
+    }
+    Ok(if result.new_nodeclaims.is_empty() {
+        Decision::Delete
+    } else {
+        Decision::Replace(result.new_nodeclaims)
+    })
+}
+
+/// Takes one candidate from each NodePool in turn (pools whose first candidate drifted
+/// earliest go first), so no pool's rollout starves another's.
+fn round_robin<'a>(per_pool: BTreeMap<&str, Vec<&'a NodeView>>) -> Vec<&'a NodeView> {
+    let mut queues: Vec<VecDeque<&NodeView>> = per_pool.into_values().map(VecDeque::from).collect();
+    queues.sort_by_key(|q| {
+        q.front()
+            .and_then(|n| n.drift.as_ref().map(|(since, _)| *since))
+    });
+    let mut out = Vec::new();
+    while queues.iter().any(|q| !q.is_empty()) {
+        for queue in &mut queues {
+            if let Some(view) = queue.pop_front() {
+                out.push(view);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::candidate::PodView;
+    use crate::drift::DriftFinding;
+    use driftwood_api::nodepool::{Budget, NodePoolSpec};
+    use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
+    use driftwood_scheduling::testkit::{self, GIB};
+    use driftwood_scheduling::{ExistingNode, Requirements, Resources};
+
+    const ZONE: &str = "test-zone-1";
+
+    struct Cluster {
+        views: Vec<NodeView>,
+        world: SimulationInput,
+        pools: Vec<NodePool>,
+    }
+
+    impl Cluster {
+        fn new() -> Self {
+            let mut spec = testkit::nodepool("default", testkit::fake_instance_types(16));
+            spec.labels = testkit::labels(&[("karpenter.sh/nodepool", "default")]);
+            let other = testkit::nodepool("other", testkit::fake_instance_types(16));
+            Self {
+                views: Vec::new(),
+                world: SimulationInput {
+                    nodepools: vec![spec, other],
+                    ..Default::default()
+                },
+                pools: vec![pool("default", "10%"), pool("other", "10%")],
+            }
+        }
+
+        /// A 4-core node of `nodepool` with `pods` pods of 1 core each; drifted at `drifted`.
+        fn node(&mut self, name: &str, nodepool: &str, pods: usize, drifted: Option<i64>) {
+            let sim_pods: Vec<_> = (0..pods)
+                .map(|i| testkit::pod(&format!("default/{name}-{i}"), 1000, GIB))
+                .collect();
+            self.world.existing_nodes.push(ExistingNode {
+                name: name.into(),
+                labels: testkit::labels(&[
+                    ("kubernetes.io/hostname", name),
+                    ("topology.kubernetes.io/zone", ZONE),
+                    ("karpenter.sh/nodepool", nodepool),
+                    ("karpenter.sh/capacity-type", "on-demand"),
+                    ("node.kubernetes.io/instance-type", "fake-it-3"),
+                    ("kubernetes.io/arch", "amd64"),
+                    ("kubernetes.io/os", "linux"),
+                ]),
+                allocatable: Resources::from_milli([
+                    (CPU, 4000),
+                    (MEMORY, 16 * GIB * 1000),
+                    (PODS, 110_000),
+                ]),
+                pods: sim_pods.clone(),
+                initialized: true,
+                ..Default::default()
+            });
+            self.views.push(NodeView {
+                nodeclaim: format!("nc-{name}"),
+                node: Some(name.into()),
+                nodepool: nodepool.into(),
+                initialized: true,
+                ready: true,
+                drift: drifted.map(|t| {
+                    (
+                        t,
+                        DriftFinding {
+                            reason: "AMIDrift".into(),
+                            message: "ami-old → ami-new".into(),
+                        },
+                    )
+                }),
+                pods: sim_pods
+                    .iter()
+                    .map(|p| PodView {
+                        key: p.key.clone(),
+                        reschedulable: true,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            });
+        }
+
+        fn plan(&self) -> DisruptionPlan {
+            plan_drift(PlannerInput {
+                now: 1_000_000,
+                nodes: &self.views,
+                pdb_allowed: &BTreeMap::new(),
+                nodepools: &self.pools,
+                world: self.world.clone(),
+            })
+        }
+    }
+
+    fn pool(name: &str, nodes: &str) -> NodePool {
+        let mut np = NodePool::new(name, NodePoolSpec::default());
+        np.spec.disruption.budgets = vec![Budget {
+            nodes: nodes.into(),
+            ..Default::default()
+        }];
+        np
+    }
+
+    fn chosen(plan: &DisruptionPlan) -> Vec<&str> {
+        plan.commands.iter().map(|c| c.nodeclaim.as_str()).collect()
+    }
+
+    #[test]
+    fn fills_the_whole_budget_in_one_pass() {
+        let mut cluster = Cluster::new();
+        for i in 0..30 {
+            cluster.node(&format!("n{i:02}"), "default", 3, Some(100 + i));
+        }
+        let plan = cluster.plan();
+        assert_eq!(plan.budgets[0].allowed, 3);
+        assert_eq!(
+            chosen(&plan),
+            ["nc-n00", "nc-n01", "nc-n02"],
+            "oldest drift first"
+        );
+        assert!(
+            plan.commands
+                .iter()
+                .all(|c| matches!(&c.decision, Decision::Replace(r) if !r.is_empty()))
+        );
+        assert_eq!(plan.eligible, 30);
+        assert_eq!(plan.blocked.len(), 27);
+        assert!(
+            plan.blocked
+                .iter()
+                .all(|(_, b)| matches!(b, Blocked::Budget { .. }))
+        );
+        assert!(
+            plan.blocked[0]
+                .1
+                .to_string()
+                .contains("budget[0] (nodes: \"10%\") allows 3"),
+            "{}",
+            plan.blocked[0].1
+        );
+    }
+
+    #[test]
+    fn disrupting_nodes_count_against_the_budget() {
+        let mut cluster = Cluster::new();
+        for i in 0..30 {
+            cluster.node(&format!("n{i:02}"), "default", 3, Some(100 + i));
+        }
+        cluster.views[0].disrupting = true;
+        cluster.views[1].deleting = true;
+        let plan = cluster.plan();
+        assert_eq!(chosen(&plan), ["nc-n02"]);
+    }
+
+    #[test]
+    fn empty_nodes_go_first_and_are_deleted() {
+        let mut cluster = Cluster::new();
+        for i in 0..9 {
+            cluster.node(&format!("n{i}"), "default", 2, Some(100 + i));
+        }
+        cluster.node("empty", "default", 0, Some(999));
+        let plan = cluster.plan();
+        assert_eq!(plan.budgets[0].allowed, 1);
+        assert_eq!(chosen(&plan), ["nc-empty"]);
+        assert_eq!(plan.commands[0].decision, Decision::Delete);
+    }
+
+    #[test]
+    fn pods_that_fit_on_spare_capacity_mean_delete_and_the_capacity_is_used_up() {
+        let mut cluster = Cluster::new();
+        cluster.pools = vec![pool("default", "100%"), pool("other", "100%")];
+        cluster.node("spare", "default", 1, None); // 3 free cores
+        cluster.node("a", "default", 2, Some(1));
+        cluster.node("b", "default", 2, Some(2));
+        let plan = cluster.plan();
+        assert_eq!(chosen(&plan), ["nc-a", "nc-b"]);
+        assert_eq!(
+            plan.commands[0].decision,
+            Decision::Delete,
+            "a's 2 pods fit on spare"
+        );
+        assert!(
+            matches!(&plan.commands[1].decision, Decision::Replace(_)),
+            "spare has 1 core left for b's 2"
+        );
+    }
+
+    #[test]
+    fn drifted_nodes_are_not_targets() {
+        let mut cluster = Cluster::new();
+        cluster.pools = vec![pool("default", "1"), pool("other", "1")];
+        cluster.node("a", "default", 1, Some(1));
+        cluster.node("b", "default", 0, Some(2)); // drifted and empty, but must not receive a's pod
+        cluster.pools[0].spec.disruption.budgets[0].nodes = "1".into();
+        let plan = cluster.plan();
+        // b is empty so goes first and alone (budget 1).
+        assert_eq!(chosen(&plan), ["nc-b"]);
+        cluster.views.retain(|v| v.nodeclaim != "nc-b");
+        cluster.world.existing_nodes.retain(|n| n.name != "b");
+        cluster.node("c", "default", 0, Some(3));
+        cluster.views.last_mut().unwrap().initialized = false; // still launching
+        let plan = cluster.plan();
+        assert_eq!(chosen(&plan), ["nc-a"]);
+        assert!(matches!(&plan.commands[0].decision, Decision::Replace(_)));
+    }
+
+    #[test]
+    fn one_failing_candidate_does_not_block_the_others() {
+        let mut cluster = Cluster::new();
+        cluster.pools = vec![pool("default", "100%"), pool("other", "100%")];
+        cluster.node("a", "default", 1, Some(1));
+        cluster.node("b", "default", 1, Some(2));
+        // a's pod needs a label no NodePool offers.
+        let pod = &mut cluster.world.existing_nodes[0].pods[0];
+        pod.constraints.node_selector =
+            Requirements::from_labels(&testkit::labels(&[("example.com/special", "yes")]));
+        let plan = cluster.plan();
+        assert_eq!(chosen(&plan), ["nc-b"]);
+        assert_eq!(plan.blocked.len(), 1);
+        assert!(
+            matches!(&plan.blocked[0].1, Blocked::PodsFitNowhere { pods } if pods[0].0 == "default/a-0")
+        );
+        assert!(
+            plan.blocked[0].1.to_string().starts_with(
+                "Cannot disrupt NodeClaim: not all pods would schedule, default/a-0 => "
+            )
+        );
+    }
+
+    #[test]
+    fn nodepools_take_turns() {
+        let mut cluster = Cluster::new();
+        cluster.pools = vec![pool("default", "2"), pool("other", "2")];
+        for i in 0..4 {
+            cluster.node(&format!("d{i}"), "default", 1, Some(10 + i));
+            cluster.node(&format!("o{i}"), "other", 1, Some(20 + i));
+        }
+        let plan = cluster.plan();
+        assert_eq!(chosen(&plan), ["nc-d0", "nc-o0", "nc-d1", "nc-o1"]);
+    }
+
+    #[test]
+    fn ineligible_candidates_are_reported() {
+        let mut cluster = Cluster::new();
+        cluster.node("a", "default", 1, Some(1));
+        cluster.views[0].do_not_disrupt = Some("Node");
+        cluster.node("fresh", "default", 1, None);
+        let plan = cluster.plan();
+        assert!(plan.commands.is_empty());
+        assert_eq!(plan.eligible, 0);
+        assert!(
+            matches!(plan.blocked[..], [(ref nc, Blocked::DoNotDisrupt { on: "Node" })] if nc == "nc-a")
+        );
+    }
+}
