@@ -6,3 +6,4 @@ pub mod candidate;
 pub mod drain;
 pub mod drift;
 pub mod plan;
+pub mod views;

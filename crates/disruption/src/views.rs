@@ -1,0 +1,314 @@
+//! Builds the planners' views from Kubernetes objects: NodeClaim + Node + its pods + PDBs →
+//! [`NodeView`], a pod → [`DrainPod`], PDBs → disruptionsAllowed by key.
+
+use crate::candidate::{NodeView, PodView};
+use crate::drain::DrainPod;
+use crate::drift::DriftFinding;
+use driftwood_api::condition::Conditions;
+use driftwood_api::nodeclaim::NodeClaim;
+use driftwood_api::wellknown::{
+    ANNOTATION_DO_NOT_DISRUPT, CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED,
+    CONDITION_INITIALIZED, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
+};
+use driftwood_scheduling::pod::label_selector;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use std::collections::BTreeMap;
+
+/// The annotation marking a static pod's mirror.
+pub const ANNOTATION_MIRROR_POD: &str = "kubernetes.io/config.mirror";
+/// Priority classes whose pods are drained last.
+pub const CRITICAL_PRIORITY_CLASSES: &[&str] = &["system-cluster-critical", "system-node-critical"];
+
+fn key(namespace: Option<&String>, name: Option<&String>) -> String {
+    format!(
+        "{}/{}",
+        namespace.map_or("", String::as_str),
+        name.map_or("", String::as_str)
+    )
+}
+
+fn annotated_true(annotations: Option<&BTreeMap<String, String>>, key: &str) -> bool {
+    annotations
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == "true")
+}
+
+/// Owned by a DaemonSet.
+pub fn is_daemonset_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet")
+}
+
+/// A static pod's mirror.
+pub fn is_mirror_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_MIRROR_POD))
+}
+
+/// Phase Succeeded or Failed.
+pub fn is_terminal_pod(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// Whether the pod tolerates karpenter.sh/disrupted:NoSchedule.
+pub fn tolerates_disrupted(pod: &Pod) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.tolerations.iter().flatten())
+        .any(|t| {
+            let key_ok = t
+                .key
+                .as_deref()
+                .is_none_or(|k| k.is_empty() || k == TAINT_DISRUPTED_KEY);
+            let effect_ok = t
+                .effect
+                .as_deref()
+                .is_none_or(|e| e.is_empty() || e == "NoSchedule");
+            let exists = t.operator.as_deref() == Some("Exists");
+            let matches_value = exists || t.value.as_deref().unwrap_or_default().is_empty();
+            key_ok && effect_ok && matches_value && (exists || t.key.is_some())
+        })
+}
+
+/// The keys (namespace/name) of the PDBs whose selector matches `pod`.
+pub fn matching_pdbs(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Vec<String> {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    pdbs.iter()
+        .filter(|pdb| pdb.metadata.namespace == pod.metadata.namespace)
+        .filter(|pdb| {
+            let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
+            matches!(label_selector(selector), Ok(Some(requirements)) if requirements.matches_labels(&labels))
+        })
+        .map(|pdb| key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref()))
+        .collect()
+}
+
+/// disruptionsAllowed of each PDB by namespace/name (0 when the status is not computed yet).
+pub fn pdb_allowed(pdbs: &[PodDisruptionBudget]) -> BTreeMap<String, i32> {
+    pdbs.iter()
+        .map(|pdb| {
+            let allowed = pdb.status.as_ref().map_or(0, |s| s.disruptions_allowed);
+            (
+                key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref()),
+                allowed,
+            )
+        })
+        .collect()
+}
+
+/// A pod as the disruption planner sees it.
+pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> PodView {
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    let active = !terminating && !is_terminal_pod(pod);
+    PodView {
+        key: key(pod.metadata.namespace.as_ref(), pod.metadata.name.as_ref()),
+        reschedulable: active && !is_daemonset_pod(pod) && !is_mirror_pod(pod),
+        do_not_disrupt: active
+            && annotated_true(pod.metadata.annotations.as_ref(), ANNOTATION_DO_NOT_DISRUPT),
+        pdbs: matching_pdbs(pod, pdbs),
+    }
+}
+
+/// A pod as drain sees it.
+pub fn drain_pod(pod: &Pod) -> DrainPod {
+    let spec = pod.spec.as_ref();
+    DrainPod {
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        daemonset: is_daemonset_pod(pod),
+        mirror: is_mirror_pod(pod),
+        terminal: is_terminal_pod(pod),
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        critical: spec
+            .and_then(|s| s.priority_class_name.as_deref())
+            .is_some_and(|c| CRITICAL_PRIORITY_CLASSES.contains(&c)),
+        tolerates_disrupted: tolerates_disrupted(pod),
+        do_not_disrupt: annotated_true(
+            pod.metadata.annotations.as_ref(),
+            ANNOTATION_DO_NOT_DISRUPT,
+        ),
+        grace_period_seconds: spec
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30),
+    }
+}
+
+/// A managed node as the disruption planner sees it.
+pub fn node_view(
+    nodeclaim: &NodeClaim,
+    node: Option<&Node>,
+    pods: &[&Pod],
+    pdbs: &[PodDisruptionBudget],
+) -> NodeView {
+    let node_ready = node
+        .and_then(|n| n.status.as_ref())
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let node_tainted = node
+        .and_then(|n| n.spec.as_ref())
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|taints| taints.iter().any(|t| t.key == TAINT_DISRUPTED_KEY));
+    let do_not_disrupt = if node
+        .is_some_and(|n| annotated_true(n.metadata.annotations.as_ref(), ANNOTATION_DO_NOT_DISRUPT))
+    {
+        Some("Node")
+    } else if annotated_true(
+        nodeclaim.metadata.annotations.as_ref(),
+        ANNOTATION_DO_NOT_DISRUPT,
+    ) {
+        Some("NodeClaim")
+    } else {
+        None
+    };
+    let drift = nodeclaim
+        .condition(CONDITION_DRIFTED)
+        .filter(|c| c.is_true())
+        .map(|c| {
+            let since = c
+                .last_transition_time
+                .as_ref()
+                .map_or(0, |t| t.0.as_second());
+            let finding = DriftFinding {
+                reason: c.reason.clone().unwrap_or_default(),
+                message: c.message.clone().unwrap_or_default(),
+            };
+            (since, finding)
+        });
+    NodeView {
+        nodeclaim: nodeclaim.metadata.name.clone().unwrap_or_default(),
+        node: node.and_then(|n| n.metadata.name.clone()),
+        nodepool: nodeclaim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_NODEPOOL))
+            .cloned()
+            .unwrap_or_default(),
+        initialized: nodeclaim.is_true(CONDITION_INITIALIZED),
+        ready: node_ready,
+        deleting: nodeclaim.metadata.deletion_timestamp.is_some()
+            || node.is_some_and(|n| n.metadata.deletion_timestamp.is_some()),
+        disrupting: node_tainted || nodeclaim.condition(CONDITION_DISRUPTION_REASON).is_some(),
+        do_not_disrupt,
+        drift,
+        pods: pods.iter().map(|p| pod_view(p, pdbs)).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn pdb(yaml: &str) -> PodDisruptionBudget {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    const APP: &str = "metadata: {name: app-1, namespace: default, labels: {app: web}, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: rs, uid: u}]}\nspec: {containers: [{name: c}]}\nstatus: {phase: Running}";
+
+    #[test]
+    fn pdbs_match_by_selector_and_namespace() {
+        let pdbs = vec![
+            pdb(
+                "metadata: {name: web, namespace: default}\nspec: {selector: {matchLabels: {app: web}}}\nstatus: {disruptionsAllowed: 1, currentHealthy: 3, desiredHealthy: 2, expectedPods: 3}",
+            ),
+            pdb(
+                "metadata: {name: other, namespace: default}\nspec: {selector: {matchLabels: {app: db}}}",
+            ),
+            pdb(
+                "metadata: {name: web, namespace: prod}\nspec: {selector: {matchLabels: {app: web}}}",
+            ),
+            pdb("metadata: {name: all, namespace: default}\nspec: {selector: {}}"),
+        ];
+        assert_eq!(
+            matching_pdbs(&pod(APP), &pdbs),
+            vec!["default/web", "default/all"]
+        );
+        let allowed = pdb_allowed(&pdbs);
+        assert_eq!(allowed["default/web"], 1);
+        assert_eq!(allowed["default/other"], 0);
+    }
+
+    #[test]
+    fn pod_kinds() {
+        let app = pod(APP);
+        let view = pod_view(&app, &[]);
+        assert!(view.reschedulable && !view.do_not_disrupt);
+        let ds = pod(
+            "metadata: {name: ds-1, namespace: kube-system, ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: ds, uid: u}]}\nspec: {containers: [{name: c}], priorityClassName: system-node-critical}",
+        );
+        assert!(!pod_view(&ds, &[]).reschedulable);
+        let d = drain_pod(&ds);
+        assert!(d.daemonset && d.critical);
+        let done = pod(
+            "metadata: {name: job, namespace: default, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}\nspec: {containers: [{name: c}]}\nstatus: {phase: Succeeded}",
+        );
+        let v = pod_view(&done, &[]);
+        assert!(
+            !v.reschedulable && !v.do_not_disrupt,
+            "finished pods neither move nor block"
+        );
+        assert!(drain_pod(&done).terminal);
+        let mirror = pod(
+            "metadata: {name: static, namespace: kube-system, annotations: {kubernetes.io/config.mirror: abc}}\nspec: {containers: [{name: c}]}",
+        );
+        assert!(drain_pod(&mirror).mirror && !pod_view(&mirror, &[]).reschedulable);
+    }
+
+    #[test]
+    fn tolerations_of_the_disrupted_taint() {
+        let exists_all = pod(
+            "metadata: {name: a, namespace: d}\nspec: {containers: [{name: c}], tolerations: [{operator: Exists}]}",
+        );
+        assert!(tolerates_disrupted(&exists_all));
+        let exact = pod(
+            "metadata: {name: a, namespace: d}\nspec: {containers: [{name: c}], tolerations: [{key: karpenter.sh/disrupted, operator: Exists, effect: NoSchedule}]}",
+        );
+        assert!(tolerates_disrupted(&exact));
+        let other = pod(
+            "metadata: {name: a, namespace: d}\nspec: {containers: [{name: c}], tolerations: [{key: node.kubernetes.io/not-ready, operator: Exists}]}",
+        );
+        assert!(!tolerates_disrupted(&other));
+        let noexec = pod(
+            "metadata: {name: a, namespace: d}\nspec: {containers: [{name: c}], tolerations: [{key: karpenter.sh/disrupted, operator: Exists, effect: NoExecute}]}",
+        );
+        assert!(!tolerates_disrupted(&noexec));
+    }
+
+    #[test]
+    fn node_view_reads_conditions_taints_and_annotations() {
+        let nc: NodeClaim = serde_yaml::from_str(
+            "apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: nc-1, labels: {karpenter.sh/nodepool: default}}\nspec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: d}, requirements: []}\nstatus:\n  conditions:\n  - {type: Initialized, status: \"True\"}\n  - {type: Drifted, status: \"True\", reason: AMIDrift, message: m, lastTransitionTime: \"2026-11-21T09:00:00Z\"}\n",
+        )
+        .unwrap();
+        let node: Node = serde_yaml::from_str(
+            "metadata: {name: ip-10-0-0-1, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}\nspec: {taints: [{key: karpenter.sh/disrupted, effect: NoSchedule}]}\nstatus: {conditions: [{type: Ready, status: \"True\"}]}",
+        )
+        .unwrap();
+        let app = pod(APP);
+        let view = node_view(&nc, Some(&node), &[&app], &[]);
+        assert_eq!(view.nodepool, "default");
+        assert!(view.initialized && view.ready && view.disrupting && !view.deleting);
+        assert_eq!(view.do_not_disrupt, Some("Node"));
+        let (since, finding) = view.drift.unwrap();
+        assert_eq!(finding.reason, "AMIDrift");
+        assert_eq!(
+            since,
+            driftwood_api::cron::days_from_civil(2026, 11, 21) * 86_400 + 9 * 3600
+        );
+        assert_eq!(view.pods.len(), 1);
+    }
+}
