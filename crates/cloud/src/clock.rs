@@ -20,24 +20,35 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock stopped at `start`.
     pub fn new(start: Timestamp) -> Self {
-        Self { now: Mutex::new(start) }
+        Self {
+            now: Mutex::new(start),
+        }
     }
 
     /// Moves the clock forward by `by` (backwards when negative).
     pub fn advance(&self, by: SignedDuration) {
-        let mut now = self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut now = self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *now = now.checked_add(by).unwrap_or(*now);
     }
 
     /// Sets the clock to `to`.
     pub fn set(&self, to: Timestamp) {
-        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = to;
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = to;
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        *self.now.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

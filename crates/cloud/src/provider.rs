@@ -16,7 +16,10 @@ pub enum CloudError {
     NotFound { what: String, message: String },
     /// No offering could be launched; these offerings failed (and are now marked unavailable).
     #[error("insufficient capacity: {message}{}", if offerings.is_empty() { String::new() } else { format!(" (failed offerings: {})", offerings.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")) })]
-    InsufficientCapacity { offerings: Vec<OfferingKey>, message: String },
+    InsufficientCapacity {
+        offerings: Vec<OfferingKey>,
+        message: String,
+    },
     /// The NodeClaim's node class is missing or not Ready.
     #[error("EC2NodeClass {name:?} is not ready: {message}")]
     NodeClassNotReady { name: String, message: String },

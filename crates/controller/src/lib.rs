@@ -1,1 +1,21 @@
-//! placeholder
+//! driftwood-controller: the kube-rs runtime — cluster state fed by watches, the controllers
+//! (provisioner, NodeClaim lifecycle, hash, node class, drift marker, disruption, termination,
+//! garbage collection), leader election, events, metrics and health. Decisions come from the
+//! pure crates (api, scheduling, disruption); this crate reads the world and acts.
+
+pub mod api;
+pub mod context;
+pub mod controllers;
+pub mod events;
+pub mod health;
+pub mod leader;
+pub mod metrics;
+pub mod nodeclaim_template;
+pub mod runtime;
+pub mod settings;
+pub mod simulation;
+pub mod state;
+
+pub use context::{Context, NameGenerator, NodeClassResolver};
+pub use settings::{FeatureGates, Settings};
+pub use state::ClusterState;

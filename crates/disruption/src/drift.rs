@@ -3,10 +3,13 @@
 //! Drifted condition must change. Also the re-stamping rule for hash-version changes.
 
 use driftwood_api::condition::Conditions;
-use driftwood_api::hash::{HashComparison, NODEPOOL_HASH_VERSION, TemplateHashes, compare_stamped};
+use driftwood_api::hash::{
+    EC2NODECLASS_HASH_VERSION, HashComparison, NODEPOOL_HASH_VERSION, TemplateHashes, compare_stamped,
+};
 use driftwood_api::nodeclaim::NodeClaim;
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::{
+    ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_EC2NODECLASS_HASH_VERSION,
     ANNOTATION_NODEPOOL_FIELD_HASHES, ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION,
     CONDITION_DRIFTED, CONDITION_LAUNCHED, DRIFT_NODEPOOL, DRIFT_REQUIREMENTS,
 };
@@ -190,6 +193,31 @@ pub fn nodepool_restamp(
             current.fields_annotation(),
         ),
     ]))
+}
+
+/// As [`nodepool_restamp`], for the EC2NodeClass hash annotations.
+pub fn nodeclass_restamp(nodeclaim: &NodeClaim, current: &TemplateHashes) -> Option<BTreeMap<String, String>> {
+    let comparison = compare_stamped(
+        annotation(nodeclaim, ANNOTATION_EC2NODECLASS_HASH),
+        annotation(nodeclaim, ANNOTATION_EC2NODECLASS_HASH_VERSION),
+        annotation(nodeclaim, ANNOTATION_EC2NODECLASS_FIELD_HASHES),
+        current,
+        EC2NODECLASS_HASH_VERSION,
+    );
+    let needs = matches!(comparison, HashComparison::VersionMismatch | HashComparison::NotStamped);
+    if !needs || nodeclaim.is_true(CONDITION_DRIFTED) {
+        return None;
+    }
+    Some(nodeclass_stamp(current))
+}
+
+/// The EC2NodeClass annotations a new NodeClaim is stamped with.
+pub fn nodeclass_stamp(current: &TemplateHashes) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (ANNOTATION_EC2NODECLASS_HASH.to_string(), current.hash.clone()),
+        (ANNOTATION_EC2NODECLASS_HASH_VERSION.to_string(), EC2NODECLASS_HASH_VERSION.to_string()),
+        (ANNOTATION_EC2NODECLASS_FIELD_HASHES.to_string(), current.fields_annotation()),
+    ])
 }
 
 /// The annotations a new NodeClaim made from `nodepool` is stamped with.
@@ -431,6 +459,19 @@ mod tests {
         nc.metadata.annotations.as_mut().unwrap().extend(restamp);
         assert_eq!(nodepool_restamp(&nc, &nodepool_hashes(&np)), None);
         assert_eq!(drift_of(&nc, &np), None);
+    }
+
+    #[test]
+    fn nodeclass_restamp_on_version_change_only() {
+        let mut class = driftwood_api::EC2NodeClass::new("c", Default::default());
+        class.spec.role = Some("r".into());
+        let hashes = driftwood_api::hash::ec2nodeclass_hashes(&class);
+        let mut nc = claim_from(&pool());
+        assert!(nodeclass_restamp(&nc, &hashes).is_some(), "never stamped");
+        nc.metadata.annotations.as_mut().unwrap().extend(nodeclass_stamp(&hashes));
+        assert_eq!(nodeclass_restamp(&nc, &hashes), None);
+        nc.metadata.annotations.as_mut().unwrap().insert(ANNOTATION_EC2NODECLASS_HASH_VERSION.into(), "v4".into());
+        assert!(nodeclass_restamp(&nc, &hashes).is_some());
     }
 
     #[test]

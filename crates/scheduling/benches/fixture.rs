@@ -36,7 +36,10 @@ pub fn karpenter_pods(count: usize, seed: u64) -> Vec<SimPod> {
     for i in 0..per {
         pods.push(sized_pod(&mut rng, format!("bench/generic-{i}")));
     }
-    for (group, key) in [("zone-spread", LABEL_TOPOLOGY_ZONE), ("host-spread", LABEL_HOSTNAME)] {
+    for (group, key) in [
+        ("zone-spread", LABEL_TOPOLOGY_ZONE),
+        ("host-spread", LABEL_HOSTNAME),
+    ] {
         for i in 0..per {
             let mut p = sized_pod(&mut rng, format!("bench/{group}-{i}"));
             p.constraints.labels = testkit::labels(&[("my-label", pick(&mut rng))]);
@@ -78,7 +81,10 @@ pub fn karpenter_pods(count: usize, seed: u64) -> Vec<SimPod> {
 pub fn karpenter_shape(pods: usize) -> SimulationInput {
     SimulationInput {
         pods: karpenter_pods(pods, 42),
-        nodepools: vec![testkit::nodepool("default", testkit::fake_instance_types(400))],
+        nodepools: vec![testkit::nodepool(
+            "default",
+            testkit::fake_instance_types(400),
+        )],
         ..SimulationInput::default()
     }
 }
@@ -92,17 +98,26 @@ pub fn existing_nodes_shape(nodes: usize, pods: usize) -> SimulationInput {
             name: format!("node-{i:05}"),
             labels: testkit::labels(&[
                 (LABEL_HOSTNAME, &format!("node-{i:05}")),
-                (LABEL_TOPOLOGY_ZONE, ["test-zone-1", "test-zone-2", "test-zone-3"][i % 3]),
+                (
+                    LABEL_TOPOLOGY_ZONE,
+                    ["test-zone-1", "test-zone-2", "test-zone-3"][i % 3],
+                ),
             ]),
-            allocatable: Resources::parse([("cpu", "15900m"), ("memory", "62Gi"), ("pods", "110")]).unwrap_or_default(),
+            allocatable: Resources::parse([("cpu", "15900m"), ("memory", "62Gi"), ("pods", "110")])
+                .unwrap_or_default(),
             initialized: true,
             ..ExistingNode::default()
         })
         .collect();
     SimulationInput {
         existing_nodes: existing,
-        pods: (0..pods).map(|i| sized_pod(&mut rng, format!("bench/pod-{i}"))).collect(),
-        nodepools: vec![testkit::nodepool("default", testkit::fake_instance_types(400))],
+        pods: (0..pods)
+            .map(|i| sized_pod(&mut rng, format!("bench/pod-{i}")))
+            .collect(),
+        nodepools: vec![testkit::nodepool(
+            "default",
+            testkit::fake_instance_types(400),
+        )],
         ..SimulationInput::default()
     }
 }

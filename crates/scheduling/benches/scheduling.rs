@@ -10,7 +10,10 @@ mod fixture;
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("scheduling");
-    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     for pods in [100usize, 1_000, 5_000, 20_000] {
         let input = fixture::karpenter_shape(pods);
         let start = Instant::now();
@@ -26,9 +29,11 @@ fn bench(c: &mut Criterion) {
             took.as_secs_f64() * 1000.0
         );
         group.throughput(Throughput::Elements(pods as u64));
-        group.bench_with_input(BenchmarkId::new("karpenter_shape", pods), &input, |b, input| {
-            b.iter(|| schedule(black_box(input)))
-        });
+        group.bench_with_input(
+            BenchmarkId::new("karpenter_shape", pods),
+            &input,
+            |b, input| b.iter(|| schedule(black_box(input))),
+        );
     }
     let input = fixture::existing_nodes_shape(2_000, 10_000);
     let result = schedule(&input).unwrap_or_default();
@@ -39,9 +44,11 @@ fn bench(c: &mut Criterion) {
         result.unschedulable.len()
     );
     group.throughput(Throughput::Elements(10_000));
-    group.bench_with_input(BenchmarkId::new("existing_nodes", 10_000), &input, |b, input| {
-        b.iter(|| schedule(black_box(input)))
-    });
+    group.bench_with_input(
+        BenchmarkId::new("existing_nodes", 10_000),
+        &input,
+        |b, input| b.iter(|| schedule(black_box(input))),
+    );
     group.finish();
 }
 

@@ -20,7 +20,9 @@ pub struct Overhead {
 impl Overhead {
     /// The sum of the three reservations.
     pub fn total(&self) -> Resources {
-        self.kube_reserved.add(&self.system_reserved).add(&self.eviction_threshold)
+        self.kube_reserved
+            .add(&self.system_reserved)
+            .add(&self.eviction_threshold)
     }
 }
 
@@ -45,7 +47,7 @@ pub struct InstanceType {
     /// The labels the node will carry, as requirements (`In [value]` each; zone and capacity
     /// type come from `offerings` and need not be repeated here).
     pub requirements: Requirements,
-    /// Total capacity.
+    /// Total capacity; must include `pods` (the most pods the node accepts).
     pub capacity: Resources,
     /// What the node reserves.
     pub overhead: Overhead,
@@ -61,8 +63,12 @@ impl InstanceType {
 
     /// Whether `offering` is allowed by the zone and capacity-type entries of `requirements`.
     pub fn offering_allowed(offering: &Offering, requirements: &Requirements) -> bool {
-        requirements.get(LABEL_TOPOLOGY_ZONE).is_none_or(|r| r.has(&offering.zone))
-            && requirements.get(LABEL_CAPACITY_TYPE).is_none_or(|r| r.has(&offering.capacity_type))
+        requirements
+            .get(LABEL_TOPOLOGY_ZONE)
+            .is_none_or(|r| r.has(&offering.zone))
+            && requirements
+                .get(LABEL_CAPACITY_TYPE)
+                .is_none_or(|r| r.has(&offering.capacity_type))
     }
 
     /// The cheapest available offering allowed by `requirements`.
@@ -70,6 +76,10 @@ impl InstanceType {
         self.offerings
             .iter()
             .filter(|o| o.available && Self::offering_allowed(o, requirements))
-            .min_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.zone.cmp(&b.zone)))
+            .min_by(|a, b| {
+                a.price
+                    .total_cmp(&b.price)
+                    .then_with(|| a.zone.cmp(&b.zone))
+            })
     }
 }

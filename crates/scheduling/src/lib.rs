@@ -13,6 +13,23 @@
 //! The provisioner calls [`schedule`] with pending pods; the disruption planner calls it with
 //! a node marked [`ExistingNode::going_away`] and reads whether all its pods found a place and
 //! which NodeClaims are needed. No I/O, no async, deterministic.
+//!
+//! ```
+//! use driftwood_scheduling::testkit::{GIB, fake_instance_types, nodepool, pod};
+//! use driftwood_scheduling::{SimulationInput, schedule};
+//!
+//! let input = SimulationInput {
+//!     pods: vec![pod("default/web-1", 500, GIB), pod("default/web-2", 500, GIB)],
+//!     nodepools: vec![nodepool("default", fake_instance_types(10))],
+//!     ..SimulationInput::default()
+//! };
+//! let result = schedule(&input).expect("valid input");
+//! assert!(result.unschedulable.is_empty());
+//! assert_eq!(result.new_nodeclaims.len(), 1);
+//! assert_eq!(result.new_nodeclaims[0].instance_types[0], "fake-it-1");
+//! ```
+
+#![warn(missing_docs)]
 
 mod engine;
 pub mod instance_type;
@@ -27,10 +44,13 @@ pub mod testkit;
 pub use engine::{packing_efficiency, schedule};
 pub use instance_type::{InstanceType, Offering, Overhead};
 pub use model::{
-    DEFAULT_MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NewNodeClaim, NodeConversionError, NodePoolSpec,
-    SimulationError, SimulationInput, SimulationOptions, SimulationResult, UnschedulablePod,
+    DEFAULT_MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NewNodeClaim, NodeConversionError,
+    NodePoolSpec, SimulationError, SimulationInput, SimulationOptions, SimulationResult,
+    UnschedulablePod,
 };
-pub use pod::{HostPort, PodAffinityTerm, PodConstraints, PodConversionError, SimPod, TopologySpread};
+pub use pod::{
+    HostPort, PodAffinityTerm, PodConstraints, PodConversionError, SimPod, TopologySpread,
+};
 pub use quantity::{QuantityError, parse_quantity_milli};
 pub use requirements::{Incompatibility, Operator, Requirement, RequirementError, Requirements};
 pub use resources::{ResourceError, Resources};

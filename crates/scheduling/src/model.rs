@@ -27,7 +27,7 @@ pub struct ExistingNode {
     pub taints: Vec<Taint>,
     /// Taints that go away once the node is initialized; ignored while `initialized` is false.
     pub startup_taints: Vec<Taint>,
-    /// Allocatable resources.
+    /// Allocatable resources; must include `pods` (each pod takes one), as a real node's does.
     pub allocatable: Resources,
     /// Pods bound to it (their requests use capacity; they count for topology).
     pub pods: Vec<SimPod>,
@@ -69,19 +69,43 @@ impl ExistingNode {
         let name = node.metadata.name.clone().unwrap_or_default();
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let mut taints = Vec::new();
-        for t in node.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+        for t in node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+        {
             taints.push(
-                Taint::from_k8s(t).map_err(|source| NodeConversionError::Taint { node: name.clone(), source })?,
+                Taint::from_k8s(t).map_err(|source| NodeConversionError::Taint {
+                    node: name.clone(),
+                    source,
+                })?,
             );
         }
         let allocatable = match node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
-            Some(a) => Resources::from_quantities(a)
-                .map_err(|source| NodeConversionError::Allocatable { node: name.clone(), source })?,
+            Some(a) => Resources::from_quantities(a).map_err(|source| {
+                NodeConversionError::Allocatable {
+                    node: name.clone(),
+                    source,
+                }
+            })?,
             None => Resources::new(),
         };
         let managed = labels.contains_key(driftwood_api::wellknown::LABEL_NODEPOOL);
-        let initialized = labels.get(LABEL_NODE_INITIALIZED).map_or(!managed, |v| v == "true");
-        Ok(Self { name, labels, taints, startup_taints: Vec::new(), allocatable, pods, going_away: false, initialized })
+        let initialized = labels
+            .get(LABEL_NODE_INITIALIZED)
+            .map_or(!managed, |v| v == "true");
+        Ok(Self {
+            name,
+            labels,
+            taints,
+            startup_taints: Vec::new(),
+            allocatable,
+            pods,
+            going_away: false,
+            initialized,
+        })
     }
 }
 
@@ -111,11 +135,17 @@ pub struct NodePoolSpec {
 pub struct SimulationOptions {
     /// How many instance types a new NodeClaim lists at most (cheapest first); default 60.
     pub max_instance_types: usize,
+    /// Check every bin for every pod instead of skipping bins known to reject it. Slow; the
+    /// result is the same, which tests use to verify the fast path.
+    pub exhaustive: bool,
 }
 
 impl Default for SimulationOptions {
     fn default() -> Self {
-        Self { max_instance_types: DEFAULT_MAX_INSTANCE_TYPES }
+        Self {
+            max_instance_types: DEFAULT_MAX_INSTANCE_TYPES,
+            exhaustive: false,
+        }
     }
 }
 
@@ -150,7 +180,9 @@ pub struct ExistingPlacement {
 pub struct NewNodeClaim {
     /// The NodePool it comes from.
     pub nodepool: String,
-    /// NodePool requirements narrowed by its pods (and topology), labels included.
+    /// NodePool requirements narrowed by its pods (and topology), template labels and the
+    /// `karpenter.sh/nodepool` label included, plus `node.kubernetes.io/instance-type In
+    /// [instance_types]`: ready to become the NodeClaim's `spec.requirements`.
     pub requirements: Requirements,
     /// Instance types that can host all its pods, cheapest compatible offering first, bounded.
     pub instance_types: Vec<String>,

@@ -130,7 +130,10 @@ pub struct SimPod {
 impl SimPod {
     /// A pod with the given key and requests and no constraints (namespace from the key).
     pub fn new(key: &str, requests: Resources) -> Self {
-        let namespace = key.split_once('/').map_or("default", |(ns, _)| ns).to_string();
+        let namespace = key
+            .split_once('/')
+            .map_or("default", |(ns, _)| ns)
+            .to_string();
         let mut requests = requests;
         if requests.get(PODS) == 0 {
             requests.set(PODS, 1000);
@@ -140,26 +143,44 @@ impl SimPod {
             requests,
             priority: 0,
             is_daemonset: false,
-            constraints: PodConstraints { namespace, ..PodConstraints::default() },
+            constraints: PodConstraints {
+                namespace,
+                ..PodConstraints::default()
+            },
         }
     }
 
     /// Converts a Kubernetes Pod, computing everything the scheduler needs once.
     pub fn from_pod(pod: &Pod) -> Result<Self, PodConversionError> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
         let name = pod.metadata.name.clone().unwrap_or_default();
         let key = format!("{namespace}/{name}");
-        let err = |field: &str, message: String| PodConversionError { pod: key.clone(), field: field.to_string(), message };
+        let err = |field: &str, message: String| PodConversionError {
+            pod: key.clone(),
+            field: field.to_string(),
+            message,
+        };
         let labels = pod.metadata.labels.clone().unwrap_or_default();
-        let is_daemonset =
-            pod.metadata.owner_references.as_ref().is_some_and(|refs| refs.iter().any(|r| r.kind == "DaemonSet"));
+        let is_daemonset = pod
+            .metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|refs| refs.iter().any(|r| r.kind == "DaemonSet"));
         let Some(spec) = pod.spec.as_ref() else {
             return Err(err("spec", "missing".to_string()));
         };
 
         let requests = pod_requests(spec).map_err(|(field, message)| err(&field, message))?;
 
-        let node_selector = spec.node_selector.as_ref().map(Requirements::from_labels).unwrap_or_default();
+        let node_selector = spec
+            .node_selector
+            .as_ref()
+            .map(Requirements::from_labels)
+            .unwrap_or_default();
         let mut required_terms = Vec::new();
         let mut preferred_terms = Vec::new();
         let mut affinity = Vec::new();
@@ -170,60 +191,102 @@ impl SimPod {
             if let Some(na) = &aff.node_affinity {
                 if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
                     for (i, term) in req.node_selector_terms.iter().enumerate() {
-                        let field = format!("spec.affinity.nodeAffinity.required.nodeSelectorTerms[{i}]");
-                        let r = Requirements::from_k8s(term.match_expressions.as_deref().unwrap_or(&[]))
-                            .map_err(|e| err(&field, e.to_string()))?;
+                        let field =
+                            format!("spec.affinity.nodeAffinity.required.nodeSelectorTerms[{i}]");
+                        let r = Requirements::from_k8s(
+                            term.match_expressions.as_deref().unwrap_or(&[]),
+                        )
+                        .map_err(|e| err(&field, e.to_string()))?;
                         required_terms.push(r);
                     }
                 }
-                for (i, p) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                for (i, p) in na
+                    .preferred_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
                     let field = format!("spec.affinity.nodeAffinity.preferred[{i}]");
-                    let r = Requirements::from_k8s(p.preference.match_expressions.as_deref().unwrap_or(&[]))
-                        .map_err(|e| err(&field, e.to_string()))?;
+                    let r = Requirements::from_k8s(
+                        p.preference.match_expressions.as_deref().unwrap_or(&[]),
+                    )
+                    .map_err(|e| err(&field, e.to_string()))?;
                     preferred_terms.push((p.weight, r));
                 }
             }
             if let Some(pa) = &aff.pod_affinity {
-                for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                    affinity.push(
-                        affinity_term(t, &labels).map_err(|m| err(&format!("spec.affinity.podAffinity.required[{i}]"), m))?,
-                    );
+                for (i, t) in pa
+                    .required_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    affinity.push(affinity_term(t, &labels).map_err(|m| {
+                        err(&format!("spec.affinity.podAffinity.required[{i}]"), m)
+                    })?);
                 }
-                for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                    let term = affinity_term(&t.pod_affinity_term, &labels)
-                        .map_err(|m| err(&format!("spec.affinity.podAffinity.preferred[{i}]"), m))?;
+                for (i, t) in pa
+                    .preferred_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    let term = affinity_term(&t.pod_affinity_term, &labels).map_err(|m| {
+                        err(&format!("spec.affinity.podAffinity.preferred[{i}]"), m)
+                    })?;
                     preferred_affinity.push((t.weight, term));
                 }
             }
             if let Some(pa) = &aff.pod_anti_affinity {
-                for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                    anti_affinity.push(
-                        affinity_term(t, &labels)
-                            .map_err(|m| err(&format!("spec.affinity.podAntiAffinity.required[{i}]"), m))?,
-                    );
+                for (i, t) in pa
+                    .required_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    anti_affinity.push(affinity_term(t, &labels).map_err(|m| {
+                        err(&format!("spec.affinity.podAntiAffinity.required[{i}]"), m)
+                    })?);
                 }
-                for (i, t) in pa.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                    let term = affinity_term(&t.pod_affinity_term, &labels)
-                        .map_err(|m| err(&format!("spec.affinity.podAntiAffinity.preferred[{i}]"), m))?;
+                for (i, t) in pa
+                    .preferred_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    let term = affinity_term(&t.pod_affinity_term, &labels).map_err(|m| {
+                        err(&format!("spec.affinity.podAntiAffinity.preferred[{i}]"), m)
+                    })?;
                     preferred_anti_affinity.push((t.weight, term));
                 }
             }
         }
         // Heaviest first; stable so equal weights keep their written order.
-        preferred_terms.sort_by(|a, b| b.0.cmp(&a.0));
-        preferred_affinity.sort_by(|a, b| b.0.cmp(&a.0));
-        preferred_anti_affinity.sort_by(|a, b| b.0.cmp(&a.0));
+        preferred_terms.sort_by_key(|t| std::cmp::Reverse(t.0));
+        preferred_affinity.sort_by_key(|t| std::cmp::Reverse(t.0));
+        preferred_anti_affinity.sort_by_key(|t| std::cmp::Reverse(t.0));
 
         let mut tolerations = Vec::new();
         for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-            tolerations.push(Toleration::from_k8s(t).map_err(|e| err(&format!("spec.tolerations[{i}]"), e.to_string()))?);
+            tolerations.push(
+                Toleration::from_k8s(t)
+                    .map_err(|e| err(&format!("spec.tolerations[{i}]"), e.to_string()))?,
+            );
         }
 
         let mut spreads = Vec::new();
-        for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        for (i, c) in spec
+            .topology_spread_constraints
+            .iter()
+            .flatten()
+            .enumerate()
+        {
             let field = format!("spec.topologySpreadConstraints[{i}]");
             if c.max_skew < 1 {
-                return Err(err(&field, format!("maxSkew must be at least 1, got {}", c.max_skew)));
+                return Err(err(
+                    &field,
+                    format!("maxSkew must be at least 1, got {}", c.max_skew),
+                ));
             }
             let hard = match c.when_unsatisfiable.as_str() {
                 "DoNotSchedule" => true,
@@ -231,11 +294,14 @@ impl SimPod {
                 other => {
                     return Err(err(
                         &field,
-                        format!("whenUnsatisfiable {other:?} is not DoNotSchedule or ScheduleAnyway"),
+                        format!(
+                            "whenUnsatisfiable {other:?} is not DoNotSchedule or ScheduleAnyway"
+                        ),
                     ));
                 }
             };
-            let mut selector = label_selector(c.label_selector.as_ref()).map_err(|m| err(&field, m))?;
+            let mut selector =
+                label_selector(c.label_selector.as_ref()).map_err(|m| err(&field, m))?;
             fold_match_label_keys(&mut selector, c.match_label_keys.as_deref(), &labels);
             spreads.push(TopologySpread {
                 topology_key: c.topology_key.clone(),
@@ -247,13 +313,21 @@ impl SimPod {
         }
 
         let mut host_ports = Vec::new();
-        for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+        for c in spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+        {
             for p in c.ports.iter().flatten() {
                 if let Some(port) = p.host_port.filter(|p| *p > 0) {
                     host_ports.push(HostPort {
                         port,
                         protocol: p.protocol.clone().unwrap_or_else(|| "TCP".to_string()),
-                        ip: p.host_ip.clone().filter(|ip| !ip.is_empty()).unwrap_or_else(|| "0.0.0.0".to_string()),
+                        ip: p
+                            .host_ip
+                            .clone()
+                            .filter(|ip| !ip.is_empty())
+                            .unwrap_or_else(|| "0.0.0.0".to_string()),
                     });
                 }
             }
@@ -287,10 +361,15 @@ impl SimPod {
 /// One container's effective requests: `requests`, falling back to `limits` per resource.
 fn container_requests(c: &Container, field: &str) -> Result<Resources, (String, String)> {
     let mut out = Resources::new();
-    let Some(res) = &c.resources else { return Ok(out) };
-    let parse = |list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, sub: &str| {
-        Resources::from_quantities(list).map_err(|e| (format!("{field}.resources.{sub}"), e.to_string()))
+    let Some(res) = &c.resources else {
+        return Ok(out);
     };
+    let parse =
+        |list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+         sub: &str| {
+            Resources::from_quantities(list)
+                .map_err(|e| (format!("{field}.resources.{sub}"), e.to_string()))
+        };
     if let Some(limits) = &res.limits {
         out = parse(limits, "limits")?;
     }
@@ -323,7 +402,8 @@ fn pod_requests(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<Resources,
     let mut total = containers.add(&sidecars).max(&init_peak);
     if let Some(overhead) = &spec.overhead {
         total = total.add(
-            &Resources::from_quantities(overhead).map_err(|e| ("spec.overhead".to_string(), e.to_string()))?,
+            &Resources::from_quantities(overhead)
+                .map_err(|e| ("spec.overhead".to_string(), e.to_string()))?,
         );
     }
     total.set(PODS, 1000);
@@ -333,17 +413,32 @@ fn pod_requests(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<Resources,
 /// Converts a metav1 label selector; `None` selects nothing.
 pub fn label_selector(selector: Option<&LabelSelector>) -> Result<PodSelector, String> {
     let Some(sel) = selector else { return Ok(None) };
-    let mut out = sel.match_labels.as_ref().map(Requirements::from_labels).unwrap_or_default();
+    let mut out = sel
+        .match_labels
+        .as_ref()
+        .map(Requirements::from_labels)
+        .unwrap_or_default();
     let empty: Vec<String> = Vec::new();
-    let exprs = Requirements::from_node_selector_requirements(sel.match_expressions.iter().flatten().map(|e| {
-        (e.key.as_str(), e.operator.as_str(), e.values.as_deref().unwrap_or(&empty), None)
-    }))
+    let exprs = Requirements::from_node_selector_requirements(
+        sel.match_expressions.iter().flatten().map(|e| {
+            (
+                e.key.as_str(),
+                e.operator.as_str(),
+                e.values.as_deref().unwrap_or(&empty),
+                None,
+            )
+        }),
+    )
     .map_err(|e| format!("labelSelector: {e}"))?;
     out = out.intersection(&exprs);
     Ok(Some(out))
 }
 
-fn fold_match_label_keys(selector: &mut PodSelector, keys: Option<&[String]>, labels: &BTreeMap<String, String>) {
+fn fold_match_label_keys(
+    selector: &mut PodSelector,
+    keys: Option<&[String]>,
+    labels: &BTreeMap<String, String>,
+) {
     if let Some(sel) = selector.as_mut() {
         for key in keys.unwrap_or(&[]) {
             if let Some(value) = labels.get(key) {

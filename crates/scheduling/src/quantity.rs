@@ -35,15 +35,23 @@ pub fn parse_quantity_milli(input: &str) -> Result<i64, QuantityError> {
     if text.is_empty() {
         return Err(QuantityError::Empty);
     }
-    let invalid = |rule: &'static str| QuantityError::Invalid { input: input.to_string(), rule };
-    let overflow = || QuantityError::Overflow { input: input.to_string() };
+    let invalid = |rule: &'static str| QuantityError::Invalid {
+        input: input.to_string(),
+        rule,
+    };
+    let overflow = || QuantityError::Overflow {
+        input: input.to_string(),
+    };
 
     let (negative, rest) = match text.as_bytes()[0] {
         b'-' => (true, &text[1..]),
         b'+' => (false, &text[1..]),
         _ => (false, text),
     };
-    let number_len = rest.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
+    let number_len = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b'.')
+        .count();
     let (number, suffix) = rest.split_at(number_len);
     if number.is_empty() || number == "." {
         return Err(invalid("expected a number before the suffix"));
@@ -82,29 +90,40 @@ pub fn parse_quantity_milli(input: &str) -> Result<i64, QuantityError> {
             let exp_text = &s[1..];
             let digits = exp_text.strip_prefix(['+', '-']).unwrap_or(exp_text);
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(invalid("a decimal exponent must be e or E followed by an integer"));
+                return Err(invalid(
+                    "a decimal exponent must be e or E followed by an integer",
+                ));
             }
             let exp: i32 = exp_text.parse().map_err(|_| overflow())?;
             (0, exp)
         }
-        _ => return Err(invalid("unknown suffix (expected m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent)")),
+        _ => {
+            return Err(invalid(
+                "unknown suffix (expected m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent)",
+            ));
+        }
     };
     if mantissa == 0 {
         return Ok(0);
     }
-    let scaled = mantissa.checked_shl(binary_exp).filter(|v| v >> binary_exp == mantissa).ok_or_else(overflow)?;
+    let scaled = mantissa
+        .checked_shl(binary_exp)
+        .filter(|v| v >> binary_exp == mantissa)
+        .ok_or_else(overflow)?;
     let power = decimal_exp
         .checked_add(3)
         .and_then(|p| p.checked_sub(frac_digits))
         .ok_or_else(overflow)?;
     let milli = if power >= 0 {
-        let factor = 10i128.checked_pow(u32::try_from(power).map_err(|_| overflow())?).ok_or_else(overflow)?;
+        let factor = 10i128
+            .checked_pow(u32::try_from(power).map_err(|_| overflow())?)
+            .ok_or_else(overflow)?;
         scaled.checked_mul(factor).ok_or_else(overflow)?
     } else {
         let divisor_exp = u32::try_from(-i64::from(power)).map_err(|_| overflow())?;
         match 10i128.checked_pow(divisor_exp) {
             // Round up (towards +infinity for the magnitude, as Kubernetes does).
-            Some(divisor) => (scaled + divisor - 1) / divisor,
+            Some(divisor) => scaled / divisor + i128::from(scaled % divisor != 0),
             // Dividing by more than 10^38 leaves a positive fraction, which rounds up to 1.
             None => 1,
         }
@@ -115,7 +134,11 @@ pub fn parse_quantity_milli(input: &str) -> Result<i64, QuantityError> {
 
 /// Formats milli-units back into a short quantity string (`"1500m"`, `"2"`), for messages.
 pub fn format_milli(milli: i64) -> String {
-    if milli % 1000 == 0 { format!("{}", milli / 1000) } else { format!("{milli}m") }
+    if milli % 1000 == 0 {
+        format!("{}", milli / 1000)
+    } else {
+        format!("{milli}m")
+    }
 }
 
 /// Formats a byte quantity held in milli-units with a binary suffix when exact (`"4Gi"`).

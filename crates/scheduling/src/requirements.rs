@@ -41,7 +41,12 @@ impl Operator {
             "Lt" => Self::Lt,
             "Gte" => Self::Gte,
             "Lte" => Self::Lte,
-            other => return Err(RequirementError::UnknownOperator { key: String::new(), operator: other.to_string() }),
+            other => {
+                return Err(RequirementError::UnknownOperator {
+                    key: String::new(),
+                    operator: other.to_string(),
+                });
+            }
         })
     }
 
@@ -64,7 +69,9 @@ impl Operator {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RequirementError {
     /// The operator is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte.
-    #[error("requirement on key {key:?}: unknown operator {operator:?} (expected In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte)")]
+    #[error(
+        "requirement on key {key:?}: unknown operator {operator:?} (expected In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte)"
+    )]
     UnknownOperator {
         /// The label key.
         key: String,
@@ -114,12 +121,24 @@ pub struct Requirement {
 impl Requirement {
     /// `In values`.
     pub fn is_in<S: Into<String>>(values: impl IntoIterator<Item = S>) -> Self {
-        Self::raw(false, values.into_iter().map(Into::into).collect(), None, None, false)
+        Self::raw(
+            false,
+            values.into_iter().map(Into::into).collect(),
+            None,
+            None,
+            false,
+        )
     }
 
     /// `NotIn values`.
     pub fn not_in<S: Into<String>>(values: impl IntoIterator<Item = S>) -> Self {
-        Self::raw(true, values.into_iter().map(Into::into).collect(), None, None, true)
+        Self::raw(
+            true,
+            values.into_iter().map(Into::into).collect(),
+            None,
+            None,
+            true,
+        )
     }
 
     /// `Exists`.
@@ -166,15 +185,24 @@ impl Requirement {
             rule: rule.to_string(),
         };
         match operator {
-            Operator::In | Operator::NotIn if values.is_empty() => Err(bad("needs at least one value")),
+            Operator::In | Operator::NotIn if values.is_empty() => {
+                Err(bad("needs at least one value"))
+            }
             Operator::In => Ok(Self::is_in(values.iter().cloned())),
             Operator::NotIn => Ok(Self::not_in(values.iter().cloned())),
-            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => Err(bad("takes no values")),
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
+                Err(bad("takes no values"))
+            }
             Operator::Exists => Ok(Self::exists()),
             Operator::DoesNotExist => Ok(Self::does_not_exist()),
             Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
-                let [value] = values else { return Err(bad("needs exactly one integer value")) };
-                let n: i64 = value.trim().parse().map_err(|_| bad(&format!("value {value:?} is not an integer")))?;
+                let [value] = values else {
+                    return Err(bad("needs exactly one integer value"));
+                };
+                let n: i64 = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(&format!("value {value:?} is not an integer")))?;
                 Ok(match operator {
                     Operator::Gt => Self::gt(n),
                     Operator::Lt => Self::lt(n),
@@ -191,8 +219,21 @@ impl Requirement {
         self
     }
 
-    fn raw(complement: bool, values: BTreeSet<String>, min: Option<i64>, max: Option<i64>, allow_absent: bool) -> Self {
-        let mut r = Self { complement, values, min, max, allow_absent, min_values: None };
+    fn raw(
+        complement: bool,
+        values: BTreeSet<String>,
+        min: Option<i64>,
+        max: Option<i64>,
+        allow_absent: bool,
+    ) -> Self {
+        let mut r = Self {
+            complement,
+            values,
+            min,
+            max,
+            allow_absent,
+            min_values: None,
+        };
         r.normalize();
         r
     }
@@ -218,7 +259,8 @@ impl Requirement {
             // Excluded values outside the bounds are excluded anyway.
             self.values.retain(|v| within(v, min, max));
             if let (Some(lo), Some(hi)) = (min, max) {
-                let excluded: BTreeSet<i64> = self.values.iter().filter_map(|v| v.parse().ok()).collect();
+                let excluded: BTreeSet<i64> =
+                    self.values.iter().filter_map(|v| v.parse().ok()).collect();
                 let width = i128::from(hi) - i128::from(lo) + 1;
                 if excluded.len() as i128 >= width {
                     // Every integer in range is excluded: no value is left.
@@ -234,7 +276,8 @@ impl Requirement {
     /// Whether a label with this value satisfies the requirement.
     pub fn has(&self, value: &str) -> bool {
         if self.complement {
-            !self.values.contains(value) && ((self.min.is_none() && self.max.is_none()) || within(value, self.min, self.max))
+            !self.values.contains(value)
+                && ((self.min.is_none() && self.max.is_none()) || within(value, self.min, self.max))
         } else {
             self.values.contains(value)
         }
@@ -265,7 +308,11 @@ impl Requirement {
 
     /// The allowed values when the set is finite (`In`), else `None`.
     pub fn finite_values(&self) -> Option<&BTreeSet<String>> {
-        if self.complement { None } else { Some(&self.values) }
+        if self.complement {
+            None
+        } else {
+            Some(&self.values)
+        }
     }
 
     /// The single allowed value, when exactly one is allowed.
@@ -307,8 +354,18 @@ impl Requirement {
         let max = min_opt(self.max, other.max);
         let values: BTreeSet<String> = match (self.complement, other.complement) {
             (true, true) => self.values.union(&other.values).cloned().collect(),
-            (true, false) => other.values.iter().filter(|v| self.has(v)).cloned().collect(),
-            (false, true) => self.values.iter().filter(|v| other.has(v)).cloned().collect(),
+            (true, false) => other
+                .values
+                .iter()
+                .filter(|v| self.has(v))
+                .cloned()
+                .collect(),
+            (false, true) => self
+                .values
+                .iter()
+                .filter(|v| other.has(v))
+                .cloned()
+                .collect(),
             (false, false) => self.values.intersection(&other.values).cloned().collect(),
         };
         let complement = self.complement && other.complement;
@@ -343,7 +400,13 @@ impl Requirement {
                     (Some(l), Some(h)) if l > h => false,
                     (l, h) => {
                         // Some integer in [l, h] must be excluded by neither set; finitely many are excluded.
-                        let start = l.unwrap_or_else(|| h.map_or(0, |h| h.saturating_sub(self.values.len() as i64 + other.values.len() as i64 + 1)));
+                        let start = l.unwrap_or_else(|| {
+                            h.map_or(0, |h| {
+                                h.saturating_sub(
+                                    self.values.len() as i64 + other.values.len() as i64 + 1,
+                                )
+                            })
+                        });
                         let mut candidate = start;
                         loop {
                             if h.is_some_and(|h| candidate > h) {
@@ -422,13 +485,23 @@ impl fmt::Display for Requirement {
                     }
                 }
             }
-            if self.allow_absent && (self.min.is_some() || self.max.is_some() || self.values.is_empty()) {
+            if self.allow_absent
+                && (self.min.is_some() || self.max.is_some() || self.values.is_empty())
+            {
                 f.write_str(" or absent")?;
-            } else if !self.allow_absent && !self.values.is_empty() && self.min.is_none() && self.max.is_none() {
+            } else if !self.allow_absent
+                && !self.values.is_empty()
+                && self.min.is_none()
+                && self.max.is_none()
+            {
                 f.write_str(" (label required)")?;
             }
         } else if self.values.is_empty() {
-            f.write_str(if self.allow_absent { "DoesNotExist" } else { "In []" })?;
+            f.write_str(if self.allow_absent {
+                "DoesNotExist"
+            } else {
+                "In []"
+            })?;
         } else {
             f.write_str("In ")?;
             list(f, &self.values)?;
@@ -490,9 +563,17 @@ impl Requirements {
             let min_values = match min_values {
                 None => None,
                 Some(n) if n >= 1 => usize::try_from(n).ok(),
-                Some(n) => return Err(RequirementError::BadMinValues { key: key.to_string(), min_values: n }),
+                Some(n) => {
+                    return Err(RequirementError::BadMinValues {
+                        key: key.to_string(),
+                        min_values: n,
+                    });
+                }
             };
-            out.add(key, Requirement::new(key, op, values)?.with_min_values(min_values));
+            out.add(
+                key,
+                Requirement::new(key, op, values)?.with_min_values(min_values),
+            );
         }
         Ok(out)
     }
@@ -500,9 +581,14 @@ impl Requirements {
     /// Builds requirements from Kubernetes `NodeSelectorRequirement`s (no minValues).
     pub fn from_k8s(items: &[NodeSelectorRequirement]) -> Result<Self, RequirementError> {
         let empty: Vec<String> = Vec::new();
-        Self::from_node_selector_requirements(
-            items.iter().map(|r| (r.key.as_str(), r.operator.as_str(), r.values.as_deref().unwrap_or(&empty), None)),
-        )
+        Self::from_node_selector_requirements(items.iter().map(|r| {
+            (
+                r.key.as_str(),
+                r.operator.as_str(),
+                r.values.as_deref().unwrap_or(&empty),
+                None,
+            )
+        }))
     }
 
     /// `key In [value]` for each label.
@@ -561,7 +647,9 @@ impl Requirements {
     /// Whether every key of `self` is also constrained in `other` at least as tightly, i.e.
     /// `other ∩ self == other` (adding `self` to `other` changes nothing).
     pub fn is_implied_by(&self, other: &Requirements) -> bool {
-        self.0.iter().all(|(k, r)| other.0.get(k).is_some_and(|o| o.intersection(r) == *o))
+        self.0
+            .iter()
+            .all(|(k, r)| other.0.get(k).is_some_and(|o| o.intersection(r) == *o))
     }
 
     /// The first key whose requirement is unsatisfiable, if any.
@@ -575,15 +663,22 @@ impl Requirements {
     }
 
     /// The first requirement the labels do not satisfy, if any.
-    pub fn first_mismatch(&self, labels: &BTreeMap<String, String>) -> Option<(&str, &Requirement)> {
-        self.iter().find(|(k, r)| !r.matches(labels.get(*k).map(String::as_str)))
+    pub fn first_mismatch(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<(&str, &Requirement)> {
+        self.iter()
+            .find(|(k, r)| !r.matches(labels.get(*k).map(String::as_str)))
     }
 
     /// Keys present on both sides must have a common value, except where both sides accept
     /// absence of the label. Keys present on one side only are allowed.
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
-        let (small, large, small_is_incoming) =
-            if self.0.len() <= incoming.0.len() { (self, incoming, false) } else { (incoming, self, true) };
+        let (small, large, small_is_incoming) = if self.0.len() <= incoming.0.len() {
+            (self, incoming, false)
+        } else {
+            (incoming, self, true)
+        };
         for (key, a) in &small.0 {
             if let Some(b) = large.0.get(key)
                 && !a.intersects(b)
@@ -603,7 +698,11 @@ impl Requirements {
     /// of it. Every incoming key must be defined by `self` unless the incoming requirement
     /// accepts absence (NotIn, DoesNotExist) or `allow_undefined(key)` holds; shared keys must
     /// intersect.
-    pub fn compatible(&self, incoming: &Requirements, allow_undefined: impl Fn(&str) -> bool) -> Result<(), Incompatibility> {
+    pub fn compatible(
+        &self,
+        incoming: &Requirements,
+        allow_undefined: impl Fn(&str) -> bool,
+    ) -> Result<(), Incompatibility> {
         for (key, r) in &incoming.0 {
             if !self.0.contains_key(key) && !r.allows_absent() && !allow_undefined(key) {
                 return Err(Incompatibility::Undefined {
@@ -617,7 +716,10 @@ impl Requirements {
     }
 
     /// Scheduling form: well-known labels may be undefined on `self` (they are decided at launch).
-    pub fn compatible_for_scheduling(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
+    pub fn compatible_for_scheduling(
+        &self,
+        incoming: &Requirements,
+    ) -> Result<(), Incompatibility> {
         self.compatible(incoming, is_well_known_label)
     }
 

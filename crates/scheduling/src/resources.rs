@@ -52,11 +52,15 @@ impl Resources {
     }
 
     /// Parses `(name, quantity)` pairs such as `("cpu", "500m")`, `("memory", "1Gi")`.
-    pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, ResourceError> {
+    pub fn parse<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ResourceError> {
         let mut out = Self::new();
         for (name, text) in pairs {
-            let value =
-                parse_quantity_milli(text).map_err(|source| ResourceError { resource: name.to_string(), source })?;
+            let value = parse_quantity_milli(text).map_err(|source| ResourceError {
+                resource: name.to_string(),
+                source,
+            })?;
             out.add_one(name, value);
         }
         Ok(out)
@@ -113,12 +117,18 @@ impl Resources {
 
     /// Whether every amount in `self` is at most the same amount in `capacity`.
     pub fn fits(&self, capacity: &Resources) -> bool {
-        self.0.iter().all(|(name, value)| *value <= capacity.get(name))
+        self.0
+            .iter()
+            .all(|(name, value)| *value <= capacity.get(name))
     }
 
     /// Names whose amount in `self` exceeds `capacity`, in name order.
     pub fn exceeding(&self, capacity: &Resources) -> Vec<String> {
-        self.0.iter().filter(|(name, value)| **value > capacity.get(name)).map(|(name, _)| name.clone()).collect()
+        self.0
+            .iter()
+            .filter(|(name, value)| **value > capacity.get(name))
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Whether every amount is zero.
@@ -128,7 +138,10 @@ impl Resources {
 
     /// Names with a non-zero amount.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().filter(|(_, v)| **v != 0).map(|(k, _)| k.as_str())
+        self.0
+            .iter()
+            .filter(|(_, v)| **v != 0)
+            .map(|(k, _)| k.as_str())
     }
 }
 

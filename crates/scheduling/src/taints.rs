@@ -62,7 +62,11 @@ pub struct Taint {
 impl Taint {
     /// A taint `key=value:effect`.
     pub fn new(key: &str, value: &str, effect: TaintEffect) -> Self {
-        Self { key: key.to_string(), value: value.to_string(), effect }
+        Self {
+            key: key.to_string(),
+            value: value.to_string(),
+            effect,
+        }
     }
 
     /// Converts a Kubernetes taint.
@@ -106,12 +110,22 @@ pub struct Toleration {
 impl Toleration {
     /// Tolerates `key=value` with the given effect (operator Equal).
     pub fn equal(key: &str, value: &str, effect: Option<TaintEffect>) -> Self {
-        Self { key: Some(key.to_string()), exists: false, value: value.to_string(), effect }
+        Self {
+            key: Some(key.to_string()),
+            exists: false,
+            value: value.to_string(),
+            effect,
+        }
     }
 
     /// Tolerates any value of `key` (operator Exists); `key == None` tolerates everything.
     pub fn exists(key: Option<&str>, effect: Option<TaintEffect>) -> Self {
-        Self { key: key.map(str::to_string), exists: true, value: String::new(), effect }
+        Self {
+            key: key.map(str::to_string),
+            exists: true,
+            value: String::new(),
+            effect,
+        }
     }
 
     /// Converts a Kubernetes toleration.
@@ -148,5 +162,7 @@ impl Toleration {
 
 /// The first taint that blocks scheduling and that no toleration tolerates, if any.
 pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration]) -> Option<&'a Taint> {
-    taints.iter().find(|t| t.blocks_scheduling() && !tolerations.iter().any(|tol| tol.tolerates(t)))
+    taints
+        .iter()
+        .find(|t| t.blocks_scheduling() && !tolerations.iter().any(|tol| tol.tolerates(t)))
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use driftwood_api::wellknown::{
-    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_INSTANCE_CPU, LABEL_INSTANCE_MEMORY,
-    LABEL_INSTANCE_TYPE, LABEL_OS,
+    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_INSTANCE_CPU,
+    LABEL_INSTANCE_MEMORY, LABEL_INSTANCE_TYPE, LABEL_OS,
 };
 
 use crate::instance_type::{InstanceType, Offering, Overhead};
@@ -21,7 +21,13 @@ pub const MIB: i64 = 1 << 20;
 
 /// One instance type: `cpu` cores, `memory_gib` GiB, `max_pods` pods, with a small overhead,
 /// offered on-demand and spot in every zone (spot 30% cheaper), priced by size.
-pub fn instance_type(name: &str, cpu: i64, memory_gib: i64, max_pods: i64, zones: &[&str]) -> InstanceType {
+pub fn instance_type(
+    name: &str,
+    cpu: i64,
+    memory_gib: i64,
+    max_pods: i64,
+    zones: &[&str],
+) -> InstanceType {
     let labels: BTreeMap<String, String> = [
         (LABEL_INSTANCE_TYPE, name.to_string()),
         (LABEL_ARCH, "amd64".to_string()),
@@ -51,7 +57,11 @@ pub fn instance_type(name: &str, cpu: i64, memory_gib: i64, max_pods: i64, zones
     InstanceType {
         name: name.to_string(),
         requirements: Requirements::from_labels(&labels),
-        capacity: Resources::from_milli([(CPU, cpu * 1000), (MEMORY, memory_gib * GIB * 1000), (PODS, max_pods * 1000)]),
+        capacity: Resources::from_milli([
+            (CPU, cpu * 1000),
+            (MEMORY, memory_gib * GIB * 1000),
+            (PODS, max_pods * 1000),
+        ]),
         overhead: Overhead {
             kube_reserved: Resources::from_milli([(CPU, 80), (MEMORY, 256 * MIB * 1000)]),
             system_reserved: Resources::new(),
@@ -65,20 +75,32 @@ pub fn instance_type(name: &str, cpu: i64, memory_gib: i64, max_pods: i64, zones
 /// `2(i+1)` GiB, 110 pods, in the three zones `test-zone-1..3`.
 pub fn fake_instance_types(count: usize) -> Vec<InstanceType> {
     let zones = ["test-zone-1", "test-zone-2", "test-zone-3"];
-    (0..count as i64).map(|i| instance_type(&format!("fake-it-{i}"), i + 1, 2 * (i + 1), 110, &zones)).collect()
+    (0..count as i64)
+        .map(|i| instance_type(&format!("fake-it-{i}"), i + 1, 2 * (i + 1), 110, &zones))
+        .collect()
 }
 
 /// A NodePool without limits, requirements or taints.
 pub fn nodepool(name: &str, instance_types: Vec<InstanceType>) -> NodePoolSpec {
-    NodePoolSpec { name: name.to_string(), instance_types, ..NodePoolSpec::default() }
+    NodePoolSpec {
+        name: name.to_string(),
+        instance_types,
+        ..NodePoolSpec::default()
+    }
 }
 
 /// A pod `namespace/name` requesting `cpu_milli` millicores and `memory_bytes` bytes.
 pub fn pod(key: &str, cpu_milli: i64, memory_bytes: i64) -> SimPod {
-    SimPod::new(key, Resources::from_milli([(CPU, cpu_milli), (MEMORY, memory_bytes * 1000)]))
+    SimPod::new(
+        key,
+        Resources::from_milli([(CPU, cpu_milli), (MEMORY, memory_bytes * 1000)]),
+    )
 }
 
 /// Labels from pairs.
 pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }

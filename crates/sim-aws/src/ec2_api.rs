@@ -4,11 +4,13 @@
 use async_trait::async_trait;
 use driftwood_cloud::OfferingKey;
 use driftwood_cloud::ports::{
-    AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance, CreateFleetOutput, CreateLaunchTemplateInput,
-    CreateTagsInput, DescribeImagesInput, DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput,
-    DescribeInstancesInput, DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput,
-    DescribeSubnetsInput, Ec2Api, FleetOverrideRef, GroupIdentifier, Image, Instance, InstanceStateChange,
-    InstanceTypeDescription, InstanceTypeOffering, LaunchTemplate, SecurityGroup, SpotPrice, Subnet, Tag, codes,
+    AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance, CreateFleetOutput,
+    CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput,
+    DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,
+    DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput,
+    DescribeSubnetsInput, Ec2Api, FleetOverrideRef, GroupIdentifier, Image, Instance,
+    InstanceStateChange, InstanceTypeDescription, InstanceTypeOffering, LaunchTemplate,
+    SecurityGroup, SpotPrice, Subnet, Tag, codes,
 };
 use jiff::Timestamp;
 
@@ -26,7 +28,11 @@ fn image_values(img: &Image, name: &str) -> Option<Vec<String>> {
         "image-id" => one(&img.image_id),
         "name" => one(&img.name),
         "owner-id" => one(&img.owner_id),
-        "owner-alias" => img.image_owner_alias.as_deref().map(|a| vec![a.to_string()]).or(Some(Vec::new())),
+        "owner-alias" => img
+            .image_owner_alias
+            .as_deref()
+            .map(|a| vec![a.to_string()])
+            .or(Some(Vec::new())),
         "architecture" => one(&img.architecture),
         "state" => one(&img.state),
         "description" => one(&img.description),
@@ -101,7 +107,10 @@ impl SimAws {
     fn offered_in(&self, instance_type: &str, zone: &str) -> bool {
         let index = self.config.zones.iter().position(|z| z == zone);
         let st = self.lock();
-        let entry = st.instance_types.iter().find(|e| e.description.instance_type == instance_type);
+        let entry = st
+            .instance_types
+            .iter()
+            .find(|e| e.description.instance_type == instance_type);
         match (entry, index) {
             (Some(e), Some(i)) => !e.missing_zones.contains(&i),
             _ => false,
@@ -110,7 +119,11 @@ impl SimAws {
 
     fn price_of(&self, instance_type: &str, zone: &str, capacity_type: &str) -> Option<f64> {
         let od = self.on_demand_price(instance_type)?;
-        Some(if capacity_type == "spot" { spot_price(self.config.seed, instance_type, zone, od) } else { od })
+        Some(if capacity_type == "spot" {
+            spot_price(self.config.seed, instance_type, zone, od)
+        } else {
+            od
+        })
     }
 }
 
@@ -118,23 +131,34 @@ impl SimAws {
 impl Ec2Api for SimAws {
     async fn describe_images(&self, input: DescribeImagesInput) -> Result<Vec<Image>, AwsError> {
         self.check_fault("DescribeImages")?;
+        self.publish_due_releases();
         let now = self.now();
         let st = self.lock();
         for id in &input.image_ids {
             if !st.images.contains_key(id) {
-                return Err(AwsError::new(codes::AMI_ID_NOT_FOUND, format!("The image id '[{id}]' does not exist")));
+                return Err(AwsError::new(
+                    codes::AMI_ID_NOT_FOUND,
+                    format!("The image id '[{id}]' does not exist"),
+                ));
             }
         }
         let deprecated = |img: &Image| {
-            img.deprecation_time.as_deref().and_then(|t| t.parse::<Timestamp>().ok()).is_some_and(|t| t <= now)
+            img.deprecation_time
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|t| t <= now)
         };
         Ok(st
             .images
             .values()
             .map(|s| &s.image)
             .filter(|img| input.image_ids.is_empty() || input.image_ids.contains(&img.image_id))
-            .filter(|img| input.owners.is_empty() || input.owners.iter().any(|o| self.owner_matches(o, img)))
-            .filter(|img| input.include_deprecated || !input.image_ids.is_empty() || !deprecated(img))
+            .filter(|img| {
+                input.owners.is_empty() || input.owners.iter().any(|o| self.owner_matches(o, img))
+            })
+            .filter(|img| {
+                input.include_deprecated || !input.image_ids.is_empty() || !deprecated(img)
+            })
             .filter(|img| filters_match(&input.filters, |n| image_values(img, n)))
             .cloned()
             .collect())
@@ -157,7 +181,10 @@ impl Ec2Api for SimAws {
             .collect())
     }
 
-    async fn describe_security_groups(&self, input: DescribeSecurityGroupsInput) -> Result<Vec<SecurityGroup>, AwsError> {
+    async fn describe_security_groups(
+        &self,
+        input: DescribeSecurityGroupsInput,
+    ) -> Result<Vec<SecurityGroup>, AwsError> {
         self.check_fault("DescribeSecurityGroups")?;
         let st = self.lock();
         for id in &input.group_ids {
@@ -181,7 +208,11 @@ impl Ec2Api for SimAws {
         self.check_fault("DescribeInstanceTypes")?;
         let st = self.lock();
         for name in &input.instance_types {
-            if !st.instance_types.iter().any(|e| &e.description.instance_type == name) {
+            if !st
+                .instance_types
+                .iter()
+                .any(|e| &e.description.instance_type == name)
+            {
                 return Err(AwsError::new(
                     codes::INVALID_PARAMETER_VALUE,
                     format!("The following supplied instance types do not exist: [{name}]"),
@@ -192,7 +223,9 @@ impl Ec2Api for SimAws {
             .instance_types
             .iter()
             .map(|e| &e.description)
-            .filter(|d| input.instance_types.is_empty() || input.instance_types.contains(&d.instance_type))
+            .filter(|d| {
+                input.instance_types.is_empty() || input.instance_types.contains(&d.instance_type)
+            })
             .filter(|d| filters_match(&input.filters, |n| type_values(d, n)))
             .cloned()
             .collect())
@@ -203,7 +236,11 @@ impl Ec2Api for SimAws {
         input: DescribeInstanceTypeOfferingsInput,
     ) -> Result<Vec<InstanceTypeOffering>, AwsError> {
         self.check_fault("DescribeInstanceTypeOfferings")?;
-        let location_type = if input.location_type.is_empty() { "region" } else { input.location_type.as_str() };
+        let location_type = if input.location_type.is_empty() {
+            "region"
+        } else {
+            input.location_type.as_str()
+        };
         let st = self.lock();
         let mut out = Vec::new();
         for e in &st.instance_types {
@@ -225,7 +262,9 @@ impl Ec2Api for SimAws {
                 other => {
                     return Err(AwsError::new(
                         codes::INVALID_PARAMETER_VALUE,
-                        format!("LocationType {other:?} is not region, availability-zone or availability-zone-id"),
+                        format!(
+                            "LocationType {other:?} is not region, availability-zone or availability-zone-id"
+                        ),
                     ));
                 }
             };
@@ -248,7 +287,10 @@ impl Ec2Api for SimAws {
         Ok(out)
     }
 
-    async fn describe_spot_price_history(&self, input: DescribeSpotPriceHistoryInput) -> Result<Vec<SpotPrice>, AwsError> {
+    async fn describe_spot_price_history(
+        &self,
+        input: DescribeSpotPriceHistoryInput,
+    ) -> Result<Vec<SpotPrice>, AwsError> {
         self.check_fault("DescribeSpotPriceHistory")?;
         let now = self.now();
         let st = self.lock();
@@ -259,14 +301,19 @@ impl Ec2Api for SimAws {
                 continue;
             }
             for (i, zone) in self.config.zones.iter().enumerate() {
-                if e.missing_zones.contains(&i) || input.availability_zone.as_ref().is_some_and(|z| z != zone) {
+                if e.missing_zones.contains(&i)
+                    || input.availability_zone.as_ref().is_some_and(|z| z != zone)
+                {
                     continue;
                 }
                 out.push(SpotPrice {
                     instance_type: name.clone(),
                     availability_zone: zone.clone(),
                     product_description: "Linux/UNIX".to_string(),
-                    spot_price: format!("{:.6}", spot_price(self.config.seed, name, zone, e.on_demand_price)),
+                    spot_price: format!(
+                        "{:.6}",
+                        spot_price(self.config.seed, name, zone, e.on_demand_price)
+                    ),
                     timestamp: now,
                 });
             }
@@ -274,30 +321,47 @@ impl Ec2Api for SimAws {
         Ok(out)
     }
 
-    async fn create_launch_template(&self, input: CreateLaunchTemplateInput) -> Result<LaunchTemplate, AwsError> {
+    async fn create_launch_template(
+        &self,
+        input: CreateLaunchTemplateInput,
+    ) -> Result<LaunchTemplate, AwsError> {
         self.check_fault("CreateLaunchTemplate")?;
         let now = self.now();
         let mut st = self.lock();
-        if st.launch_templates.contains_key(&input.launch_template_name) {
+        if st
+            .launch_templates
+            .contains_key(&input.launch_template_name)
+        {
             return Err(AwsError::new(
                 codes::LAUNCH_TEMPLATE_NAME_ALREADY_EXISTS,
-                format!("Launch template name already in use: {}", input.launch_template_name),
+                format!(
+                    "Launch template name already in use: {}",
+                    input.launch_template_name
+                ),
             ));
         }
         if !st.images.contains_key(&input.launch_template_data.image_id) {
             return Err(AwsError::new(
                 codes::AMI_ID_NOT_FOUND,
-                format!("The image id '[{}]' does not exist", input.launch_template_data.image_id),
+                format!(
+                    "The image id '[{}]' does not exist",
+                    input.launch_template_data.image_id
+                ),
             ));
         }
         let lt = LaunchTemplate {
             launch_template_id: resource_id("lt", self.config.seed, &input.launch_template_name),
             launch_template_name: input.launch_template_name.clone(),
             create_time: now,
-            tags: input.tag_specifications.iter().flat_map(|t| t.tags.clone()).collect(),
+            tags: input
+                .tag_specifications
+                .iter()
+                .flat_map(|t| t.tags.clone())
+                .collect(),
             data: input.launch_template_data,
         };
-        st.launch_templates.insert(lt.launch_template_name.clone(), lt.clone());
+        st.launch_templates
+            .insert(lt.launch_template_name.clone(), lt.clone());
         Ok(lt)
     }
 
@@ -311,7 +375,9 @@ impl Ec2Api for SimAws {
             if !st.launch_templates.contains_key(name) {
                 return Err(AwsError::new(
                     codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND,
-                    format!("At least one of the launch templates specified in the request does not exist. ({name})"),
+                    format!(
+                        "At least one of the launch templates specified in the request does not exist. ({name})"
+                    ),
                 ));
             }
         }
@@ -319,7 +385,10 @@ impl Ec2Api for SimAws {
             .launch_templates
             .values()
             .filter(|lt| {
-                input.launch_template_names.is_empty() || input.launch_template_names.contains(&lt.launch_template_name)
+                input.launch_template_names.is_empty()
+                    || input
+                        .launch_template_names
+                        .contains(&lt.launch_template_name)
             })
             .filter(|lt| {
                 filters_match(&input.filters, |n| match n {
@@ -337,7 +406,9 @@ impl Ec2Api for SimAws {
             Some(_) => Ok(()),
             None => Err(AwsError::new(
                 codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND,
-                format!("The specified launch template, with template name {launch_template_name}, does not exist."),
+                format!(
+                    "The specified launch template, with template name {launch_template_name}, does not exist."
+                ),
             )),
         }
     }
@@ -345,7 +416,10 @@ impl Ec2Api for SimAws {
     async fn create_fleet(&self, input: CreateFleetInput) -> Result<CreateFleetOutput, AwsError> {
         self.check_fault("CreateFleet")?;
         if input.type_ != "instant" {
-            return Err(AwsError::new(codes::INVALID_PARAMETER_VALUE, "only instant fleets are simulated"));
+            return Err(AwsError::new(
+                codes::INVALID_PARAMETER_VALUE,
+                "only instant fleets are simulated",
+            ));
         }
         let now = self.now();
         let capacity_type = input.default_target_capacity_type.clone();
@@ -355,12 +429,19 @@ impl Ec2Api for SimAws {
         // start from the cheapest pool in the simulation).
         let mut candidates = Vec::new();
         for cfg in &input.launch_template_configs {
-            let lt = self.lock().launch_templates.get(&cfg.launch_template_name).cloned();
+            let lt = self
+                .lock()
+                .launch_templates
+                .get(&cfg.launch_template_name)
+                .cloned();
             let Some(lt) = lt else {
                 for o in &cfg.overrides {
                     errors.push(CreateFleetError {
                         error_code: codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND.to_string(),
-                        error_message: format!("launch template {} does not exist", cfg.launch_template_name),
+                        error_message: format!(
+                            "launch template {} does not exist",
+                            cfg.launch_template_name
+                        ),
                         lifecycle: capacity_type.clone(),
                         launch_template_and_overrides: FleetOverrideRef {
                             instance_type: o.instance_type.clone(),
@@ -412,12 +493,26 @@ impl Ec2Api for SimAws {
             if !self.offered_in(&o.instance_type, &o.availability_zone) {
                 errors.push(fail(
                     "Unsupported",
-                    format!("Your requested instance type ({}) is not supported in {}.", o.instance_type, o.availability_zone),
+                    format!(
+                        "Your requested instance type ({}) is not supported in {}.",
+                        o.instance_type, o.availability_zone
+                    ),
                 ));
                 continue;
             }
-            let image_id = o.image_id.clone().unwrap_or_else(|| lt.data.image_id.clone());
-            match self.launch_instance(&o.instance_type, &o.subnet_id, &image_id, &lt, &input, &capacity_type, now) {
+            let image_id = o
+                .image_id
+                .clone()
+                .unwrap_or_else(|| lt.data.image_id.clone());
+            match self.launch_instance(
+                &o.instance_type,
+                &o.subnet_id,
+                &image_id,
+                &lt,
+                &input,
+                &capacity_type,
+                now,
+            ) {
                 Ok(id) => {
                     remaining -= 1;
                     instances.push(CreateFleetInstance {
@@ -433,17 +528,27 @@ impl Ec2Api for SimAws {
         let fleet_id = {
             let mut st = self.lock();
             st.counter += 1;
-            format!("fleet-{}", crate::ids::hex_id(self.config.seed, &format!("fleet/{}", st.counter), 8))
+            format!(
+                "fleet-{}",
+                crate::ids::hex_id(self.config.seed, &format!("fleet/{}", st.counter), 8)
+            )
         };
-        Ok(CreateFleetOutput { fleet_id, instances, errors })
+        Ok(CreateFleetOutput {
+            fleet_id,
+            instances,
+            errors,
+        })
     }
 
-    async fn describe_instances(&self, input: DescribeInstancesInput) -> Result<Vec<Instance>, AwsError> {
+    async fn describe_instances(
+        &self,
+        input: DescribeInstancesInput,
+    ) -> Result<Vec<Instance>, AwsError> {
         self.check_fault("DescribeInstances")?;
         let now = self.now();
         let st = self.lock();
         for id in &input.instance_ids {
-            if !st.instances.get(id).is_some_and(|s| !self.vanished(s, now)) {
+            if st.instances.get(id).is_none_or(|s| self.vanished(s, now)) {
                 return Err(not_found(codes::INSTANCE_ID_NOT_FOUND, "instance ID", id));
             }
         }
@@ -451,24 +556,32 @@ impl Ec2Api for SimAws {
             .instances
             .values()
             .filter(|s| !self.vanished(s, now))
-            .filter(|s| input.instance_ids.is_empty() || input.instance_ids.contains(&s.instance.instance_id))
+            .filter(|s| {
+                input.instance_ids.is_empty()
+                    || input.instance_ids.contains(&s.instance.instance_id)
+            })
             .map(|s| self.observe(s, now))
             .filter(|i| filters_match(&input.filters, |n| instance_values(i, n)))
             .collect())
     }
 
-    async fn terminate_instances(&self, instance_ids: Vec<String>) -> Result<Vec<InstanceStateChange>, AwsError> {
+    async fn terminate_instances(
+        &self,
+        instance_ids: Vec<String>,
+    ) -> Result<Vec<InstanceStateChange>, AwsError> {
         self.check_fault("TerminateInstances")?;
         let now = self.now();
         let mut st = self.lock();
         for id in &instance_ids {
-            if !st.instances.get(id).is_some_and(|s| !self.vanished(s, now)) {
+            if st.instances.get(id).is_none_or(|s| self.vanished(s, now)) {
                 return Err(not_found(codes::INSTANCE_ID_NOT_FOUND, "instance ID", id));
             }
         }
         let mut out = Vec::new();
         for id in instance_ids {
-            let Some(stored) = st.instances.get(&id).cloned() else { continue };
+            let Some(stored) = st.instances.get(&id).cloned() else {
+                continue;
+            };
             let previous = self.observe(&stored, now).state;
             if stored.terminated_at.is_none() {
                 if let Some(s) = st.instances.get_mut(&id) {
@@ -478,8 +591,16 @@ impl Ec2Api for SimAws {
                     subnet.available_ip_address_count += 1;
                 }
             }
-            let current = st.instances.get(&id).map(|s| self.observe(s, now).state).unwrap_or_default();
-            out.push(InstanceStateChange { instance_id: id, previous_state: previous, current_state: current });
+            let current = st
+                .instances
+                .get(&id)
+                .map(|s| self.observe(s, now).state)
+                .unwrap_or_default();
+            out.push(InstanceStateChange {
+                instance_id: id,
+                previous_state: previous,
+                current_state: current,
+            });
         }
         Ok(out)
     }
@@ -497,7 +618,10 @@ impl Ec2Api for SimAws {
             } else if let Some(g) = st.security_groups.get_mut(id) {
                 merge_tags(&mut g.tags, &input.tags);
             } else {
-                return Err(AwsError::new("InvalidID", format!("The ID '{id}' is not valid")));
+                return Err(AwsError::new(
+                    "InvalidID",
+                    format!("The ID '{id}' is not valid"),
+                ));
             }
         }
         Ok(())
@@ -518,11 +642,12 @@ impl SimAws {
         now: Timestamp,
     ) -> Result<String, AwsError> {
         let mut st = self.lock();
-        let image = st
-            .images
-            .get(image_id)
-            .cloned()
-            .ok_or_else(|| AwsError::new(codes::AMI_ID_NOT_FOUND, format!("The image id '[{image_id}]' does not exist")))?;
+        let image = st.images.get(image_id).cloned().ok_or_else(|| {
+            AwsError::new(
+                codes::AMI_ID_NOT_FOUND,
+                format!("The image id '[{image_id}]' does not exist"),
+            )
+        })?;
         let subnet = st
             .subnets
             .get(subnet_id)
@@ -531,21 +656,39 @@ impl SimAws {
         if subnet.available_ip_address_count <= 0 {
             return Err(AwsError::new(
                 codes::INSUFFICIENT_FREE_ADDRESSES_IN_SUBNET,
-                format!("There are not enough free addresses in subnet '{subnet_id}' to satisfy the requested number of instances."),
+                format!(
+                    "There are not enough free addresses in subnet '{subnet_id}' to satisfy the requested number of instances."
+                ),
             ));
         }
         let mut groups = Vec::new();
         for gid in &lt.data.security_group_ids {
-            let g = st.security_groups.get(gid).ok_or_else(|| not_found(codes::GROUP_ID_NOT_FOUND, "security group", gid))?;
-            groups.push(GroupIdentifier { group_id: g.group_id.clone(), group_name: g.group_name.clone() });
+            let g = st
+                .security_groups
+                .get(gid)
+                .ok_or_else(|| not_found(codes::GROUP_ID_NOT_FOUND, "security group", gid))?;
+            groups.push(GroupIdentifier {
+                group_id: g.group_id.clone(),
+                group_name: g.group_name.clone(),
+            });
         }
         st.counter += 1;
         let n = st.counter;
         let id = resource_id("i", self.config.seed, &format!("instance/{n}"));
-        let octet3 = (n / 250) % 32 + subnet.cidr_block.split('.').nth(2).and_then(|o| o.parse::<u64>().ok()).unwrap_or(0);
+        let octet3 = (n / 250) % 32
+            + subnet
+                .cidr_block
+                .split('.')
+                .nth(2)
+                .and_then(|o| o.parse::<u64>().ok())
+                .unwrap_or(0);
         let ip = format!("10.0.{}.{}", octet3 % 256, n % 250 + 4);
         let mut tags = Vec::new();
-        for spec in input.tag_specifications.iter().filter(|t| t.resource_type == "instance") {
+        for spec in input
+            .tag_specifications
+            .iter()
+            .filter(|t| t.resource_type == "instance")
+        {
             merge_tags(&mut tags, &spec.tags);
         }
         let instance = Instance {
@@ -555,7 +698,11 @@ impl SimAws {
             availability_zone: subnet.availability_zone.clone(),
             subnet_id: subnet_id.to_string(),
             vpc_id: subnet.vpc_id.clone(),
-            private_dns_name: format!("ip-{}.{}.compute.internal", ip.replace('.', "-"), self.config.region),
+            private_dns_name: format!(
+                "ip-{}.{}.compute.internal",
+                ip.replace('.', "-"),
+                self.config.region
+            ),
             private_ip_address: ip,
             state: "pending".to_string(),
             security_groups: groups,
@@ -563,14 +710,19 @@ impl SimAws {
             launch_time: now,
             instance_lifecycle: (capacity_type == "spot").then(|| "spot".to_string()),
             architecture: image.image.architecture.clone(),
-            iam_instance_profile: Some(lt.data.iam_instance_profile_name.clone()).filter(|p| !p.is_empty()),
+            iam_instance_profile: Some(lt.data.iam_instance_profile_name.clone())
+                .filter(|p| !p.is_empty()),
         };
         if let Some(s) = st.subnets.get_mut(subnet_id) {
             s.available_ip_address_count -= 1;
         }
         st.instances.insert(
             id.clone(),
-            SimInstance { instance, terminated_at: None, kubernetes_version: image.kubernetes_version.clone() },
+            SimInstance {
+                instance,
+                terminated_at: None,
+                kubernetes_version: image.kubernetes_version.clone(),
+            },
         );
         Ok(id)
     }

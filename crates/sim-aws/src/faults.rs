@@ -24,9 +24,14 @@ impl Faults {
             && *n > 0
         {
             *n -= 1;
-            return Some(AwsError::new(codes::REQUEST_LIMIT_EXCEEDED, "Request limit exceeded."));
+            return Some(AwsError::new(
+                codes::REQUEST_LIMIT_EXCEEDED,
+                "Request limit exceeded.",
+            ));
         }
-        self.queued_errors.get_mut(operation).and_then(VecDeque::pop_front)
+        self.queued_errors
+            .get_mut(operation)
+            .and_then(VecDeque::pop_front)
     }
 
     /// Whether `offering` has no capacity.
@@ -47,7 +52,10 @@ mod tests {
             .entry("CreateFleet".to_string())
             .or_default()
             .push_back(AwsError::new(codes::INTERNAL_ERROR, "boom"));
-        assert_eq!(f.take("CreateFleet").unwrap().code, codes::REQUEST_LIMIT_EXCEEDED);
+        assert_eq!(
+            f.take("CreateFleet").unwrap().code,
+            codes::REQUEST_LIMIT_EXCEEDED
+        );
         assert_eq!(f.take("CreateFleet").unwrap().code, codes::INTERNAL_ERROR);
         assert_eq!(f.take("CreateFleet"), None);
         assert_eq!(f.take("DescribeImages"), None);

@@ -8,8 +8,12 @@ use driftwood_cloud::ports::{Filter, Tag};
 /// filter name, or `None` when the name is not supported (which matches nothing).
 pub fn filters_match(filters: &[Filter], values_of: impl Fn(&str) -> Option<Vec<String>>) -> bool {
     filters.iter().all(|f| {
-        let Some(have) = values_of(&f.name) else { return false };
-        f.values.iter().any(|want| have.iter().any(|h| wildcard_match(want, h)))
+        let Some(have) = values_of(&f.name) else {
+            return false;
+        };
+        f.values
+            .iter()
+            .any(|want| have.iter().any(|h| wildcard_match(want, h)))
     })
 }
 
@@ -19,7 +23,12 @@ pub fn tag_values(tags: &[Tag], name: &str) -> Option<Vec<String>> {
         return Some(tags.iter().map(|t| t.key.clone()).collect());
     }
     let key = name.strip_prefix("tag:")?;
-    Some(tags.iter().filter(|t| t.key == key).map(|t| t.value.clone()).collect())
+    Some(
+        tags.iter()
+            .filter(|t| t.key == key)
+            .map(|t| t.value.clone())
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -33,9 +42,18 @@ mod tests {
             "name" => Some(vec!["amazon-eks-node-1.27-v1".to_string()]),
             other => tag_values(&tags, other),
         };
-        assert!(filters_match(&[Filter::new("tag:karpenter.sh/discovery", ["demo"])], values));
-        assert!(filters_match(&[Filter::new("tag-key", ["karpenter.sh/discovery"])], values));
-        assert!(!filters_match(&[Filter::new("tag:karpenter.sh/discovery", ["other"])], values));
+        assert!(filters_match(
+            &[Filter::new("tag:karpenter.sh/discovery", ["demo"])],
+            values
+        ));
+        assert!(filters_match(
+            &[Filter::new("tag-key", ["karpenter.sh/discovery"])],
+            values
+        ));
+        assert!(!filters_match(
+            &[Filter::new("tag:karpenter.sh/discovery", ["other"])],
+            values
+        ));
         assert!(filters_match(&[Filter::new("name", ["*-1.27-*"])], values));
         assert!(!filters_match(&[Filter::new("unknown", ["x"])], values));
         assert!(filters_match(&[], values));

@@ -29,7 +29,11 @@ mod tests {
     fn ids_look_real_and_are_deterministic() {
         let a = resource_id("ami", 7, "amazon-eks-node-1.29-v20240817");
         assert_eq!(a.len(), 4 + 17);
-        assert!(a[4..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(
+            a[4..]
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
         assert_eq!(a, resource_id("ami", 7, "amazon-eks-node-1.29-v20240817"));
         assert_ne!(a, resource_id("ami", 8, "amazon-eks-node-1.29-v20240817"));
     }

@@ -11,7 +11,9 @@ use crate::ids::{hex_id, resource_id};
 /// The account that owns the EKS-optimized AMIs.
 pub const AMAZON_EKS_ACCOUNT: &str = "602401143452";
 /// Kubernetes minor versions the simulation publishes images for.
-pub const KUBERNETES_VERSIONS: &[&str] = &["1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34"];
+pub const KUBERNETES_VERSIONS: &[&str] = &[
+    "1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34",
+];
 
 /// One EKS AMI release: the AL2/AL2023 release tag and the Bottlerocket version shipped with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +29,11 @@ pub struct Release {
 impl Release {
     /// A release with these versions, created at `created`.
     pub fn new(eks_tag: &str, bottlerocket_version: &str, created: Timestamp) -> Self {
-        Self { eks_tag: eks_tag.to_string(), bottlerocket_version: bottlerocket_version.to_string(), created }
+        Self {
+            eks_tag: eks_tag.to_string(),
+            bottlerocket_version: bottlerocket_version.to_string(),
+            created,
+        }
     }
 }
 
@@ -40,7 +46,11 @@ pub fn default_releases() -> Vec<Release> {
         ("v20240817", "1.21.0", "2024-08-17T03:10:00Z"),
     ]
     .into_iter()
-    .filter_map(|(tag, br, at)| at.parse::<Timestamp>().ok().map(|t| Release::new(tag, br, t)))
+    .filter_map(|(tag, br, at)| {
+        at.parse::<Timestamp>()
+            .ok()
+            .map(|t| Release::new(tag, br, t))
+    })
     .collect()
 }
 
@@ -76,7 +86,9 @@ fn variants(k8s: &str, r: &Release, seed: u64) -> Vec<Variant> {
             "{eks}/amazon-linux-2023/{arch}/standard/amazon-eks-node-al2023-{arch}-standard-{k8s}-{tag}/image_id"
         ),
         offset_minutes: minutes,
-        description: format!("EKS-optimized Kubernetes node based on Amazon Linux 2023, ({k8s}) {tag}"),
+        description: format!(
+            "EKS-optimized Kubernetes node based on Amazon Linux 2023, ({k8s}) {tag}"
+        ),
     };
     let bottlerocket = |arch: &'static str, name_arch: &str, minutes: i64| Variant {
         name: format!("bottlerocket-aws-k8s-{k8s}-{name_arch}-v{br}-{commit}"),
@@ -97,15 +109,21 @@ fn variants(k8s: &str, r: &Release, seed: u64) -> Vec<Variant> {
             latest_path: format!("{eks}/amazon-linux-2/recommended/image_id"),
             pinned_path: format!("{eks}/amazon-linux-2/amazon-eks-node-{k8s}-{tag}/image_id"),
             offset_minutes: 120,
-            description: format!("EKS Kubernetes Worker AMI with AmazonLinux2 image, (k8s: {k8s}, containerd)"),
+            description: format!(
+                "EKS Kubernetes Worker AMI with AmazonLinux2 image, (k8s: {k8s}, containerd)"
+            ),
         },
         Variant {
             name: format!("amazon-eks-arm64-node-{k8s}-{tag}"),
             arch: "arm64",
             latest_path: format!("{eks}/amazon-linux-2-arm64/recommended/image_id"),
-            pinned_path: format!("{eks}/amazon-linux-2-arm64/amazon-eks-arm64-node-{k8s}-{tag}/image_id"),
+            pinned_path: format!(
+                "{eks}/amazon-linux-2-arm64/amazon-eks-arm64-node-{k8s}-{tag}/image_id"
+            ),
             offset_minutes: 125,
-            description: format!("EKS Kubernetes Worker AMI for arm64 with AmazonLinux2 image, (k8s: {k8s})"),
+            description: format!(
+                "EKS Kubernetes Worker AMI for arm64 with AmazonLinux2 image, (k8s: {k8s})"
+            ),
         },
     ]
 }
@@ -121,7 +139,11 @@ pub fn ec2_time(t: Timestamp) -> String {
 pub fn release_images(
     seed: u64,
     release: &Release,
-) -> (Vec<SimImage>, BTreeMap<String, String>, BTreeMap<String, String>) {
+) -> (
+    Vec<SimImage>,
+    BTreeMap<String, String>,
+    BTreeMap<String, String>,
+) {
     let mut images = Vec::new();
     let mut pinned = BTreeMap::new();
     let mut latest = BTreeMap::new();
@@ -159,19 +181,34 @@ mod tests {
 
     #[test]
     fn names_and_paths_look_real() {
-        let r = Release::new("v20240817", "1.20.5", "2024-08-17T03:10:00Z".parse().unwrap());
+        let r = Release::new(
+            "v20240817",
+            "1.20.5",
+            "2024-08-17T03:10:00Z".parse().unwrap(),
+        );
         let (images, pinned, latest) = release_images(1, &r);
         let names: Vec<&str> = images.iter().map(|i| i.image.name.as_str()).collect();
         assert!(names.contains(&"amazon-eks-node-1.29-v20240817"));
         assert!(names.contains(&"amazon-eks-arm64-node-1.29-v20240817"));
         assert!(names.contains(&"amazon-eks-node-al2023-x86_64-standard-1.29-v20240817"));
-        assert!(names.iter().any(|n| n.starts_with("bottlerocket-aws-k8s-1.29-x86_64-v1.20.5-")));
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with("bottlerocket-aws-k8s-1.29-x86_64-v1.20.5-"))
+        );
         assert_eq!(images.len(), KUBERNETES_VERSIONS.len() * 6);
-        assert!(latest.contains_key("/aws/service/eks/optimized-ami/1.29/amazon-linux-2-arm64/recommended/image_id"));
-        assert!(latest.contains_key("/aws/service/bottlerocket/aws-k8s-1.29/arm64/latest/image_id"));
+        assert!(latest.contains_key(
+            "/aws/service/eks/optimized-ami/1.29/amazon-linux-2-arm64/recommended/image_id"
+        ));
+        assert!(
+            latest.contains_key("/aws/service/bottlerocket/aws-k8s-1.29/arm64/latest/image_id")
+        );
         assert!(pinned.contains_key(
             "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20240817/image_id"
         ));
-        assert_eq!(images[0].image.creation_date.len(), "2024-08-17T03:10:00.000Z".len());
+        assert_eq!(
+            images[0].image.creation_date.len(),
+            "2024-08-17T03:10:00.000Z".len()
+        );
     }
 }

@@ -22,32 +22,246 @@ struct Family {
     missing_zones: &'static [usize],
 }
 
-const ALL: &[&str] = &["large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge"];
-const NO_12: &[&str] = &["large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge"];
+const ALL: &[&str] = &[
+    "large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge",
+];
+const NO_12: &[&str] = &[
+    "large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge",
+];
 const D3: &[&str] = &["xlarge", "2xlarge", "4xlarge", "8xlarge"];
 
 const FAMILIES: &[Family] = &[
-    Family { name: "c5", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 2048, price_per_vcpu: 0.0425, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "c5a", manufacturer: "AMD", arm: false, hypervisor: "nitro", mib_per_vcpu: 2048, price_per_vcpu: 0.0385, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "c6i", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 2048, price_per_vcpu: 0.0425, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "c6a", manufacturer: "AMD", arm: false, hypervisor: "nitro", mib_per_vcpu: 2048, price_per_vcpu: 0.0383, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "c6g", manufacturer: "AWS", arm: true, hypervisor: "nitro", mib_per_vcpu: 2048, price_per_vcpu: 0.034, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "c7i", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 2048, price_per_vcpu: 0.04463, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[2] },
-    Family { name: "c7g", manufacturer: "AWS", arm: true, hypervisor: "nitro", mib_per_vcpu: 2048, price_per_vcpu: 0.03625, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "m5", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 4096, price_per_vcpu: 0.048, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "m5a", manufacturer: "AMD", arm: false, hypervisor: "nitro", mib_per_vcpu: 4096, price_per_vcpu: 0.043, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "m6i", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 4096, price_per_vcpu: 0.048, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "m6a", manufacturer: "AMD", arm: false, hypervisor: "nitro", mib_per_vcpu: 4096, price_per_vcpu: 0.0432, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "m6g", manufacturer: "AWS", arm: true, hypervisor: "nitro", mib_per_vcpu: 4096, price_per_vcpu: 0.0385, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "m7i", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 4096, price_per_vcpu: 0.0504, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "m7g", manufacturer: "AWS", arm: true, hypervisor: "nitro", mib_per_vcpu: 4096, price_per_vcpu: 0.0408, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "r5", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 8192, price_per_vcpu: 0.063, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "r6i", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 8192, price_per_vcpu: 0.063, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "r6g", manufacturer: "AWS", arm: true, hypervisor: "nitro", mib_per_vcpu: 8192, price_per_vcpu: 0.0504, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "r7g", manufacturer: "AWS", arm: true, hypervisor: "nitro", mib_per_vcpu: 8192, price_per_vcpu: 0.05355, storage_gb_per_vcpu: 0, sizes: ALL, missing_zones: &[] },
-    Family { name: "i3", manufacturer: "Intel", arm: false, hypervisor: "xen", mib_per_vcpu: 7808, price_per_vcpu: 0.078, storage_gb_per_vcpu: 237, sizes: NO_12, missing_zones: &[] },
-    Family { name: "i4i", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 8192, price_per_vcpu: 0.086, storage_gb_per_vcpu: 234, sizes: NO_12, missing_zones: &[] },
-    Family { name: "d3", manufacturer: "Intel", arm: false, hypervisor: "nitro", mib_per_vcpu: 8192, price_per_vcpu: 0.12475, storage_gb_per_vcpu: 1488, sizes: D3, missing_zones: &[2] },
+    Family {
+        name: "c5",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 2048,
+        price_per_vcpu: 0.0425,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "c5a",
+        manufacturer: "AMD",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 2048,
+        price_per_vcpu: 0.0385,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "c6i",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 2048,
+        price_per_vcpu: 0.0425,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "c6a",
+        manufacturer: "AMD",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 2048,
+        price_per_vcpu: 0.0383,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "c6g",
+        manufacturer: "AWS",
+        arm: true,
+        hypervisor: "nitro",
+        mib_per_vcpu: 2048,
+        price_per_vcpu: 0.034,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "c7i",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 2048,
+        price_per_vcpu: 0.04463,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[2],
+    },
+    Family {
+        name: "c7g",
+        manufacturer: "AWS",
+        arm: true,
+        hypervisor: "nitro",
+        mib_per_vcpu: 2048,
+        price_per_vcpu: 0.03625,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "m5",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 4096,
+        price_per_vcpu: 0.048,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "m5a",
+        manufacturer: "AMD",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 4096,
+        price_per_vcpu: 0.043,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "m6i",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 4096,
+        price_per_vcpu: 0.048,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "m6a",
+        manufacturer: "AMD",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 4096,
+        price_per_vcpu: 0.0432,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "m6g",
+        manufacturer: "AWS",
+        arm: true,
+        hypervisor: "nitro",
+        mib_per_vcpu: 4096,
+        price_per_vcpu: 0.0385,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "m7i",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 4096,
+        price_per_vcpu: 0.0504,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "m7g",
+        manufacturer: "AWS",
+        arm: true,
+        hypervisor: "nitro",
+        mib_per_vcpu: 4096,
+        price_per_vcpu: 0.0408,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "r5",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 8192,
+        price_per_vcpu: 0.063,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "r6i",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 8192,
+        price_per_vcpu: 0.063,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "r6g",
+        manufacturer: "AWS",
+        arm: true,
+        hypervisor: "nitro",
+        mib_per_vcpu: 8192,
+        price_per_vcpu: 0.0504,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "r7g",
+        manufacturer: "AWS",
+        arm: true,
+        hypervisor: "nitro",
+        mib_per_vcpu: 8192,
+        price_per_vcpu: 0.05355,
+        storage_gb_per_vcpu: 0,
+        sizes: ALL,
+        missing_zones: &[],
+    },
+    Family {
+        name: "i3",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "xen",
+        mib_per_vcpu: 7808,
+        price_per_vcpu: 0.078,
+        storage_gb_per_vcpu: 237,
+        sizes: NO_12,
+        missing_zones: &[],
+    },
+    Family {
+        name: "i4i",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 8192,
+        price_per_vcpu: 0.086,
+        storage_gb_per_vcpu: 234,
+        sizes: NO_12,
+        missing_zones: &[],
+    },
+    Family {
+        name: "d3",
+        manufacturer: "Intel",
+        arm: false,
+        hypervisor: "nitro",
+        mib_per_vcpu: 8192,
+        price_per_vcpu: 0.12475,
+        storage_gb_per_vcpu: 1488,
+        sizes: D3,
+        missing_zones: &[2],
+    },
 ];
 
 fn vcpus(size: &str) -> i64 {
@@ -102,22 +316,38 @@ pub fn instance_catalog() -> Vec<CatalogEntry> {
                 memory_mib: f.mib_per_vcpu * v,
                 maximum_network_interfaces: enis,
                 ipv4_addresses_per_interface: ips,
-                network_performance: if v >= 64 { "25 Gigabit".to_string() } else { "Up to 12.5 Gigabit".to_string() },
+                network_performance: if v >= 64 {
+                    "25 Gigabit".to_string()
+                } else {
+                    "Up to 12.5 Gigabit".to_string()
+                },
                 instance_storage_total_gb: storage,
                 ebs_baseline_bandwidth_mbps: Some(650 * v / 2),
                 gpus: Vec::new(),
             };
             let on_demand_price = (f.price_per_vcpu * v as f64 * 10_000.0).round() / 10_000.0;
-            out.push(CatalogEntry { description, on_demand_price, missing_zones: f.missing_zones.to_vec() });
+            out.push(CatalogEntry {
+                description,
+                on_demand_price,
+                missing_zones: f.missing_zones.to_vec(),
+            });
         }
     }
-    out.sort_by(|a, b| a.description.instance_type.cmp(&b.description.instance_type));
+    out.sort_by(|a, b| {
+        a.description
+            .instance_type
+            .cmp(&b.description.instance_type)
+    });
     out
 }
 
 /// The deterministic spot price of `instance_type` in `zone`: 30–45% of on-demand.
 pub fn spot_price(seed: u64, instance_type: &str, zone: &str, on_demand: f64) -> f64 {
-    let h = u64::from_str_radix(&hex_id(seed, &format!("spot/{instance_type}/{zone}"), 8), 16).unwrap_or(0);
+    let h = u64::from_str_radix(
+        &hex_id(seed, &format!("spot/{instance_type}/{zone}"), 8),
+        16,
+    )
+    .unwrap_or(0);
     let factor = 0.30 + (h % 1500) as f64 / 10_000.0;
     (on_demand * factor * 10_000.0).round() / 10_000.0
 }
@@ -129,12 +359,21 @@ mod tests {
     #[test]
     fn catalog_has_the_expected_shape() {
         let cat = instance_catalog();
-        let m5l = cat.iter().find(|e| e.description.instance_type == "m5.large").unwrap();
+        let m5l = cat
+            .iter()
+            .find(|e| e.description.instance_type == "m5.large")
+            .unwrap();
         assert_eq!(m5l.description.default_vcpus, 2);
         assert_eq!(m5l.description.memory_mib, 8192);
         assert_eq!(m5l.on_demand_price, 0.096);
-        assert!(cat.iter().any(|e| e.description.instance_type == "c7g.16xlarge"));
-        assert!(cat.iter().any(|e| e.description.instance_type == "d3.8xlarge"));
+        assert!(
+            cat.iter()
+                .any(|e| e.description.instance_type == "c7g.16xlarge")
+        );
+        assert!(
+            cat.iter()
+                .any(|e| e.description.instance_type == "d3.8xlarge")
+        );
         let p = spot_price(1, "m5.large", "us-west-2a", 0.096);
         assert!((0.0288..=0.0432).contains(&p), "{p}");
         assert_eq!(p, spot_price(1, "m5.large", "us-west-2a", 0.096));

@@ -25,5 +25,10 @@ pub use state::{SimAws, SimConfig};
 
 /// The provider ports all backed by one simulated account.
 pub fn sim_ports(sim: &Arc<SimAws>) -> AwsPorts {
-    AwsPorts { ec2: sim.clone(), ssm: sim.clone(), iam: sim.clone(), pricing: sim.clone() }
+    AwsPorts {
+        ec2: sim.clone(),
+        ssm: sim.clone(),
+        iam: sim.clone(),
+        pricing: sim.clone(),
+    }
 }

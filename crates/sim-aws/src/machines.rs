@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE, LABEL_TOPOLOGY_ZONE_ID};
+use driftwood_api::wellknown::{
+    LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
+    LABEL_TOPOLOGY_ZONE_ID,
+};
 use driftwood_cloud::aws::instance_types::instance_type_labels;
 use driftwood_cloud::aws::launcher::provider_id;
 use driftwood_cloud::ports::instance_state;
@@ -51,16 +54,34 @@ impl MachineSource for SimAws {
             .map(|s| (s, self.observe(s, now)))
             .filter(|(_, i)| i.state == instance_state::RUNNING)
             .map(|(s, i)| {
-                let desc = st.instance_types.iter().find(|e| e.description.instance_type == i.instance_type);
-                let mut labels = desc.and_then(|d| instance_type_labels(&d.description, "linux")).unwrap_or_default();
-                let capacity_type = i.instance_lifecycle.clone().unwrap_or_else(|| "on-demand".to_string());
+                let desc = st
+                    .instance_types
+                    .iter()
+                    .find(|e| e.description.instance_type == i.instance_type);
+                let mut labels = desc
+                    .and_then(|d| instance_type_labels(&d.description, "linux"))
+                    .unwrap_or_default();
+                let capacity_type = i
+                    .instance_lifecycle
+                    .clone()
+                    .unwrap_or_else(|| "on-demand".to_string());
                 labels.insert(LABEL_TOPOLOGY_ZONE.to_string(), i.availability_zone.clone());
-                labels.insert(LABEL_TOPOLOGY_REGION.to_string(), self.config.region.clone());
+                labels.insert(
+                    LABEL_TOPOLOGY_REGION.to_string(),
+                    self.config.region.clone(),
+                );
                 if let Some(idx) = zones.iter().position(|z| *z == i.availability_zone) {
-                    labels.insert(LABEL_TOPOLOGY_ZONE_ID.to_string(), crate::network::zone_id(&self.config.region, idx));
+                    labels.insert(
+                        LABEL_TOPOLOGY_ZONE_ID.to_string(),
+                        crate::network::zone_id(&self.config.region, idx),
+                    );
                 }
                 labels.insert(LABEL_CAPACITY_TYPE.to_string(), capacity_type.clone());
-                let tags: BTreeMap<String, String> = i.tags.iter().map(|t| (t.key.clone(), t.value.clone())).collect();
+                let tags: BTreeMap<String, String> = i
+                    .tags
+                    .iter()
+                    .map(|t| (t.key.clone(), t.value.clone()))
+                    .collect();
                 if let Some(pool) = tags.get(LABEL_NODEPOOL) {
                     labels.insert(LABEL_NODEPOOL.to_string(), pool.clone());
                 }
@@ -80,7 +101,11 @@ impl MachineSource for SimAws {
                 }
             })
             .collect();
-        out.sort_by(|a, b| a.launch_time.cmp(&b.launch_time).then_with(|| a.instance_id.cmp(&b.instance_id)));
+        out.sort_by(|a, b| {
+            a.launch_time
+                .cmp(&b.launch_time)
+                .then_with(|| a.instance_id.cmp(&b.instance_id))
+        });
         out
     }
 }

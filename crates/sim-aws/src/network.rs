@@ -13,7 +13,13 @@ pub fn zone_id(region: &str, index: usize) -> String {
     let short: String = region
         .split('-')
         .enumerate()
-        .map(|(i, part)| if i == 2 { part.to_string() } else { part.chars().take(if i == 0 { 2 } else { 1 }).collect() })
+        .map(|(i, part)| {
+            if i == 2 {
+                part.to_string()
+            } else {
+                part.chars().take(if i == 0 { 2 } else { 1 }).collect()
+            }
+        })
         .collect();
     format!("{short}-az{}", index + 1)
 }

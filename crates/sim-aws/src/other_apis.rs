@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 use driftwood_cloud::ports::{
-    AwsError, CreateInstanceProfileInput, GetParameterInput, IamApi, InstanceProfile, OnDemandPrice, Parameter,
-    PricingApi, SsmApi, codes,
+    AwsError, CreateInstanceProfileInput, GetParameterInput, IamApi, InstanceProfile,
+    OnDemandPrice, Parameter, PricingApi, SsmApi, codes,
 };
 
 use crate::ids::hex_id;
@@ -18,17 +18,27 @@ impl SsmApi for SimAws {
 }
 
 fn no_such_profile(name: &str) -> AwsError {
-    AwsError::new(codes::NO_SUCH_ENTITY, format!("Instance Profile {name} cannot be found."))
+    AwsError::new(
+        codes::NO_SUCH_ENTITY,
+        format!("Instance Profile {name} cannot be found."),
+    )
 }
 
 #[async_trait]
 impl IamApi for SimAws {
     async fn get_instance_profile(&self, name: &str) -> Result<InstanceProfile, AwsError> {
         self.check_fault("GetInstanceProfile")?;
-        self.lock().instance_profiles.get(name).cloned().ok_or_else(|| no_such_profile(name))
+        self.lock()
+            .instance_profiles
+            .get(name)
+            .cloned()
+            .ok_or_else(|| no_such_profile(name))
     }
 
-    async fn create_instance_profile(&self, input: CreateInstanceProfileInput) -> Result<InstanceProfile, AwsError> {
+    async fn create_instance_profile(
+        &self,
+        input: CreateInstanceProfileInput,
+    ) -> Result<InstanceProfile, AwsError> {
         self.check_fault("CreateInstanceProfile")?;
         let mut st = self.lock();
         let name = input.instance_profile_name;
@@ -38,10 +48,20 @@ impl IamApi for SimAws {
                 format!("Instance Profile {name} already exists."),
             ));
         }
-        let path = if input.path.is_empty() { "/".to_string() } else { input.path };
+        let path = if input.path.is_empty() {
+            "/".to_string()
+        } else {
+            input.path
+        };
         let profile = InstanceProfile {
-            instance_profile_id: format!("AIPA{}", hex_id(self.config.seed, &name, 17).to_uppercase()),
-            arn: format!("arn:aws:iam::{}:instance-profile{path}{name}", self.config.account_id),
+            instance_profile_id: format!(
+                "AIPA{}",
+                hex_id(self.config.seed, &name, 17).to_uppercase()
+            ),
+            arn: format!(
+                "arn:aws:iam::{}:instance-profile{path}{name}",
+                self.config.account_id
+            ),
             instance_profile_name: name.clone(),
             path,
             roles: Vec::new(),
@@ -51,13 +71,23 @@ impl IamApi for SimAws {
         Ok(profile)
     }
 
-    async fn add_role_to_instance_profile(&self, profile: &str, role: &str) -> Result<(), AwsError> {
+    async fn add_role_to_instance_profile(
+        &self,
+        profile: &str,
+        role: &str,
+    ) -> Result<(), AwsError> {
         self.check_fault("AddRoleToInstanceProfile")?;
         let mut st = self.lock();
         if !st.roles.contains(role) {
-            return Err(AwsError::new(codes::NO_SUCH_ENTITY, format!("The role with name {role} cannot be found.")));
+            return Err(AwsError::new(
+                codes::NO_SUCH_ENTITY,
+                format!("The role with name {role} cannot be found."),
+            ));
         }
-        let p = st.instance_profiles.get_mut(profile).ok_or_else(|| no_such_profile(profile))?;
+        let p = st
+            .instance_profiles
+            .get_mut(profile)
+            .ok_or_else(|| no_such_profile(profile))?;
         if !p.roles.is_empty() {
             return Err(AwsError::new(
                 codes::LIMIT_EXCEEDED,
@@ -68,14 +98,24 @@ impl IamApi for SimAws {
         Ok(())
     }
 
-    async fn remove_role_from_instance_profile(&self, profile: &str, role: &str) -> Result<(), AwsError> {
+    async fn remove_role_from_instance_profile(
+        &self,
+        profile: &str,
+        role: &str,
+    ) -> Result<(), AwsError> {
         self.check_fault("RemoveRoleFromInstanceProfile")?;
         let mut st = self.lock();
-        let p = st.instance_profiles.get_mut(profile).ok_or_else(|| no_such_profile(profile))?;
+        let p = st
+            .instance_profiles
+            .get_mut(profile)
+            .ok_or_else(|| no_such_profile(profile))?;
         let before = p.roles.len();
         p.roles.retain(|r| r != role);
         if p.roles.len() == before {
-            return Err(AwsError::new(codes::NO_SUCH_ENTITY, format!("The role with name {role} cannot be found.")));
+            return Err(AwsError::new(
+                codes::NO_SUCH_ENTITY,
+                format!("The role with name {role} cannot be found."),
+            ));
         }
         Ok(())
     }
@@ -83,9 +123,15 @@ impl IamApi for SimAws {
     async fn delete_instance_profile(&self, name: &str) -> Result<(), AwsError> {
         self.check_fault("DeleteInstanceProfile")?;
         let mut st = self.lock();
-        let p = st.instance_profiles.get(name).ok_or_else(|| no_such_profile(name))?;
+        let p = st
+            .instance_profiles
+            .get(name)
+            .ok_or_else(|| no_such_profile(name))?;
         if !p.roles.is_empty() {
-            return Err(AwsError::new("DeleteConflict", "Cannot delete entity, must remove roles from instance profile first."));
+            return Err(AwsError::new(
+                "DeleteConflict",
+                "Cannot delete entity, must remove roles from instance profile first.",
+            ));
         }
         st.instance_profiles.remove(name);
         Ok(())
@@ -103,7 +149,10 @@ impl PricingApi for SimAws {
             .lock()
             .instance_types
             .iter()
-            .map(|e| OnDemandPrice { instance_type: e.description.instance_type.clone(), price_per_hour: e.on_demand_price })
+            .map(|e| OnDemandPrice {
+                instance_type: e.description.instance_type.clone(),
+                price_per_hour: e.on_demand_price,
+            })
             .collect())
     }
 }

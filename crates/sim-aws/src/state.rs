@@ -4,16 +4,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use driftwood_api::requirement::OP_EXISTS;
+use driftwood_api::wellknown::LABEL_ARCH;
+use driftwood_cloud::aws::ami_family::{AmiFamily, alias_parameters};
 use driftwood_cloud::ports::{
-    AwsError, Image, Instance, InstanceProfile, LaunchTemplate, Parameter, SecurityGroup, Subnet, Tag, codes,
-    instance_state,
+    AwsError, Image, Instance, InstanceProfile, LaunchTemplate, Parameter, SecurityGroup, Subnet,
+    Tag, codes, instance_state,
 };
 use driftwood_cloud::{Clock, OfferingKey};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::faults::Faults;
 use crate::ids::resource_id;
-use crate::images::{AMAZON_EKS_ACCOUNT, Release, SimImage, default_releases, ec2_time, release_images};
+use crate::images::{
+    AMAZON_EKS_ACCOUNT, Release, SimImage, default_releases, ec2_time, release_images,
+};
 use crate::instance_catalog::{CatalogEntry, instance_catalog};
 use crate::network::{default_security_groups, default_subnets, vpc_id, zone_id};
 
@@ -45,7 +50,10 @@ impl SimConfig {
             cluster_name: cluster.to_string(),
             region: "us-west-2".to_string(),
             account_id: "111122223333".to_string(),
-            zones: ["us-west-2a", "us-west-2b", "us-west-2c"].iter().map(|z| z.to_string()).collect(),
+            zones: ["us-west-2a", "us-west-2b", "us-west-2c"]
+                .iter()
+                .map(|z| z.to_string())
+                .collect(),
             launch_delay: SignedDuration::from_secs(30),
             termination_delay: SignedDuration::from_secs(30),
             roles: vec![format!("KarpenterNodeRole-{cluster}")],
@@ -85,6 +93,8 @@ pub struct SimState {
     pub counter: u64,
     /// Every CreateFleet call made (for assertions).
     pub fleet_calls: u64,
+    /// Releases to publish once the clock reaches their creation time.
+    pub scheduled_releases: Vec<Release>,
 }
 
 /// The simulated EC2, SSM, IAM and pricing APIs of one account.
@@ -102,13 +112,22 @@ impl SimAws {
             roles: config.roles.iter().cloned().collect(),
             ..SimState::default()
         };
-        for s in default_subnets(config.seed, &config.cluster_name, &config.region, &config.zones) {
+        for s in default_subnets(
+            config.seed,
+            &config.cluster_name,
+            &config.region,
+            &config.zones,
+        ) {
             state.subnets.insert(s.subnet_id.clone(), s);
         }
         for g in default_security_groups(config.seed, &config.cluster_name) {
             state.security_groups.insert(g.group_id.clone(), g);
         }
-        let sim = Self { config, clock, state: Mutex::new(state) };
+        let sim = Self {
+            config,
+            clock,
+            state: Mutex::new(state),
+        };
         for r in default_releases() {
             sim.publish_release(&r);
         }
@@ -152,9 +171,34 @@ impl SimAws {
         }
     }
 
-    /// Publishes release `eks_tag` (Bottlerocket `bottlerocket_version`) created at `at`.
+    /// Publishes release `eks_tag` (Bottlerocket `bottlerocket_version`) created at `at`: now
+    /// when `at` is not in the future, else as soon as the clock reaches `at` (the next API call
+    /// after that sees it).
     pub fn publish_release_at(&self, eks_tag: &str, bottlerocket_version: &str, at: Timestamp) {
-        self.publish_release(&Release::new(eks_tag, bottlerocket_version, at));
+        let release = Release::new(eks_tag, bottlerocket_version, at);
+        if at <= self.now() {
+            self.publish_release(&release);
+        } else {
+            self.lock().scheduled_releases.push(release);
+        }
+    }
+
+    /// Publishes every scheduled release whose time has come, oldest first.
+    pub fn publish_due_releases(&self) {
+        let now = self.now();
+        let mut due: Vec<Release> = {
+            let mut st = self.lock();
+            let (due, later): (Vec<Release>, Vec<Release>) = st
+                .scheduled_releases
+                .drain(..)
+                .partition(|r| r.created <= now);
+            st.scheduled_releases = later;
+            due
+        };
+        due.sort_by_key(|r| r.created);
+        for r in &due {
+            self.publish_release(r);
+        }
     }
 
     /// Adds an image owned by this account ("self"); returns its id.
@@ -180,9 +224,13 @@ impl SimAws {
             platform_details: "Linux/UNIX".to_string(),
             tags,
         };
-        self.lock()
-            .images
-            .insert(id.clone(), SimImage { image, kubernetes_version: kubernetes_version.map(str::to_string) });
+        self.lock().images.insert(
+            id.clone(),
+            SimImage {
+                image,
+                kubernetes_version: kubernetes_version.map(str::to_string),
+            },
+        );
         id
     }
 
@@ -193,6 +241,7 @@ impl SimAws {
 
     /// Reads an SSM parameter by name (`driftwood sim ssm get-parameter --name NAME`).
     pub fn ssm_get_parameter(&self, name: &str) -> Result<Parameter, AwsError> {
+        self.publish_due_releases();
         let st = self.lock();
         st.parameters
             .get(name)
@@ -202,7 +251,36 @@ impl SimAws {
                 value: p.value.clone(),
                 version: p.version,
             })
-            .ok_or_else(|| AwsError::new(codes::PARAMETER_NOT_FOUND, format!("Parameter {name} not found.")))
+            .ok_or_else(|| {
+                AwsError::new(
+                    codes::PARAMETER_NOT_FOUND,
+                    format!("Parameter {name} not found."),
+                )
+            })
+    }
+
+    /// The standard (non-accelerated) image an alias family (`al2`, `al2023`, `bottlerocket`)
+    /// resolves to for `kubernetes_version` and `arch` (`amd64`/`arm64`) at `version`
+    /// (`latest` or a release such as `v20240807`), read from the SSM public parameters — e.g.
+    /// the walkthrough's `<<AMD64PREVAMI>>`.
+    pub fn eks_ami(
+        &self,
+        family: &str,
+        version: &str,
+        kubernetes_version: &str,
+        arch: &str,
+    ) -> Option<String> {
+        let family = AmiFamily::from_alias(family)?;
+        alias_parameters(family, version, kubernetes_version)
+            .into_iter()
+            .find(|p| {
+                p.requirements
+                    .iter()
+                    .any(|r| r.key == LABEL_ARCH && r.values.iter().any(|v| v == arch))
+                    && p.requirements.iter().all(|r| r.operator != OP_EXISTS)
+            })
+            .and_then(|p| self.ssm_get_parameter(&p.path).ok())
+            .map(|p| p.value)
     }
 
     /// The image with `id`, if any.
@@ -212,7 +290,11 @@ impl SimAws {
 
     /// The id of the image named `name`, if any.
     pub fn image_id_by_name(&self, name: &str) -> Option<String> {
-        self.lock().images.values().find(|i| i.image.name == name).map(|i| i.image.image_id.clone())
+        self.lock()
+            .images
+            .values()
+            .find(|i| i.image.name == name)
+            .map(|i| i.image.image_id.clone())
     }
 
     /// Marks an image deprecated from `at`.
@@ -229,7 +311,12 @@ impl SimAws {
         let mut st = self.lock();
         st.counter += 1;
         let id = resource_id("subnet", self.config.seed, &format!("extra/{}", st.counter));
-        let index = self.config.zones.iter().position(|z| z == zone).unwrap_or(0);
+        let index = self
+            .config
+            .zones
+            .iter()
+            .position(|z| z == zone)
+            .unwrap_or(0);
         let subnet = Subnet {
             subnet_id: id.clone(),
             vpc_id: vpc_id(self.config.seed, &self.config.cluster_name),
@@ -283,8 +370,16 @@ impl SimAws {
     // ------------------------------------------------------------ faults
 
     /// Makes CreateFleet refuse `instance_type` in `zone` as `capacity_type`.
-    pub fn inject_insufficient_capacity(&self, instance_type: &str, zone: &str, capacity_type: &str) {
-        self.lock().faults.insufficient_capacity.insert(OfferingKey::new(instance_type, zone, capacity_type));
+    pub fn inject_insufficient_capacity(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: &str,
+    ) {
+        self.lock()
+            .faults
+            .insufficient_capacity
+            .insert(OfferingKey::new(instance_type, zone, capacity_type));
     }
 
     /// Restores capacity for every offering.
@@ -294,12 +389,20 @@ impl SimAws {
 
     /// Makes the next call of `operation` (e.g. `CreateFleet`) fail with `error`.
     pub fn inject_error(&self, operation: &str, error: AwsError) {
-        self.lock().faults.queued_errors.entry(operation.to_string()).or_default().push_back(error);
+        self.lock()
+            .faults
+            .queued_errors
+            .entry(operation.to_string())
+            .or_default()
+            .push_back(error);
     }
 
     /// Throttles the next `calls` calls of `operation` with RequestLimitExceeded.
     pub fn throttle(&self, operation: &str, calls: u32) {
-        self.lock().faults.throttled_calls.insert(operation.to_string(), calls);
+        self.lock()
+            .faults
+            .throttled_calls
+            .insert(operation.to_string(), calls);
     }
 
     /// How many CreateFleet calls were made.
@@ -324,30 +427,43 @@ impl SimAws {
 
     /// Whether a terminated instance has aged out of DescribeInstances (one hour).
     pub(crate) fn vanished(&self, stored: &SimInstance, now: Timestamp) -> bool {
-        stored
-            .terminated_at
-            .is_some_and(|t| now >= t + self.config.termination_delay + SignedDuration::from_hours(1))
+        stored.terminated_at.is_some_and(|t| {
+            now >= t + self.config.termination_delay + SignedDuration::from_hours(1)
+        })
     }
 
     /// Every instance as it is now (vanished ones excluded), by id.
     pub fn instances(&self) -> Vec<Instance> {
         let now = self.now();
         let st = self.lock();
-        st.instances.values().filter(|s| !self.vanished(s, now)).map(|s| self.observe(s, now)).collect()
+        st.instances
+            .values()
+            .filter(|s| !self.vanished(s, now))
+            .map(|s| self.observe(s, now))
+            .collect()
     }
 
     /// The owner ids an image owner selector (`self`, `amazon`, an account id) stands for.
     pub(crate) fn owner_matches(&self, owner: &str, image: &Image) -> bool {
         match owner {
             "self" => image.owner_id == self.config.account_id,
-            "amazon" => image.image_owner_alias.as_deref() == Some("amazon") || image.owner_id == AMAZON_EKS_ACCOUNT,
+            "amazon" => {
+                image.image_owner_alias.as_deref() == Some("amazon")
+                    || image.owner_id == AMAZON_EKS_ACCOUNT
+            }
             other => image.owner_id == other || image.image_owner_alias.as_deref() == Some(other),
         }
     }
 }
 
 fn set_parameter(st: &mut SimState, name: &str, value: &str) {
-    let entry = st.parameters.entry(name.to_string()).or_insert(StoredParameter { value: String::new(), version: 0 });
+    let entry = st
+        .parameters
+        .entry(name.to_string())
+        .or_insert(StoredParameter {
+            value: String::new(),
+            version: 0,
+        });
     entry.value = value.to_string();
     entry.version += 1;
 }

@@ -75,7 +75,10 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        self.now.lock().map(|now| *now).unwrap_or(Timestamp::UNIX_EPOCH)
+        self.now
+            .lock()
+            .map(|now| *now)
+            .unwrap_or(Timestamp::UNIX_EPOCH)
     }
 }
 

@@ -1,8 +1,19 @@
 //! driftwood-sim: the embedded cluster. This crate provides the Kubernetes-compatible API
-//! server (in-process and over HTTP) and the clock abstraction the simulation runs on.
+//! server (in-process and over HTTP), the workload controllers (Deployment, ReplicaSet,
+//! DaemonSet), the scheduler, kubelets over simulated EC2, the clock abstraction the
+//! simulation runs on, and `SimCluster` assembling them all.
 
 pub mod apiserver;
 pub mod clock;
+pub mod clock_bridge;
+pub mod cluster;
+pub mod daemonset;
+pub mod kubelet;
+pub mod scheduler;
+pub mod watch_cache;
+pub mod workloads;
 
 pub use apiserver::{ApiServer, ApiServerConfig, HttpServer, PodTermination};
 pub use clock::{Clock, SharedClock, VirtualClock, WallClock};
+pub use cluster::{SimCluster, SimClusterError, SimClusterOptions};
+pub use workloads::WorkloadControllers;

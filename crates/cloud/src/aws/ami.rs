@@ -12,7 +12,9 @@ use jiff::Timestamp;
 use super::ami_family::{AliasError, AmiFamily, alias_parameters, parse_alias};
 use super::filters::tag_filters;
 use super::requirements::{LabelValues, requirements_allow};
-use crate::ports::{AwsError, DescribeImagesInput, Ec2Api, Filter, GetParameterInput, Image, SsmApi};
+use crate::ports::{
+    AwsError, DescribeImagesInput, Ec2Api, Filter, GetParameterInput, Image, SsmApi,
+};
 
 /// One image a class resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +75,11 @@ fn is_deprecated(image: &Image, now: Timestamp) -> bool {
         .is_some_and(|t| t <= now)
 }
 
-fn candidate(image: &Image, requirements: Option<&[Requirement]>, now: Timestamp) -> Option<ResolvedAmi> {
+fn candidate(
+    image: &Image,
+    requirements: Option<&[Requirement]>,
+    now: Timestamp,
+) -> Option<ResolvedAmi> {
     if image.state != "available" {
         return None;
     }
@@ -97,8 +103,10 @@ fn creation_key(date: &str) -> (Option<Timestamp>, String) {
 }
 
 fn requirements_key(reqs: &[Requirement]) -> String {
-    let mut parts: Vec<String> =
-        reqs.iter().map(|r| format!("{}|{}|{}", r.key, r.operator, r.values.join(","))).collect();
+    let mut parts: Vec<String> = reqs
+        .iter()
+        .map(|r| format!("{}|{}|{}", r.key, r.operator, r.values.join(",")))
+        .collect();
     parts.sort();
     parts.join(";")
 }
@@ -124,11 +132,19 @@ pub fn select_newest(mut candidates: Vec<ResolvedAmi>) -> Vec<ResolvedAmi> {
 
 /// The images of `amis` an instance type with `labels` may use, in preference order.
 pub fn compatible_amis<'a>(amis: &'a [ResolvedAmi], labels: &LabelValues) -> Vec<&'a ResolvedAmi> {
-    amis.iter().filter(|a| requirements_allow(&a.requirements, labels)).collect()
+    amis.iter()
+        .filter(|a| requirements_allow(&a.requirements, labels))
+        .collect()
 }
 
 async fn get_parameter_value(ssm: &dyn SsmApi, name: &str) -> Result<Option<String>, AwsError> {
-    match ssm.get_parameter(GetParameterInput { name: name.to_string(), with_decryption: false }).await {
+    match ssm
+        .get_parameter(GetParameterInput {
+            name: name.to_string(),
+            with_decryption: false,
+        })
+        .await
+    {
         Ok(p) => Ok(Some(p.value)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
@@ -196,7 +212,10 @@ async fn resolve_term(
         })
         .await?
     };
-    Ok(Ok(images.iter().filter_map(|img| candidate(img, None, now)).collect()))
+    Ok(Ok(images
+        .iter()
+        .filter_map(|img| candidate(img, None, now))
+        .collect()))
 }
 
 /// Resolves every term; images from all terms compete, newest per requirement set wins.
@@ -214,11 +233,15 @@ pub async fn resolve_amis(
     let mut unmatched = Vec::new();
     for (index, term) in terms.iter().enumerate() {
         match resolve_term(ec2, ssm, term, kubernetes_version, now).await? {
-            Ok(found) if found.is_empty() => {
-                unmatched.push(UnmatchedTerm { index, detail: "matched no image".to_string() })
-            }
+            Ok(found) if found.is_empty() => unmatched.push(UnmatchedTerm {
+                index,
+                detail: "matched no image".to_string(),
+            }),
             Ok(found) => all.extend(found),
-            Err(e) => unmatched.push(UnmatchedTerm { index, detail: e.to_string() }),
+            Err(e) => unmatched.push(UnmatchedTerm {
+                index,
+                detail: e.to_string(),
+            }),
         }
     }
     let amis = select_newest(all);
@@ -228,12 +251,19 @@ pub async fn resolve_amis(
     } else {
         None
     };
-    Ok(AmiResolution { amis, unmatched, inferred_family })
+    Ok(AmiResolution {
+        amis,
+        unmatched,
+        inferred_family,
+    })
 }
 
 /// The family the images' names imply: the first image's family when all agree, else Custom.
 pub fn infer_family(amis: &[ResolvedAmi]) -> Option<AmiFamily> {
-    let families: BTreeSet<AmiFamily> = amis.iter().map(|a| AmiFamily::infer_from_image_name(&a.name)).collect();
+    let families: BTreeSet<AmiFamily> = amis
+        .iter()
+        .map(|a| AmiFamily::infer_from_image_name(&a.name))
+        .collect();
     match families.len() {
         0 => None,
         1 => families.into_iter().next(),

@@ -34,9 +34,16 @@ impl AmiFamily {
     /// Parses an amiFamily value (`AL2`, `AL2023`, `Bottlerocket`, `Windows2019`,
     /// `Windows2022`, `Custom`).
     pub fn from_spec(value: &str) -> Option<Self> {
-        [Self::Al2, Self::Al2023, Self::Bottlerocket, Self::Windows2019, Self::Windows2022, Self::Custom]
-            .into_iter()
-            .find(|f| f.as_str().eq_ignore_ascii_case(value))
+        [
+            Self::Al2,
+            Self::Al2023,
+            Self::Bottlerocket,
+            Self::Windows2019,
+            Self::Windows2022,
+            Self::Custom,
+        ]
+        .into_iter()
+        .find(|f| f.as_str().eq_ignore_ascii_case(value))
     }
 
     /// Parses the family part of an alias (`al2`, `al2023`, `bottlerocket`, `windows2019`,
@@ -96,19 +103,30 @@ pub struct AliasParameter {
 pub enum AliasError {
     #[error("alias {alias:?} is not of the form family@version")]
     Malformed { alias: String },
-    #[error("alias {alias:?} names unknown family {family:?} (want al2, al2023, bottlerocket, windows2019 or windows2022)")]
+    #[error(
+        "alias {alias:?} names unknown family {family:?} (want al2, al2023, bottlerocket, windows2019 or windows2022)"
+    )]
     UnknownFamily { alias: String, family: String },
     #[error("alias {alias:?}: version {version:?} must be 'latest' or a release like {example}")]
-    BadVersion { alias: String, version: String, example: &'static str },
+    BadVersion {
+        alias: String,
+        version: String,
+        example: &'static str,
+    },
 }
 
 /// Splits and checks an alias, returning its family and version.
 pub fn parse_alias(alias: &str) -> Result<(AmiFamily, String), AliasError> {
     let Some((family, version)) = alias.split_once('@') else {
-        return Err(AliasError::Malformed { alias: alias.to_string() });
+        return Err(AliasError::Malformed {
+            alias: alias.to_string(),
+        });
     };
     let Some(parsed) = AmiFamily::from_alias(family) else {
-        return Err(AliasError::UnknownFamily { alias: alias.to_string(), family: family.to_string() });
+        return Err(AliasError::UnknownFamily {
+            alias: alias.to_string(),
+            family: family.to_string(),
+        });
     };
     let version = version.trim();
     let ok = match parsed {
@@ -122,7 +140,11 @@ pub fn parse_alias(alias: &str) -> Result<(AmiFamily, String), AliasError> {
             AmiFamily::Windows2019 | AmiFamily::Windows2022 => "latest (the only version)",
             _ => "v20240807",
         };
-        return Err(AliasError::BadVersion { alias: alias.to_string(), version: version.to_string(), example });
+        return Err(AliasError::BadVersion {
+            alias: alias.to_string(),
+            version: version.to_string(),
+            example,
+        });
     }
     Ok((parsed, version.to_string()))
 }
@@ -132,11 +154,17 @@ fn arch_requirement(arch: &str) -> Requirement {
 }
 
 fn standard(arch: &str) -> Vec<Requirement> {
-    vec![arch_requirement(arch), Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_DOES_NOT_EXIST, &[])]
+    vec![
+        arch_requirement(arch),
+        Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_DOES_NOT_EXIST, &[]),
+    ]
 }
 
 fn accelerated(arch: &str) -> Vec<Requirement> {
-    vec![arch_requirement(arch), Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_EXISTS, &[])]
+    vec![
+        arch_requirement(arch),
+        Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_EXISTS, &[]),
+    ]
 }
 
 /// The SSM public parameters an alias of `family` at `version` resolves through for a cluster
@@ -155,9 +183,18 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
                 }
             };
             vec![
-                p(variant("amazon-linux-2", "amazon-eks-node"), standard("amd64")),
-                p(variant("amazon-linux-2-arm64", "amazon-eks-arm64-node"), standard("arm64")),
-                p(variant("amazon-linux-2-gpu", "amazon-eks-gpu-node"), accelerated("amd64")),
+                p(
+                    variant("amazon-linux-2", "amazon-eks-node"),
+                    standard("amd64"),
+                ),
+                p(
+                    variant("amazon-linux-2-arm64", "amazon-eks-arm64-node"),
+                    standard("arm64"),
+                ),
+                p(
+                    variant("amazon-linux-2-gpu", "amazon-eks-gpu-node"),
+                    accelerated("amd64"),
+                ),
             ]
         }
         AmiFamily::Al2023 => {
@@ -166,7 +203,9 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
                 if latest {
                     format!("{dir}/recommended/image_id")
                 } else {
-                    format!("{dir}/amazon-eks-node-al2023-{arch}-{flavour}-{k8s}-{version}/image_id")
+                    format!(
+                        "{dir}/amazon-eks-node-al2023-{arch}-{flavour}-{k8s}-{version}/image_id"
+                    )
                 }
             };
             vec![
@@ -176,8 +215,16 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
             ]
         }
         AmiFamily::Bottlerocket => {
-            let release = if latest { "latest".to_string() } else { version.trim_start_matches('v').to_string() };
-            let variant = |flavour: &str, arch: &str| format!("/aws/service/bottlerocket/aws-k8s-{k8s}{flavour}/{arch}/{release}/image_id");
+            let release = if latest {
+                "latest".to_string()
+            } else {
+                version.trim_start_matches('v').to_string()
+            };
+            let variant = |flavour: &str, arch: &str| {
+                format!(
+                    "/aws/service/bottlerocket/aws-k8s-{k8s}{flavour}/{arch}/{release}/image_id"
+                )
+            };
             vec![
                 p(variant("", "x86_64"), standard("amd64")),
                 p(variant("", "arm64"), standard("arm64")),
@@ -186,9 +233,15 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
             ]
         }
         AmiFamily::Windows2019 | AmiFamily::Windows2022 => {
-            let year = if family == AmiFamily::Windows2019 { "2019" } else { "2022" };
+            let year = if family == AmiFamily::Windows2019 {
+                "2019"
+            } else {
+                "2022"
+            };
             vec![p(
-                format!("/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id"),
+                format!(
+                    "/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id"
+                ),
                 vec![arch_requirement("amd64")],
             )]
         }
@@ -203,8 +256,14 @@ mod tests {
     #[test]
     fn al2_latest_paths() {
         let ps = alias_parameters(AmiFamily::Al2, "latest", "1.29");
-        assert_eq!(ps[0].path, "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/recommended/image_id");
-        assert_eq!(ps[1].path, "/aws/service/eks/optimized-ami/1.29/amazon-linux-2-arm64/recommended/image_id");
+        assert_eq!(
+            ps[0].path,
+            "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/recommended/image_id"
+        );
+        assert_eq!(
+            ps[1].path,
+            "/aws/service/eks/optimized-ami/1.29/amazon-linux-2-arm64/recommended/image_id"
+        );
     }
 
     #[test]
@@ -220,7 +279,10 @@ mod tests {
             "/aws/service/eks/optimized-ami/1.29/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.29-v20240807/image_id"
         );
         let ps = alias_parameters(AmiFamily::Bottlerocket, "v1.20.5", "1.29");
-        assert_eq!(ps[0].path, "/aws/service/bottlerocket/aws-k8s-1.29/x86_64/1.20.5/image_id");
+        assert_eq!(
+            ps[0].path,
+            "/aws/service/bottlerocket/aws-k8s-1.29/x86_64/1.20.5/image_id"
+        );
         let ps = alias_parameters(AmiFamily::Al2023, "latest", "1.30");
         assert_eq!(
             ps[0].path,
@@ -230,26 +292,55 @@ mod tests {
 
     #[test]
     fn alias_parsing() {
-        assert_eq!(parse_alias("al2023@latest").unwrap(), (AmiFamily::Al2023, "latest".to_string()));
-        assert_eq!(parse_alias("AL2@v20240807").unwrap(), (AmiFamily::Al2, "v20240807".to_string()));
-        assert!(matches!(parse_alias("al2"), Err(AliasError::Malformed { .. })));
-        assert!(matches!(parse_alias("ubuntu@latest"), Err(AliasError::UnknownFamily { .. })));
-        assert!(matches!(parse_alias("windows2022@v1"), Err(AliasError::BadVersion { .. })));
-        assert!(matches!(parse_alias("al2@20240807"), Err(AliasError::BadVersion { .. })));
+        assert_eq!(
+            parse_alias("al2023@latest").unwrap(),
+            (AmiFamily::Al2023, "latest".to_string())
+        );
+        assert_eq!(
+            parse_alias("AL2@v20240807").unwrap(),
+            (AmiFamily::Al2, "v20240807".to_string())
+        );
+        assert!(matches!(
+            parse_alias("al2"),
+            Err(AliasError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_alias("ubuntu@latest"),
+            Err(AliasError::UnknownFamily { .. })
+        ));
+        assert!(matches!(
+            parse_alias("windows2022@v1"),
+            Err(AliasError::BadVersion { .. })
+        ));
+        assert!(matches!(
+            parse_alias("al2@20240807"),
+            Err(AliasError::BadVersion { .. })
+        ));
     }
 
     #[test]
     fn family_inference() {
-        assert_eq!(AmiFamily::infer_from_image_name("amazon-eks-node-1.29-v20240817"), AmiFamily::Al2);
-        assert_eq!(AmiFamily::infer_from_image_name("amazon-eks-arm64-node-1.29-v20240817"), AmiFamily::Al2);
         assert_eq!(
-            AmiFamily::infer_from_image_name("amazon-eks-node-al2023-x86_64-standard-1.29-v20240817"),
+            AmiFamily::infer_from_image_name("amazon-eks-node-1.29-v20240817"),
+            AmiFamily::Al2
+        );
+        assert_eq!(
+            AmiFamily::infer_from_image_name("amazon-eks-arm64-node-1.29-v20240817"),
+            AmiFamily::Al2
+        );
+        assert_eq!(
+            AmiFamily::infer_from_image_name(
+                "amazon-eks-node-al2023-x86_64-standard-1.29-v20240817"
+            ),
             AmiFamily::Al2023
         );
         assert_eq!(
             AmiFamily::infer_from_image_name("bottlerocket-aws-k8s-1.29-x86_64-v1.20.5-a3e8bda1"),
             AmiFamily::Bottlerocket
         );
-        assert_eq!(AmiFamily::infer_from_image_name("my-golden-image"), AmiFamily::Custom);
+        assert_eq!(
+            AmiFamily::infer_from_image_name("my-golden-image"),
+            AmiFamily::Custom
+        );
     }
 }

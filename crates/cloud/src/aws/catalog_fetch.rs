@@ -7,8 +7,8 @@ use jiff::Timestamp;
 
 use super::instance_types::CatalogData;
 use crate::ports::{
-    AwsError, DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeSpotPriceHistoryInput, Ec2Api,
-    PricingApi,
+    AwsError, DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput,
+    DescribeSpotPriceHistoryInput, Ec2Api, PricingApi,
 };
 
 /// Describes everything the catalog needs for `region`.
@@ -17,7 +17,9 @@ pub async fn fetch_catalog_data(
     pricing: &dyn PricingApi,
     region: &str,
 ) -> Result<CatalogData, AwsError> {
-    let descriptions = ec2.describe_instance_types(DescribeInstanceTypesInput::default()).await?;
+    let descriptions = ec2
+        .describe_instance_types(DescribeInstanceTypesInput::default())
+        .await?;
     let offerings = ec2
         .describe_instance_type_offerings(DescribeInstanceTypeOfferingsInput {
             location_type: "availability-zone".to_string(),
@@ -26,7 +28,10 @@ pub async fn fetch_catalog_data(
         .await?;
     let mut offered_zones: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
     for o in offerings {
-        offered_zones.entry(o.instance_type).or_default().insert(o.location);
+        offered_zones
+            .entry(o.instance_type)
+            .or_default()
+            .insert(o.location);
     }
     let spot = ec2
         .describe_spot_price_history(DescribeSpotPriceHistoryInput {
@@ -36,14 +41,25 @@ pub async fn fetch_catalog_data(
         .await?;
     let mut latest: BTreeMap<(String, String), (Timestamp, f64)> = BTreeMap::new();
     for p in spot {
-        let Ok(price) = p.spot_price.parse::<f64>() else { continue };
+        let Ok(price) = p.spot_price.parse::<f64>() else {
+            continue;
+        };
         let key = (p.instance_type.clone(), p.availability_zone.clone());
         if latest.get(&key).is_none_or(|(t, _)| p.timestamp >= *t) {
             latest.insert(key, (p.timestamp, price));
         }
     }
     let spot_prices = latest.into_iter().map(|(k, (_, p))| (k, p)).collect();
-    let on_demand_prices =
-        pricing.on_demand_prices(region).await?.into_iter().map(|p| (p.instance_type, p.price_per_hour)).collect();
-    Ok(CatalogData { descriptions, offered_zones, spot_prices, on_demand_prices })
+    let on_demand_prices = pricing
+        .on_demand_prices(region)
+        .await?
+        .into_iter()
+        .map(|p| (p.instance_type, p.price_per_hour))
+        .collect();
+    Ok(CatalogData {
+        descriptions,
+        offered_zones,
+        spot_prices,
+        on_demand_prices,
+    })
 }

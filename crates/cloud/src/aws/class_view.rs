@@ -17,12 +17,23 @@ const GIB: i64 = 1 << 30;
 /// The family nodes of `class` run: amiFamily or the alias's family, else inferred from the
 /// resolved image names in its status, else Custom.
 pub fn class_family(class: &EC2NodeClass) -> AmiFamily {
-    if let Some(f) = class.spec.effective_ami_family().and_then(|f| AmiFamily::from_spec(&f)) {
+    if let Some(f) = class
+        .spec
+        .effective_ami_family()
+        .and_then(|f| AmiFamily::from_spec(&f))
+    {
         return f;
     }
-    let amis = class.status.as_ref().map(|s| s.amis.as_slice()).unwrap_or_default();
-    let families: std::collections::BTreeSet<AmiFamily> =
-        amis.iter().filter_map(|a| a.name.as_deref()).map(AmiFamily::infer_from_image_name).collect();
+    let amis = class
+        .status
+        .as_ref()
+        .map(|s| s.amis.as_slice())
+        .unwrap_or_default();
+    let families: std::collections::BTreeSet<AmiFamily> = amis
+        .iter()
+        .filter_map(|a| a.name.as_deref())
+        .map(AmiFamily::infer_from_image_name)
+        .collect();
     match (families.len(), families.into_iter().next()) {
         (1, Some(f)) => f,
         _ => AmiFamily::Custom,
@@ -39,7 +50,11 @@ fn arch_of(ami: &AmiStatus) -> String {
 
 /// The AMIs in the class's status, in preference order.
 pub fn status_amis(class: &EC2NodeClass) -> Vec<ResolvedAmi> {
-    let amis = class.status.as_ref().map(|s| s.amis.as_slice()).unwrap_or_default();
+    let amis = class
+        .status
+        .as_ref()
+        .map(|s| s.amis.as_slice())
+        .unwrap_or_default();
     amis.iter()
         .map(|a| ResolvedAmi {
             id: a.id.clone(),
@@ -54,7 +69,9 @@ pub fn status_amis(class: &EC2NodeClass) -> Vec<ResolvedAmi> {
 
 /// The kubelet settings that shape capacity and overhead.
 pub fn kubelet_overrides(spec: &EC2NodeClassSpec) -> KubeletOverrides {
-    let Some(k) = &spec.kubelet else { return KubeletOverrides::default() };
+    let Some(k) = &spec.kubelet else {
+        return KubeletOverrides::default();
+    };
     KubeletOverrides {
         max_pods: k.max_pods.map(i64::from),
         pods_per_core: k.pods_per_core.map(i64::from),
@@ -84,7 +101,10 @@ pub fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
 
 /// The class's block devices (or the family defaults); volume sizes that do not parse are an
 /// error naming the field.
-pub fn block_devices(spec: &EC2NodeClassSpec, family: AmiFamily) -> Result<Vec<BlockDeviceMapping>, String> {
+pub fn block_devices(
+    spec: &EC2NodeClassSpec,
+    family: AmiFamily,
+) -> Result<Vec<BlockDeviceMapping>, String> {
     if spec.block_device_mappings.is_empty() {
         return Ok(default_block_devices(family));
     }
@@ -95,8 +115,9 @@ pub fn block_devices(spec: &EC2NodeClassSpec, family: AmiFamily) -> Result<Vec<B
             let ebs = m.ebs.clone().unwrap_or_default();
             let size = match &ebs.volume_size {
                 Some(s) => Some(
-                    (parse_quantity(s).map_err(|e| format!("spec.blockDeviceMappings[{i}].ebs.volumeSize: {e}"))?
-                        / GIB as f64)
+                    (parse_quantity(s).map_err(|e| {
+                        format!("spec.blockDeviceMappings[{i}].ebs.volumeSize: {e}")
+                    })? / GIB as f64)
                         .ceil() as i64,
                 ),
                 None => None,
@@ -117,14 +138,24 @@ pub fn block_devices(spec: &EC2NodeClassSpec, family: AmiFamily) -> Result<Vec<B
 }
 
 /// The ephemeral storage nodes get: the root volume's size (Bottlerocket: the data volume).
-pub fn ephemeral_storage_bytes(devices: &[BlockDeviceMapping], spec: &EC2NodeClassSpec, family: AmiFamily) -> i64 {
-    let root_index = spec.block_device_mappings.iter().position(|m| m.root_volume);
+pub fn ephemeral_storage_bytes(
+    devices: &[BlockDeviceMapping],
+    spec: &EC2NodeClassSpec,
+    family: AmiFamily,
+) -> i64 {
+    let root_index = spec
+        .block_device_mappings
+        .iter()
+        .position(|m| m.root_volume);
     let chosen = match root_index {
         Some(i) => devices.get(i),
         None if family == AmiFamily::Bottlerocket => devices.get(1).or(devices.first()),
         None => devices.first(),
     };
-    chosen.and_then(|d| d.volume_size_gib).map(|g| g * GIB).unwrap_or(20 * GIB)
+    chosen
+        .and_then(|d| d.volume_size_gib)
+        .map(|g| g * GIB)
+        .unwrap_or(20 * GIB)
 }
 
 /// Instance metadata options (Karpenter's defaults when unset).

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
+use driftwood_api::hash::{HashComparison, TemplateHashes, compare_stamped};
 use driftwood_api::wellknown::{DRIFT_AMI, DRIFT_NODECLASS, DRIFT_SECURITY_GROUP, DRIFT_SUBNET};
 
 use super::requirements::{LabelValues, requirements_allow};
@@ -12,13 +13,27 @@ use super::requirements::{LabelValues, requirements_allow};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProviderDrift {
     /// The class's static fields changed since the node was launched.
-    NodeClass { stamped_hash: String, current_hash: String },
+    NodeClass {
+        stamped_hash: String,
+        current_hash: String,
+        /// The spec fields that changed (JSON names), when per-field hashes were stamped.
+        changed_fields: Vec<String>,
+    },
     /// The node's image is no longer one the class resolves to for its instance type.
-    Ami { node_image: String, current_images: Vec<String> },
+    Ami {
+        node_image: String,
+        current_images: Vec<String>,
+    },
     /// The node's subnet is no longer selected.
-    Subnet { node_subnet: String, current_subnets: Vec<String> },
+    Subnet {
+        node_subnet: String,
+        current_subnets: Vec<String>,
+    },
     /// The node's security groups differ from the selected ones.
-    SecurityGroup { node_groups: Vec<String>, current_groups: Vec<String> },
+    SecurityGroup {
+        node_groups: Vec<String>,
+        current_groups: Vec<String>,
+    },
 }
 
 impl ProviderDrift {
@@ -36,18 +51,43 @@ impl ProviderDrift {
     /// A human message saying what changed.
     pub fn message(&self) -> String {
         match self {
-            Self::NodeClass { stamped_hash, current_hash } => format!(
-                "EC2NodeClass static fields changed (hash {stamped_hash} at launch, {current_hash} now)"
-            ),
-            Self::Ami { node_image, current_images } => match current_images.first() {
-                Some(new) => format!("AMI {node_image} → {new}: the class now resolves to {}", current_images.join(", ")),
-                None => format!("AMI {node_image} → none: the class resolves no AMI for this instance type"),
+            Self::NodeClass {
+                stamped_hash,
+                current_hash,
+                changed_fields,
+            } => {
+                let what = if changed_fields.is_empty() {
+                    "static fields".to_string()
+                } else {
+                    format!("spec.{}", changed_fields.join(", spec."))
+                };
+                format!(
+                    "EC2NodeClass {what} changed (hash {stamped_hash} at launch, {current_hash} now)"
+                )
+            }
+            Self::Ami {
+                node_image,
+                current_images,
+            } => match current_images.first() {
+                Some(new) => format!(
+                    "AMI {node_image} → {new}: the class now resolves to {}",
+                    current_images.join(", ")
+                ),
+                None => format!(
+                    "AMI {node_image} → none: the class resolves no AMI for this instance type"
+                ),
             },
-            Self::Subnet { node_subnet, current_subnets } => format!(
+            Self::Subnet {
+                node_subnet,
+                current_subnets,
+            } => format!(
                 "subnet {node_subnet} is no longer selected (selected: {})",
                 current_subnets.join(", ")
             ),
-            Self::SecurityGroup { node_groups, current_groups } => format!(
+            Self::SecurityGroup {
+                node_groups,
+                current_groups,
+            } => format!(
                 "security groups [{}] → [{}]",
                 node_groups.join(", "),
                 current_groups.join(", ")
@@ -66,12 +106,13 @@ pub struct ClassAmi {
 /// Everything provider drift looks at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriftInputs {
-    /// The class's current static hash and hash version (its own annotations).
-    pub class_hash: Option<String>,
-    pub class_hash_version: Option<String>,
-    /// The hash and version stamped on the NodeClaim at launch.
-    pub claim_hash: Option<String>,
-    pub claim_hash_version: Option<String>,
+    /// The class's current static hashes and the hash version this build computes.
+    pub current: TemplateHashes,
+    pub current_version: String,
+    /// The hash, hash version and per-field hashes stamped on the NodeClaim at launch.
+    pub stamped_hash: Option<String>,
+    pub stamped_version: Option<String>,
+    pub stamped_fields: Option<String>,
     /// The running instance's image, subnet and security groups.
     pub node_image: String,
     pub node_subnet: String,
@@ -88,11 +129,26 @@ pub struct DriftInputs {
 /// class is not resolved yet) are skipped rather than drifting every node; hashes stamped under
 /// another hash version never drift (they get re-stamped instead).
 pub fn provider_drift(i: &DriftInputs) -> Option<ProviderDrift> {
-    if let (Some(current), Some(stamped)) = (&i.class_hash, &i.claim_hash)
-        && i.class_hash_version == i.claim_hash_version
-        && current != stamped
-    {
-        return Some(ProviderDrift::NodeClass { stamped_hash: stamped.clone(), current_hash: current.clone() });
+    provider_drifts(i).into_iter().next()
+}
+
+/// Every provider drift present, in Karpenter's order (for explanations; marking uses the
+/// first).
+pub fn provider_drifts(i: &DriftInputs) -> Vec<ProviderDrift> {
+    let mut out = Vec::new();
+    let comparison = compare_stamped(
+        i.stamped_hash.as_deref(),
+        i.stamped_version.as_deref(),
+        i.stamped_fields.as_deref(),
+        &i.current,
+        &i.current_version,
+    );
+    if let HashComparison::Changed { changed } = comparison {
+        out.push(ProviderDrift::NodeClass {
+            stamped_hash: i.stamped_hash.clone().unwrap_or_default(),
+            current_hash: i.current.hash.clone(),
+            changed_fields: changed,
+        });
     }
     if !i.class_amis.is_empty() && !i.node_image.is_empty() {
         let compatible: Vec<String> = i
@@ -102,11 +158,17 @@ pub fn provider_drift(i: &DriftInputs) -> Option<ProviderDrift> {
             .map(|a| a.id.clone())
             .collect();
         if !compatible.contains(&i.node_image) {
-            return Some(ProviderDrift::Ami { node_image: i.node_image.clone(), current_images: compatible });
+            out.push(ProviderDrift::Ami {
+                node_image: i.node_image.clone(),
+                current_images: compatible,
+            });
         }
     }
-    if !i.class_subnets.is_empty() && !i.node_subnet.is_empty() && !i.class_subnets.contains(&i.node_subnet) {
-        return Some(ProviderDrift::Subnet {
+    if !i.class_subnets.is_empty()
+        && !i.node_subnet.is_empty()
+        && !i.class_subnets.contains(&i.node_subnet)
+    {
+        out.push(ProviderDrift::Subnet {
             node_subnet: i.node_subnet.clone(),
             current_subnets: i.class_subnets.clone(),
         });
@@ -115,13 +177,13 @@ pub fn provider_drift(i: &DriftInputs) -> Option<ProviderDrift> {
         let node: BTreeSet<&String> = i.node_security_groups.iter().collect();
         let class: BTreeSet<&String> = i.class_security_groups.iter().collect();
         if node != class {
-            return Some(ProviderDrift::SecurityGroup {
+            out.push(ProviderDrift::SecurityGroup {
                 node_groups: node.into_iter().cloned().collect(),
                 current_groups: class.into_iter().cloned().collect(),
             });
         }
     }
-    None
+    out
 }
 
 #[cfg(test)]
@@ -134,10 +196,14 @@ mod tests {
 
     fn base() -> DriftInputs {
         DriftInputs {
-            class_hash: Some("h1".to_string()),
-            class_hash_version: Some("v3".to_string()),
-            claim_hash: Some("h1".to_string()),
-            claim_hash_version: Some("v3".to_string()),
+            current: TemplateHashes {
+                hash: "h1".to_string(),
+                fields: BTreeMap::from([("userData".to_string(), "u1".to_string())]),
+            },
+            current_version: "v3".to_string(),
+            stamped_hash: Some("h1".to_string()),
+            stamped_version: Some("v3".to_string()),
+            stamped_fields: Some(r#"{"userData":"u1"}"#.to_string()),
             node_image: "ami-a".to_string(),
             node_subnet: "subnet-1".to_string(),
             node_security_groups: vec!["sg-2".to_string(), "sg-1".to_string()],
@@ -146,8 +212,14 @@ mod tests {
                 BTreeSet::from(["amd64".to_string()]),
             )]),
             class_amis: vec![
-                ClassAmi { id: "ami-a".to_string(), requirements: vec![Requirement::new("kubernetes.io/arch", OP_IN, &["amd64"])] },
-                ClassAmi { id: "ami-b".to_string(), requirements: vec![Requirement::new("kubernetes.io/arch", OP_IN, &["arm64"])] },
+                ClassAmi {
+                    id: "ami-a".to_string(),
+                    requirements: vec![Requirement::new("kubernetes.io/arch", OP_IN, &["amd64"])],
+                },
+                ClassAmi {
+                    id: "ami-b".to_string(),
+                    requirements: vec![Requirement::new("kubernetes.io/arch", OP_IN, &["arm64"])],
+                },
             ],
             class_subnets: vec!["subnet-1".to_string(), "subnet-2".to_string()],
             class_security_groups: vec!["sg-1".to_string(), "sg-2".to_string()],
@@ -162,10 +234,23 @@ mod tests {
     #[test]
     fn each_reason_alone() {
         let mut i = base();
-        i.class_hash = Some("h2".to_string());
-        assert_eq!(provider_drift(&i).map(|d| d.reason()), Some(DRIFT_NODECLASS));
-        i.class_hash_version = Some("v4".to_string());
-        assert_eq!(provider_drift(&i), None, "another hash version re-stamps, never drifts");
+        i.current.hash = "h2".to_string();
+        i.current
+            .fields
+            .insert("userData".to_string(), "u2".to_string());
+        let d = provider_drift(&i).unwrap();
+        assert_eq!(d.reason(), DRIFT_NODECLASS);
+        assert!(
+            d.message().contains("spec.userData changed"),
+            "{}",
+            d.message()
+        );
+        i.current_version = "v4".to_string();
+        assert_eq!(
+            provider_drift(&i),
+            None,
+            "another hash version re-stamps, never drifts"
+        );
 
         let mut i = base();
         i.node_image = "ami-b".to_string(); // arm64 image on an amd64 node: not compatible
@@ -179,14 +264,41 @@ mod tests {
 
         let mut i = base();
         i.class_security_groups.push("sg-3".to_string());
-        assert_eq!(provider_drift(&i).map(|d| d.reason()), Some(DRIFT_SECURITY_GROUP));
+        assert_eq!(
+            provider_drift(&i).map(|d| d.reason()),
+            Some(DRIFT_SECURITY_GROUP)
+        );
+    }
+
+    #[test]
+    fn unstamped_claims_do_not_drift_on_hash() {
+        let mut i = base();
+        i.stamped_hash = None;
+        i.current.hash = "h2".to_string();
+        assert_eq!(provider_drift(&i), None);
+    }
+
+    #[test]
+    fn all_drifts_are_listed_in_order() {
+        let mut i = base();
+        i.current.hash = "h2".to_string();
+        i.node_image = "ami-old".to_string();
+        i.class_security_groups = vec!["sg-9".to_string()];
+        let reasons: Vec<&str> = provider_drifts(&i)
+            .iter()
+            .map(ProviderDrift::reason)
+            .collect();
+        assert_eq!(reasons, [DRIFT_NODECLASS, DRIFT_AMI, DRIFT_SECURITY_GROUP]);
     }
 
     #[test]
     fn order_is_nodeclass_first() {
         let mut i = base();
-        i.class_hash = Some("h2".to_string());
+        i.current.hash = "h2".to_string();
         i.node_image = "ami-old".to_string();
-        assert_eq!(provider_drift(&i).map(|d| d.reason()), Some(DRIFT_NODECLASS));
+        assert_eq!(
+            provider_drift(&i).map(|d| d.reason()),
+            Some(DRIFT_NODECLASS)
+        );
     }
 }

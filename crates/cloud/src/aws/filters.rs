@@ -7,7 +7,13 @@ use crate::ports::Filter;
 /// EC2 filters selecting resources carrying every tag in `tags` (`*` meaning "key exists").
 pub fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
     tags.iter()
-        .map(|(k, v)| if v == "*" { Filter::new("tag-key", [k.as_str()]) } else { Filter::new(format!("tag:{k}"), [v.as_str()]) })
+        .map(|(k, v)| {
+            if v == "*" {
+                Filter::new("tag-key", [k.as_str()])
+            } else {
+                Filter::new(format!("tag:{k}"), [v.as_str()])
+            }
+        })
         .collect()
 }
 
@@ -17,7 +23,13 @@ mod tests {
 
     #[test]
     fn star_means_key_exists() {
-        let tags = BTreeMap::from([("a".to_string(), "*".to_string()), ("b".to_string(), "x".to_string())]);
-        assert_eq!(tag_filters(&tags), vec![Filter::new("tag-key", ["a"]), Filter::new("tag:b", ["x"])]);
+        let tags = BTreeMap::from([
+            ("a".to_string(), "*".to_string()),
+            ("b".to_string(), "x".to_string()),
+        ]);
+        assert_eq!(
+            tag_filters(&tags),
+            vec![Filter::new("tag-key", ["a"]), Filter::new("tag:b", ["x"])]
+        );
     }
 }

@@ -47,7 +47,9 @@ pub async fn ensure_instance_profile(
     if let Some(name) = instance_profile {
         return match iam.get_instance_profile(name).await {
             Ok(p) => Ok(p.instance_profile_name),
-            Err(e) if e.is_not_found() => Err(InstanceProfileError::ProfileNotFound { name: name.to_string() }),
+            Err(e) if e.is_not_found() => Err(InstanceProfileError::ProfileNotFound {
+                name: name.to_string(),
+            }),
             Err(e) => Err(e.into()),
         };
     }
@@ -66,7 +68,9 @@ pub async fn ensure_instance_profile(
             };
             match iam.create_instance_profile(input).await {
                 Ok(p) => p,
-                Err(e) if e.code == codes::ENTITY_ALREADY_EXISTS => iam.get_instance_profile(&name).await?,
+                Err(e) if e.code == codes::ENTITY_ALREADY_EXISTS => {
+                    iam.get_instance_profile(&name).await?
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -80,9 +84,10 @@ pub async fn ensure_instance_profile(
     }
     match iam.add_role_to_instance_profile(&name, role).await {
         Ok(()) => Ok(name),
-        Err(e) if e.is_not_found() => {
-            Err(InstanceProfileError::RoleNotFound { role: role.to_string(), detail: e.message })
-        }
+        Err(e) if e.is_not_found() => Err(InstanceProfileError::RoleNotFound {
+            role: role.to_string(),
+            detail: e.message,
+        }),
         Err(e) => Err(e.into()),
     }
 }
@@ -94,8 +99,14 @@ mod tests {
     #[test]
     fn name_is_deterministic_and_role_specific() {
         let a = managed_instance_profile_name("demo", "us-west-2", "KarpenterNodeRole-demo");
-        assert_eq!(a, managed_instance_profile_name("demo", "us-west-2", "KarpenterNodeRole-demo"));
-        assert_ne!(a, managed_instance_profile_name("demo", "us-west-2", "other"));
+        assert_eq!(
+            a,
+            managed_instance_profile_name("demo", "us-west-2", "KarpenterNodeRole-demo")
+        );
+        assert_ne!(
+            a,
+            managed_instance_profile_name("demo", "us-west-2", "other")
+        );
         assert!(a.starts_with("demo_"));
     }
 }

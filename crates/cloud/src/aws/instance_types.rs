@@ -4,12 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::wellknown::{
-    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_CATEGORY,
-    LABEL_INSTANCE_CPU, LABEL_INSTANCE_CPU_MANUFACTURER, LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
-    LABEL_INSTANCE_EBS_BANDWIDTH, LABEL_INSTANCE_FAMILY, LABEL_INSTANCE_GENERATION, LABEL_INSTANCE_GPU_COUNT,
-    LABEL_INSTANCE_GPU_MANUFACTURER, LABEL_INSTANCE_GPU_MEMORY, LABEL_INSTANCE_GPU_NAME, LABEL_INSTANCE_HYPERVISOR,
-    LABEL_INSTANCE_LOCAL_NVME, LABEL_INSTANCE_MEMORY, LABEL_INSTANCE_SIZE, LABEL_INSTANCE_TYPE, LABEL_OS,
-    LABEL_TOPOLOGY_ZONE, LABEL_TOPOLOGY_ZONE_ID,
+    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_CAPACITY_TYPE,
+    LABEL_INSTANCE_CATEGORY, LABEL_INSTANCE_CPU, LABEL_INSTANCE_CPU_MANUFACTURER,
+    LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, LABEL_INSTANCE_EBS_BANDWIDTH,
+    LABEL_INSTANCE_FAMILY, LABEL_INSTANCE_GENERATION, LABEL_INSTANCE_GPU_COUNT,
+    LABEL_INSTANCE_GPU_MANUFACTURER, LABEL_INSTANCE_GPU_MEMORY, LABEL_INSTANCE_GPU_NAME,
+    LABEL_INSTANCE_HYPERVISOR, LABEL_INSTANCE_LOCAL_NVME, LABEL_INSTANCE_MEMORY,
+    LABEL_INSTANCE_SIZE, LABEL_INSTANCE_TYPE, LABEL_OS, LABEL_TOPOLOGY_ZONE,
+    LABEL_TOPOLOGY_ZONE_ID,
 };
 use jiff::Timestamp;
 
@@ -57,21 +59,36 @@ impl InstanceTypeInfo {
     /// Labels plus the zones, zone ids and capacity types of the available offerings, for
     /// requirement matching.
     pub fn label_values(&self) -> LabelValues {
-        let mut values: LabelValues =
-            self.labels.iter().map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()]))).collect();
+        let mut values: LabelValues = self
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()])))
+            .collect();
         for o in self.offerings.iter().filter(|o| o.available) {
-            values.entry(LABEL_TOPOLOGY_ZONE.to_string()).or_default().insert(o.zone.clone());
+            values
+                .entry(LABEL_TOPOLOGY_ZONE.to_string())
+                .or_default()
+                .insert(o.zone.clone());
             if !o.zone_id.is_empty() {
-                values.entry(LABEL_TOPOLOGY_ZONE_ID.to_string()).or_default().insert(o.zone_id.clone());
+                values
+                    .entry(LABEL_TOPOLOGY_ZONE_ID.to_string())
+                    .or_default()
+                    .insert(o.zone_id.clone());
             }
-            values.entry(LABEL_CAPACITY_TYPE.to_string()).or_default().insert(o.capacity_type.clone());
+            values
+                .entry(LABEL_CAPACITY_TYPE.to_string())
+                .or_default()
+                .insert(o.capacity_type.clone());
         }
         values
     }
 
     /// The cheapest available offering, if any.
     pub fn cheapest_available(&self) -> Option<&Offering> {
-        self.offerings.iter().filter(|o| o.available).min_by(|a, b| a.price.total_cmp(&b.price))
+        self.offerings
+            .iter()
+            .filter(|o| o.available)
+            .min_by(|a, b| a.price.total_cmp(&b.price))
     }
 }
 
@@ -87,8 +104,14 @@ pub struct TypeNameParts {
 /// Splits `c6gd.2xlarge` into its parts.
 pub fn parse_type_name(name: &str) -> TypeNameParts {
     let (family, size) = name.split_once('.').unwrap_or((name, ""));
-    let category: String = family.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    let generation: String = family[category.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    let category: String = family
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect();
+    let generation: String = family[category.len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
     TypeNameParts {
         category,
         family: family.to_string(),
@@ -98,8 +121,14 @@ pub fn parse_type_name(name: &str) -> TypeNameParts {
 }
 
 /// Karpenter's labels for a described instance type (`None` if its architecture is unusable).
-pub fn instance_type_labels(desc: &InstanceTypeDescription, os: &str) -> Option<BTreeMap<String, String>> {
-    let arch = desc.supported_architectures.iter().find_map(|a| kube_arch(a))?;
+pub fn instance_type_labels(
+    desc: &InstanceTypeDescription,
+    os: &str,
+) -> Option<BTreeMap<String, String>> {
+    let arch = desc
+        .supported_architectures
+        .iter()
+        .find_map(|a| kube_arch(a))?;
     let parts = parse_type_name(&desc.instance_type);
     let mut labels = BTreeMap::new();
     let mut put = |k: &str, v: String| {
@@ -123,7 +152,10 @@ pub fn instance_type_labels(desc: &InstanceTypeDescription, os: &str) -> Option<
         put(LABEL_INSTANCE_CPU_MANUFACTURER, m.to_ascii_lowercase());
     }
     if let Some(ghz) = desc.sustained_clock_speed_ghz {
-        put(LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, format!("{}", (ghz * 1000.0).round() as i64));
+        put(
+            LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+            format!("{}", (ghz * 1000.0).round() as i64),
+        );
     }
     if let Some(gb) = desc.instance_storage_total_gb.filter(|g| *g > 0) {
         put(LABEL_INSTANCE_LOCAL_NVME, gb.to_string());
@@ -133,7 +165,10 @@ pub fn instance_type_labels(desc: &InstanceTypeDescription, os: &str) -> Option<
     }
     if let Some(gpu) = desc.gpus.first() {
         put(LABEL_INSTANCE_GPU_NAME, gpu.name.to_ascii_lowercase());
-        put(LABEL_INSTANCE_GPU_MANUFACTURER, gpu.manufacturer.to_ascii_lowercase());
+        put(
+            LABEL_INSTANCE_GPU_MANUFACTURER,
+            gpu.manufacturer.to_ascii_lowercase(),
+        );
         put(LABEL_INSTANCE_GPU_COUNT, gpu.count.to_string());
         put(LABEL_INSTANCE_GPU_MEMORY, gpu.memory_mib.to_string());
     }
@@ -206,7 +241,9 @@ pub fn build_catalog(
 ) -> Result<Vec<InstanceTypeInfo>, OverheadError> {
     let mut out = Vec::new();
     for desc in &data.descriptions {
-        let Some(labels) = instance_type_labels(desc, &opts.os) else { continue };
+        let Some(labels) = instance_type_labels(desc, &opts.os) else {
+            continue;
+        };
         let name = &desc.instance_type;
         let mut offerings = Vec::new();
         let offered = data.offered_zones.get(name);
@@ -240,7 +277,14 @@ pub fn build_catalog(
         let cap = capacity(desc, opts);
         let oh = overhead(desc.default_vcpus, cap.pods, &cap, &opts.kubelet)?;
         let arch = labels.get(LABEL_ARCH).cloned().unwrap_or_default();
-        out.push(InstanceTypeInfo { name: name.clone(), arch, labels, capacity: cap, overhead: oh, offerings });
+        out.push(InstanceTypeInfo {
+            name: name.clone(),
+            arch,
+            labels,
+            capacity: cap,
+            overhead: oh,
+            offerings,
+        });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
@@ -269,7 +313,10 @@ mod tests {
     #[test]
     fn name_parts() {
         let p = parse_type_name("c6gd.2xlarge");
-        assert_eq!((p.category.as_str(), p.family.as_str(), p.size.as_str()), ("c", "c6gd", "2xlarge"));
+        assert_eq!(
+            (p.category.as_str(), p.family.as_str(), p.size.as_str()),
+            ("c", "c6gd", "2xlarge")
+        );
         assert_eq!(p.generation.as_deref(), Some("6"));
     }
 
@@ -282,7 +329,10 @@ mod tests {
                 "m5.large".to_string(),
                 BTreeSet::from(["us-west-2a".to_string(), "us-west-2b".to_string()]),
             )]),
-            spot_prices: BTreeMap::from([(("m5.large".to_string(), "us-west-2a".to_string()), 0.04)]),
+            spot_prices: BTreeMap::from([(
+                ("m5.large".to_string(), "us-west-2a".to_string()),
+                0.04,
+            )]),
             on_demand_prices: BTreeMap::from([("m5.large".to_string(), 0.096)]),
         };
         let opts = CatalogOptions {
@@ -307,7 +357,13 @@ mod tests {
         assert_eq!(it.allocatable().cpu_millis, 1930);
         // Only zone a is both offered and in the class's zones: spot (unavailable) and on-demand.
         assert_eq!(it.offerings.len(), 2);
-        assert!(!it.offerings.iter().find(|o| o.capacity_type == "spot").unwrap().available);
+        assert!(
+            !it.offerings
+                .iter()
+                .find(|o| o.capacity_type == "spot")
+                .unwrap()
+                .available
+        );
         assert_eq!(it.cheapest_available().unwrap().capacity_type, "on-demand");
         let later = t0 + jiff::SignedDuration::from_secs(181);
         let cat = build_catalog(&data, &opts, &unavailable, later).unwrap();

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
-use driftwood_api::wellknown::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE};
+use driftwood_api::wellknown::{
+    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE,
+};
 
 use super::ami::{ResolvedAmi, compatible_amis};
 use super::instance_types::InstanceTypeInfo;
@@ -43,11 +45,22 @@ pub struct LaunchPlan {
 impl LaunchPlan {
     /// Every override of every group, cheapest first.
     pub fn all_overrides(&self) -> Vec<&PlannedOverride> {
-        let mut all: Vec<&PlannedOverride> = self.groups.iter().flat_map(|g| g.overrides.iter()).collect();
-        all.sort_by(|a, b| a.price.total_cmp(&b.price).then_with(|| a.instance_type.cmp(&b.instance_type)));
+        let mut all: Vec<&PlannedOverride> = self
+            .groups
+            .iter()
+            .flat_map(|g| g.overrides.iter())
+            .collect();
+        all.sort_by(|a, b| {
+            a.price
+                .total_cmp(&b.price)
+                .then_with(|| a.instance_type.cmp(&b.instance_type))
+        });
         all
     }
 }
+
+/// A candidate type, its (zone, price) offers of the chosen capacity type, and its cheapest price.
+type PricedType<'a> = (&'a InstanceTypeInfo, Vec<(String, f64)>, f64);
 
 /// Why nothing can be launched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -79,10 +92,16 @@ pub fn plan_launch(
     if subnets.is_empty() {
         return Err(PlanError::NoSubnet);
     }
-    let zones: BTreeSet<String> =
-        allowed_values(requirements, LABEL_TOPOLOGY_ZONE, subnets.keys().map(String::as_str));
-    let capacity_types =
-        allowed_values(requirements, LABEL_CAPACITY_TYPE, [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND]);
+    let zones: BTreeSet<String> = allowed_values(
+        requirements,
+        LABEL_TOPOLOGY_ZONE,
+        subnets.keys().map(String::as_str),
+    );
+    let capacity_types = allowed_values(
+        requirements,
+        LABEL_CAPACITY_TYPE,
+        [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND],
+    );
     let candidates: Vec<&InstanceTypeInfo> = catalog
         .iter()
         .filter(|it| requirements_allow(requirements, &it.label_values()))
@@ -96,7 +115,9 @@ pub fn plan_launch(
             .collect()
     };
     let capacity_type = if capacity_types.contains(CAPACITY_TYPE_SPOT)
-        && candidates.iter().any(|it| !offered(it, CAPACITY_TYPE_SPOT).is_empty())
+        && candidates
+            .iter()
+            .any(|it| !offered(it, CAPACITY_TYPE_SPOT).is_empty())
     {
         CAPACITY_TYPE_SPOT
     } else if capacity_types.contains(CAPACITY_TYPE_ON_DEMAND) {
@@ -104,7 +125,7 @@ pub fn plan_launch(
     } else {
         return Err(PlanError::NoCompatibleInstanceType);
     };
-    let mut priced: Vec<(&InstanceTypeInfo, Vec<(String, f64)>, f64)> = candidates
+    let mut priced: Vec<PricedType<'_>> = candidates
         .into_iter()
         .filter_map(|it| {
             let offers = offered(it, capacity_type);
@@ -121,7 +142,9 @@ pub fn plan_launch(
     let mut groups: Vec<AmiGroup> = Vec::new();
     for (it, offers, _) in priced {
         let labels = it.label_values();
-        let Some(ami) = compatible_amis(amis, &labels).into_iter().next() else { continue };
+        let Some(ami) = compatible_amis(amis, &labels).into_iter().next() else {
+            continue;
+        };
         let overrides = offers.into_iter().filter_map(|(zone, price)| {
             subnets.get(&zone).map(|s| PlannedOverride {
                 instance_type: it.name.clone(),
@@ -132,12 +155,209 @@ pub fn plan_launch(
         });
         match groups.iter_mut().find(|g| g.ami.id == ami.id) {
             Some(g) => g.overrides.extend(overrides),
-            None => groups.push(AmiGroup { ami: ami.clone(), overrides: overrides.collect() }),
+            None => groups.push(AmiGroup {
+                ami: ami.clone(),
+                overrides: overrides.collect(),
+            }),
         }
     }
     groups.retain(|g| !g.overrides.is_empty());
     if groups.is_empty() {
         return Err(PlanError::NoCompatibleAmi);
     }
-    Ok(LaunchPlan { capacity_type: capacity_type.to_string(), groups })
+    Ok(LaunchPlan {
+        capacity_type: capacity_type.to_string(),
+        groups,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use driftwood_api::requirement::{OP_IN, OP_NOT_IN};
+    use driftwood_api::wellknown::{LABEL_ARCH, LABEL_INSTANCE_TYPE};
+
+    use super::*;
+    use crate::aws::instance_types::Offering;
+    use crate::aws::overhead::Overhead;
+
+    fn it(name: &str, arch: &str, cpu: i64, offers: &[(&str, &str, f64)]) -> InstanceTypeInfo {
+        InstanceTypeInfo {
+            name: name.to_string(),
+            arch: arch.to_string(),
+            labels: BTreeMap::from([
+                (LABEL_INSTANCE_TYPE.to_string(), name.to_string()),
+                (LABEL_ARCH.to_string(), arch.to_string()),
+            ]),
+            capacity: Resources {
+                cpu_millis: cpu * 1000,
+                memory_bytes: 1 << 33,
+                ephemeral_storage_bytes: 1 << 34,
+                pods: 29,
+            },
+            overhead: Overhead::default(),
+            offerings: offers
+                .iter()
+                .map(|(zone, ct, price)| Offering {
+                    zone: zone.to_string(),
+                    zone_id: String::new(),
+                    capacity_type: ct.to_string(),
+                    price: *price,
+                    available: true,
+                })
+                .collect(),
+        }
+    }
+
+    fn ami(id: &str, arch: &str) -> ResolvedAmi {
+        ResolvedAmi {
+            id: id.to_string(),
+            name: id.to_string(),
+            arch: arch.to_string(),
+            creation_date: String::new(),
+            deprecated: false,
+            requirements: vec![Requirement::new(LABEL_ARCH, OP_IN, &[arch])],
+        }
+    }
+
+    fn subnets() -> BTreeMap<String, ZonalSubnet> {
+        ["a", "b"]
+            .iter()
+            .map(|z| {
+                (
+                    z.to_string(),
+                    ZonalSubnet {
+                        id: format!("subnet-{z}"),
+                        zone: z.to_string(),
+                        zone_id: String::new(),
+                        available_ips: 10,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn catalog() -> Vec<InstanceTypeInfo> {
+        vec![
+            it(
+                "m5.large",
+                "amd64",
+                2,
+                &[
+                    ("a", "spot", 0.04),
+                    ("b", "spot", 0.03),
+                    ("a", "on-demand", 0.096),
+                ],
+            ),
+            it(
+                "m6g.large",
+                "arm64",
+                2,
+                &[("a", "spot", 0.02), ("a", "on-demand", 0.077)],
+            ),
+            it(
+                "c5.xlarge",
+                "amd64",
+                4,
+                &[("c", "spot", 0.01), ("a", "on-demand", 0.17)],
+            ),
+        ]
+    }
+
+    #[test]
+    fn spot_preferred_groups_by_ami_cheapest_first() {
+        let amis = [ami("ami-x86", "amd64"), ami("ami-arm", "arm64")];
+        let plan = plan_launch(&catalog(), &[], &Resources::default(), &amis, &subnets()).unwrap();
+        assert_eq!(plan.capacity_type, "spot");
+        assert_eq!(plan.groups.len(), 2);
+        assert_eq!(
+            plan.groups[0].ami.id, "ami-arm",
+            "m6g.large is the cheapest type"
+        );
+        let first = plan.all_overrides()[0];
+        assert_eq!(
+            (first.instance_type.as_str(), first.zone.as_str()),
+            ("m6g.large", "a")
+        );
+        // c5.xlarge's only spot offer is in zone c, which has no subnet: not offered.
+        assert!(
+            plan.all_overrides()
+                .iter()
+                .all(|o| o.instance_type != "c5.xlarge")
+        );
+        assert_eq!(
+            plan.groups[1]
+                .overrides
+                .iter()
+                .find(|o| o.zone == "b")
+                .unwrap()
+                .subnet_id,
+            "subnet-b"
+        );
+    }
+
+    #[test]
+    fn on_demand_only_requirements_and_type_without_ami_drop_out() {
+        let reqs = vec![Requirement::new(
+            "karpenter.sh/capacity-type",
+            OP_IN,
+            &["on-demand"],
+        )];
+        let amis = [ami("ami-x86", "amd64")];
+        let plan =
+            plan_launch(&catalog(), &reqs, &Resources::default(), &amis, &subnets()).unwrap();
+        assert_eq!(plan.capacity_type, "on-demand");
+        assert_eq!(plan.groups.len(), 1);
+        let types: Vec<&str> = plan
+            .all_overrides()
+            .iter()
+            .map(|o| o.instance_type.as_str())
+            .collect();
+        assert_eq!(types, ["m5.large", "c5.xlarge"]);
+    }
+
+    #[test]
+    fn zone_requirements_and_requests_filter() {
+        let reqs = vec![Requirement::new(
+            "topology.kubernetes.io/zone",
+            OP_NOT_IN,
+            &["a"],
+        )];
+        let amis = [ami("ami-x86", "amd64"), ami("ami-arm", "arm64")];
+        let plan =
+            plan_launch(&catalog(), &reqs, &Resources::default(), &amis, &subnets()).unwrap();
+        let all = plan.all_overrides();
+        assert_eq!(all.len(), 1);
+        assert_eq!(
+            (all[0].instance_type.as_str(), all[0].zone.as_str()),
+            ("m5.large", "b")
+        );
+
+        let big = Resources {
+            cpu_millis: 3000,
+            ..Resources::default()
+        };
+        let plan = plan_launch(&catalog(), &[], &big, &amis, &subnets()).unwrap();
+        assert_eq!(
+            plan.capacity_type, "on-demand",
+            "the only 4-cpu type has no spot offer in a subnet zone"
+        );
+        let huge = Resources {
+            cpu_millis: 64_000,
+            ..Resources::default()
+        };
+        assert_eq!(
+            plan_launch(&catalog(), &[], &huge, &amis, &subnets()),
+            Err(PlanError::NoCompatibleInstanceType)
+        );
+        assert_eq!(
+            plan_launch(&catalog(), &[], &big, &amis, &BTreeMap::new()),
+            Err(PlanError::NoSubnet)
+        );
+        assert_eq!(
+            plan_launch(&catalog(), &[], &Resources::default(), &[], &subnets()),
+            Err(PlanError::NoCompatibleAmi)
+        );
+    }
 }

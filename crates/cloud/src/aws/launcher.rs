@@ -93,7 +93,11 @@ pub async fn ensure_launch_template(
 }
 
 /// Launches one instance for `plan`.
-pub async fn launch(ec2: &dyn Ec2Api, plan: &LaunchPlan, config: &LaunchConfig) -> Result<FleetLaunch, LaunchError> {
+pub async fn launch(
+    ec2: &dyn Ec2Api,
+    plan: &LaunchPlan,
+    config: &LaunchConfig,
+) -> Result<FleetLaunch, LaunchError> {
     let lt_tags = vec![
         Tag::new("karpenter.k8s.aws/cluster", &config.cluster_name),
         Tag::new("karpenter.k8s.aws/ec2nodeclass", &config.node_class),
@@ -102,7 +106,10 @@ pub async fn launch(ec2: &dyn Ec2Api, plan: &LaunchPlan, config: &LaunchConfig) 
     let mut image_by_template: BTreeMap<String, String> = BTreeMap::new();
     let mut prices: BTreeMap<(String, String), f64> = BTreeMap::new();
     for group in &plan.groups {
-        let data = LaunchTemplateData { image_id: group.ami.id.clone(), ..config.data.clone() };
+        let data = LaunchTemplateData {
+            image_id: group.ami.id.clone(),
+            ..config.data.clone()
+        };
         let name = launch_template_name(&config.cluster_name, &data);
         ensure_launch_template(ec2, &name, &data, &lt_tags).await?;
         image_by_template.insert(name.clone(), group.ami.id.clone());
@@ -128,7 +135,10 @@ pub async fn launch(ec2: &dyn Ec2Api, plan: &LaunchPlan, config: &LaunchConfig) 
     let spot = plan.capacity_type == "spot";
     let tag_specs = ["instance", "volume", "fleet"]
         .into_iter()
-        .map(|rt| TagSpecification { resource_type: rt.to_string(), tags: config.instance_tags.clone() })
+        .map(|rt| TagSpecification {
+            resource_type: rt.to_string(),
+            tags: config.instance_tags.clone(),
+        })
         .collect();
     let input = CreateFleetInput {
         type_: "instant".to_string(),
@@ -146,30 +156,49 @@ pub async fn launch(ec2: &dyn Ec2Api, plan: &LaunchPlan, config: &LaunchConfig) 
         .iter()
         .filter(|e| is_insufficient_capacity_code(&e.error_code))
         .map(|e| {
-            let lifecycle = if e.lifecycle.is_empty() { plan.capacity_type.as_str() } else { e.lifecycle.as_str() };
+            let lifecycle = if e.lifecycle.is_empty() {
+                plan.capacity_type.as_str()
+            } else {
+                e.lifecycle.as_str()
+            };
             let o = &e.launch_template_and_overrides;
             OfferingKey::new(&o.instance_type, &o.availability_zone, lifecycle)
         })
         .collect();
-    let launched = out.instances.iter().find_map(|i| i.instance_ids.first().map(|id| (i, id)));
+    let launched = out
+        .instances
+        .iter()
+        .find_map(|i| i.instance_ids.first().map(|id| (i, id)));
     let Some((inst, id)) = launched else {
         if !refused.is_empty() {
             return Err(LaunchError::InsufficientCapacity { offerings: refused });
         }
         let first = out.errors.first();
         return Err(LaunchError::Fleet(AwsError::new(
-            first.map(|e| e.error_code.clone()).unwrap_or_else(|| codes::INTERNAL_ERROR.to_string()),
-            first.map(|e| e.error_message.clone()).unwrap_or_else(|| "fleet launched no instance".to_string()),
+            first
+                .map(|e| e.error_code.clone())
+                .unwrap_or_else(|| codes::INTERNAL_ERROR.to_string()),
+            first
+                .map(|e| e.error_message.clone())
+                .unwrap_or_else(|| "fleet launched no instance".to_string()),
         )));
     };
     let o = &inst.launch_template_and_overrides;
     let image_id = plan
         .groups
         .iter()
-        .find(|g| g.overrides.iter().any(|p| p.instance_type == inst.instance_type && p.zone == o.availability_zone))
+        .find(|g| {
+            g.overrides
+                .iter()
+                .any(|p| p.instance_type == inst.instance_type && p.zone == o.availability_zone)
+        })
         .map(|g| g.ami.id.clone())
         .unwrap_or_default();
-    let capacity_type = if inst.lifecycle.is_empty() { plan.capacity_type.clone() } else { inst.lifecycle.clone() };
+    let capacity_type = if inst.lifecycle.is_empty() {
+        plan.capacity_type.clone()
+    } else {
+        inst.lifecycle.clone()
+    };
     Ok(FleetLaunch {
         instance_id: id.clone(),
         instance_type: inst.instance_type.clone(),
@@ -177,7 +206,10 @@ pub async fn launch(ec2: &dyn Ec2Api, plan: &LaunchPlan, config: &LaunchConfig) 
         subnet_id: o.subnet_id.clone(),
         capacity_type,
         image_id,
-        price: prices.get(&(inst.instance_type.clone(), o.availability_zone.clone())).copied().unwrap_or_default(),
+        price: prices
+            .get(&(inst.instance_type.clone(), o.availability_zone.clone()))
+            .copied()
+            .unwrap_or_default(),
         refused,
     })
 }
@@ -194,7 +226,6 @@ pub fn instance_id_from_provider_id(provider_id: &str) -> Option<&str> {
     id.starts_with("i-").then_some(id)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,16 +234,28 @@ mod tests {
     fn provider_ids_round_trip() {
         let p = provider_id("us-west-2a", "i-0123456789abcdef0");
         assert_eq!(p, "aws:///us-west-2a/i-0123456789abcdef0");
-        assert_eq!(instance_id_from_provider_id(&p), Some("i-0123456789abcdef0"));
+        assert_eq!(
+            instance_id_from_provider_id(&p),
+            Some("i-0123456789abcdef0")
+        );
         assert_eq!(instance_id_from_provider_id("kwok://x"), None);
         assert_eq!(instance_id_from_provider_id("aws:///us-west-2a/"), None);
     }
 
     #[test]
     fn template_name_depends_on_data() {
-        let a = LaunchTemplateData { image_id: "ami-1".to_string(), ..Default::default() };
-        let b = LaunchTemplateData { image_id: "ami-2".to_string(), ..Default::default() };
-        assert_eq!(launch_template_name("c", &a), launch_template_name("c", &a.clone()));
+        let a = LaunchTemplateData {
+            image_id: "ami-1".to_string(),
+            ..Default::default()
+        };
+        let b = LaunchTemplateData {
+            image_id: "ami-2".to_string(),
+            ..Default::default()
+        };
+        assert_eq!(
+            launch_template_name("c", &a),
+            launch_template_name("c", &a.clone())
+        );
         assert_ne!(launch_template_name("c", &a), launch_template_name("c", &b));
         assert!(launch_template_name("c", &a).starts_with("karpenter.k8s.aws/"));
     }

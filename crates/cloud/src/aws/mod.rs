@@ -6,6 +6,7 @@ pub mod ami_family;
 pub mod catalog_fetch;
 pub mod claim_view;
 pub mod class_view;
+pub mod cleanup;
 pub mod drift;
 pub mod filters;
 pub mod fnv;
@@ -22,6 +23,8 @@ pub mod requirements;
 pub mod selector_text;
 pub mod settings;
 pub mod status;
+#[cfg(feature = "scheduling")]
+pub mod to_scheduling;
 pub mod unavailable;
 pub mod userdata;
 pub mod wildcard;

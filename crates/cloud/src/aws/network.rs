@@ -6,7 +6,8 @@ use driftwood_api::ec2nodeclass::{SecurityGroupSelectorTerm, SubnetSelectorTerm}
 
 use super::filters::tag_filters;
 use crate::ports::{
-    AwsError, DescribeSecurityGroupsInput, DescribeSubnetsInput, Ec2Api, Filter, SecurityGroup, Subnet,
+    AwsError, DescribeSecurityGroupsInput, DescribeSubnetsInput, Ec2Api, Filter, SecurityGroup,
+    Subnet,
 };
 
 /// The subnets and, per term, whether it matched anything.
@@ -47,7 +48,10 @@ fn security_group_filters(term: &SecurityGroupSelectorTerm) -> Vec<Filter> {
 }
 
 /// Resolves subnetSelectorTerms (terms are ORed; a term's fields are ANDed).
-pub async fn resolve_subnets(ec2: &dyn Ec2Api, terms: &[SubnetSelectorTerm]) -> Result<SubnetResolution, AwsError> {
+pub async fn resolve_subnets(
+    ec2: &dyn Ec2Api,
+    terms: &[SubnetSelectorTerm],
+) -> Result<SubnetResolution, AwsError> {
     let mut by_id: BTreeMap<String, Subnet> = BTreeMap::new();
     let mut unmatched = Vec::new();
     for (index, term) in terms.iter().enumerate() {
@@ -56,7 +60,12 @@ pub async fn resolve_subnets(ec2: &dyn Ec2Api, terms: &[SubnetSelectorTerm]) -> 
             unmatched.push(index);
             continue;
         }
-        let found = ec2.describe_subnets(DescribeSubnetsInput { subnet_ids: Vec::new(), filters }).await?;
+        let found = ec2
+            .describe_subnets(DescribeSubnetsInput {
+                subnet_ids: Vec::new(),
+                filters,
+            })
+            .await?;
         if found.is_empty() {
             unmatched.push(index);
         }
@@ -66,7 +75,9 @@ pub async fn resolve_subnets(ec2: &dyn Ec2Api, terms: &[SubnetSelectorTerm]) -> 
     }
     let mut subnets: Vec<Subnet> = by_id.into_values().collect();
     subnets.sort_by(|a, b| {
-        b.available_ip_address_count.cmp(&a.available_ip_address_count).then_with(|| a.subnet_id.cmp(&b.subnet_id))
+        b.available_ip_address_count
+            .cmp(&a.available_ip_address_count)
+            .then_with(|| a.subnet_id.cmp(&b.subnet_id))
     });
     Ok(SubnetResolution { subnets, unmatched })
 }
@@ -84,8 +95,12 @@ pub async fn resolve_security_groups(
             unmatched.push(index);
             continue;
         }
-        let found =
-            ec2.describe_security_groups(DescribeSecurityGroupsInput { group_ids: Vec::new(), filters }).await?;
+        let found = ec2
+            .describe_security_groups(DescribeSecurityGroupsInput {
+                group_ids: Vec::new(),
+                filters,
+            })
+            .await?;
         if found.is_empty() {
             unmatched.push(index);
         }
@@ -93,7 +108,10 @@ pub async fn resolve_security_groups(
             by_id.insert(g.group_id.clone(), g);
         }
     }
-    Ok(SecurityGroupResolution { security_groups: by_id.into_values().collect(), unmatched })
+    Ok(SecurityGroupResolution {
+        security_groups: by_id.into_values().collect(),
+        unmatched,
+    })
 }
 
 /// A subnet as the provider uses it at launch: id, zone, zone id, free IPs.
@@ -111,7 +129,10 @@ pub fn subnet_per_zone(subnets: &[ZonalSubnet]) -> BTreeMap<String, ZonalSubnet>
     for s in subnets {
         let better = match best.get(&s.zone) {
             None => true,
-            Some(cur) => s.available_ips > cur.available_ips || (s.available_ips == cur.available_ips && s.id < cur.id),
+            Some(cur) => {
+                s.available_ips > cur.available_ips
+                    || (s.available_ips == cur.available_ips && s.id < cur.id)
+            }
         };
         if better {
             best.insert(s.zone.clone(), s.clone());
@@ -130,12 +151,21 @@ mod tests {
     use super::*;
 
     fn s(id: &str, zone: &str, ips: i64) -> ZonalSubnet {
-        ZonalSubnet { id: id.to_string(), zone: zone.to_string(), zone_id: String::new(), available_ips: ips }
+        ZonalSubnet {
+            id: id.to_string(),
+            zone: zone.to_string(),
+            zone_id: String::new(),
+            available_ips: ips,
+        }
     }
 
     #[test]
     fn most_free_ips_per_zone() {
-        let picked = subnet_per_zone(&[s("subnet-1", "a", 10), s("subnet-2", "a", 200), s("subnet-3", "b", 5)]);
+        let picked = subnet_per_zone(&[
+            s("subnet-1", "a", 10),
+            s("subnet-2", "a", 200),
+            s("subnet-3", "b", 5),
+        ]);
         assert_eq!(picked["a"].id, "subnet-2");
         assert_eq!(picked["b"].id, "subnet-3");
         assert_eq!(picked.len(), 2);

@@ -26,17 +26,27 @@ impl InMemoryNodeClasses {
     /// Adds or replaces `class` (keyed by its name).
     pub fn upsert(&self, class: EC2NodeClass) {
         let name = class.metadata.name.clone().unwrap_or_default();
-        self.classes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(name, class);
+        self.classes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name, class);
     }
 
     /// Removes the class named `name`.
     pub fn remove(&self, name: &str) {
-        self.classes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(name);
+        self.classes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(name);
     }
 }
 
 impl NodeClassSource for InMemoryNodeClasses {
     fn node_class(&self, name: &str) -> Option<EC2NodeClass> {
-        self.classes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned()
+        self.classes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
     }
 }

@@ -33,7 +33,8 @@ impl Resources {
         Self {
             cpu_millis: (self.cpu_millis - other.cpu_millis).max(0),
             memory_bytes: (self.memory_bytes - other.memory_bytes).max(0),
-            ephemeral_storage_bytes: (self.ephemeral_storage_bytes - other.ephemeral_storage_bytes).max(0),
+            ephemeral_storage_bytes: (self.ephemeral_storage_bytes - other.ephemeral_storage_bytes)
+                .max(0),
             pods: (self.pods - other.pods).max(0),
         }
     }
@@ -50,7 +51,9 @@ pub struct Overhead {
 impl Overhead {
     /// The sum of all three.
     pub fn total(&self) -> Resources {
-        self.kube_reserved.plus(self.system_reserved).plus(self.eviction_threshold)
+        self.kube_reserved
+            .plus(self.system_reserved)
+            .plus(self.eviction_threshold)
     }
 }
 
@@ -72,7 +75,9 @@ pub fn eni_limited_pods(enis: i64, ips_per_eni: i64) -> i64 {
 /// Max pods for a type: the kubelet's maxPods when set, else the ENI formula, capped by
 /// podsPerCore × vCPUs when set.
 pub fn max_pods(kubelet: &KubeletOverrides, vcpus: i64, enis: i64, ips_per_eni: i64) -> i64 {
-    let base = kubelet.max_pods.unwrap_or_else(|| eni_limited_pods(enis, ips_per_eni));
+    let base = kubelet
+        .max_pods
+        .unwrap_or_else(|| eni_limited_pods(enis, ips_per_eni));
     match kubelet.pods_per_core {
         Some(ppc) if ppc > 0 => base.min(ppc * vcpus),
         _ => base,
@@ -83,7 +88,12 @@ pub fn max_pods(kubelet: &KubeletOverrides, vcpus: i64, enis: i64, ips_per_eni: 
 /// 0.25% of every core above 4 (each range truncated to whole millicores).
 pub fn kube_reserved_cpu_millis(vcpus: i64) -> i64 {
     let cpu = vcpus.max(0) * 1000;
-    let ranges: [(i64, i64, f64); 4] = [(0, 1000, 0.06), (1000, 2000, 0.01), (2000, 4000, 0.005), (4000, i64::MAX, 0.0025)];
+    let ranges: [(i64, i64, f64); 4] = [
+        (0, 1000, 0.06),
+        (1000, 2000, 0.01),
+        (2000, 4000, 0.005),
+        (4000, i64::MAX, 0.0025),
+    ];
     ranges
         .iter()
         .filter(|(start, _, _)| cpu > *start)
@@ -102,7 +112,10 @@ fn apply_resource_map(
     field: &str,
 ) -> Result<(), OverheadError> {
     for (k, v) in map {
-        let n = parse_quantity(v).map_err(|e| OverheadError { field: format!("{field}.{k}"), source: e })?;
+        let n = parse_quantity(v).map_err(|e| OverheadError {
+            field: format!("{field}.{k}"),
+            source: e,
+        })?;
         match k.as_str() {
             "cpu" => base.cpu_millis = (n * 1000.0).round() as i64,
             "memory" => base.memory_bytes = n as i64,
@@ -138,7 +151,11 @@ pub fn overhead(
     };
     apply_resource_map(&mut kube_reserved, &kubelet.kube_reserved, "kubeReserved")?;
     let mut system_reserved = Resources::default();
-    apply_resource_map(&mut system_reserved, &kubelet.system_reserved, "systemReserved")?;
+    apply_resource_map(
+        &mut system_reserved,
+        &kubelet.system_reserved,
+        "systemReserved",
+    )?;
     let mut eviction_threshold = Resources {
         memory_bytes: 100 * MIB,
         ephemeral_storage_bytes: capacity.ephemeral_storage_bytes / 10,
@@ -150,16 +167,26 @@ pub fn overhead(
                 Some(p) => Ok((total as f64 * p).ceil() as i64),
                 None => parse_quantity(value)
                     .map(|n| n as i64)
-                    .map_err(|e| OverheadError { field: format!("evictionHard.{signal}"), source: e }),
+                    .map_err(|e| OverheadError {
+                        field: format!("evictionHard.{signal}"),
+                        source: e,
+                    }),
             }
         };
         match signal.as_str() {
             "memory.available" => eviction_threshold.memory_bytes = amount(capacity.memory_bytes)?,
-            "nodefs.available" => eviction_threshold.ephemeral_storage_bytes = amount(capacity.ephemeral_storage_bytes)?,
+            "nodefs.available" => {
+                eviction_threshold.ephemeral_storage_bytes =
+                    amount(capacity.ephemeral_storage_bytes)?
+            }
             _ => {}
         }
     }
-    Ok(Overhead { kube_reserved, system_reserved, eviction_threshold })
+    Ok(Overhead {
+        kube_reserved,
+        system_reserved,
+        eviction_threshold,
+    })
 }
 
 #[cfg(test)]
@@ -182,23 +209,37 @@ mod tests {
         assert_eq!(eni_limited_pods(4, 15), 58);
         assert_eq!(eni_limited_pods(8, 30), 234);
         assert_eq!(kube_reserved_memory_bytes(29), 574 * MIB);
-        let k = KubeletOverrides { pods_per_core: Some(10), ..Default::default() };
+        let k = KubeletOverrides {
+            pods_per_core: Some(10),
+            ..Default::default()
+        };
         assert_eq!(max_pods(&k, 2, 3, 10), 20);
-        let k = KubeletOverrides { max_pods: Some(110), ..Default::default() };
+        let k = KubeletOverrides {
+            max_pods: Some(110),
+            ..Default::default()
+        };
         assert_eq!(max_pods(&k, 2, 3, 10), 110);
     }
 
     #[test]
     fn overrides_apply_and_bad_values_name_the_field() {
-        let cap = Resources { cpu_millis: 2000, memory_bytes: 8 * GIB, ephemeral_storage_bytes: 20 * GIB, pods: 29 };
+        let cap = Resources {
+            cpu_millis: 2000,
+            memory_bytes: 8 * GIB,
+            ephemeral_storage_bytes: 20 * GIB,
+            pods: 29,
+        };
         let mut k = KubeletOverrides::default();
-        k.system_reserved.insert("cpu".to_string(), "100m".to_string());
-        k.eviction_hard.insert("memory.available".to_string(), "5%".to_string());
+        k.system_reserved
+            .insert("cpu".to_string(), "100m".to_string());
+        k.eviction_hard
+            .insert("memory.available".to_string(), "5%".to_string());
         let o = overhead(2, 29, &cap, &k).unwrap();
         assert_eq!(o.system_reserved.cpu_millis, 100);
         assert_eq!(o.eviction_threshold.memory_bytes, 429_496_730);
         assert_eq!(o.eviction_threshold.ephemeral_storage_bytes, 2 * GIB);
-        k.kube_reserved.insert("memory".to_string(), "lots".to_string());
+        k.kube_reserved
+            .insert("memory".to_string(), "lots".to_string());
         let err = overhead(2, 29, &cap, &k).unwrap_err();
         assert!(err.to_string().contains("spec.kubelet.kubeReserved.memory"));
     }

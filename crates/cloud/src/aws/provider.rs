@@ -5,24 +5,34 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use driftwood_api::condition::Conditions;
+use driftwood_api::hash::{EC2NODECLASS_HASH_VERSION, ec2nodeclass_hashes};
 use driftwood_api::wellknown::{
-    ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_EC2NODECLASS_HASH_VERSION, CONDITION_READY, LABEL_EC2NODECLASS,
-    LABEL_NODEPOOL, TAINT_EFFECT_NO_EXECUTE, TAINT_UNREGISTERED_KEY,
+    ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
+    ANNOTATION_EC2NODECLASS_HASH_VERSION, CONDITION_READY, LABEL_EC2NODECLASS, LABEL_NODEPOOL,
+    TAINT_EFFECT_NO_EXECUTE, TAINT_UNREGISTERED_KEY,
 };
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::AwsSettings;
 use super::catalog_fetch::fetch_catalog_data;
-use super::claim_view::{instance_tags, node_labels, requests_from_quantities, resource_quantities};
-use super::class_view::{
-    block_devices, class_family, ephemeral_storage_bytes, kubelet_overrides, metadata_options, status_amis,
+use super::claim_view::{
+    instance_tags, node_labels, requests_from_quantities, resource_quantities,
 };
-use super::drift::{ClassAmi, DriftInputs, ProviderDrift, provider_drift};
-use super::instance_types::{CatalogOptions, InstanceTypeInfo, build_catalog, instance_type_labels};
+use super::class_view::{
+    block_devices, class_family, ephemeral_storage_bytes, kubelet_overrides, metadata_options,
+    status_amis,
+};
+use super::cleanup::{CleanupReport, cleanup_node_class};
+use super::drift::{ClassAmi, DriftInputs, ProviderDrift, provider_drift, provider_drifts};
+use super::instance_types::{
+    CatalogData, CatalogOptions, InstanceTypeInfo, build_catalog, instance_type_labels,
+};
 use super::launch_plan::{PlanError, plan_launch};
-use super::launcher::{LaunchConfig, LaunchError, instance_id_from_provider_id, launch, provider_id};
+use super::launcher::{
+    LaunchConfig, LaunchError, instance_id_from_provider_id, launch, provider_id,
+};
 use super::network::{ZonalSubnet, subnet_per_zone};
 use super::node_classes::NodeClassSource;
 use super::requirements::single_valued;
@@ -31,8 +41,8 @@ use super::unavailable::{OfferingKey, UnavailableOfferings};
 use super::userdata::{BootstrapInputs, NodeTaint, render_user_data};
 use crate::clock::Clock;
 use crate::ports::{
-    AwsError, DescribeInstanceTypesInput, DescribeInstancesInput, DescribeSubnetsInput, Ec2Api, Filter, IamApi,
-    Instance, LaunchTemplateData, PricingApi, SsmApi, instance_state,
+    AwsError, DescribeInstancesInput, DescribeSubnetsInput, Ec2Api, Filter, IamApi, Instance,
+    LaunchTemplateData, PricingApi, SsmApi, instance_state,
 };
 use crate::provider::{CloudError, CloudProvider};
 
@@ -52,7 +62,12 @@ pub struct AwsProvider {
     clock: Arc<dyn Clock>,
     classes: Arc<dyn NodeClassSource>,
     unavailable: Mutex<UnavailableOfferings>,
+    /// The raw catalog data and when it was fetched.
+    catalog_cache: Mutex<Option<(Timestamp, Arc<CatalogData>)>>,
 }
+
+/// How long described instance types, offerings and prices are reused.
+pub const CATALOG_TTL: SignedDuration = SignedDuration::from_secs(300);
 
 impl AwsProvider {
     /// A provider over `ports` for the cluster in `settings`, reading classes from `classes`.
@@ -62,7 +77,14 @@ impl AwsProvider {
         clock: Arc<dyn Clock>,
         classes: Arc<dyn NodeClassSource>,
     ) -> Self {
-        Self { ports, settings, clock, classes, unavailable: Mutex::new(UnavailableOfferings::new()) }
+        Self {
+            ports,
+            settings,
+            clock,
+            classes,
+            unavailable: Mutex::new(UnavailableOfferings::new()),
+            catalog_cache: Mutex::new(None),
+        }
     }
 
     /// The provider's settings.
@@ -71,42 +93,129 @@ impl AwsProvider {
     }
 
     /// Resolves `class`'s selectors now and computes the status to write.
-    pub async fn resolve_node_class(&self, class: &EC2NodeClass) -> Result<NodeClassResolution, AwsError> {
+    pub async fn resolve_node_class(
+        &self,
+        class: &EC2NodeClass,
+    ) -> Result<NodeClassResolution, AwsError> {
         let p = &self.ports;
-        resolve_node_class(&*p.ec2, &*p.ssm, &*p.iam, &self.settings, class, self.clock.now()).await
+        resolve_node_class(
+            &*p.ec2,
+            &*p.ssm,
+            &*p.iam,
+            &self.settings,
+            class,
+            self.clock.now(),
+        )
+        .await
+    }
+
+    /// Deletes the cloud resources of a deleted class (launch templates; the managed instance
+    /// profile once no instance uses it).
+    pub async fn cleanup_node_class(
+        &self,
+        class: &EC2NodeClass,
+    ) -> Result<CleanupReport, AwsError> {
+        cleanup_node_class(&*self.ports.ec2, &*self.ports.iam, &self.settings, class).await
+    }
+
+    /// What provider drift of `claim` is judged on: its stamped hashes, its instance, and
+    /// its class's current hashes and status.
+    pub async fn drift_inputs(&self, claim: &NodeClaim) -> Result<DriftInputs, CloudError> {
+        let class_name = &claim.spec.node_class_ref.name;
+        let class =
+            self.classes
+                .node_class(class_name)
+                .ok_or_else(|| CloudError::NodeClassNotReady {
+                    name: class_name.clone(),
+                    message: "not found".to_string(),
+                })?;
+        let id = claim_provider_instance(claim)?;
+        let inst = self.describe_instance(&id).await?;
+        let status = class.status.clone().unwrap_or_default();
+        let claim_ann = claim.metadata.annotations.clone().unwrap_or_default();
+        let inputs = DriftInputs {
+            current: ec2nodeclass_hashes(&class),
+            current_version: EC2NODECLASS_HASH_VERSION.to_string(),
+            stamped_hash: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH).cloned(),
+            stamped_version: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH_VERSION).cloned(),
+            stamped_fields: claim_ann.get(ANNOTATION_EC2NODECLASS_FIELD_HASHES).cloned(),
+            node_image: inst.image_id.clone(),
+            node_subnet: inst.subnet_id.clone(),
+            node_security_groups: inst
+                .security_groups
+                .iter()
+                .map(|g| g.group_id.clone())
+                .collect(),
+            node_labels: single_valued(&claim.metadata.labels.clone().unwrap_or_default()),
+            class_amis: status
+                .amis
+                .iter()
+                .map(|a| ClassAmi {
+                    id: a.id.clone(),
+                    requirements: a.requirements.clone(),
+                })
+                .collect(),
+            class_subnets: status.subnets.iter().map(|s| s.id.clone()).collect(),
+            class_security_groups: status
+                .security_groups
+                .iter()
+                .map(|g| g.id.clone())
+                .collect(),
+        };
+        Ok(inputs)
+    }
+
+    /// Every provider drift of `claim`, in order (the first is what `is_drifted` reports).
+    pub async fn all_drifts(&self, claim: &NodeClaim) -> Result<Vec<ProviderDrift>, CloudError> {
+        Ok(provider_drifts(&self.drift_inputs(claim).await?))
     }
 
     /// Offerings currently marked unavailable after capacity errors.
     pub fn unavailable_offerings(&self) -> Vec<OfferingKey> {
-        self.unavailable.lock().unwrap_or_else(PoisonError::into_inner).unavailable_at(self.clock.now())
+        self.unavailable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .unavailable_at(self.clock.now())
     }
 
     fn ready_class(&self, name: &str) -> Result<EC2NodeClass, CloudError> {
-        let class = self.classes.node_class(name).ok_or_else(|| CloudError::NodeClassNotReady {
-            name: name.to_string(),
-            message: "not found".to_string(),
-        })?;
+        let class = self
+            .classes
+            .node_class(name)
+            .ok_or_else(|| CloudError::NodeClassNotReady {
+                name: name.to_string(),
+                message: "not found".to_string(),
+            })?;
         if !class.is_true(CONDITION_READY) {
             let message = class
                 .condition(CONDITION_READY)
                 .and_then(|c| c.message.clone())
                 .filter(|m| !m.is_empty())
                 .unwrap_or_else(|| "status has no Ready=True condition yet".to_string());
-            return Err(CloudError::NodeClassNotReady { name: name.to_string(), message });
+            return Err(CloudError::NodeClassNotReady {
+                name: name.to_string(),
+                message,
+            });
         }
         Ok(class)
     }
 
     async fn class_subnets(&self, class: &EC2NodeClass) -> Result<Vec<ZonalSubnet>, CloudError> {
-        let ids: Vec<String> =
-            class.status.as_ref().map(|s| s.subnets.iter().map(|s| s.id.clone()).collect()).unwrap_or_default();
+        let ids: Vec<String> = class
+            .status
+            .as_ref()
+            .map(|s| s.subnets.iter().map(|s| s.id.clone()).collect())
+            .unwrap_or_default();
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let described = self
             .ports
             .ec2
-            .describe_subnets(DescribeSubnetsInput { subnet_ids: Vec::new(), filters: vec![Filter::new("subnet-id", ids)] })
+            .describe_subnets(DescribeSubnetsInput {
+                subnet_ids: Vec::new(),
+                filters: vec![Filter::new("subnet-id", ids)],
+            })
             .await?;
         Ok(described
             .into_iter()
@@ -119,13 +228,19 @@ impl AwsProvider {
             .collect())
     }
 
-    async fn catalog_for(&self, class: &EC2NodeClass, subnets: &[ZonalSubnet]) -> Result<Vec<InstanceTypeInfo>, CloudError> {
-        let p = &self.ports;
-        let data = fetch_catalog_data(&*p.ec2, &*p.pricing, &self.settings.region).await?;
+    async fn catalog_for(
+        &self,
+        class: &EC2NodeClass,
+        subnets: &[ZonalSubnet],
+    ) -> Result<Vec<InstanceTypeInfo>, CloudError> {
+        let data = self.catalog_data().await?;
         let family = class_family(class);
         let devices = block_devices(&class.spec, family).map_err(CloudError::Invalid)?;
         let opts = CatalogOptions {
-            zones: subnets.iter().map(|s| (s.zone.clone(), s.zone_id.clone())).collect(),
+            zones: subnets
+                .iter()
+                .map(|s| (s.zone.clone(), s.zone_id.clone()))
+                .collect(),
             kubelet: kubelet_overrides(&class.spec),
             ephemeral_storage_bytes: ephemeral_storage_bytes(&devices, &class.spec, family),
             vm_memory_overhead_percent: self.settings.vm_memory_overhead_percent,
@@ -133,19 +248,53 @@ impl AwsProvider {
             os: family.os().to_string(),
         };
         let now = self.clock.now();
-        let unavailable = self.unavailable.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        build_catalog(&data, &opts, &unavailable, now).map_err(|e| CloudError::Invalid(e.to_string()))
+        let unavailable = self
+            .unavailable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        build_catalog(&data, &opts, &unavailable, now)
+            .map_err(|e| CloudError::Invalid(e.to_string()))
+    }
+
+    /// The raw catalog data, described again once [`CATALOG_TTL`] has passed.
+    async fn catalog_data(&self) -> Result<Arc<CatalogData>, AwsError> {
+        let now = self.clock.now();
+        let cached = self
+            .catalog_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some((at, data)) = cached
+            && now < at + CATALOG_TTL
+            && now >= at
+        {
+            return Ok(data);
+        }
+        let p = &self.ports;
+        let data = Arc::new(fetch_catalog_data(&*p.ec2, &*p.pricing, &self.settings.region).await?);
+        *self
+            .catalog_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((now, data.clone()));
+        Ok(data)
     }
 
     /// The instance types (with offerings in the class's zones) of a Ready class.
-    pub async fn instance_types_for_class(&self, class_name: &str) -> Result<Vec<InstanceTypeInfo>, CloudError> {
+    pub async fn instance_types_for_class(
+        &self,
+        class_name: &str,
+    ) -> Result<Vec<InstanceTypeInfo>, CloudError> {
         let class = self.ready_class(class_name)?;
         let subnets = self.class_subnets(&class).await?;
         self.catalog_for(&class, &subnets).await
     }
 
     fn mark_unavailable(&self, offerings: &[OfferingKey], now: Timestamp) {
-        let mut cache = self.unavailable.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cache = self
+            .unavailable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for o in offerings {
             cache.mark(o.clone(), now);
         }
@@ -155,14 +304,23 @@ impl AwsProvider {
         let found = self
             .ports
             .ec2
-            .describe_instances(DescribeInstancesInput { instance_ids: vec![instance_id.to_string()], filters: Vec::new() })
+            .describe_instances(DescribeInstancesInput {
+                instance_ids: vec![instance_id.to_string()],
+                filters: Vec::new(),
+            })
             .await;
-        let not_found = || CloudError::NotFound { what: "instance".to_string(), message: instance_id.to_string() };
+        let not_found = || CloudError::NotFound {
+            what: "instance".to_string(),
+            message: instance_id.to_string(),
+        };
         match found {
             Ok(list) => list
                 .into_iter()
                 .find(|i| i.instance_id == instance_id)
-                .filter(|i| i.state != instance_state::TERMINATED && i.state != instance_state::SHUTTING_DOWN)
+                .filter(|i| {
+                    i.state != instance_state::TERMINATED
+                        && i.state != instance_state::SHUTTING_DOWN
+                })
                 .ok_or_else(not_found),
             Err(e) if e.is_not_found() => Err(not_found()),
             Err(e) => Err(e.into()),
@@ -170,23 +328,43 @@ impl AwsProvider {
     }
 
     async fn instance_to_claim(&self, inst: &Instance) -> Result<NodeClaim, CloudError> {
-        let types = self
-            .ports
-            .ec2
-            .describe_instance_types(DescribeInstanceTypesInput {
-                instance_types: vec![inst.instance_type.clone()],
-                filters: Vec::new(),
-            })
-            .await?;
-        let tag = |k: &str| inst.tags.iter().find(|t| t.key == k).map(|t| t.value.clone());
-        let type_labels =
-            types.iter().find_map(|d| instance_type_labels(d, "linux")).unwrap_or_default();
-        let capacity_type = inst.instance_lifecycle.clone().unwrap_or_else(|| "on-demand".to_string());
-        let mut labels = node_labels(&type_labels, &inst.availability_zone, "", &self.settings.region, &capacity_type);
+        let data = self.catalog_data().await?;
+        let types: Vec<_> = data
+            .descriptions
+            .iter()
+            .filter(|d| d.instance_type == inst.instance_type)
+            .collect();
+        let tag = |k: &str| {
+            inst.tags
+                .iter()
+                .find(|t| t.key == k)
+                .map(|t| t.value.clone())
+        };
+        let type_labels = types
+            .iter()
+            .find_map(|d| instance_type_labels(d, "linux"))
+            .unwrap_or_default();
+        let capacity_type = inst
+            .instance_lifecycle
+            .clone()
+            .unwrap_or_else(|| "on-demand".to_string());
+        let mut labels = node_labels(
+            &type_labels,
+            &inst.availability_zone,
+            "",
+            &self.settings.region,
+            &capacity_type,
+        );
         if let Some(pool) = tag(LABEL_NODEPOOL) {
             labels.insert(LABEL_NODEPOOL.to_string(), pool);
         }
-        let mut claim = NodeClaim::new(&tag("karpenter.sh/nodeclaim").unwrap_or_default(), Default::default());
+        if let Some(class) = tag(LABEL_EC2NODECLASS) {
+            labels.insert(LABEL_EC2NODECLASS.to_string(), class);
+        }
+        let mut claim = NodeClaim::new(
+            &tag("karpenter.sh/nodeclaim").unwrap_or_default(),
+            Default::default(),
+        );
         claim.metadata.labels = Some(labels);
         claim.metadata.creation_timestamp = Some(Time(inst.launch_time));
         if let Some(class) = tag(LABEL_EC2NODECLASS) {
@@ -208,10 +386,20 @@ fn claim_name(claim: &NodeClaim) -> String {
 }
 
 fn claim_provider_instance(claim: &NodeClaim) -> Result<String, CloudError> {
-    let pid = claim.status.as_ref().and_then(|s| s.provider_id.clone()).unwrap_or_default();
+    let pid = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap_or_default();
     instance_id_from_provider_id(&pid)
         .map(str::to_string)
-        .ok_or_else(|| CloudError::NotFound { what: "instance".to_string(), message: format!("NodeClaim {:?} has no AWS providerID ({pid:?})", claim_name(claim)) })
+        .ok_or_else(|| CloudError::NotFound {
+            what: "instance".to_string(),
+            message: format!(
+                "NodeClaim {:?} has no AWS providerID ({pid:?})",
+                claim_name(claim)
+            ),
+        })
 }
 
 #[async_trait]
@@ -227,15 +415,30 @@ impl CloudProvider for AwsProvider {
         let subnets = self.class_subnets(&class).await?;
         let catalog = self.catalog_for(&class, &subnets).await?;
         let requests = requests_from_quantities(
-            &claim.spec.resources.as_ref().map(|r| r.requests.clone()).unwrap_or_default(),
+            &claim
+                .spec
+                .resources
+                .as_ref()
+                .map(|r| r.requests.clone())
+                .unwrap_or_default(),
         )
         .map_err(CloudError::Invalid)?;
         let amis = status_amis(&class);
         let per_zone = subnet_per_zone(&subnets);
-        let plan = plan_launch(&catalog, &claim.spec.requirements, &requests, &amis, &per_zone).map_err(|e| match e {
-            PlanError::NoCompatibleInstanceType | PlanError::NoCompatibleAmi | PlanError::NoSubnet => {
-                CloudError::InsufficientCapacity { offerings: Vec::new(), message: e.to_string() }
-            }
+        let plan = plan_launch(
+            &catalog,
+            &claim.spec.requirements,
+            &requests,
+            &amis,
+            &per_zone,
+        )
+        .map_err(|e| match e {
+            PlanError::NoCompatibleInstanceType
+            | PlanError::NoCompatibleAmi
+            | PlanError::NoSubnet => CloudError::InsufficientCapacity {
+                offerings: Vec::new(),
+                message: e.to_string(),
+            },
         })?;
 
         let family = class_family(&class);
@@ -246,7 +449,11 @@ impl CloudProvider for AwsProvider {
             .taints
             .iter()
             .chain(claim.spec.startup_taints.iter())
-            .map(|t| NodeTaint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect: t.effect.clone() })
+            .map(|t| NodeTaint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: t.effect.clone(),
+            })
             .collect();
         taints.push(NodeTaint {
             key: TAINT_UNREGISTERED_KEY.to_string(),
@@ -261,7 +468,12 @@ impl CloudProvider for AwsProvider {
                 cluster_name: s.cluster_name.clone(),
                 cluster_endpoint: s.cluster_endpoint.clone(),
                 cluster_ca_bundle: s.cluster_ca_bundle.clone(),
-                cluster_dns_ip: s.cluster_dns_ip.clone(),
+                cluster_dns_ip: class
+                    .spec
+                    .kubelet
+                    .as_ref()
+                    .and_then(|k| k.cluster_dns.first().cloned())
+                    .unwrap_or_else(|| s.cluster_dns_ip.clone()),
                 cluster_cidr: s.cluster_cidr.clone(),
                 labels: labels.clone(),
                 taints,
@@ -271,7 +483,13 @@ impl CloudProvider for AwsProvider {
         );
         let status = class.status.clone().unwrap_or_default();
         let devices = block_devices(&class.spec, family).map_err(CloudError::Invalid)?;
-        let tags = instance_tags(&class.spec.tags, &s.cluster_name, &nodepool, &claim_name(claim), &class_name);
+        let tags = instance_tags(
+            &class.spec.tags,
+            &s.cluster_name,
+            &nodepool,
+            &claim_name(claim),
+            &class_name,
+        );
         let config = LaunchConfig {
             cluster_name: s.cluster_name.clone(),
             node_class: class_name.clone(),
@@ -279,7 +497,11 @@ impl CloudProvider for AwsProvider {
                 image_id: String::new(),
                 user_data,
                 iam_instance_profile_name: status.instance_profile.clone().unwrap_or_default(),
-                security_group_ids: status.security_groups.iter().map(|g| g.id.clone()).collect(),
+                security_group_ids: status
+                    .security_groups
+                    .iter()
+                    .map(|g| g.id.clone())
+                    .collect(),
                 block_device_mappings: devices,
                 metadata_options: Some(metadata_options(&class.spec)),
                 monitoring_enabled: class.spec.detailed_monitoring.unwrap_or(false),
@@ -292,31 +514,61 @@ impl CloudProvider for AwsProvider {
         let launched = match launch(&*self.ports.ec2, &plan, &config).await {
             Ok(l) => l,
             Err(LaunchError::InsufficientCapacity { offerings }) => {
+                tracing::warn!(nodeclaim = %claim_name(claim), refused = offerings.len(), "no capacity for any offering");
                 self.mark_unavailable(&offerings, now);
                 return Err(CloudError::InsufficientCapacity {
                     offerings,
                     message: "every offered instance type and zone was refused".to_string(),
                 });
             }
-            Err(LaunchError::Fleet(e)) | Err(LaunchError::Api(e)) => return Err(CloudError::Api(e)),
+            Err(LaunchError::Fleet(e)) | Err(LaunchError::Api(e)) => {
+                return Err(CloudError::Api(e));
+            }
         };
         self.mark_unavailable(&launched.refused, now);
+        tracing::info!(
+            nodeclaim = %claim_name(claim),
+            instance = %launched.instance_id,
+            instance_type = %launched.instance_type,
+            zone = %launched.zone,
+            capacity_type = %launched.capacity_type,
+            image = %launched.image_id,
+            "launched instance"
+        );
 
         let it = catalog.iter().find(|t| t.name == launched.instance_type);
-        let zone_id = subnets.iter().find(|s| s.zone == launched.zone).map(|s| s.zone_id.clone()).unwrap_or_default();
+        let zone_id = subnets
+            .iter()
+            .find(|s| s.zone == launched.zone)
+            .map(|s| s.zone_id.clone())
+            .unwrap_or_default();
         let mut out = claim.clone();
         let mut out_labels = labels;
         if let Some(it) = it {
-            out_labels.extend(node_labels(&it.labels, &launched.zone, &zone_id, &s.region, &launched.capacity_type));
+            out_labels.extend(node_labels(
+                &it.labels,
+                &launched.zone,
+                &zone_id,
+                &s.region,
+                &launched.capacity_type,
+            ));
         }
+        out_labels.insert(LABEL_EC2NODECLASS.to_string(), class_name.clone());
         out.metadata.labels = Some(out_labels);
-        let class_annotations = class.metadata.annotations.clone().unwrap_or_default();
+        let hashes = ec2nodeclass_hashes(&class);
         let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        for key in [ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_EC2NODECLASS_HASH_VERSION] {
-            if let Some(v) = class_annotations.get(key) {
-                annotations.insert(key.to_string(), v.clone());
-            }
-        }
+        annotations.insert(
+            ANNOTATION_EC2NODECLASS_HASH.to_string(),
+            hashes.hash.clone(),
+        );
+        annotations.insert(
+            ANNOTATION_EC2NODECLASS_HASH_VERSION.to_string(),
+            EC2NODECLASS_HASH_VERSION.to_string(),
+        );
+        annotations.insert(
+            ANNOTATION_EC2NODECLASS_FIELD_HASHES.to_string(),
+            hashes.fields_annotation(),
+        );
         let st = out.status.get_or_insert_with(NodeClaimStatus::default);
         st.provider_id = Some(provider_id(&launched.zone, &launched.instance_id));
         st.image_id = Some(launched.image_id.clone());
@@ -332,14 +584,20 @@ impl CloudProvider for AwsProvider {
         self.describe_instance(&id).await?;
         match self.ports.ec2.terminate_instances(vec![id.clone()]).await {
             Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Err(CloudError::NotFound { what: "instance".to_string(), message: id }),
+            Err(e) if e.is_not_found() => Err(CloudError::NotFound {
+                what: "instance".to_string(),
+                message: id,
+            }),
             Err(e) => Err(e.into()),
         }
     }
 
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
-        let id = instance_id_from_provider_id(provider_id)
-            .ok_or_else(|| CloudError::Invalid(format!("providerID {provider_id:?} is not aws:///ZONE/i-...")))?;
+        let id = instance_id_from_provider_id(provider_id).ok_or_else(|| {
+            CloudError::Invalid(format!(
+                "providerID {provider_id:?} is not aws:///ZONE/i-..."
+            ))
+        })?;
         let inst = self.describe_instance(id).await?;
         self.instance_to_claim(&inst).await
     }
@@ -347,46 +605,37 @@ impl CloudProvider for AwsProvider {
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
         let filters = vec![
             Filter::new("tag-key", [LABEL_NODEPOOL]),
-            Filter::new(format!("tag:kubernetes.io/cluster/{}", self.settings.cluster_name), ["owned"]),
-            Filter::new("instance-state-name", [instance_state::PENDING, instance_state::RUNNING]),
+            Filter::new(
+                format!("tag:kubernetes.io/cluster/{}", self.settings.cluster_name),
+                ["owned"],
+            ),
+            Filter::new(
+                "instance-state-name",
+                [instance_state::PENDING, instance_state::RUNNING],
+            ),
         ];
-        let instances = self.ports.ec2.describe_instances(DescribeInstancesInput { instance_ids: Vec::new(), filters }).await?;
+        let instances = self
+            .ports
+            .ec2
+            .describe_instances(DescribeInstancesInput {
+                instance_ids: Vec::new(),
+                filters,
+            })
+            .await?;
         let mut out = Vec::new();
         for inst in &instances {
             out.push(self.instance_to_claim(inst).await?);
         }
-        out.sort_by(|a, b| claim_name(a).cmp(&claim_name(b)));
+        out.sort_by_key(claim_name);
         Ok(out)
     }
 
     async fn instance_types(&self, pool: &NodePool) -> Result<Vec<InstanceTypeInfo>, CloudError> {
-        self.instance_types_for_class(&pool.spec.template.spec.node_class_ref.name).await
+        self.instance_types_for_class(&pool.spec.template.spec.node_class_ref.name)
+            .await
     }
 
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<ProviderDrift>, CloudError> {
-        let class_name = &claim.spec.node_class_ref.name;
-        let class = self.classes.node_class(class_name).ok_or_else(|| CloudError::NodeClassNotReady {
-            name: class_name.clone(),
-            message: "not found".to_string(),
-        })?;
-        let id = claim_provider_instance(claim)?;
-        let inst = self.describe_instance(&id).await?;
-        let status = class.status.clone().unwrap_or_default();
-        let class_ann = class.metadata.annotations.clone().unwrap_or_default();
-        let claim_ann = claim.metadata.annotations.clone().unwrap_or_default();
-        let inputs = DriftInputs {
-            class_hash: class_ann.get(ANNOTATION_EC2NODECLASS_HASH).cloned(),
-            class_hash_version: class_ann.get(ANNOTATION_EC2NODECLASS_HASH_VERSION).cloned(),
-            claim_hash: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH).cloned(),
-            claim_hash_version: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH_VERSION).cloned(),
-            node_image: inst.image_id.clone(),
-            node_subnet: inst.subnet_id.clone(),
-            node_security_groups: inst.security_groups.iter().map(|g| g.group_id.clone()).collect(),
-            node_labels: single_valued(&claim.metadata.labels.clone().unwrap_or_default()),
-            class_amis: status.amis.iter().map(|a| ClassAmi { id: a.id.clone(), requirements: a.requirements.clone() }).collect(),
-            class_subnets: status.subnets.iter().map(|s| s.id.clone()).collect(),
-            class_security_groups: status.security_groups.iter().map(|g| g.id.clone()).collect(),
-        };
-        Ok(provider_drift(&inputs))
+        Ok(provider_drift(&self.drift_inputs(claim).await?))
     }
 }

@@ -22,7 +22,9 @@ const SUFFIXES: &[(&str, f64)] = &[
 /// The quantity as a number of base units (cores, bytes).
 pub fn parse_quantity(value: &str) -> Result<f64, QuantityError> {
     let v = value.trim();
-    let err = || QuantityError { value: value.to_string() };
+    let err = || QuantityError {
+        value: value.to_string(),
+    };
     let (number, factor) = SUFFIXES
         .iter()
         .find_map(|(s, f)| v.strip_suffix(s).map(|n| (n, *f)))
@@ -36,7 +38,11 @@ pub fn parse_quantity(value: &str) -> Result<f64, QuantityError> {
 
 /// A percentage like `10%` as a fraction, or `None` when `value` is not a percentage.
 pub fn parse_percent(value: &str) -> Option<f64> {
-    value.trim().strip_suffix('%').and_then(|n| n.trim().parse::<f64>().ok()).map(|p| p / 100.0)
+    value
+        .trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .map(|p| p / 100.0)
 }
 
 #[cfg(test)]

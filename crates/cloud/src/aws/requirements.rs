@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
-use driftwood_api::requirement::{OP_DOES_NOT_EXIST, OP_EXISTS, OP_GT, OP_GTE, OP_IN, OP_LT, OP_LTE, OP_NOT_IN};
+use driftwood_api::requirement::{
+    OP_DOES_NOT_EXIST, OP_EXISTS, OP_GT, OP_GTE, OP_IN, OP_LT, OP_LTE, OP_NOT_IN,
+};
 
 /// Label key → the values it may take (one value for ordinary labels).
 pub type LabelValues = BTreeMap<String, BTreeSet<String>>;
@@ -51,8 +53,11 @@ pub fn allowed_values<'a>(
     candidates
         .into_iter()
         .filter(|v| {
-            let single: LabelValues = BTreeMap::from([(key.to_string(), BTreeSet::from([v.to_string()]))]);
-            reqs.iter().filter(|r| r.key == key).all(|r| requirement_allows(r, &single))
+            let single: LabelValues =
+                BTreeMap::from([(key.to_string(), BTreeSet::from([v.to_string()]))]);
+            reqs.iter()
+                .filter(|r| r.key == key)
+                .all(|r| requirement_allows(r, &single))
         })
         .map(str::to_string)
         .collect()
@@ -60,7 +65,10 @@ pub fn allowed_values<'a>(
 
 /// Turns single-valued labels into [`LabelValues`].
 pub fn single_valued(labels: &BTreeMap<String, String>) -> LabelValues {
-    labels.iter().map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()]))).collect()
+    labels
+        .iter()
+        .map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()])))
+        .collect()
 }
 
 #[cfg(test)]
@@ -77,22 +85,58 @@ mod tests {
     #[test]
     fn operators() {
         let l = labels(&[("arch", &["amd64"]), ("cpu", &["8"]), ("zone", &["a", "b"])]);
-        assert!(requirement_allows(&Requirement::new("arch", OP_IN, &["amd64", "arm64"]), &l));
-        assert!(!requirement_allows(&Requirement::new("arch", OP_IN, &["arm64"]), &l));
-        assert!(requirement_allows(&Requirement::new("zone", OP_IN, &["b"]), &l));
-        assert!(requirement_allows(&Requirement::new("gpu", OP_DOES_NOT_EXIST, &[]), &l));
-        assert!(!requirement_allows(&Requirement::new("gpu", OP_EXISTS, &[]), &l));
-        assert!(requirement_allows(&Requirement::new("cpu", OP_GT, &["4"]), &l));
-        assert!(!requirement_allows(&Requirement::new("cpu", OP_LT, &["8"]), &l));
-        assert!(requirement_allows(&Requirement::new("cpu", OP_LTE, &["8"]), &l));
-        assert!(requirement_allows(&Requirement::new("gpu", OP_NOT_IN, &["x"]), &l));
-        assert!(!requirement_allows(&Requirement::new("arch", OP_NOT_IN, &["amd64"]), &l));
-        assert!(!requirement_allows(&Requirement::new("arch", "Bogus", &[]), &l));
+        assert!(requirement_allows(
+            &Requirement::new("arch", OP_IN, &["amd64", "arm64"]),
+            &l
+        ));
+        assert!(!requirement_allows(
+            &Requirement::new("arch", OP_IN, &["arm64"]),
+            &l
+        ));
+        assert!(requirement_allows(
+            &Requirement::new("zone", OP_IN, &["b"]),
+            &l
+        ));
+        assert!(requirement_allows(
+            &Requirement::new("gpu", OP_DOES_NOT_EXIST, &[]),
+            &l
+        ));
+        assert!(!requirement_allows(
+            &Requirement::new("gpu", OP_EXISTS, &[]),
+            &l
+        ));
+        assert!(requirement_allows(
+            &Requirement::new("cpu", OP_GT, &["4"]),
+            &l
+        ));
+        assert!(!requirement_allows(
+            &Requirement::new("cpu", OP_LT, &["8"]),
+            &l
+        ));
+        assert!(requirement_allows(
+            &Requirement::new("cpu", OP_LTE, &["8"]),
+            &l
+        ));
+        assert!(requirement_allows(
+            &Requirement::new("gpu", OP_NOT_IN, &["x"]),
+            &l
+        ));
+        assert!(!requirement_allows(
+            &Requirement::new("arch", OP_NOT_IN, &["amd64"]),
+            &l
+        ));
+        assert!(!requirement_allows(
+            &Requirement::new("arch", "Bogus", &[]),
+            &l
+        ));
     }
 
     #[test]
     fn allowed_values_intersects() {
-        let reqs = vec![Requirement::new("zone", OP_IN, &["a", "c"]), Requirement::new("zone", OP_NOT_IN, &["c"])];
+        let reqs = vec![
+            Requirement::new("zone", OP_IN, &["a", "c"]),
+            Requirement::new("zone", OP_NOT_IN, &["c"]),
+        ];
         let got = allowed_values(&reqs, "zone", ["a", "b", "c"]);
         assert_eq!(got, BTreeSet::from(["a".to_string()]));
     }

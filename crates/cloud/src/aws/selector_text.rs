@@ -7,15 +7,26 @@ use driftwood_api::ec2nodeclass::{AmiSelectorTerm, SecurityGroupSelectorTerm, Su
 
 fn quote(value: &str) -> String {
     let plain = !value.is_empty()
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@' | ':'));
-    if plain { value.to_string() } else { format!("{value:?}") }
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@' | ':'));
+    if plain {
+        value.to_string()
+    } else {
+        format!("{value:?}")
+    }
 }
 
 fn render(fields: Vec<(&str, Option<&str>)>, tags: &BTreeMap<String, String>) -> String {
-    let mut parts: Vec<String> =
-        fields.into_iter().filter_map(|(k, v)| v.map(|v| format!("{k}: {}", quote(v)))).collect();
+    let mut parts: Vec<String> = fields
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}: {}", quote(v))))
+        .collect();
     if !tags.is_empty() {
-        let inner: Vec<String> = tags.iter().map(|(k, v)| format!("{}: {}", quote(k), quote(v))).collect();
+        let inner: Vec<String> = tags
+            .iter()
+            .map(|(k, v)| format!("{}: {}", quote(k), quote(v)))
+            .collect();
         parts.push(format!("tags: {{{}}}", inner.join(", ")));
     }
     format!("{{{}}}", parts.join(", "))
@@ -42,7 +53,10 @@ pub fn subnet_term_text(term: &SubnetSelectorTerm) -> String {
 
 /// `{id: sg-...}`, `{name: default}` or `{tags: {...}}`.
 pub fn security_group_term_text(term: &SecurityGroupSelectorTerm) -> String {
-    render(vec![("id", term.id.as_deref()), ("name", term.name.as_deref())], &term.tags)
+    render(
+        vec![("id", term.id.as_deref()), ("name", term.name.as_deref())],
+        &term.tags,
+    )
 }
 
 #[cfg(test)]
@@ -61,6 +75,9 @@ mod tests {
             tags: BTreeMap::from([("karpenter.sh/discovery".to_string(), "demo".to_string())]),
             ..Default::default()
         };
-        assert_eq!(subnet_term_text(&term), "{tags: {karpenter.sh/discovery: demo}}");
+        assert_eq!(
+            subnet_term_text(&term),
+            "{tags: {karpenter.sh/discovery: demo}}"
+        );
     }
 }

@@ -3,10 +3,12 @@
 
 use driftwood_api::EC2NodeClass;
 use driftwood_api::condition::{STATUS_FALSE, STATUS_TRUE, set_condition};
-use driftwood_api::ec2nodeclass::{AmiStatus, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus};
+use driftwood_api::ec2nodeclass::{
+    AmiStatus, EC2NodeClassStatus, SecurityGroupStatus, SubnetStatus,
+};
 use driftwood_api::wellknown::{
-    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY, CONDITION_SECURITY_GROUPS_READY,
-    CONDITION_SUBNETS_READY,
+    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY,
+    CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -15,7 +17,9 @@ use super::AwsSettings;
 use super::ami::{AmiResolution, resolve_amis};
 use super::ami_family::AmiFamily;
 use super::instance_profile::{InstanceProfileError, ensure_instance_profile};
-use super::network::{SecurityGroupResolution, SubnetResolution, resolve_security_groups, resolve_subnets};
+use super::network::{
+    SecurityGroupResolution, SubnetResolution, resolve_security_groups, resolve_subnets,
+};
 use super::selector_text::{ami_term_text, security_group_term_text, subnet_term_text};
 use crate::ports::{AwsError, Ec2Api, IamApi, SsmApi};
 
@@ -67,17 +71,34 @@ pub fn amis_condition(class: &EC2NodeClass, amis: &AmiResolution) -> ConditionOu
         } else {
             format!("no AMI matched {}", unmatched.join("; "))
         };
-        return ConditionOutcome { type_: CONDITION_AMIS_READY, ok: false, reason: "AMINotFound".to_string(), message };
+        return ConditionOutcome {
+            type_: CONDITION_AMIS_READY,
+            ok: false,
+            reason: "AMINotFound".to_string(),
+            message,
+        };
     }
-    let ids: Vec<String> = amis.amis.iter().map(|a| format!("{} ({}, {})", a.id, a.name, a.arch)).collect();
+    let ids: Vec<String> = amis
+        .amis
+        .iter()
+        .map(|a| format!("{} ({}, {})", a.id, a.name, a.arch))
+        .collect();
     let mut message = format!("resolved {}", ids.join(", "));
     if let Some(f) = amis.inferred_family {
-        message.push_str(&format!("; amiFamily not set, inferred {} from the image names", f.as_str()));
+        message.push_str(&format!(
+            "; amiFamily not set, inferred {} from the image names",
+            f.as_str()
+        ));
     }
     if !unmatched.is_empty() {
         message.push_str(&format!("; unmatched: {}", unmatched.join("; ")));
     }
-    ConditionOutcome { type_: CONDITION_AMIS_READY, ok: true, reason: "AMIsResolved".to_string(), message }
+    ConditionOutcome {
+        type_: CONDITION_AMIS_READY,
+        ok: true,
+        reason: "AMIsResolved".to_string(),
+        message,
+    }
 }
 
 /// The SubnetsReady outcome. Pure.
@@ -99,8 +120,11 @@ pub fn subnets_condition(class: &EC2NodeClass, subnets: &SubnetResolution) -> Co
             message,
         };
     }
-    let ids: Vec<String> =
-        subnets.subnets.iter().map(|s| format!("{} ({})", s.subnet_id, s.availability_zone)).collect();
+    let ids: Vec<String> = subnets
+        .subnets
+        .iter()
+        .map(|s| format!("{} ({})", s.subnet_id, s.availability_zone))
+        .collect();
     ConditionOutcome {
         type_: CONDITION_SUBNETS_READY,
         ok: true,
@@ -110,11 +134,19 @@ pub fn subnets_condition(class: &EC2NodeClass, subnets: &SubnetResolution) -> Co
 }
 
 /// The SecurityGroupsReady outcome. Pure.
-pub fn security_groups_condition(class: &EC2NodeClass, groups: &SecurityGroupResolution) -> ConditionOutcome {
+pub fn security_groups_condition(
+    class: &EC2NodeClass,
+    groups: &SecurityGroupResolution,
+) -> ConditionOutcome {
     let terms = &class.spec.security_group_selector_terms;
     if groups.security_groups.is_empty() {
         let named: Vec<String> = (0..terms.len())
-            .map(|i| format!("securityGroupSelectorTerms[{i}] {}", security_group_term_text(&terms[i])))
+            .map(|i| {
+                format!(
+                    "securityGroupSelectorTerms[{i}] {}",
+                    security_group_term_text(&terms[i])
+                )
+            })
             .collect();
         let message = if named.is_empty() {
             "no securityGroupSelectorTerms given".to_string()
@@ -128,8 +160,11 @@ pub fn security_groups_condition(class: &EC2NodeClass, groups: &SecurityGroupRes
             message,
         };
     }
-    let ids: Vec<String> =
-        groups.security_groups.iter().map(|g| format!("{} ({})", g.group_id, g.group_name)).collect();
+    let ids: Vec<String> = groups
+        .security_groups
+        .iter()
+        .map(|g| format!("{} ({})", g.group_id, g.group_name))
+        .collect();
     ConditionOutcome {
         type_: CONDITION_SECURITY_GROUPS_READY,
         ok: true,
@@ -139,17 +174,36 @@ pub fn security_groups_condition(class: &EC2NodeClass, groups: &SecurityGroupRes
 }
 
 /// The InstanceProfileReady outcome. Pure.
-pub fn instance_profile_condition(profile: &Result<String, InstanceProfileError>) -> ConditionOutcome {
+pub fn instance_profile_condition(
+    profile: &Result<String, InstanceProfileError>,
+) -> ConditionOutcome {
     let (ok, reason, message) = match profile {
-        Ok(name) => (true, "InstanceProfileResolved", format!("using instance profile {name}")),
+        Ok(name) => (
+            true,
+            "InstanceProfileResolved",
+            format!("using instance profile {name}"),
+        ),
         Err(InstanceProfileError::ProfileNotFound { .. }) => {
             (false, "InstanceProfileNotFound", profile_err_text(profile))
         }
-        Err(InstanceProfileError::RoleNotFound { .. }) => (false, "RoleNotFound", profile_err_text(profile)),
-        Err(InstanceProfileError::Unspecified) => (false, "InstanceProfileUnspecified", profile_err_text(profile)),
-        Err(InstanceProfileError::Api(_)) => (false, "InstanceProfileError", profile_err_text(profile)),
+        Err(InstanceProfileError::RoleNotFound { .. }) => {
+            (false, "RoleNotFound", profile_err_text(profile))
+        }
+        Err(InstanceProfileError::Unspecified) => (
+            false,
+            "InstanceProfileUnspecified",
+            profile_err_text(profile),
+        ),
+        Err(InstanceProfileError::Api(_)) => {
+            (false, "InstanceProfileError", profile_err_text(profile))
+        }
     };
-    ConditionOutcome { type_: CONDITION_INSTANCE_PROFILE_READY, ok, reason: reason.to_string(), message }
+    ConditionOutcome {
+        type_: CONDITION_INSTANCE_PROFILE_READY,
+        ok,
+        reason: reason.to_string(),
+        message,
+    }
 }
 
 fn profile_err_text(profile: &Result<String, InstanceProfileError>) -> String {
@@ -161,10 +215,18 @@ fn profile_err_text(profile: &Result<String, InstanceProfileError>) -> String {
 
 /// The Ready outcome summarising the others. Pure.
 pub fn ready_condition(parts: &[ConditionOutcome]) -> ConditionOutcome {
-    let failing: Vec<String> =
-        parts.iter().filter(|p| !p.ok).map(|p| format!("{}=False ({}: {})", p.type_, p.reason, p.message)).collect();
+    let failing: Vec<String> = parts
+        .iter()
+        .filter(|p| !p.ok)
+        .map(|p| format!("{}=False ({}: {})", p.type_, p.reason, p.message))
+        .collect();
     if failing.is_empty() {
-        ConditionOutcome { type_: CONDITION_READY, ok: true, reason: "Ready".to_string(), message: String::new() }
+        ConditionOutcome {
+            type_: CONDITION_READY,
+            ok: true,
+            reason: "Ready".to_string(),
+            message: String::new(),
+        }
     } else {
         ConditionOutcome {
             type_: CONDITION_READY,
@@ -189,8 +251,15 @@ pub async fn resolve_node_class(
 ) -> Result<NodeClassResolution, AwsError> {
     let spec = &class.spec;
     let explicit = spec.ami_family.as_deref().and_then(AmiFamily::from_spec);
-    let amis =
-        resolve_amis(ec2, ssm, &spec.ami_selector_terms, explicit, &settings.kubernetes_version, now).await?;
+    let amis = resolve_amis(
+        ec2,
+        ssm,
+        &spec.ami_selector_terms,
+        explicit,
+        &settings.kubernetes_version,
+        now,
+    )
+    .await?;
     let subnets = resolve_subnets(ec2, &spec.subnet_selector_terms).await?;
     let groups = resolve_security_groups(ec2, &spec.security_group_selector_terms).await?;
     let class_name = class.metadata.name.clone().unwrap_or_default();
@@ -240,14 +309,30 @@ pub async fn resolve_node_class(
     status.security_groups = groups
         .security_groups
         .iter()
-        .map(|g| SecurityGroupStatus { id: g.group_id.clone(), name: Some(g.group_name.clone()) })
+        .map(|g| SecurityGroupStatus {
+            id: g.group_id.clone(),
+            name: Some(g.group_name.clone()),
+        })
         .collect();
     status.instance_profile = profile.as_ref().ok().cloned();
     let generation = class.metadata.generation;
     for p in &parts {
         let value = if p.ok { STATUS_TRUE } else { STATUS_FALSE };
-        set_condition(&mut status.conditions, p.type_, value, &p.reason, &p.message, Time(now), generation);
+        set_condition(
+            &mut status.conditions,
+            p.type_,
+            value,
+            &p.reason,
+            &p.message,
+            Time(now),
+            generation,
+        );
     }
     let ami_family = effective_family(class, &amis);
-    Ok(NodeClassResolution { status, amis, ami_family, ready })
+    Ok(NodeClassResolution {
+        status,
+        amis,
+        ami_family,
+        ready,
+    })
 }

@@ -29,7 +29,11 @@ impl OfferingKey {
 
 impl std::fmt::Display for OfferingKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.instance_type, self.zone, self.capacity_type)
+        write!(
+            f,
+            "{}/{}/{}",
+            self.instance_type, self.zone, self.capacity_type
+        )
     }
 }
 
@@ -63,7 +67,11 @@ impl UnavailableOfferings {
 
     /// The offerings unavailable at `now`.
     pub fn unavailable_at(&self, now: Timestamp) -> Vec<OfferingKey> {
-        self.until.iter().filter(|(_, until)| now < **until).map(|(k, _)| k.clone()).collect()
+        self.until
+            .iter()
+            .filter(|(_, until)| now < **until)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }
 
@@ -80,7 +88,9 @@ mod tests {
         assert!(cache.is_unavailable(&key, t0));
         assert!(cache.is_unavailable(&key, t0 + SignedDuration::from_secs(179)));
         assert!(!cache.is_unavailable(&key, t0 + SignedDuration::from_secs(180)));
-        assert!(!cache.is_unavailable(&OfferingKey::new("m5.large", "us-west-2a", "on-demand"), t0));
+        assert!(
+            !cache.is_unavailable(&OfferingKey::new("m5.large", "us-west-2a", "on-demand"), t0)
+        );
         cache.prune(t0 + SignedDuration::from_secs(181));
         assert!(cache.unavailable_at(t0).is_empty());
     }

@@ -31,19 +31,28 @@ pub struct BootstrapInputs {
 const BOUNDARY: &str = "//";
 
 fn labels_arg(labels: &BTreeMap<String, String>) -> String {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn taints_arg(taints: &[NodeTaint]) -> String {
-    taints.iter().map(|t| format!("{}={}:{}", t.key, t.value, t.effect)).collect::<Vec<_>>().join(",")
+    taints
+        .iter()
+        .map(|t| format!("{}={}:{}", t.key, t.value, t.effect))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn mime(parts: &[(&str, String)]) -> String {
-    let mut out = format!(
-        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n"
-    );
+    let mut out =
+        format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
     for (content_type, body) in parts {
-        out.push_str(&format!("--{BOUNDARY}\nContent-Type: {content_type}\n\n{body}\n"));
+        out.push_str(&format!(
+            "--{BOUNDARY}\nContent-Type: {content_type}\n\n{body}\n"
+        ));
     }
     out.push_str(&format!("--{BOUNDARY}--\n"));
     out
@@ -53,7 +62,12 @@ fn mime(parts: &[(&str, String)]) -> String {
 /// MIME is one shell-script part.
 fn custom_parts(custom: &str) -> Vec<(String, String)> {
     if !custom.starts_with("MIME-Version:") {
-        return vec![("text/x-shellscript; charset=\"us-ascii\"".to_string(), custom.trim_end().to_string())];
+        let content_type = if custom.trim_start().starts_with("apiVersion: node.eks.aws/") {
+            "application/node.eks.aws"
+        } else {
+            "text/x-shellscript; charset=\"us-ascii\""
+        };
+        return vec![(content_type.to_string(), custom.trim_end().to_string())];
     }
     let boundary = custom
         .lines()
@@ -81,14 +95,18 @@ fn custom_parts(custom: &str) -> Vec<(String, String)> {
 fn merged_mime(custom: Option<&str>, ours: (&str, String)) -> String {
     let mut parts: Vec<(String, String)> = custom.map(custom_parts).unwrap_or_default();
     parts.push((ours.0.to_string(), ours.1));
-    let borrowed: Vec<(&str, String)> = parts.iter().map(|(c, b)| (c.as_str(), b.clone())).collect();
+    let borrowed: Vec<(&str, String)> =
+        parts.iter().map(|(c, b)| (c.as_str(), b.clone())).collect();
     mime(&borrowed)
 }
 
 fn al2(i: &BootstrapInputs) -> String {
     let mut kubelet_args = format!("--node-labels=\"{}\"", labels_arg(&i.labels));
     if !i.taints.is_empty() {
-        kubelet_args.push_str(&format!(" --register-with-taints=\"{}\"", taints_arg(&i.taints)));
+        kubelet_args.push_str(&format!(
+            " --register-with-taints=\"{}\"",
+            taints_arg(&i.taints)
+        ));
     }
     let mut script = format!(
         "#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n/etc/eks/bootstrap.sh '{}' --apiserver-endpoint '{}' --b64-cluster-ca '{}' \\\n--dns-cluster-ip '{}' \\\n",
@@ -99,7 +117,10 @@ fn al2(i: &BootstrapInputs) -> String {
         kubelet_args.push_str(&format!(" --max-pods={mp}"));
     }
     script.push_str(&format!("--kubelet-extra-args '{kubelet_args}'"));
-    merged_mime(i.custom.as_deref(), ("text/x-shellscript; charset=\"us-ascii\"", script))
+    merged_mime(
+        i.custom.as_deref(),
+        ("text/x-shellscript; charset=\"us-ascii\"", script),
+    )
 }
 
 fn al2023(i: &BootstrapInputs) -> String {
@@ -118,7 +139,10 @@ fn al2023(i: &BootstrapInputs) -> String {
     for f in flags {
         doc.push_str(&format!("    - {f:?}\n"));
     }
-    merged_mime(i.custom.as_deref(), ("application/node.eks.aws", doc.trim_end().to_string()))
+    merged_mime(
+        i.custom.as_deref(),
+        ("application/node.eks.aws", doc.trim_end().to_string()),
+    )
 }
 
 fn toml_str(s: &str) -> String {
@@ -149,7 +173,10 @@ fn bottlerocket(i: &BootstrapInputs) -> String {
         out.push_str("\n[settings.kubernetes.node-taints]\n");
         let mut by_key: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for t in &i.taints {
-            by_key.entry(&t.key).or_default().push(toml_str(&format!("{}:{}", t.value, t.effect)));
+            by_key
+                .entry(&t.key)
+                .or_default()
+                .push(toml_str(&format!("{}:{}", t.value, t.effect)));
         }
         for (k, vs) in by_key {
             out.push_str(&format!("{} = [{}]\n", toml_str(k), vs.join(", ")));
@@ -161,9 +188,16 @@ fn bottlerocket(i: &BootstrapInputs) -> String {
 fn windows(i: &BootstrapInputs) -> String {
     let mut kubelet_args = format!("--node-labels=\"{}\"", labels_arg(&i.labels));
     if !i.taints.is_empty() {
-        kubelet_args.push_str(&format!(" --register-with-taints=\"{}\"", taints_arg(&i.taints)));
+        kubelet_args.push_str(&format!(
+            " --register-with-taints=\"{}\"",
+            taints_arg(&i.taints)
+        ));
     }
-    let custom = i.custom.as_deref().map(|c| format!("{}\n", c.trim_end())).unwrap_or_default();
+    let custom = i
+        .custom
+        .as_deref()
+        .map(|c| format!("{}\n", c.trim_end()))
+        .unwrap_or_default();
     format!(
         "<powershell>\n{custom}[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n& $EKSBootstrapScriptFile -EKSClusterName '{}' -APIServerEndpoint '{}' -Base64ClusterCA '{}' -DNSClusterIP '{}' -KubeletExtraArgs '{}'\n</powershell>",
         i.cluster_name, i.cluster_endpoint, i.cluster_ca_bundle, i.cluster_dns_ip, kubelet_args
@@ -231,7 +265,9 @@ mod tests {
     fn bottlerocket_toml() {
         let ud = render_user_data(AmiFamily::Bottlerocket, &inputs());
         assert!(ud.starts_with("echo hello"));
-        assert!(ud.contains("[settings.kubernetes.node-labels]\n\"karpenter.sh/nodepool\" = \"default\""));
+        assert!(ud.contains(
+            "[settings.kubernetes.node-labels]\n\"karpenter.sh/nodepool\" = \"default\""
+        ));
         assert!(ud.contains("\"karpenter.sh/unregistered\" = [\":NoExecute\"]"));
     }
 }

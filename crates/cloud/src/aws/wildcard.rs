@@ -37,8 +37,14 @@ mod tests {
     #[test]
     fn matches_like_ec2() {
         assert!(wildcard_match("*-1.27-*", "amazon-eks-node-1.27-v20240817"));
-        assert!(!wildcard_match("*-1.27-*", "amazon-eks-node-1.28-v20240817"));
-        assert!(wildcard_match("amazon-eks-node-1.2?-v*", "amazon-eks-node-1.29-v1"));
+        assert!(!wildcard_match(
+            "*-1.27-*",
+            "amazon-eks-node-1.28-v20240817"
+        ));
+        assert!(wildcard_match(
+            "amazon-eks-node-1.2?-v*",
+            "amazon-eks-node-1.29-v1"
+        ));
         assert!(wildcard_match("exact", "exact"));
         assert!(!wildcard_match("exact", "exactly"));
         assert!(wildcard_match("*", ""));

@@ -16,8 +16,14 @@ pub struct Filter {
 
 impl Filter {
     /// A filter with one name and these values.
-    pub fn new(name: impl Into<String>, values: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Self { name: name.into(), values: values.into_iter().map(Into::into).collect() }
+    pub fn new(
+        name: impl Into<String>,
+        values: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            values: values.into_iter().map(Into::into).collect(),
+        }
     }
 }
 
@@ -31,7 +37,10 @@ pub struct Tag {
 impl Tag {
     /// A tag with this key and value.
     pub fn new(key: impl Into<String>, value: impl Into<String>) -> Self {
-        Self { key: key.into(), value: value.into() }
+        Self {
+            key: key.into(),
+            value: value.into(),
+        }
     }
 }
 
@@ -429,7 +438,10 @@ pub trait Ec2Api: Send + Sync {
     ) -> Result<Vec<LaunchTemplate>, AwsError>;
     async fn delete_launch_template(&self, launch_template_name: &str) -> Result<(), AwsError>;
     async fn create_fleet(&self, input: CreateFleetInput) -> Result<CreateFleetOutput, AwsError>;
-    async fn describe_instances(&self, input: DescribeInstancesInput) -> Result<Vec<Instance>, AwsError>;
+    async fn describe_instances(
+        &self,
+        input: DescribeInstancesInput,
+    ) -> Result<Vec<Instance>, AwsError>;
     async fn terminate_instances(
         &self,
         instance_ids: Vec<String>,

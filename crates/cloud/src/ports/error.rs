@@ -8,7 +8,8 @@ pub mod codes {
     pub const VCPU_LIMIT_EXCEEDED: &str = "VcpuLimitExceeded";
     pub const INSUFFICIENT_FREE_ADDRESSES_IN_SUBNET: &str = "InsufficientFreeAddressesInSubnet";
     pub const LAUNCH_TEMPLATE_NAME_NOT_FOUND: &str = "InvalidLaunchTemplateName.NotFoundException";
-    pub const LAUNCH_TEMPLATE_NAME_ALREADY_EXISTS: &str = "InvalidLaunchTemplateName.AlreadyExistsException";
+    pub const LAUNCH_TEMPLATE_NAME_ALREADY_EXISTS: &str =
+        "InvalidLaunchTemplateName.AlreadyExistsException";
     pub const INSTANCE_ID_NOT_FOUND: &str = "InvalidInstanceID.NotFound";
     pub const AMI_ID_NOT_FOUND: &str = "InvalidAMIID.NotFound";
     pub const SUBNET_ID_NOT_FOUND: &str = "InvalidSubnetID.NotFound";
@@ -36,7 +37,10 @@ pub struct AwsError {
 impl AwsError {
     /// An error with this code and message.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: code.into(), message: message.into() }
+        Self {
+            code: code.into(),
+            message: message.into(),
+        }
     }
 
     /// Whether the code says the named resource does not exist.
@@ -51,7 +55,10 @@ impl AwsError {
 
     /// Whether the call was throttled and may be retried after a back-off.
     pub fn is_throttled(&self) -> bool {
-        matches!(self.code.as_str(), codes::REQUEST_LIMIT_EXCEEDED | codes::THROTTLING)
+        matches!(
+            self.code.as_str(),
+            codes::REQUEST_LIMIT_EXCEEDED | codes::THROTTLING
+        )
     }
 }
 

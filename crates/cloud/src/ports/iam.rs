@@ -36,9 +36,14 @@ pub trait IamApi: Send + Sync {
     ) -> Result<InstanceProfile, AwsError>;
     /// AddRoleToInstanceProfile; `NoSuchEntity` when the role or profile is missing,
     /// `LimitExceeded` when the profile already has a role.
-    async fn add_role_to_instance_profile(&self, profile: &str, role: &str) -> Result<(), AwsError>;
+    async fn add_role_to_instance_profile(&self, profile: &str, role: &str)
+    -> Result<(), AwsError>;
     /// RemoveRoleFromInstanceProfile.
-    async fn remove_role_from_instance_profile(&self, profile: &str, role: &str) -> Result<(), AwsError>;
+    async fn remove_role_from_instance_profile(
+        &self,
+        profile: &str,
+        role: &str,
+    ) -> Result<(), AwsError>;
     /// DeleteInstanceProfile.
     async fn delete_instance_profile(&self, name: &str) -> Result<(), AwsError>;
 }

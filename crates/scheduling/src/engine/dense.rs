@@ -17,7 +17,10 @@ pub type Dense = Vec<i64>;
 impl ResourceTable {
     /// A table holding cpu, memory, pods and every name in `lists`.
     pub fn new<'a>(lists: impl IntoIterator<Item = &'a Resources>) -> Self {
-        let mut table = Self { names: Vec::new(), index: BTreeMap::new() };
+        let mut table = Self {
+            names: Vec::new(),
+            index: BTreeMap::new(),
+        };
         for name in [CPU, MEMORY, PODS] {
             table.insert(name);
         }
@@ -91,7 +94,10 @@ pub fn fits(need: &[i64], have: &[i64]) -> bool {
 
 /// Whether `used[i] + need[i] <= cap[i]` for every `i`.
 pub fn fits_on(used: &[i64], need: &[i64], cap: &[i64]) -> bool {
-    used.iter().zip(need).zip(cap).all(|((u, n), c)| u.saturating_add(*n) <= *c)
+    used.iter()
+        .zip(need)
+        .zip(cap)
+        .all(|((u, n), c)| u.saturating_add(*n) <= *c)
 }
 
 /// `a += b`.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::resources::format_amount;
 
 use super::dense::Dense;
-use super::profiles::{GroupKind, TopoKey};
+use super::profiles::GroupKind;
 use super::state::BinKind;
 use super::{Engine, Why};
 
@@ -17,16 +17,28 @@ impl Engine<'_> {
             GroupKind::Affinity => "pod affinity",
             GroupKind::Anti => "pod anti-affinity",
         };
-        format!("{what} on {} (selector {})", group.key.key.label(), group.key.selector)
+        format!(
+            "{what} on {} (selector {})",
+            group.key.key.label(),
+            group.key.selector
+        )
     }
 
     fn shortfall(&self, used: &[i64], req: &[i64], cap: &[i64]) -> String {
         let mut parts = Vec::new();
-        for i in 0..req.len() {
-            let free = cap.get(i).copied().unwrap_or(0).saturating_sub(used.get(i).copied().unwrap_or(0));
-            if req[i] > free {
+        for (i, need) in req.iter().enumerate() {
+            let free = cap
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(used.get(i).copied().unwrap_or(0));
+            if *need > free {
                 let name = self.table.name(i);
-                parts.push(format!("{name} needs {} has {}", format_amount(name, req[i]), format_amount(name, free.max(0))));
+                parts.push(format!(
+                    "{name} needs {} has {}",
+                    format_amount(name, *need),
+                    format_amount(name, free.max(0))
+                ));
             }
         }
         parts.join(", ")
@@ -42,9 +54,25 @@ impl Engine<'_> {
                     BinKind::Existing(_) => bin.alloc.clone(),
                     BinKind::Claim(c) => c.max_alloc.clone(),
                 };
-                format!("not enough free resources ({})", self.shortfall(&bin.used, &q.req, &cap))
+                let short: Vec<&str> = q
+                    .req
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, need)| {
+                        let free = cap.get(*i).copied().unwrap_or(0);
+                        **need > free.saturating_sub(bin.used.get(*i).copied().unwrap_or(0))
+                    })
+                    .map(|(i, _)| self.table.name(i))
+                    .collect();
+                format!("insufficient free {}", short.join(", "))
             }
-            Why::Taint(i) => format!("taint {} is not tolerated", bin.taints.get(*i).map(|t| t.to_string()).unwrap_or_default()),
+            Why::Taint(i) => format!(
+                "taint {} is not tolerated",
+                bin.taints
+                    .get(*i)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default()
+            ),
             Why::Requirements => match &bin.kind {
                 BinKind::Existing(ni) => {
                     let labels = &self.input.existing_nodes[*ni].labels;
@@ -66,16 +94,30 @@ impl Engine<'_> {
         match why {
             Why::Ports => "a host port it needs is already bound".to_string(),
             Why::HostnameSpread(g) => format!("{} would exceed maxSkew", self.group_text(*g)),
-            Why::HostnameAnti(g) => format!("{}: a matching pod is already there", self.group_text(*g)),
-            Why::AntiOwnerHere(g) => {
-                format!("a pod there has required anti-affinity to this pod ({})", self.group_text(*g))
+            Why::HostnameAnti(g) => {
+                format!("{}: a matching pod is already there", self.group_text(*g))
             }
-            Why::HostnameAffinity(g) => format!("{}: no matching pod is there", self.group_text(*g)),
+            Why::AntiOwnerHere(g) => {
+                format!(
+                    "a pod there has required anti-affinity to this pod ({})",
+                    self.group_text(*g)
+                )
+            }
+            Why::HostnameAffinity(g) => {
+                format!("{}: no matching pod is there", self.group_text(*g))
+            }
             Why::NoZoneLabel => "the node has no topology.kubernetes.io/zone label".to_string(),
-            Why::Zone => "zonal topology constraints (spread, affinity, anti-affinity) rule out its zone(s)".to_string(),
-            Why::NoAffinityTarget(g) => format!("{}: no pod matches it anywhere", self.group_text(*g)),
+            Why::Zone => {
+                "zonal topology constraints (spread, affinity, anti-affinity) rule out its zone(s)"
+                    .to_string()
+            }
+            Why::NoAffinityTarget(g) => {
+                format!("{}: no pod matches it anywhere", self.group_text(*g))
+            }
             Why::MinValues(key, have, need) => {
-                format!("requirement {key} has minValues {need} but only {have} value(s) remain among instance types")
+                format!(
+                    "requirement {key} has minValues {need} but only {have} value(s) remain among instance types"
+                )
             }
             Why::Limits => "limits reached".to_string(),
             Why::Closed | Why::Resources | Why::NoFittingType => "not enough resources".to_string(),
@@ -90,8 +132,16 @@ impl Engine<'_> {
         let q = &self.queue[qi];
         let prof = &self.catalog.profiles[pid as usize];
         let text = match why {
-            Why::Taint(i) => format!("taint {} is not tolerated", p.taints.get(*i).map(|t| t.to_string()).unwrap_or_default()),
+            Why::Taint(i) => format!(
+                "taint {} is not tolerated",
+                p.taints.get(*i).map(|t| t.to_string()).unwrap_or_default()
+            ),
             Why::Requirements => match p.reqs.compatible_for_scheduling(&prof.reqs) {
+                Err(e @ crate::requirements::Incompatibility::Undefined { .. }) => {
+                    format!(
+                        "incompatible requirements: {e} (the nodepool defines it in neither requirements nor template labels)"
+                    )
+                }
                 Err(e) => format!("incompatible requirements: {e}"),
                 Ok(()) => "incompatible requirements".to_string(),
             },
@@ -104,7 +154,10 @@ impl Engine<'_> {
                 });
                 match culprit {
                     Some((k, r)) => format!("no instance type satisfies requirement {k} {r}"),
-                    None if p.types.is_empty() => "no instance type is compatible with the nodepool's requirements".to_string(),
+                    None if p.types.is_empty() => {
+                        "no instance type is compatible with the nodepool's requirements"
+                            .to_string()
+                    }
                     None => format!("no instance type satisfies requirements {}", prof.reqs),
                 }
             }
@@ -114,18 +167,29 @@ impl Engine<'_> {
                     super::dense::max_into(&mut largest, &t.alloc);
                 }
                 let zeros = vec![0; self.table.len()];
-                format!(
-                    "no instance type has room for its requests (daemonsets {} included; {})",
-                    p.daemon,
-                    self.shortfall(&zeros, &q.req, &largest)
-                )
+                let shortfall = self.shortfall(&zeros, &q.req, &largest);
+                if p.daemon.is_zero() {
+                    format!("no instance type has room for its requests ({shortfall})")
+                } else {
+                    format!(
+                        "no instance type has room for its requests after daemonset overhead {} ({shortfall})",
+                        p.daemon
+                    )
+                }
             }
             Why::Limits => {
                 let remaining = p.remaining.as_ref().map(|r| {
-                    let named = self.table.named(&r.iter().map(|v| if *v == i64::MAX { 0 } else { *v }).collect::<Vec<_>>());
+                    let named = self.table.named(
+                        &r.iter()
+                            .map(|v| if *v == i64::MAX { 0 } else { *v })
+                            .collect::<Vec<_>>(),
+                    );
                     named.to_string()
                 });
-                format!("limits reached: remaining {}", remaining.unwrap_or_default())
+                format!(
+                    "limits reached: remaining {}",
+                    remaining.unwrap_or_default()
+                )
             }
             other => self.describe_common(other),
         };
@@ -148,14 +212,29 @@ impl Engine<'_> {
             let mut counts: BTreeMap<String, usize> = BTreeMap::new();
             for b in 0..self.bins.len() {
                 if let Err(why) = self.check_bin(b, qi, pid) {
-                    *counts.entry(self.describe_bin(b, qi, pid, &why)).or_insert(0) += 1;
+                    *counts
+                        .entry(self.describe_bin(b, qi, pid, &why))
+                        .or_insert(0) += 1;
                 }
             }
-            let mut ranked: Vec<(usize, String)> = counts.into_iter().map(|(k, v)| (v, k)).collect();
+            let mut ranked: Vec<(usize, String)> =
+                counts.into_iter().map(|(k, v)| (v, k)).collect();
             ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            let shown: Vec<String> = ranked.iter().take(3).map(|(n, text)| format!("{n}× {text}")).collect();
-            let more = if ranked.len() > 3 { format!("; and {} other reason(s)", ranked.len() - 3) } else { String::new() };
-            parts.push(format!("no existing node or new NodeClaim fits ({} checked: {}{more})", self.bins.len(), shown.join("; ")));
+            let shown: Vec<String> = ranked
+                .iter()
+                .take(3)
+                .map(|(n, text)| format!("{n}× {text}"))
+                .collect();
+            let more = if ranked.len() > 3 {
+                format!("; and {} other reason(s)", ranked.len() - 3)
+            } else {
+                String::new()
+            };
+            parts.push(format!(
+                "no existing node or new NodeClaim fits ({} checked: {}{more})",
+                self.bins.len(),
+                shown.join("; ")
+            ));
         }
         if self.pools.is_empty() {
             parts.push("no NodePool can create a node".to_string());
@@ -169,7 +248,6 @@ impl Engine<'_> {
         if parts.is_empty() {
             return "no placement found".to_string();
         }
-        let _ = TopoKey::Zone;
         parts.join("; ")
     }
 }

@@ -26,7 +26,12 @@ impl Engine<'_> {
             let idx = bin.taints.iter().position(|x| x == t).unwrap_or(0);
             return Err(Why::Taint(idx));
         }
-        if q.pod.constraints.host_ports.iter().any(|p| bin.ports.iter().any(|o| o.conflicts(p))) {
+        if q.pod
+            .constraints
+            .host_ports
+            .iter()
+            .any(|p| bin.ports.iter().any(|o| o.conflicts(p)))
+        {
             return Err(Why::Ports);
         }
         // Hostname topology: the bin is its own domain; new nodes are always possible, so the
@@ -43,7 +48,9 @@ impl Engine<'_> {
             }
         }
         for g in &class.matched_by_anti {
-            if self.catalog.groups[*g as usize].key.key == TopoKey::Hostname && bin.topo_counts(*g).1 > 0 {
+            if self.catalog.groups[*g as usize].key.key == TopoKey::Hostname
+                && bin.topo_counts(*g).1 > 0
+            {
                 return Err(Why::AntiOwnerHere(*g));
             }
         }
@@ -63,7 +70,9 @@ impl Engine<'_> {
                 }
                 let mut plan = Plan::default();
                 if prof.zone_constrained {
-                    let Some(z) = bin.zone else { return Err(Why::NoZoneLabel) };
+                    let Some(z) = bin.zone else {
+                        return Err(Why::NoZoneLabel);
+                    };
                     if self.zone_filter(prof, q.class, bit(z)) == 0 {
                         return Err(Why::Zone);
                     }
@@ -82,11 +91,15 @@ impl Engine<'_> {
                     return Err(Why::Resources);
                 }
                 let zone_choices: Vec<Option<usize>> = if prof.needs_zone && bin.zone.is_none() {
-                    let allowed = self.zone_filter(prof, q.class, claim.zone_mask & prof.zone_allowed);
+                    let allowed =
+                        self.zone_filter(prof, q.class, claim.zone_mask & prof.zone_allowed);
                     if allowed == 0 {
                         return Err(Why::Zone);
                     }
-                    self.rank_zones(prof, q.class, allowed).into_iter().map(Some).collect()
+                    self.rank_zones(prof, q.class, allowed)
+                        .into_iter()
+                        .map(Some)
+                        .collect()
                 } else {
                     if prof.needs_zone
                         && let Some(z) = bin.zone
@@ -97,11 +110,20 @@ impl Engine<'_> {
                     vec![None]
                 };
                 let narrows = !prof.reqs.is_empty() && !prof.reqs.is_implied_by(&claim.reqs);
-                let new_reqs = if narrows { Some(claim.reqs.intersection(&prof.reqs)) } else { None };
+                let new_reqs = if narrows {
+                    Some(claim.reqs.intersection(&prof.reqs))
+                } else {
+                    None
+                };
                 let mut last = Why::NoFittingType;
                 for zone in zone_choices {
                     match self.claim_types_fit(claim, new_reqs.as_ref(), zone, &bin.used, &q.req) {
-                        Ok(()) => return Ok(Plan { zone, new_reqs: new_reqs.clone() }),
+                        Ok(()) => {
+                            return Ok(Plan {
+                                zone,
+                                new_reqs: new_reqs.clone(),
+                            });
+                        }
                         Err(why) => last = if zone.is_some() { Why::Zone } else { why },
                     }
                 }
@@ -125,7 +147,10 @@ impl Engine<'_> {
         let reqs: Option<&Requirements> = match zone {
             Some(z) => {
                 let mut r = new_reqs.unwrap_or(&claim.reqs).clone();
-                r.add(LABEL_TOPOLOGY_ZONE, Requirement::is_in([self.zones.name(z).to_string()]));
+                r.add(
+                    LABEL_TOPOLOGY_ZONE,
+                    Requirement::is_in([self.zones.name(z).to_string()]),
+                );
                 zone_reqs = r;
                 Some(&zone_reqs)
             }
@@ -135,10 +160,16 @@ impl Engine<'_> {
             let pt = &pool.types[**t as usize];
             fits_on(used, req, &pt.alloc) && reqs.is_none_or(|r| pt.compatible(r, zone))
         };
-        let check_min_values = reqs.is_some_and(|r| r.iter().any(|(_, x)| x.min_values().is_some()));
+        let check_min_values =
+            reqs.is_some_and(|r| r.iter().any(|(_, x)| x.min_values().is_some()));
         if check_min_values {
             let r = reqs.unwrap_or(&claim.reqs);
-            let kept: Vec<&PoolType<'_>> = claim.types.iter().filter(ok).map(|t| &pool.types[*t as usize]).collect();
+            let kept: Vec<&PoolType<'_>> = claim
+                .types
+                .iter()
+                .filter(ok)
+                .map(|t| &pool.types[*t as usize])
+                .collect();
             if kept.is_empty() {
                 return Err(Why::NoFittingType);
             }
@@ -147,7 +178,11 @@ impl Engine<'_> {
             }
             return Ok(());
         }
-        if claim.types.iter().any(|t| ok(&t)) { Ok(()) } else { Err(Why::NoFittingType) }
+        if claim.types.iter().any(|t| ok(&t)) {
+            Ok(())
+        } else {
+            Err(Why::NoFittingType)
+        }
     }
 
     /// Zones of `candidates` where the profile's zonal topology constraints allow the pod.
@@ -226,7 +261,15 @@ impl Engine<'_> {
             .map(|z| {
                 let score = groups
                     .iter()
-                    .map(|g| u64::from(self.catalog.groups[*g as usize].zone_matched.get(z).copied().unwrap_or(0)))
+                    .map(|g| {
+                        u64::from(
+                            self.catalog.groups[*g as usize]
+                                .zone_matched
+                                .get(z)
+                                .copied()
+                                .unwrap_or(0),
+                        )
+                    })
                     .sum();
                 (score, z)
             })
@@ -237,18 +280,29 @@ impl Engine<'_> {
 
     /// The static part of opening a claim in `pool` for profile `pid`: the requirements and the
     /// compatible types.
-    pub(super) fn pool_static(&self, pool: usize, pid: u32) -> Result<(Requirements, Vec<u32>), Why> {
+    pub(super) fn pool_static(
+        &self,
+        pool: usize,
+        pid: u32,
+    ) -> Result<(Requirements, Vec<u32>), Why> {
         let p = &self.pools[pool];
         let prof = &self.catalog.profiles[pid as usize];
         if let Some(t) = first_untolerated(p.taints, &prof.tolerations) {
-            return Err(Why::Taint(p.taints.iter().position(|x| x == t).unwrap_or(0)));
+            return Err(Why::Taint(
+                p.taints.iter().position(|x| x == t).unwrap_or(0),
+            ));
         }
         if p.reqs.compatible_for_scheduling(&prof.reqs).is_err() {
             return Err(Why::Requirements);
         }
         let reqs = p.reqs.intersection(&prof.reqs);
-        let types: Vec<u32> =
-            p.types.iter().enumerate().filter(|(_, t)| t.compatible(&reqs, None)).map(|(i, _)| i as u32).collect();
+        let types: Vec<u32> = p
+            .types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.compatible(&reqs, None))
+            .map(|(i, _)| i as u32)
+            .collect();
         if types.is_empty() {
             return Err(Why::NoCompatibleType);
         }
@@ -261,13 +315,18 @@ impl Engine<'_> {
         pool: usize,
         qi: usize,
         pid: u32,
-        statics: &Result<(Requirements, Vec<u32>), Why>,
+        statics: &super::PoolStatics,
     ) -> Result<(Claim, Option<usize>), Why> {
         let (reqs, types) = statics.as_ref().map_err(Clone::clone)?;
         let p = &self.pools[pool];
         let q = &self.queue[qi];
         let prof = &self.catalog.profiles[pid as usize];
-        if q.pod.constraints.host_ports.iter().any(|hp| p.daemon_ports.iter().any(|o| o.conflicts(hp))) {
+        if q.pod
+            .constraints
+            .host_ports
+            .iter()
+            .any(|hp| p.daemon_ports.iter().any(|o| o.conflicts(hp)))
+        {
             return Err(Why::Ports);
         }
         for t in prof.affinity.iter().filter(|t| t.key == TopoKey::Hostname) {
@@ -278,17 +337,20 @@ impl Engine<'_> {
         let zone_choices: Vec<Option<usize>> = if prof.needs_zone {
             let mut offered = 0;
             for t in types {
-                offered |= p.types[*t as usize].zone_mask(&reqs);
+                offered |= p.types[*t as usize].zone_mask(reqs);
             }
             let allowed = self.zone_filter(prof, q.class, offered & prof.zone_allowed);
             if allowed == 0 {
-                return Err(if prof.affinity.iter().any(|t| t.key == TopoKey::Zone) && offered != 0 {
-                    Why::NoAffinityTarget(prof.affinity[0].group)
-                } else {
-                    Why::Zone
+                let zonal_affinity = prof.affinity.iter().find(|t| t.key == TopoKey::Zone);
+                return Err(match zonal_affinity {
+                    Some(t) if offered != 0 => Why::NoAffinityTarget(t.group),
+                    _ => Why::Zone,
                 });
             }
-            self.rank_zones(prof, q.class, allowed).into_iter().map(Some).collect()
+            self.rank_zones(prof, q.class, allowed)
+                .into_iter()
+                .map(Some)
+                .collect()
         } else {
             vec![None]
         };
@@ -296,7 +358,10 @@ impl Engine<'_> {
         for zone in zone_choices {
             let mut zreqs = (*reqs).clone();
             if let Some(z) = zone {
-                zreqs.add(LABEL_TOPOLOGY_ZONE, Requirement::is_in([self.zones.name(z).to_string()]));
+                zreqs.add(
+                    LABEL_TOPOLOGY_ZONE,
+                    Requirement::is_in([self.zones.name(z).to_string()]),
+                );
             }
             let fitting: Vec<u32> = types
                 .iter()
@@ -311,7 +376,10 @@ impl Engine<'_> {
                 continue;
             }
             let within_limits: Vec<u32> = match &p.remaining {
-                Some(rem) => fitting.into_iter().filter(|t| fits(&p.types[*t as usize].capacity, rem)).collect(),
+                Some(rem) => fitting
+                    .into_iter()
+                    .filter(|t| fits(&p.types[*t as usize].capacity, rem))
+                    .collect(),
                 None => fitting,
             };
             if within_limits.is_empty() {

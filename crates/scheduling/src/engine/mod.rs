@@ -12,11 +12,13 @@ mod zones;
 use std::collections::{BTreeMap, HashMap};
 
 use driftwood_api::wellknown::{
-    LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE, TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
+    LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE, TAINT_NODE_NOT_READY,
+    TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
 };
 
 use crate::model::{
-    ExistingPlacement, NewNodeClaim, SimulationError, SimulationInput, SimulationResult, UnschedulablePod,
+    ExistingPlacement, NewNodeClaim, SimulationError, SimulationInput, SimulationResult,
+    UnschedulablePod,
 };
 use crate::pod::SimPod;
 use crate::requirements::{Requirement, Requirements};
@@ -85,6 +87,9 @@ impl Why {
     }
 }
 
+/// A NodePool's requirements narrowed by a profile and its compatible types, or why none.
+type PoolStatics = Result<(Requirements, Vec<u32>), Why>;
+
 /// What to change on a bin when a pod is committed to it.
 #[derive(Debug, Default)]
 struct Plan {
@@ -104,17 +109,43 @@ struct Engine<'a> {
     suffix_min: Vec<Dense>,
     cursor_profile: Vec<usize>,
     cursor_size: HashMap<(u32, u32), usize>,
-    pool_cache: HashMap<(u32, usize), Result<(Requirements, Vec<u32>), Why>>,
+    pool_cache: HashMap<(u32, usize), PoolStatics>,
     placed_on: Vec<Option<usize>>,
     claim_count: usize,
 }
 
 /// Runs the simulation. Same input, same output.
 ///
-/// Pods are placed highest priority first, then largest (cpu, then memory) first. Each pod
-/// goes to the first existing node (in input order) or already-opened NodeClaim that can take
-/// it, else opens a NodeClaim from the first NodePool (weight order) that can host it. Preferred
-/// constraints are treated as required first and relaxed one by one when they cannot be met.
+/// Pods are placed highest priority first, then largest (cpu, then memory) first, then by key.
+/// Each pod goes to the first existing node (in input order) or already-opened NodeClaim (in
+/// opening order) that can take it, else opens a NodeClaim from the first NodePool (weight
+/// descending, then name) that can host it.
+///
+/// Rules, as kube-scheduler and Karpenter apply them:
+/// * resources: the pod's effective requests must fit the node's free allocatable; a new
+///   NodeClaim keeps the instance types that can still hold all its pods plus the daemonsets
+///   that would run there;
+/// * node selection: `nodeSelector` and required node affinity (terms ORed, tried in order);
+///   against existing nodes by their labels, against NodeClaims by requirement compatibility
+///   (well-known labels may be undefined on the NodePool);
+/// * taints: NoSchedule and NoExecute must be tolerated (PreferNoSchedule never blocks;
+///   NodePool startup taints and, on uninitialized nodes, startup and ephemeral taints need not);
+/// * host ports may not collide;
+/// * topology (keys `topology.kubernetes.io/zone` and `kubernetes.io/hostname`; other keys make a
+///   pod unschedulable with a reason when required and are ignored when preferred): spread with
+///   DoNotSchedule is strict and ScheduleAnyway a preference; for hostname the global minimum is
+///   0 because a new node can always be made (Karpenter's rule); zone domains are the zones of
+///   existing nodes and of the NodePools' offerings, filtered by the pod's node requirements;
+///   pod affinity and anti-affinity are required terms, anti-affinity of bound pods is honoured
+///   symmetrically. A NodeClaim's zone is decided (narrowed to one zone) by the first pod whose
+///   zonal constraints, or membership in a zonal group, need it; pods on claims whose zone is not
+///   decided do not count for zonal groups.
+/// * preferences (preferred pod affinity, then preferred anti-affinity, then preferred node
+///   affinity heaviest first, then ScheduleAnyway spreads) are treated as required first and
+///   dropped one at a time when the pod cannot be placed.
+///
+/// Pods that fit nowhere come back in [`SimulationResult::unschedulable`] with a reason naming
+/// what blocked them on existing capacity and on each NodePool.
 pub fn schedule(input: &SimulationInput) -> Result<SimulationResult, SimulationError> {
     let mut engine = Engine::new(input)?;
     engine.run();
@@ -126,8 +157,16 @@ fn effective_taints(node: &crate::model::ExistingNode) -> Vec<crate::taints::Tai
         .iter()
         .filter(|t| {
             node.initialized
-                || !(node.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
-                    || [TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY].contains(&t.key.as_str()))
+                || !(node
+                    .startup_taints
+                    .iter()
+                    .any(|s| s.key == t.key && s.effect == t.effect)
+                    || [
+                        TAINT_NODE_NOT_READY,
+                        TAINT_NODE_UNREACHABLE,
+                        TAINT_UNREGISTERED_KEY,
+                    ]
+                    .contains(&t.key.as_str()))
         })
         .cloned()
         .collect()
@@ -160,8 +199,11 @@ impl<'a> Engine<'a> {
         let table = ResourceTable::new(lists);
 
         // Zones.
-        let mut zone_names: Vec<String> =
-            input.existing_nodes.iter().filter_map(|n| n.labels.get(LABEL_TOPOLOGY_ZONE).cloned()).collect();
+        let mut zone_names: Vec<String> = input
+            .existing_nodes
+            .iter()
+            .filter_map(|n| n.labels.get(LABEL_TOPOLOGY_ZONE).cloned())
+            .collect();
         for np in &input.nodepools {
             for it in &np.instance_types {
                 zone_names.extend(it.offerings.iter().map(|o| o.zone.clone()));
@@ -169,7 +211,10 @@ impl<'a> Engine<'a> {
         }
         let zones = ZoneTable::new(zone_names);
         if zones.len() > MAX_ZONES {
-            return Err(SimulationError::TooManyZones { count: zones.len(), max: MAX_ZONES });
+            return Err(SimulationError::TooManyZones {
+                count: zones.len(),
+                max: MAX_ZONES,
+            });
         }
 
         // Pods to place: the given ones plus the movable pods of nodes going away.
@@ -179,6 +224,15 @@ impl<'a> Engine<'a> {
         }
 
         let mut catalog = Catalog::default();
+        catalog.collect_selector_keys(
+            to_place.iter().copied().chain(
+                input
+                    .existing_nodes
+                    .iter()
+                    .filter(|n| !n.going_away)
+                    .flat_map(|n| n.pods.iter()),
+            ),
+        );
         let mut queue = Vec::with_capacity(to_place.len());
         let mut size_index: BTreeMap<Dense, u32> = BTreeMap::new();
         for p in to_place {
@@ -187,7 +241,12 @@ impl<'a> Engine<'a> {
             let req = table.dense(&p.requests);
             let next = size_index.len() as u32;
             let req_class = *size_index.entry(req.clone()).or_insert(next);
-            queue.push(QueuedPod { pod: p, class, req, req_class });
+            queue.push(QueuedPod {
+                pod: p,
+                class,
+                req,
+                req_class,
+            });
         }
         let mut bound_classes = Vec::new();
         for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
@@ -215,7 +274,11 @@ impl<'a> Engine<'a> {
         let mut suffix_min = vec![vec![i64::MAX; dims]; queue.len() + 1];
         for i in (0..queue.len()).rev() {
             let next = suffix_min[i + 1].clone();
-            suffix_min[i] = next.iter().zip(&queue[i].req).map(|(a, b)| (*a).min(*b)).collect();
+            suffix_min[i] = next
+                .iter()
+                .zip(&queue[i].req)
+                .map(|(a, b)| (*a).min(*b))
+                .collect();
         }
 
         let pools = Self::build_pools(input, &table, &zones);
@@ -253,7 +316,11 @@ impl<'a> Engine<'a> {
         Ok(engine)
     }
 
-    fn build_pools(input: &'a SimulationInput, table: &ResourceTable, zones: &ZoneTable) -> Vec<Pool<'a>> {
+    fn build_pools(
+        input: &'a SimulationInput,
+        table: &ResourceTable,
+        zones: &ZoneTable,
+    ) -> Vec<Pool<'a>> {
         let mut specs: Vec<_> = input.nodepools.iter().collect();
         specs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
         let mut pools = Vec::new();
@@ -266,8 +333,13 @@ impl<'a> Engine<'a> {
             let mut daemon = Resources::new();
             let mut daemon_ports = Vec::new();
             for ds in &input.daemonsets {
-                let tolerated = first_untolerated(&np.taints, &ds.constraints.tolerations).is_none();
-                if tolerated && reqs.compatible_for_scheduling(&pod_node_requirements(ds)).is_ok() {
+                let tolerated =
+                    first_untolerated(&np.taints, &ds.constraints.tolerations).is_none();
+                if tolerated
+                    && reqs
+                        .compatible_for_scheduling(&pod_node_requirements(ds))
+                        .is_ok()
+                {
                     daemon = daemon.add(&ds.requests);
                     daemon_ports.extend(ds.constraints.host_ports.iter().cloned());
                 }
@@ -288,12 +360,20 @@ impl<'a> Engine<'a> {
                     .collect();
                 let mut alloc = table.dense(&it.allocatable());
                 sub_into(&mut alloc, &daemon_dense);
-                let pt = PoolType { it, alloc, capacity: table.dense(&it.capacity), offerings };
+                let pt = PoolType {
+                    it,
+                    alloc,
+                    capacity: table.dense(&it.capacity),
+                    offerings,
+                };
                 if pt.compatible(&reqs, None) {
                     types.push((pt.cheapest(&reqs), pt));
                 }
             }
-            types.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.it.name.cmp(&b.1.it.name)));
+            types.sort_by(|a, b| {
+                a.0.total_cmp(&b.0)
+                    .then_with(|| a.1.it.name.cmp(&b.1.it.name))
+            });
             pools.push(Pool {
                 name: &np.name,
                 reqs,
@@ -313,7 +393,10 @@ impl<'a> Engine<'a> {
             if node.going_away {
                 continue;
             }
-            let zone = node.labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| self.zones.get(z));
+            let zone = node
+                .labels
+                .get(LABEL_TOPOLOGY_ZONE)
+                .and_then(|z| self.zones.get(z));
             let mut bin = Bin {
                 kind: BinKind::Existing(ni),
                 name: node.name.clone(),
@@ -377,8 +460,21 @@ impl<'a> Engine<'a> {
             return false;
         }
         let size_key = (pid, self.queue[qi].req_class);
-        let cp = self.cursor_profile[pid as usize];
-        let cs = self.cursor_size.get(&size_key).copied().unwrap_or(cp).max(cp);
+        let exhaustive = self.input.options.exhaustive;
+        let cp = if exhaustive {
+            0
+        } else {
+            self.cursor_profile[pid as usize]
+        };
+        let cs = if exhaustive {
+            0
+        } else {
+            self.cursor_size
+                .get(&size_key)
+                .copied()
+                .unwrap_or(cp)
+                .max(cp)
+        };
         let mut advance_profile = cs == cp;
         let mut advance_size = true;
         let (mut new_cp, mut new_cs) = (cp, cs);
@@ -429,12 +525,18 @@ impl<'a> Engine<'a> {
 
     fn open_claim(&mut self, pool: usize, mut claim: Claim, zone: Option<usize>) {
         let dims = self.table.len();
-        if let (Some(remaining), Some(reserved)) = (self.pools[pool].remaining.as_mut(), claim.reserved.as_ref()) {
+        if let (Some(remaining), Some(reserved)) =
+            (self.pools[pool].remaining.as_mut(), claim.reserved.as_ref())
+        {
             sub_into(remaining, reserved);
         }
         claim.refresh(&self.pools[pool], dims);
         let zone = zone.or_else(|| {
-            claim.reqs.get(LABEL_TOPOLOGY_ZONE).and_then(|r| r.single_value()).and_then(|z| self.zones.get(z))
+            claim
+                .reqs
+                .get(LABEL_TOPOLOGY_ZONE)
+                .and_then(|r| r.single_value())
+                .and_then(|z| self.zones.get(z))
         });
         let p = &self.pools[pool];
         // The pool types' `alloc` already excludes daemonsets: track only pod usage.
@@ -461,7 +563,8 @@ impl<'a> Engine<'a> {
         let dims = self.table.len();
         let bin = &mut self.bins[b];
         add_into(&mut bin.used, &q.req);
-        bin.ports.extend(q.pod.constraints.host_ports.iter().cloned());
+        bin.ports
+            .extend(q.pod.constraints.host_ports.iter().cloned());
         bin.pods.push(qi);
         if bin.zone.is_none() {
             bin.zone = plan.zone;
@@ -470,7 +573,10 @@ impl<'a> Engine<'a> {
             let pool = &self.pools[claim.pool];
             let used = &bin.used;
             if let Some(z) = plan.zone {
-                claim.reqs.add(LABEL_TOPOLOGY_ZONE, Requirement::is_in([self.zones.name(z).to_string()]));
+                claim.reqs.add(
+                    LABEL_TOPOLOGY_ZONE,
+                    Requirement::is_in([self.zones.name(z).to_string()]),
+                );
             }
             let reqs_changed = plan.new_reqs.is_some() || plan.zone.is_some();
             if let Some(nr) = plan.new_reqs {
@@ -502,19 +608,35 @@ impl<'a> Engine<'a> {
 
     fn result(&self) -> SimulationResult {
         let mut out = SimulationResult::default();
+        // Pods of one class and size get the same explanation from the final state.
+        let mut explained: HashMap<(u32, u32), String> = HashMap::new();
         for (qi, q) in self.queue.iter().enumerate() {
             match self.placed_on[qi] {
                 Some(b) => {
                     if let BinKind::Existing(_) = self.bins[b].kind {
-                        out.existing_placements
-                            .push(ExistingPlacement { pod: q.pod.key.clone(), node: self.bins[b].name.clone() });
+                        out.existing_placements.push(ExistingPlacement {
+                            pod: q.pod.key.clone(),
+                            node: self.bins[b].name.clone(),
+                        });
                     }
                 }
-                None => out.unschedulable.push(UnschedulablePod { pod: q.pod.key.clone(), reason: self.explain(qi) }),
+                None => {
+                    let key = (q.class, q.req_class);
+                    let reason = explained
+                        .entry(key)
+                        .or_insert_with(|| self.explain(qi))
+                        .clone();
+                    out.unschedulable.push(UnschedulablePod {
+                        pod: q.pod.key.clone(),
+                        reason,
+                    });
+                }
             }
         }
         for bin in &self.bins {
-            let BinKind::Claim(claim) = &bin.kind else { continue };
+            let BinKind::Claim(claim) = &bin.kind else {
+                continue;
+            };
             let pool = &self.pools[claim.pool];
             let mut ranked: Vec<(f64, &str, u32)> = claim
                 .types
@@ -528,7 +650,11 @@ impl<'a> Engine<'a> {
             let max = self.input.options.max_instance_types.max(1);
             let mut keep = ranked.len().min(max);
             while keep < ranked.len()
-                && min_values_shortfall(ranked[..keep].iter().map(|r| &pool.types[r.2 as usize]), &claim.reqs).is_some()
+                && min_values_shortfall(
+                    ranked[..keep].iter().map(|r| &pool.types[r.2 as usize]),
+                    &claim.reqs,
+                )
+                .is_some()
             {
                 keep += 1;
             }
@@ -540,11 +666,20 @@ impl<'a> Engine<'a> {
                 d
             };
             let pods_named = self.table.named(&pods_req);
+            let mut requirements = claim.reqs.clone();
+            requirements.add(
+                LABEL_INSTANCE_TYPE,
+                Requirement::is_in(ranked[..keep].iter().map(|r| r.1.to_string())),
+            );
             out.new_nodeclaims.push(NewNodeClaim {
                 nodepool: pool.name.to_string(),
-                requirements: claim.reqs.clone(),
+                requirements,
                 instance_types: ranked[..keep].iter().map(|r| r.1.to_string()).collect(),
-                pods: bin.pods.iter().map(|qi| self.queue[*qi].pod.key.clone()).collect(),
+                pods: bin
+                    .pods
+                    .iter()
+                    .map(|qi| self.queue[*qi].pod.key.clone())
+                    .collect(),
                 requests: pods_named.add(&pool.daemon),
                 daemonset_requests: pool.daemon.clone(),
             });
@@ -560,7 +695,9 @@ pub fn packing_efficiency(input: &SimulationInput, result: &SimulationResult) ->
     let mut allocatable = Resources::new();
     for claim in &result.new_nodeclaims {
         requested = requested.add(&claim.requests);
-        let Some(first) = claim.instance_types.first() else { continue };
+        let Some(first) = claim.instance_types.first() else {
+            continue;
+        };
         if let Some(it) = input
             .nodepools
             .iter()
@@ -573,7 +710,11 @@ pub fn packing_efficiency(input: &SimulationInput, result: &SimulationResult) ->
     }
     let ratio = |name: &str| {
         let a = allocatable.get(name);
-        if a == 0 { 0.0 } else { requested.get(name) as f64 / a as f64 }
+        if a == 0 {
+            0.0
+        } else {
+            requested.get(name) as f64 / a as f64
+        }
     };
     (ratio(CPU), ratio(MEMORY))
 }

@@ -93,7 +93,10 @@ impl Group {
             NsFilter::Listed(sel) => {
                 sel.names.contains(namespace)
                     || sel.selector.as_ref().is_some_and(|s| {
-                        s.is_empty() || namespace_labels.get(namespace).is_some_and(|l| s.matches_labels(l))
+                        s.is_empty()
+                            || namespace_labels
+                                .get(namespace)
+                                .is_some_and(|l| s.matches_labels(l))
                     })
             }
         };
@@ -122,7 +125,6 @@ pub struct TermUse {
 /// One way of scheduling a pod class: a set of constraints treated as required.
 #[derive(Debug, Clone)]
 pub struct Profile {
-    pub class: u32,
     pub reqs: Requirements,
     pub tolerations: Vec<Toleration>,
     pub spreads: Vec<SpreadUse>,
@@ -160,6 +162,8 @@ pub struct Catalog {
     pub groups: Vec<Group>,
     group_index: BTreeMap<GroupKey, u32>,
     pub profiles: Vec<Profile>,
+    /// Label keys some selector looks at; other pod labels do not affect scheduling.
+    selector_keys: BTreeSet<String>,
 }
 
 fn ns_filter(own: &str, sel: &NamespaceSelection) -> NsFilter {
@@ -171,13 +175,61 @@ fn ns_filter(own: &str, sel: &NamespaceSelection) -> NsFilter {
 }
 
 impl Catalog {
-    /// The class of `c`, interning it.
+    /// Records the label keys the pods' selectors look at (call before `class_of`).
+    pub fn collect_selector_keys<'p>(
+        &mut self,
+        pods: impl Iterator<Item = &'p crate::pod::SimPod>,
+    ) {
+        for p in pods {
+            let c = &p.constraints;
+            let selectors = c
+                .spreads
+                .iter()
+                .map(|s| &s.selector)
+                .chain(
+                    c.affinity
+                        .iter()
+                        .chain(c.anti_affinity.iter())
+                        .map(|t| &t.selector),
+                )
+                .chain(
+                    c.preferred_affinity
+                        .iter()
+                        .chain(c.preferred_anti_affinity.iter())
+                        .map(|(_, t)| &t.selector),
+                );
+            for sel in selectors.flatten() {
+                for (k, _) in sel.iter() {
+                    if !self.selector_keys.contains(k) {
+                        self.selector_keys.insert(k.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The class of `c`, interning it. Labels no selector looks at are dropped first, so pods
+    /// differing only in such labels (pod-template-hash, pod-name) share a class.
     pub fn class_of(&mut self, c: &PodConstraints) -> u32 {
+        if c.labels.keys().any(|k| !self.selector_keys.contains(k)) {
+            let mut stripped = c.clone();
+            stripped
+                .labels
+                .retain(|k, _| self.selector_keys.contains(k));
+            return self.intern_class(&stripped);
+        }
+        self.intern_class(c)
+    }
+
+    fn intern_class(&mut self, c: &PodConstraints) -> u32 {
         if let Some(id) = self.class_index.get(c) {
             return *id;
         }
         let id = self.classes.len() as u32;
-        self.classes.push(Class { constraints: c.clone(), ..Class::default() });
+        self.classes.push(Class {
+            constraints: c.clone(),
+            ..Class::default()
+        });
         self.class_index.insert(c.clone(), id);
         id
     }
@@ -187,22 +239,60 @@ impl Catalog {
             return *id;
         }
         let id = self.groups.len() as u32;
-        self.groups.push(Group { key: key.clone(), zone_matched: vec![0; zones], zone_owners: vec![0; zones], total_matched: 0 });
+        self.groups.push(Group {
+            key: key.clone(),
+            zone_matched: vec![0; zones],
+            zone_owners: vec![0; zones],
+            total_matched: 0,
+        });
         self.group_index.insert(key, id);
         id
     }
 
-    fn term_group(&mut self, kind: GroupKind, own_ns: &str, t: &PodAffinityTerm, zones: usize) -> Option<(u32, TopoKey)> {
+    fn term_group(
+        &mut self,
+        kind: GroupKind,
+        own_ns: &str,
+        t: &PodAffinityTerm,
+        zones: usize,
+    ) -> Option<(u32, TopoKey)> {
         let key = TopoKey::parse(&t.topology_key)?;
         // A null selector selects nothing: represent it by an unsatisfiable requirement.
         let selector = t.selector.clone().unwrap_or_else(nothing_selector);
-        Some((self.group(GroupKey { kind, key, selector, ns: ns_filter(own_ns, &t.namespaces) }, zones), key))
+        Some((
+            self.group(
+                GroupKey {
+                    kind,
+                    key,
+                    selector,
+                    ns: ns_filter(own_ns, &t.namespaces),
+                },
+                zones,
+            ),
+            key,
+        ))
     }
 
-    fn spread_group(&mut self, own_ns: &str, s: &TopologySpread, zones: usize) -> Option<(u32, TopoKey)> {
+    fn spread_group(
+        &mut self,
+        own_ns: &str,
+        s: &TopologySpread,
+        zones: usize,
+    ) -> Option<(u32, TopoKey)> {
         let key = TopoKey::parse(&s.topology_key)?;
         let selector = s.selector.clone().unwrap_or_else(nothing_selector);
-        Some((self.group(GroupKey { kind: GroupKind::Spread, key, selector, ns: NsFilter::Own(own_ns.to_string()) }, zones), key))
+        Some((
+            self.group(
+                GroupKey {
+                    kind: GroupKind::Spread,
+                    key,
+                    selector,
+                    ns: NsFilter::Own(own_ns.to_string()),
+                },
+                zones,
+            ),
+            key,
+        ))
     }
 
     /// Registers the required anti-affinity terms of a class (bound pods need only these).
@@ -243,7 +333,12 @@ impl Catalog {
         let mut levels = Vec::new();
         let mut pref_node_next = 1;
         loop {
-            levels.push(Level { aff: level.aff.clone(), anti: level.anti.clone(), node: level.node, soft: level.soft.clone() });
+            levels.push(Level {
+                aff: level.aff.clone(),
+                anti: level.anti.clone(),
+                node: level.node,
+                soft: level.soft.clone(),
+            });
             if !level.aff.is_empty() {
                 level.aff.remove(0);
             } else if !level.anti.is_empty() {
@@ -257,8 +352,11 @@ impl Catalog {
                 break;
             }
         }
-        let required: Vec<Option<&Requirements>> =
-            if c.required_terms.is_empty() { vec![None] } else { c.required_terms.iter().map(Some).collect() };
+        let required: Vec<Option<&Requirements>> = if c.required_terms.is_empty() {
+            vec![None]
+        } else {
+            c.required_terms.iter().map(Some).collect()
+        };
 
         let mut ids = Vec::new();
         for lv in &levels {
@@ -272,7 +370,12 @@ impl Catalog {
                 }
                 let mut unsupported = None;
                 let mut spreads = Vec::new();
-                for s in c.spreads.iter().filter(|s| s.hard).chain(lv.soft.iter().copied()) {
+                for s in c
+                    .spreads
+                    .iter()
+                    .filter(|s| s.hard)
+                    .chain(lv.soft.iter().copied())
+                {
                     match self.spread_group(ns, s, zones) {
                         Some((group, key)) => spreads.push(SpreadUse {
                             group,
@@ -293,7 +396,11 @@ impl Catalog {
                 let mut affinity = Vec::new();
                 for (i, t) in c.affinity.iter().chain(lv.aff.iter().copied()).enumerate() {
                     match self.term_group(GroupKind::Affinity, ns, t, zones) {
-                        Some((group, key)) => affinity.push(TermUse { group, key, self_match: false }),
+                        Some((group, key)) => affinity.push(TermUse {
+                            group,
+                            key,
+                            self_match: false,
+                        }),
                         None if i < c.affinity.len() => {
                             unsupported = Some(format!(
                                 "pod affinity on topology key {:?} is not supported (only {LABEL_TOPOLOGY_ZONE} and {LABEL_HOSTNAME})",
@@ -304,9 +411,18 @@ impl Catalog {
                     }
                 }
                 let mut anti = Vec::new();
-                for (i, t) in c.anti_affinity.iter().chain(lv.anti.iter().copied()).enumerate() {
+                for (i, t) in c
+                    .anti_affinity
+                    .iter()
+                    .chain(lv.anti.iter().copied())
+                    .enumerate()
+                {
                     match self.term_group(GroupKind::Anti, ns, t, zones) {
-                        Some((group, key)) => anti.push(TermUse { group, key, self_match: false }),
+                        Some((group, key)) => anti.push(TermUse {
+                            group,
+                            key,
+                            self_match: false,
+                        }),
                         None if i < c.anti_affinity.len() => {
                             unsupported = Some(format!(
                                 "pod anti-affinity on topology key {:?} is not supported (only {LABEL_TOPOLOGY_ZONE} and {LABEL_HOSTNAME})",
@@ -322,7 +438,6 @@ impl Catalog {
                 };
                 let id = self.profiles.len() as u32;
                 self.profiles.push(Profile {
-                    class,
                     reqs,
                     tolerations: c.tolerations.clone(),
                     spreads,
@@ -357,8 +472,13 @@ impl Catalog {
                 }
                 (member_of, matched_by_anti)
             };
-            let zonal_member = member_of.iter().any(|g| self.groups[*g as usize].key.key == TopoKey::Zone);
-            let zonal_owner = self.classes[ci].owner_of.iter().any(|g| self.groups[*g as usize].key.key == TopoKey::Zone);
+            let zonal_member = member_of
+                .iter()
+                .any(|g| self.groups[*g as usize].key.key == TopoKey::Zone);
+            let zonal_owner = self.classes[ci]
+                .owner_of
+                .iter()
+                .any(|g| self.groups[*g as usize].key.key == TopoKey::Zone);
             let members: BTreeSet<u32> = member_of.iter().copied().collect();
             for pid in self.classes[ci].profiles.clone() {
                 let p = &mut self.profiles[pid as usize];
@@ -369,8 +489,13 @@ impl Catalog {
                     t.self_match = members.contains(&t.group);
                 }
                 p.zone_constrained = p.spreads.iter().any(|s| s.key == TopoKey::Zone)
-                    || p.affinity.iter().chain(p.anti.iter()).any(|t| t.key == TopoKey::Zone)
-                    || matched_by_anti.iter().any(|g| self.groups[*g as usize].key.key == TopoKey::Zone);
+                    || p.affinity
+                        .iter()
+                        .chain(p.anti.iter())
+                        .any(|t| t.key == TopoKey::Zone)
+                    || matched_by_anti
+                        .iter()
+                        .any(|g| self.groups[*g as usize].key.key == TopoKey::Zone);
                 p.needs_zone = p.zone_constrained || zonal_member || zonal_owner;
             }
             self.classes[ci].member_of = member_of;
@@ -382,6 +507,9 @@ impl Catalog {
 /// A selector nothing matches.
 fn nothing_selector() -> Requirements {
     let mut r = Requirements::new();
-    r.add("driftwood.sh/null-selector", crate::requirements::Requirement::unsatisfiable());
+    r.add(
+        "driftwood.sh/null-selector",
+        crate::requirements::Requirement::unsatisfiable(),
+    );
     r
 }

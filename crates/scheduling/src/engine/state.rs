@@ -12,7 +12,7 @@ use crate::resources::Resources;
 use crate::taints::Taint;
 
 use super::dense::{Dense, max_into};
-use super::zones::{ZoneMask, ZoneTable, bit};
+use super::zones::{ZoneMask, bit};
 
 /// An available offering with its zone numbered.
 #[derive(Debug, Clone)]
@@ -35,15 +35,21 @@ pub struct PoolType<'a> {
 
 impl PoolType<'_> {
     fn offering_ok(o: &PoolOffering, reqs: &Requirements) -> bool {
-        reqs.get(LABEL_TOPOLOGY_ZONE).is_none_or(|r| r.has(&o.zone_name))
-            && reqs.get(LABEL_CAPACITY_TYPE).is_none_or(|r| r.has(&o.capacity_type))
+        reqs.get(LABEL_TOPOLOGY_ZONE)
+            .is_none_or(|r| r.has(&o.zone_name))
+            && reqs
+                .get(LABEL_CAPACITY_TYPE)
+                .is_none_or(|r| r.has(&o.capacity_type))
     }
 
     /// Whether the type can be launched under `reqs` (labels intersect, an offering is allowed),
     /// optionally in zone `zone` only.
     pub fn compatible(&self, reqs: &Requirements, zone: Option<usize>) -> bool {
         reqs.intersects(&self.it.requirements).is_ok()
-            && self.offerings.iter().any(|o| zone.is_none_or(|z| o.zone == Some(z)) && Self::offering_ok(o, reqs))
+            && self
+                .offerings
+                .iter()
+                .any(|o| zone.is_none_or(|z| o.zone == Some(z)) && Self::offering_ok(o, reqs))
     }
 
     /// Zones with an offering allowed by `reqs`.
@@ -61,14 +67,23 @@ impl PoolType<'_> {
 
     /// The cheapest allowed offering's price.
     pub fn cheapest(&self, reqs: &Requirements) -> f64 {
-        self.offerings.iter().filter(|o| Self::offering_ok(o, reqs)).map(|o| o.price).fold(f64::INFINITY, f64::min)
+        self.offerings
+            .iter()
+            .filter(|o| Self::offering_ok(o, reqs))
+            .map(|o| o.price)
+            .fold(f64::INFINITY, f64::min)
     }
 
     /// The values of `key` this type can take under requirement set `reqs`.
     pub fn values_of<'s>(&'s self, key: &str, reqs: &Requirements) -> Vec<&'s str> {
         let allowed = |v: &str| reqs.get(key).is_none_or(|r| r.has(v));
         if key == LABEL_TOPOLOGY_ZONE {
-            return self.offerings.iter().filter(|o| Self::offering_ok(o, reqs)).map(|o| o.zone_name.as_str()).collect();
+            return self
+                .offerings
+                .iter()
+                .filter(|o| Self::offering_ok(o, reqs))
+                .map(|o| o.zone_name.as_str())
+                .collect();
         }
         if key == LABEL_CAPACITY_TYPE {
             return self
@@ -78,8 +93,17 @@ impl PoolType<'_> {
                 .map(|o| o.capacity_type.as_str())
                 .collect();
         }
-        match self.it.requirements.get(key).and_then(|r| r.finite_values()) {
-            Some(vals) => vals.iter().map(String::as_str).filter(|v| allowed(v)).collect(),
+        match self
+            .it
+            .requirements
+            .get(key)
+            .and_then(|r| r.finite_values())
+        {
+            Some(vals) => vals
+                .iter()
+                .map(String::as_str)
+                .filter(|v| allowed(v))
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -192,7 +216,10 @@ pub struct Bin {
 impl Bin {
     /// (matching pods, owners) for a group.
     pub fn topo_counts(&self, group: u32) -> (u32, u32) {
-        self.topo.iter().find(|(g, _, _)| *g == group).map_or((0, 0), |(_, m, o)| (*m, *o))
+        self.topo
+            .iter()
+            .find(|(g, _, _)| *g == group)
+            .map_or((0, 0), |(_, m, o)| (*m, *o))
     }
 
     /// Adds to a group's counts.
@@ -212,11 +239,9 @@ impl Bin {
             BinKind::Existing(_) => &self.alloc,
             BinKind::Claim(c) => &c.max_alloc,
         };
-        cap.iter().zip(&self.used).map(|(c, u)| c.saturating_sub(*u)).collect()
+        cap.iter()
+            .zip(&self.used)
+            .map(|(c, u)| c.saturating_sub(*u))
+            .collect()
     }
-}
-
-/// Zone index of a zone label value.
-pub fn zone_index(zones: &ZoneTable, value: Option<&String>) -> Option<usize> {
-    value.and_then(|v| zones.get(v))
 }

@@ -20,7 +20,11 @@ impl ZoneTable {
     pub fn new(mut names: Vec<String>) -> Self {
         names.sort();
         names.dedup();
-        let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
+        let index = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
         Self { names, index }
     }
 
@@ -41,7 +45,11 @@ impl ZoneTable {
 
     /// Every zone.
     pub fn all(&self) -> ZoneMask {
-        if self.names.len() >= MAX_ZONES { ZoneMask::MAX } else { (1u128 << self.names.len()) - 1 }
+        if self.names.len() >= MAX_ZONES {
+            ZoneMask::MAX
+        } else {
+            (1u128 << self.names.len()) - 1
+        }
     }
 
     /// Zones whose name satisfies `keep`.
@@ -53,11 +61,6 @@ impl ZoneTable {
             }
         }
         m
-    }
-
-    /// Names in a mask, in order.
-    pub fn names_in(&self, mask: ZoneMask) -> Vec<&str> {
-        self.names.iter().enumerate().filter(|(i, _)| mask & bit(*i) != 0).map(|(_, n)| n.as_str()).collect()
     }
 }
 

@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use driftwood_api::ec2nodeclass::{AmiSelectorTerm, EC2NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm};
+use driftwood_api::ec2nodeclass::{
+    AmiSelectorTerm, EC2NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm,
+};
 use driftwood_api::nodeclaim::{NodeClaimSpec, ResourceRequirements};
 use driftwood_api::requirement::OP_IN;
-use driftwood_api::wellknown::{ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_EC2NODECLASS_HASH_VERSION, LABEL_NODEPOOL};
+use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeSelectorRequirementWithMinValues as Req};
 use driftwood_cloud::{AwsProvider, AwsSettings, InMemoryNodeClasses, ManualClock};
 use driftwood_sim_aws::{DISCOVERY_TAG, SimAws, SimConfig, sim_ports};
@@ -52,7 +54,12 @@ pub fn env_for(kubernetes_version: &str, seed: u64) -> Env {
         clock.clone(),
         classes.clone(),
     );
-    Env { clock, sim, classes, provider }
+    Env {
+        clock,
+        sim,
+        classes,
+        provider,
+    }
 }
 
 pub fn env() -> Env {
@@ -64,42 +71,66 @@ pub fn discovery() -> BTreeMap<String, String> {
 }
 
 pub fn id_term(id: &str) -> AmiSelectorTerm {
-    AmiSelectorTerm { id: Some(id.to_string()), ..Default::default() }
+    AmiSelectorTerm {
+        id: Some(id.to_string()),
+        ..Default::default()
+    }
 }
 
 pub fn name_term(name: &str, owner: Option<&str>) -> AmiSelectorTerm {
-    AmiSelectorTerm { name: Some(name.to_string()), owner: owner.map(str::to_string), ..Default::default() }
+    AmiSelectorTerm {
+        name: Some(name.to_string()),
+        owner: owner.map(str::to_string),
+        ..Default::default()
+    }
 }
 
 pub fn alias_term(alias: &str) -> AmiSelectorTerm {
-    AmiSelectorTerm { alias: Some(alias.to_string()), ..Default::default() }
+    AmiSelectorTerm {
+        alias: Some(alias.to_string()),
+        ..Default::default()
+    }
 }
 
-/// A class like the walkthrough's: discovery-tagged subnets and groups, the node role, hash
-/// annotations `h1`/`v3`.
-pub fn class(name: &str, ami_terms: Vec<AmiSelectorTerm>, ami_family: Option<&str>) -> EC2NodeClass {
+/// A class like the walkthrough's: discovery-tagged subnets and groups, the node role.
+pub fn class(
+    name: &str,
+    ami_terms: Vec<AmiSelectorTerm>,
+    ami_family: Option<&str>,
+) -> EC2NodeClass {
     let spec = EC2NodeClassSpec {
         ami_selector_terms: ami_terms,
         ami_family: ami_family.map(str::to_string),
         role: Some(ROLE.to_string()),
-        subnet_selector_terms: vec![SubnetSelectorTerm { tags: discovery(), id: None }],
-        security_group_selector_terms: vec![SecurityGroupSelectorTerm { tags: discovery(), id: None, name: None }],
+        subnet_selector_terms: vec![SubnetSelectorTerm {
+            tags: discovery(),
+            id: None,
+        }],
+        security_group_selector_terms: vec![SecurityGroupSelectorTerm {
+            tags: discovery(),
+            id: None,
+            name: None,
+        }],
         ..Default::default()
     };
     let mut c = EC2NodeClass::new(name, spec);
     c.metadata.generation = Some(1);
-    c.metadata.annotations = Some(BTreeMap::from([
-        (ANNOTATION_EC2NODECLASS_HASH.to_string(), "h1".to_string()),
-        (ANNOTATION_EC2NODECLASS_HASH_VERSION.to_string(), "v3".to_string()),
-    ]));
     c
 }
 
 /// The walkthrough NodePool's requirements.
 pub fn walkthrough_requirements() -> Vec<Req> {
     vec![
-        Req::new("karpenter.k8s.aws/instance-category", OP_IN, &["c", "m", "r", "i", "d"]),
-        Req::new("karpenter.k8s.aws/instance-cpu", OP_IN, &["4", "8", "16", "32", "48", "64"]),
+        Req::new(
+            "karpenter.k8s.aws/instance-category",
+            OP_IN,
+            &["c", "m", "r", "i", "d"],
+        ),
+        Req::new(
+            "karpenter.k8s.aws/instance-cpu",
+            OP_IN,
+            &["4", "8", "16", "32", "48", "64"],
+        ),
         Req::new("karpenter.sh/capacity-type", OP_IN, &["spot", "on-demand"]),
         Req::new("kubernetes.io/os", OP_IN, &["linux"]),
         Req::new("kubernetes.io/arch", OP_IN, &["amd64"]),
@@ -107,12 +138,16 @@ pub fn walkthrough_requirements() -> Vec<Req> {
 }
 
 pub fn claim(name: &str, class: &str, requirements: Vec<Req>, cpu: &str) -> NodeClaim {
-    let mut spec = NodeClaimSpec { requirements, ..Default::default() };
+    let mut spec = NodeClaimSpec {
+        requirements,
+        ..Default::default()
+    };
     spec.node_class_ref.name = class.to_string();
     spec.node_class_ref.kind = "EC2NodeClass".to_string();
     spec.node_class_ref.group = "karpenter.k8s.aws".to_string();
-    spec.resources =
-        Some(ResourceRequirements { requests: BTreeMap::from([("cpu".to_string(), Quantity(cpu.to_string()))]) });
+    spec.resources = Some(ResourceRequirements {
+        requests: BTreeMap::from([("cpu".to_string(), Quantity(cpu.to_string()))]),
+    });
     let mut c = NodeClaim::new(name, spec);
     c.metadata.labels = Some(BTreeMap::from([
         (LABEL_NODEPOOL.to_string(), "latest-current-ami".to_string()),
@@ -123,9 +158,23 @@ pub fn claim(name: &str, class: &str, requirements: Vec<Req>, cpu: &str) -> Node
 
 /// Ids of the class's resolved AMIs.
 pub fn ami_ids(class: &EC2NodeClass) -> Vec<String> {
-    class.status.as_ref().unwrap().amis.iter().map(|a| a.id.clone()).collect()
+    class
+        .status
+        .as_ref()
+        .unwrap()
+        .amis
+        .iter()
+        .map(|a| a.id.clone())
+        .collect()
 }
 
 pub fn condition<'a>(class: &'a EC2NodeClass, type_: &str) -> &'a driftwood_api::Condition {
-    class.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == type_).unwrap()
+    class
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap()
 }

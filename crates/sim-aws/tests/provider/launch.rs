@@ -5,7 +5,7 @@ use driftwood_api::NodeSelectorRequirementWithMinValues as Req;
 use driftwood_api::requirement::OP_IN;
 use driftwood_cloud::aws::requirements::requirements_allow;
 use driftwood_cloud::ports::{DescribeInstancesInput, DescribeLaunchTemplatesInput, Ec2Api};
-use driftwood_cloud::{CloudError, CloudProvider, InstanceTypeInfo, OfferingKey};
+use driftwood_cloud::{CloudError, CloudProvider, InstanceTypeInfo, NodeClassSource, OfferingKey};
 use driftwood_sim_aws::MachineSource;
 
 use crate::common::*;
@@ -13,8 +13,15 @@ use crate::common::*;
 /// The cheapest available offering the requirements allow (what launch should pick).
 fn cheapest(catalog: &[InstanceTypeInfo], reqs: &[Req], capacity_type: &str) -> OfferingKey {
     let mut best: Option<(f64, OfferingKey)> = None;
-    for it in catalog.iter().filter(|it| requirements_allow(reqs, &it.label_values())) {
-        for o in it.offerings.iter().filter(|o| o.available && o.capacity_type == capacity_type) {
+    for it in catalog
+        .iter()
+        .filter(|it| requirements_allow(reqs, &it.label_values()))
+    {
+        for o in it
+            .offerings
+            .iter()
+            .filter(|o| o.available && o.capacity_type == capacity_type)
+        {
             if best.as_ref().is_none_or(|(p, _)| o.price < *p) {
                 best = Some((o.price, OfferingKey::new(&it.name, &o.zone, capacity_type)));
             }
@@ -25,9 +32,20 @@ fn cheapest(catalog: &[InstanceTypeInfo], reqs: &[Req], capacity_type: &str) -> 
 
 async fn walkthrough_env() -> (Env, Vec<String>) {
     let env = env();
-    let amd = env.sim.image_id_by_name("amazon-eks-node-1.29-v20240807").unwrap();
-    let arm = env.sim.image_id_by_name("amazon-eks-arm64-node-1.29-v20240807").unwrap();
-    env.resolve(class("latest-current-ami", vec![id_term(&amd), id_term(&arm)], None)).await;
+    let amd = env
+        .sim
+        .image_id_by_name("amazon-eks-node-1.29-v20240807")
+        .unwrap();
+    let arm = env
+        .sim
+        .image_id_by_name("amazon-eks-arm64-node-1.29-v20240807")
+        .unwrap();
+    env.resolve(class(
+        "latest-current-ami",
+        vec![id_term(&amd), id_term(&arm)],
+        None,
+    ))
+    .await;
     (env, vec![amd, arm])
 }
 
@@ -43,74 +61,187 @@ fn launched_offering(claim: &driftwood_api::NodeClaim) -> OfferingKey {
 #[tokio::test]
 async fn launch_picks_the_cheapest_compatible_offering() {
     let (env, amis) = walkthrough_env().await;
-    let catalog = env.provider.instance_types_for_class("latest-current-ami").await.unwrap();
+    let catalog = env
+        .provider
+        .instance_types_for_class("latest-current-ami")
+        .await
+        .unwrap();
     let reqs = walkthrough_requirements();
     let expected = cheapest(&catalog, &reqs, "spot");
 
-    let launched = env.provider.create(&claim("nc-1", "latest-current-ami", reqs, "1")).await.unwrap();
+    let launched = env
+        .provider
+        .create(&claim("nc-1", "latest-current-ami", reqs, "1"))
+        .await
+        .unwrap();
     assert_eq!(launched_offering(&launched), expected);
     let labels = launched.metadata.labels.as_ref().unwrap();
     assert_eq!(labels["kubernetes.io/arch"], "amd64");
-    assert_eq!(labels["intent"], "latest-current-ami", "claim labels are kept");
-    assert!(["4", "8", "16", "32", "48", "64"].contains(&labels["karpenter.k8s.aws/instance-cpu"].as_str()));
+    assert_eq!(
+        labels["intent"], "latest-current-ami",
+        "claim labels are kept"
+    );
+    assert!(
+        ["4", "8", "16", "32", "48", "64"]
+            .contains(&labels["karpenter.k8s.aws/instance-cpu"].as_str())
+    );
     let status = launched.status.as_ref().unwrap();
-    assert_eq!(status.image_id.as_deref(), Some(amis[0].as_str()), "the amd64 AMI");
+    assert_eq!(
+        status.image_id.as_deref(),
+        Some(amis[0].as_str()),
+        "the amd64 AMI"
+    );
     let pid = status.provider_id.clone().unwrap();
-    assert!(pid.starts_with(&format!("aws:///{}/i-", expected.zone)), "{pid}");
+    assert!(
+        pid.starts_with(&format!("aws:///{}/i-", expected.zone)),
+        "{pid}"
+    );
     assert!(status.capacity.contains_key("cpu") && status.allocatable.contains_key("pods"));
     let ann = launched.metadata.annotations.as_ref().unwrap();
-    assert_eq!(ann["karpenter.k8s.aws/ec2nodeclass-hash"], "h1");
+    let class = env.classes.node_class("latest-current-ami").unwrap();
+    let hashes = driftwood_api::hash::ec2nodeclass_hashes(&class);
+    assert_eq!(ann["karpenter.k8s.aws/ec2nodeclass-hash"], hashes.hash);
+    assert_eq!(
+        ann["karpenter.k8s.aws/ec2nodeclass-hash-version"],
+        driftwood_api::hash::EC2NODECLASS_HASH_VERSION
+    );
+    assert_eq!(
+        ann["driftwood.sh/ec2nodeclass-field-hashes"],
+        hashes.fields_annotation()
+    );
 
     let instance_id = pid.rsplit('/').next().unwrap().to_string();
     let inst = env
         .sim
-        .describe_instances(DescribeInstancesInput { instance_ids: vec![instance_id], filters: Vec::new() })
+        .describe_instances(DescribeInstancesInput {
+            instance_ids: vec![instance_id],
+            filters: Vec::new(),
+        })
         .await
         .unwrap()
         .remove(0);
-    let tag = |k: &str| inst.tags.iter().find(|t| t.key == k).map(|t| t.value.clone());
-    assert_eq!(tag("karpenter.sh/nodepool").as_deref(), Some("latest-current-ami"));
+    let tag = |k: &str| {
+        inst.tags
+            .iter()
+            .find(|t| t.key == k)
+            .map(|t| t.value.clone())
+    };
+    assert_eq!(
+        tag("karpenter.sh/nodepool").as_deref(),
+        Some("latest-current-ami")
+    );
     assert_eq!(tag("karpenter.sh/nodeclaim").as_deref(), Some("nc-1"));
-    assert_eq!(tag("karpenter.k8s.aws/ec2nodeclass").as_deref(), Some("latest-current-ami"));
+    assert_eq!(
+        tag("karpenter.k8s.aws/ec2nodeclass").as_deref(),
+        Some("latest-current-ami")
+    );
     assert_eq!(tag("kubernetes.io/cluster/demo").as_deref(), Some("owned"));
     assert_eq!(tag("eks:eks-cluster-name").as_deref(), Some("demo"));
     assert_eq!(inst.state, "pending");
     assert_eq!(inst.instance_lifecycle.as_deref(), Some("spot"));
 
-    let lts = env.sim.describe_launch_templates(DescribeLaunchTemplatesInput::default()).await.unwrap();
-    assert_eq!(lts.len(), 1, "one launch template for the one AMI group launched");
-    assert!(lts[0].launch_template_name.starts_with("karpenter.k8s.aws/"));
-    assert!(lts[0].data.user_data.contains("/etc/eks/bootstrap.sh 'demo'"), "AL2 inferred from the ids");
-    assert!(lts[0].data.user_data.contains("karpenter.sh/unregistered=:NoExecute"));
+    let lts = env
+        .sim
+        .describe_launch_templates(DescribeLaunchTemplatesInput::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        lts.len(),
+        1,
+        "one launch template for the one AMI group launched"
+    );
+    assert!(
+        lts[0]
+            .launch_template_name
+            .starts_with("karpenter.k8s.aws/")
+    );
+    assert!(
+        lts[0]
+            .data
+            .user_data
+            .contains("/etc/eks/bootstrap.sh 'demo'"),
+        "AL2 inferred from the ids"
+    );
+    assert!(
+        lts[0]
+            .data
+            .user_data
+            .contains("karpenter.sh/unregistered=:NoExecute")
+    );
 
     // A second launch with the same configuration reuses the template.
-    env.provider.create(&claim("nc-2", "latest-current-ami", walkthrough_requirements(), "1")).await.unwrap();
-    let lts = env.sim.describe_launch_templates(DescribeLaunchTemplatesInput::default()).await.unwrap();
-    assert_eq!(lts.len(), 1, "same AMI and configuration: the template is reused");
+    env.provider
+        .create(&claim(
+            "nc-2",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .unwrap();
+    let lts = env
+        .sim
+        .describe_launch_templates(DescribeLaunchTemplatesInput::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        lts.len(),
+        1,
+        "same AMI and configuration: the template is reused"
+    );
 }
 
 #[tokio::test]
 async fn insufficient_capacity_falls_back_and_marks_the_offering_for_three_minutes() {
     let (env, _) = walkthrough_env().await;
     let reqs = walkthrough_requirements();
-    let catalog = env.provider.instance_types_for_class("latest-current-ami").await.unwrap();
+    let catalog = env
+        .provider
+        .instance_types_for_class("latest-current-ami")
+        .await
+        .unwrap();
     let first = cheapest(&catalog, &reqs, "spot");
-    env.sim.inject_insufficient_capacity(&first.instance_type, &first.zone, "spot");
+    env.sim
+        .inject_insufficient_capacity(&first.instance_type, &first.zone, "spot");
 
-    let launched = env.provider.create(&claim("nc-1", "latest-current-ami", reqs.clone(), "1")).await.unwrap();
+    let launched = env
+        .provider
+        .create(&claim("nc-1", "latest-current-ami", reqs.clone(), "1"))
+        .await
+        .unwrap();
     let got = launched_offering(&launched);
     assert_ne!(got, first);
-    assert_eq!(env.provider.unavailable_offerings(), [first.clone()]);
+    assert_eq!(
+        env.provider.unavailable_offerings(),
+        std::slice::from_ref(&first)
+    );
 
     // The catalog shows it unavailable; the next cheapest is what was launched.
-    let catalog = env.provider.instance_types_for_class("latest-current-ami").await.unwrap();
+    let catalog = env
+        .provider
+        .instance_types_for_class("latest-current-ami")
+        .await
+        .unwrap();
     assert_eq!(cheapest(&catalog, &reqs, "spot"), got);
-    let it = catalog.iter().find(|t| t.name == first.instance_type).unwrap();
-    assert!(!it.offerings.iter().find(|o| o.zone == first.zone && o.capacity_type == "spot").unwrap().available);
+    let it = catalog
+        .iter()
+        .find(|t| t.name == first.instance_type)
+        .unwrap();
+    assert!(
+        !it.offerings
+            .iter()
+            .find(|o| o.zone == first.zone && o.capacity_type == "spot")
+            .unwrap()
+            .available
+    );
 
     env.advance(180);
     assert!(env.provider.unavailable_offerings().is_empty());
-    let catalog = env.provider.instance_types_for_class("latest-current-ami").await.unwrap();
+    let catalog = env
+        .provider
+        .instance_types_for_class("latest-current-ami")
+        .await
+        .unwrap();
     assert_eq!(cheapest(&catalog, &reqs, "spot"), first);
 }
 
@@ -122,17 +253,28 @@ async fn no_capacity_anywhere_is_insufficient_capacity_naming_the_offerings() {
         Req::new("topology.kubernetes.io/zone", OP_IN, &["us-west-2b"]),
         Req::new("karpenter.sh/capacity-type", OP_IN, &["on-demand"]),
     ];
-    env.sim.inject_insufficient_capacity("m5.xlarge", "us-west-2b", "on-demand");
-    let err = env.provider.create(&claim("nc-1", "latest-current-ami", reqs.clone(), "1")).await.unwrap_err();
+    env.sim
+        .inject_insufficient_capacity("m5.xlarge", "us-west-2b", "on-demand");
+    let err = env
+        .provider
+        .create(&claim("nc-1", "latest-current-ami", reqs.clone(), "1"))
+        .await
+        .unwrap_err();
     let expected = OfferingKey::new("m5.xlarge", "us-west-2b", "on-demand");
     match &err {
-        CloudError::InsufficientCapacity { offerings, .. } => assert_eq!(offerings, &[expected.clone()]),
+        CloudError::InsufficientCapacity { offerings, .. } => {
+            assert_eq!(offerings, std::slice::from_ref(&expected))
+        }
         other => panic!("unexpected {other:?}"),
     }
     assert!(err.to_string().contains("m5.xlarge/us-west-2b/on-demand"));
     // While marked, the offering is not even tried.
     let calls = env.sim.fleet_calls();
-    let err = env.provider.create(&claim("nc-2", "latest-current-ami", reqs, "1")).await.unwrap_err();
+    let err = env
+        .provider
+        .create(&claim("nc-2", "latest-current-ami", reqs, "1"))
+        .await
+        .unwrap_err();
     assert!(err.is_insufficient_capacity());
     assert_eq!(env.sim.fleet_calls(), calls);
 }
@@ -140,7 +282,16 @@ async fn no_capacity_anywhere_is_insufficient_capacity_naming_the_offerings() {
 #[tokio::test]
 async fn requests_too_big_for_every_type_launch_nothing() {
     let (env, _) = walkthrough_env().await;
-    let err = env.provider.create(&claim("nc", "latest-current-ami", walkthrough_requirements(), "500")).await.unwrap_err();
+    let err = env
+        .provider
+        .create(&claim(
+            "nc",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "500",
+        ))
+        .await
+        .unwrap_err();
     assert!(err.is_insufficient_capacity(), "{err}");
     assert_eq!(env.sim.fleet_calls(), 0);
 }
@@ -148,8 +299,13 @@ async fn requests_too_big_for_every_type_launch_nothing() {
 #[tokio::test]
 async fn class_not_ready_launches_nothing() {
     let env = env();
-    env.resolve(class("broken", vec![name_term("*-1.99-*", None)], None)).await;
-    let err = env.provider.create(&claim("nc", "broken", walkthrough_requirements(), "1")).await.unwrap_err();
+    env.resolve(class("broken", vec![name_term("*-1.99-*", None)], None))
+        .await;
+    let err = env
+        .provider
+        .create(&claim("nc", "broken", walkthrough_requirements(), "1"))
+        .await
+        .unwrap_err();
     match err {
         CloudError::NodeClassNotReady { name, message } => {
             assert_eq!(name, "broken");
@@ -157,7 +313,11 @@ async fn class_not_ready_launches_nothing() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    let err = env.provider.create(&claim("nc", "missing", walkthrough_requirements(), "1")).await.unwrap_err();
+    let err = env
+        .provider
+        .create(&claim("nc", "missing", walkthrough_requirements(), "1"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CloudError::NodeClassNotReady { .. }));
 }
 
@@ -165,8 +325,15 @@ async fn class_not_ready_launches_nothing() {
 async fn arm64_requirements_get_the_arm64_ami() {
     let (env, amis) = walkthrough_env().await;
     let reqs = vec![Req::new("kubernetes.io/arch", OP_IN, &["arm64"])];
-    let launched = env.provider.create(&claim("nc", "latest-current-ami", reqs, "1")).await.unwrap();
-    assert_eq!(launched.status.as_ref().unwrap().image_id.as_deref(), Some(amis[1].as_str()));
+    let launched = env
+        .provider
+        .create(&claim("nc", "latest-current-ami", reqs, "1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        launched.status.as_ref().unwrap().image_id.as_deref(),
+        Some(amis[1].as_str())
+    );
     let it = &launched.metadata.labels.as_ref().unwrap()["node.kubernetes.io/instance-type"];
     assert!(it.contains('g'), "a Graviton type: {it}");
 }
@@ -174,13 +341,25 @@ async fn arm64_requirements_get_the_arm64_ami() {
 #[tokio::test]
 async fn instances_run_after_the_delay_and_kubelets_see_them() {
     let (env, _) = walkthrough_env().await;
-    let launched = env.provider.create(&claim("nc", "latest-current-ami", walkthrough_requirements(), "1")).await.unwrap();
+    let launched = env
+        .provider
+        .create(&claim(
+            "nc",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .unwrap();
     assert!(env.sim.running_machines().is_empty(), "still pending");
     env.advance(30);
     let machines = env.sim.running_machines();
     assert_eq!(machines.len(), 1);
     let m = &machines[0];
-    assert_eq!(Some(m.provider_id.clone()), launched.status.as_ref().unwrap().provider_id);
+    assert_eq!(
+        Some(m.provider_id.clone()),
+        launched.status.as_ref().unwrap().provider_id
+    );
     assert_eq!(m.kubernetes_version.as_deref(), Some("1.29"));
     assert_eq!(m.labels["karpenter.sh/nodepool"], "latest-current-ami");
     assert_eq!(m.labels["kubernetes.io/arch"], "amd64");
@@ -190,11 +369,67 @@ async fn instances_run_after_the_delay_and_kubelets_see_them() {
     let pid = m.provider_id.clone();
     let got = env.provider.get(&pid).await.unwrap();
     assert_eq!(got.metadata.name.as_deref(), Some("nc"));
-    assert_eq!(got.metadata.labels.as_ref().unwrap()["node.kubernetes.io/instance-type"], m.instance_type);
+    assert_eq!(
+        got.metadata.labels.as_ref().unwrap()["node.kubernetes.io/instance-type"],
+        m.instance_type
+    );
     assert_eq!(env.provider.list().await.unwrap().len(), 1);
     env.provider.delete(&launched).await.unwrap();
     assert!(env.sim.running_machines().is_empty());
     assert!(env.provider.get(&pid).await.unwrap_err().is_not_found());
-    assert!(env.provider.delete(&launched).await.unwrap_err().is_not_found());
+    assert!(
+        env.provider
+            .delete(&launched)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
     assert!(env.provider.list().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn al2023_and_bottlerocket_classes_render_their_user_data() {
+    let env = env();
+    let mut c = class("al2023", vec![alias_term("al2023@latest")], None);
+    c.spec.user_data = Some("apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n".to_string());
+    env.resolve(c).await;
+    env.resolve(class("br", vec![alias_term("bottlerocket@latest")], None))
+        .await;
+    env.provider
+        .create(&claim("a", "al2023", walkthrough_requirements(), "1"))
+        .await
+        .unwrap();
+    env.provider
+        .create(&claim("b", "br", walkthrough_requirements(), "1"))
+        .await
+        .unwrap();
+    let lts = env
+        .sim
+        .describe_launch_templates(DescribeLaunchTemplatesInput::default())
+        .await
+        .unwrap();
+    assert_eq!(lts.len(), 2);
+    let al2023 = lts
+        .iter()
+        .find(|l| l.data.user_data.contains("MIME-Version"))
+        .unwrap();
+    assert_eq!(
+        al2023
+            .data
+            .user_data
+            .matches("Content-Type: application/node.eks.aws")
+            .count(),
+        2
+    );
+    assert!(al2023.data.user_data.contains("shutdownGracePeriod: 30s"));
+    let br = lts
+        .iter()
+        .find(|l| l.data.user_data.contains("[settings.kubernetes]"))
+        .unwrap();
+    assert!(br.data.user_data.contains("cluster-name = \"demo\""));
+    assert_eq!(
+        br.data.block_device_mappings.len(),
+        2,
+        "Bottlerocket OS and data volumes"
+    );
 }

@@ -1,9 +1,9 @@
 //! The simulation itself: SSM paths, ids, determinism, fault knobs.
 
+use driftwood_cloud::CloudProvider;
 use driftwood_cloud::ports::{
     AwsError, DescribeImagesInput, DescribeInstanceTypeOfferingsInput, Ec2Api, Filter, codes,
 };
-use driftwood_cloud::CloudProvider;
 use driftwood_sim_aws::{AMAZON_EKS_ACCOUNT, KUBERNETES_VERSIONS};
 
 use crate::common::*;
@@ -15,11 +15,17 @@ async fn ssm_public_parameters_exist_for_every_version_and_family() {
         for path in [
             format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2/recommended/image_id"),
             format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2-arm64/recommended/image_id"),
-            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/x86_64/standard/recommended/image_id"),
-            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/arm64/standard/recommended/image_id"),
+            format!(
+                "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/x86_64/standard/recommended/image_id"
+            ),
+            format!(
+                "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/arm64/standard/recommended/image_id"
+            ),
             format!("/aws/service/bottlerocket/aws-k8s-{v}/x86_64/latest/image_id"),
             format!("/aws/service/bottlerocket/aws-k8s-{v}/arm64/latest/image_id"),
-            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2/amazon-eks-node-{v}-v20240807/image_id"),
+            format!(
+                "/aws/service/eks/optimized-ami/{v}/amazon-linux-2/amazon-eks-node-{v}-v20240807/image_id"
+            ),
         ] {
             let p = env.sim.ssm_get_parameter(&path).unwrap();
             let img = env.sim.image(&p.value).unwrap();
@@ -28,7 +34,12 @@ async fn ssm_public_parameters_exist_for_every_version_and_family() {
             assert!(p.value.starts_with("ami-") && p.value.len() == 21);
         }
     }
-    let err = env.sim.ssm_get_parameter("/aws/service/eks/optimized-ami/1.99/amazon-linux-2/recommended/image_id").unwrap_err();
+    let err = env
+        .sim
+        .ssm_get_parameter(
+            "/aws/service/eks/optimized-ami/1.99/amazon-linux-2/recommended/image_id",
+        )
+        .unwrap_err();
     assert_eq!(err.code, codes::PARAMETER_NOT_FOUND);
 }
 
@@ -38,13 +49,22 @@ async fn publishing_a_release_moves_latest_but_not_pinned() {
     let latest = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/recommended/image_id";
     let pinned = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20240817/image_id";
     let before = env.sim.ssm_get_parameter(latest).unwrap();
-    assert_eq!(before.value, env.sim.ssm_get_parameter(pinned).unwrap().value);
+    assert_eq!(
+        before.value,
+        env.sim.ssm_get_parameter(pinned).unwrap().value
+    );
     env.sim.publish_release_at("v20240904", "1.21.1", start());
     let after = env.sim.ssm_get_parameter(latest).unwrap();
     assert_ne!(after.value, before.value);
     assert_eq!(after.version, before.version + 1);
-    assert_eq!(env.sim.ssm_get_parameter(pinned).unwrap().value, before.value);
-    assert_eq!(env.sim.image(&after.value).unwrap().image.name, "amazon-eks-node-1.29-v20240904");
+    assert_eq!(
+        env.sim.ssm_get_parameter(pinned).unwrap().value,
+        before.value
+    );
+    assert_eq!(
+        env.sim.image(&after.value).unwrap().image.name,
+        "amazon-eks-node-1.29-v20240904"
+    );
 }
 
 #[tokio::test]
@@ -73,7 +93,10 @@ async fn offerings_have_gaps_and_filters_work() {
         .await
         .unwrap();
     assert!(!offerings.is_empty());
-    assert!(offerings.iter().all(|o| o.location != "us-west-2c"), "d3 is not offered in us-west-2c");
+    assert!(
+        offerings.iter().all(|o| o.location != "us-west-2c"),
+        "d3 is not offered in us-west-2c"
+    );
     let images = env
         .sim
         .describe_images(DescribeImagesInput {
@@ -89,15 +112,54 @@ async fn offerings_have_gaps_and_filters_work() {
 #[tokio::test]
 async fn injected_errors_surface_with_their_aws_code() {
     let env = env();
-    env.resolve(class("c", vec![alias_term("al2@latest")], None)).await;
-    env.sim.inject_error("CreateFleet", AwsError::new(codes::INTERNAL_ERROR, "We encountered an internal error."));
-    let err = env.provider.create(&claim("nc", "c", walkthrough_requirements(), "1")).await.unwrap_err();
+    env.resolve(class("c", vec![alias_term("al2@latest")], None))
+        .await;
+    env.sim.inject_error(
+        "CreateFleet",
+        AwsError::new(codes::INTERNAL_ERROR, "We encountered an internal error."),
+    );
+    let err = env
+        .provider
+        .create(&claim("nc", "c", walkthrough_requirements(), "1"))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("InternalError"), "{err}");
     // One-shot: the next launch works.
-    env.provider.create(&claim("nc", "c", walkthrough_requirements(), "1")).await.unwrap();
+    env.provider
+        .create(&claim("nc", "c", walkthrough_requirements(), "1"))
+        .await
+        .unwrap();
 }
 
 async fn launch_default(e: &Env) -> driftwood_api::NodeClaim {
-    e.resolve(class("c", vec![alias_term("al2@latest")], None)).await;
-    e.provider.create(&claim("nc", "c", walkthrough_requirements(), "1")).await.unwrap()
+    e.resolve(class("c", vec![alias_term("al2@latest")], None))
+        .await;
+    e.provider
+        .create(&claim("nc", "c", walkthrough_requirements(), "1"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn walkthrough_placeholders_resolve_to_real_images() {
+    let env = env();
+    let amd = env.sim.eks_ami("al2", "latest", "1.28", "amd64").unwrap();
+    let arm = env.sim.eks_ami("al2", "latest", "1.28", "arm64").unwrap();
+    assert_eq!(
+        env.sim.image(&amd).unwrap().image.name,
+        "amazon-eks-node-1.28-v20240817"
+    );
+    assert_eq!(
+        env.sim.image(&arm).unwrap().image.name,
+        "amazon-eks-arm64-node-1.28-v20240817"
+    );
+    let pinned = env
+        .sim
+        .eks_ami("al2023", "v20240807", "1.30", "arm64")
+        .unwrap();
+    assert_eq!(
+        env.sim.image(&pinned).unwrap().image.name,
+        "amazon-eks-node-al2023-arm64-standard-1.30-v20240807"
+    );
+    assert_eq!(env.sim.eks_ami("ubuntu", "latest", "1.30", "amd64"), None);
 }

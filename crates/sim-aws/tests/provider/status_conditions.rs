@@ -3,8 +3,8 @@
 
 use driftwood_api::ec2nodeclass::{SecurityGroupSelectorTerm, SubnetSelectorTerm};
 use driftwood_api::wellknown::{
-    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY, CONDITION_SECURITY_GROUPS_READY,
-    CONDITION_SUBNETS_READY,
+    CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY,
+    CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY,
 };
 use driftwood_cloud::aws::instance_profile::managed_instance_profile_name;
 use driftwood_cloud::ports::codes;
@@ -15,69 +15,143 @@ use crate::common::*;
 #[tokio::test]
 async fn ready_class_lists_subnets_groups_and_profile() {
     let env = env();
-    let class = env.resolve(class("c", vec![alias_term("al2023@latest")], None)).await;
+    let class = env
+        .resolve(class("c", vec![alias_term("al2023@latest")], None))
+        .await;
     let status = class.status.as_ref().unwrap();
     assert_eq!(status.subnets.len(), 3);
     let zones: Vec<&str> = status.subnets.iter().map(|s| s.zone.as_str()).collect();
     assert!(zones.contains(&"us-west-2a") && zones.contains(&"us-west-2c"));
-    assert!(status.subnets.iter().all(|s| s.zone_id.as_deref().is_some_and(|z| z.starts_with("usw2-az"))));
-    assert_eq!(status.security_groups.len(), 1, "only the discovery-tagged group");
-    assert!(status.security_groups[0].name.as_deref().unwrap().starts_with("eks-cluster-sg-demo-"));
+    assert!(status.subnets.iter().all(|s| {
+        s.zone_id
+            .as_deref()
+            .is_some_and(|z| z.starts_with("usw2-az"))
+    }));
+    assert_eq!(
+        status.security_groups.len(),
+        1,
+        "only the discovery-tagged group"
+    );
+    assert!(
+        status.security_groups[0]
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("eks-cluster-sg-demo-")
+    );
     let profile = managed_instance_profile_name(CLUSTER, "us-west-2", ROLE);
     assert_eq!(status.instance_profile.as_deref(), Some(profile.as_str()));
     let created = env.sim.instance_profile(&profile).unwrap();
     assert_eq!(created.roles, [ROLE]);
-    assert!(created.tags.iter().any(|t| t.key == "kubernetes.io/cluster/demo" && t.value == "owned"));
-    for c in [CONDITION_AMIS_READY, CONDITION_SUBNETS_READY, CONDITION_SECURITY_GROUPS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY] {
+    assert!(
+        created
+            .tags
+            .iter()
+            .any(|t| t.key == "kubernetes.io/cluster/demo" && t.value == "owned")
+    );
+    for c in [
+        CONDITION_AMIS_READY,
+        CONDITION_SUBNETS_READY,
+        CONDITION_SECURITY_GROUPS_READY,
+        CONDITION_INSTANCE_PROFILE_READY,
+        CONDITION_READY,
+    ] {
         assert!(condition(&class, c).is_true(), "{c}");
     }
     // Resolving again reuses the profile.
     let again = env.resolve(class.clone()).await;
-    assert_eq!(again.status.as_ref().unwrap().instance_profile.as_deref(), Some(profile.as_str()));
+    assert_eq!(
+        again.status.as_ref().unwrap().instance_profile.as_deref(),
+        Some(profile.as_str())
+    );
 }
 
 #[tokio::test]
 async fn ami_selector_matching_nothing_names_the_term() {
     let env = env();
     let class = env
-        .resolve(class("c", vec![name_term("*-1.99-*", Some("self")), name_term("*-1.99-*", Some("amazon"))], Some("AL2")))
+        .resolve(class(
+            "c",
+            vec![
+                name_term("*-1.99-*", Some("self")),
+                name_term("*-1.99-*", Some("amazon")),
+            ],
+            Some("AL2"),
+        ))
         .await;
     let c = condition(&class, CONDITION_AMIS_READY);
     assert!(!c.is_true());
     assert_eq!(c.reason.as_deref(), Some("AMINotFound"));
     let msg = c.message.as_deref().unwrap();
-    assert!(msg.contains(r#"amiSelectorTerms[0] {name: "*-1.99-*", owner: self}"#), "{msg}");
-    assert!(msg.contains(r#"amiSelectorTerms[1] {name: "*-1.99-*", owner: amazon}"#), "{msg}");
+    assert!(
+        msg.contains(r#"amiSelectorTerms[0] {name: "*-1.99-*", owner: self}"#),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(r#"amiSelectorTerms[1] {name: "*-1.99-*", owner: amazon}"#),
+        "{msg}"
+    );
     let ready = condition(&class, CONDITION_READY);
     assert!(!ready.is_true());
-    assert!(ready.message.as_deref().unwrap().contains("AMIsReady=False"));
+    assert!(
+        ready
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("AMIsReady=False")
+    );
     assert!(condition(&class, CONDITION_SUBNETS_READY).is_true());
 }
 
 #[tokio::test]
 async fn bad_alias_is_reported_against_its_term() {
     let env = env();
-    let class = env.resolve(class("c", vec![alias_term("ubuntu@latest")], None)).await;
+    let class = env
+        .resolve(class("c", vec![alias_term("ubuntu@latest")], None))
+        .await;
     let c = condition(&class, CONDITION_AMIS_READY);
     assert!(!c.is_true());
-    assert!(c.message.as_deref().unwrap().contains("unknown family"), "{:?}", c.message);
+    assert!(
+        c.message.as_deref().unwrap().contains("unknown family"),
+        "{:?}",
+        c.message
+    );
 }
 
 #[tokio::test]
 async fn subnet_and_group_selectors_matching_nothing_name_the_term() {
     let env = env();
     let mut c = class("c", vec![alias_term("al2@latest")], None);
-    let wrong = BTreeMap::from([("karpenter.sh/discovery".to_string(), "other-cluster".to_string())]);
-    c.spec.subnet_selector_terms = vec![SubnetSelectorTerm { tags: wrong.clone(), id: None }];
-    c.spec.security_group_selector_terms =
-        vec![SecurityGroupSelectorTerm { tags: BTreeMap::new(), id: None, name: Some("nope".to_string()) }];
+    let wrong = BTreeMap::from([(
+        "karpenter.sh/discovery".to_string(),
+        "other-cluster".to_string(),
+    )]);
+    c.spec.subnet_selector_terms = vec![SubnetSelectorTerm {
+        tags: wrong.clone(),
+        id: None,
+    }];
+    c.spec.security_group_selector_terms = vec![SecurityGroupSelectorTerm {
+        tags: BTreeMap::new(),
+        id: None,
+        name: Some("nope".to_string()),
+    }];
     let class = env.resolve(c).await;
     let s = condition(&class, CONDITION_SUBNETS_READY);
     assert_eq!(s.reason.as_deref(), Some("SubnetsNotFound"));
-    assert!(s.message.as_deref().unwrap().contains("subnetSelectorTerms[0] {tags: {karpenter.sh/discovery: other-cluster}}"));
+    assert!(
+        s.message
+            .as_deref()
+            .unwrap()
+            .contains("subnetSelectorTerms[0] {tags: {karpenter.sh/discovery: other-cluster}}")
+    );
     let g = condition(&class, CONDITION_SECURITY_GROUPS_READY);
     assert_eq!(g.reason.as_deref(), Some("SecurityGroupsNotFound"));
-    assert!(g.message.as_deref().unwrap().contains("securityGroupSelectorTerms[0] {name: nope}"));
+    assert!(
+        g.message
+            .as_deref()
+            .unwrap()
+            .contains("securityGroupSelectorTerms[0] {name: nope}")
+    );
     assert!(!condition(&class, CONDITION_READY).is_true());
     assert!(condition(&class, CONDITION_AMIS_READY).is_true());
 }
@@ -87,12 +161,25 @@ async fn group_by_name_and_subnet_by_id() {
     let env = env();
     let subnet = env.sim.subnets()[0].subnet_id.clone();
     let mut c = class("c", vec![alias_term("al2@latest")], None);
-    c.spec.subnet_selector_terms = vec![SubnetSelectorTerm { tags: BTreeMap::new(), id: Some(subnet.clone()) }];
-    c.spec.security_group_selector_terms =
-        vec![SecurityGroupSelectorTerm { tags: BTreeMap::new(), id: None, name: Some("default".to_string()) }];
+    c.spec.subnet_selector_terms = vec![SubnetSelectorTerm {
+        tags: BTreeMap::new(),
+        id: Some(subnet.clone()),
+    }];
+    c.spec.security_group_selector_terms = vec![SecurityGroupSelectorTerm {
+        tags: BTreeMap::new(),
+        id: None,
+        name: Some("default".to_string()),
+    }];
     let class = env.resolve(c).await;
     let status = class.status.as_ref().unwrap();
-    assert_eq!(status.subnets.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), [subnet]);
+    assert_eq!(
+        status
+            .subnets
+            .iter()
+            .map(|s| s.id.clone())
+            .collect::<Vec<_>>(),
+        [subnet]
+    );
     assert_eq!(status.security_groups[0].name.as_deref(), Some("default"));
 }
 
@@ -125,4 +212,53 @@ async fn throttling_is_an_error_not_a_condition() {
     assert!(err.is_throttled());
     // The next attempt succeeds.
     assert!(env.provider.resolve_node_class(&c).await.unwrap().ready);
+}
+
+#[tokio::test]
+async fn deleting_a_class_cleans_up_templates_then_the_profile() {
+    use driftwood_cloud::CloudProvider;
+    use driftwood_cloud::ports::{DescribeLaunchTemplatesInput, Ec2Api};
+
+    let env = env();
+    let class = env
+        .resolve(class("c", vec![alias_term("al2@latest")], None))
+        .await;
+    let launched = env
+        .provider
+        .create(&claim("nc", "c", walkthrough_requirements(), "1"))
+        .await
+        .unwrap();
+    let profile = class
+        .status
+        .as_ref()
+        .unwrap()
+        .instance_profile
+        .clone()
+        .unwrap();
+
+    let report = env.provider.cleanup_node_class(&class).await.unwrap();
+    assert_eq!(report.deleted_launch_templates.len(), 1);
+    assert!(!report.done(), "an instance still runs");
+    assert!(env.sim.instance_profile(&profile).is_some());
+    assert!(
+        env.sim
+            .describe_launch_templates(DescribeLaunchTemplatesInput::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    env.provider.delete(&launched).await.unwrap();
+    let report = env.provider.cleanup_node_class(&class).await.unwrap();
+    assert!(report.done());
+    assert_eq!(
+        report.deleted_instance_profile.as_deref(),
+        Some(profile.as_str())
+    );
+    assert!(env.sim.instance_profile(&profile).is_none());
+    // Idempotent.
+    assert_eq!(
+        env.provider.cleanup_node_class(&class).await.unwrap(),
+        Default::default()
+    );
 }

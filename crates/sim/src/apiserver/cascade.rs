@@ -19,7 +19,11 @@ fn owner_uids(object: &Value) -> Vec<String> {
     metadata(object)
         .get("ownerReferences")
         .and_then(Value::as_array)
-        .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string)).collect())
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -68,14 +72,21 @@ impl ApiCore {
             .cloned()
             .collect();
         for info in stale {
-            let names: Vec<(String, String)> = self.store.list(&info.key(), None).map(|(name, _)| name.clone()).collect();
+            let names: Vec<(String, String)> = self
+                .store
+                .list(&info.key(), None)
+                .map(|(name, _)| name.clone())
+                .collect();
             for (namespace, name) in names {
                 self.remove(&info, &namespace, &name, false);
             }
             self.registry.remove(&info.key());
         }
         for info in wanted {
-            let builtin_clash = self.registry.get(&info.key()).is_some_and(|existing| !existing.custom);
+            let builtin_clash = self
+                .registry
+                .get(&info.key())
+                .is_some_and(|existing| !existing.custom);
             if !builtin_clash {
                 self.registry.insert(info);
             }
@@ -85,16 +96,29 @@ impl ApiCore {
     /// Background garbage collection: dependents of removed owners are deleted when no owner
     /// remains (or lose the reference when the owner was deleted with `Orphan`).
     fn collect_garbage(&mut self, removed: &[(String, bool)]) {
-        let removed_uids: BTreeSet<&str> = removed.iter().map(|(uid, _)| uid.as_str()).filter(|uid| !uid.is_empty()).collect();
+        let removed_uids: BTreeSet<&str> = removed
+            .iter()
+            .map(|(uid, _)| uid.as_str())
+            .filter(|uid| !uid.is_empty())
+            .collect();
         if removed_uids.is_empty() {
             return;
         }
-        let orphaning: BTreeSet<&str> = removed.iter().filter(|(_, orphan)| *orphan).map(|(uid, _)| uid.as_str()).collect();
+        let orphaning: BTreeSet<&str> = removed
+            .iter()
+            .filter(|(_, orphan)| *orphan)
+            .map(|(uid, _)| uid.as_str())
+            .collect();
         let mut dependents: Vec<(ResourceInfo, Arc<Value>)> = Vec::new();
         for key in self.store.resources() {
-            let Some(info) = self.registry.get(&key).cloned() else { continue };
+            let Some(info) = self.registry.get(&key).cloned() else {
+                continue;
+            };
             for (_, object) in self.store.list(&key, None) {
-                if owner_uids(object).iter().any(|uid| removed_uids.contains(uid.as_str())) {
+                if owner_uids(object)
+                    .iter()
+                    .any(|uid| removed_uids.contains(uid.as_str()))
+                {
                     dependents.push((info.clone(), Arc::clone(object)));
                 }
             }
@@ -102,41 +126,84 @@ impl ApiCore {
         for (info, object) in dependents {
             let owners = owner_uids(&object);
             let orphaned_by_policy = owners.iter().any(|uid| orphaning.contains(uid.as_str()));
-            let live_owner = owners.iter().any(|uid| !removed_uids.contains(uid.as_str()) && self.store.locate_uid(uid).is_some());
+            let live_owner = owners.iter().any(|uid| {
+                !removed_uids.contains(uid.as_str()) && self.store.locate_uid(uid).is_some()
+            });
             let (namespace, name) = name_of(&object);
             if orphaned_by_policy || live_owner {
                 let mut kept = (*object).clone();
                 if let Some(Value::Array(refs)) = kept.pointer_mut("/metadata/ownerReferences") {
-                    refs.retain(|r| !r.get("uid").and_then(Value::as_str).is_some_and(|uid| removed_uids.contains(uid)));
+                    refs.retain(|r| {
+                        !r.get("uid")
+                            .and_then(Value::as_str)
+                            .is_some_and(|uid| removed_uids.contains(uid))
+                    });
                 }
                 if let Some(meta) = kept.get_mut("metadata").and_then(Value::as_object_mut)
-                    && meta.get("ownerReferences").and_then(Value::as_array).is_some_and(Vec::is_empty)
+                    && meta
+                        .get("ownerReferences")
+                        .and_then(Value::as_array)
+                        .is_some_and(Vec::is_empty)
                 {
                     meta.remove("ownerReferences");
                 }
                 self.commit(&info, kept);
             } else {
-                let version = info.versions.first().map(|v| v.name.clone()).unwrap_or_default();
-                let ns = if info.namespaced { Some(namespace.as_str()) } else { None };
-                let _ = self.delete_object(&info, &version, ns, &name, &json!({"propagationPolicy": "Background"}));
+                let version = info
+                    .versions
+                    .first()
+                    .map(|v| v.name.clone())
+                    .unwrap_or_default();
+                let ns = if info.namespaced {
+                    Some(namespace.as_str())
+                } else {
+                    None
+                };
+                let _ = self.delete_object(
+                    &info,
+                    &version,
+                    ns,
+                    &name,
+                    &json!({"propagationPolicy": "Background"}),
+                );
             }
         }
     }
 
     /// Desired replicas of a pod controller (ReplicaSet, Deployment) in `namespace`.
     fn controller_scale(&self, namespace: &str, kind: &str, name: &str) -> Option<i64> {
-        let lookup = |plural: &str, name: &str| self.store.get(&ResourceKey::new("apps", plural), namespace, name).cloned();
+        let lookup = |plural: &str, name: &str| {
+            self.store
+                .get(&ResourceKey::new("apps", plural), namespace, name)
+                .cloned()
+        };
         match kind {
             "ReplicaSet" => {
                 let replica_set = lookup("replicasets", name)?;
-                if let Some(("Deployment", deployment)) = pdb::controller_of(&replica_set).as_ref().map(|(k, n)| (k.as_str(), n.as_str()))
+                if let Some(("Deployment", deployment)) = pdb::controller_of(&replica_set)
+                    .as_ref()
+                    .map(|(k, n)| (k.as_str(), n.as_str()))
                     && let Some(deployment) = lookup("deployments", deployment)
                 {
-                    return Some(deployment.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1));
+                    return Some(
+                        deployment
+                            .pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(1),
+                    );
                 }
-                Some(replica_set.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1))
+                Some(
+                    replica_set
+                        .pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1),
+                )
             }
-            "Deployment" => lookup("deployments", name).map(|d| d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)),
+            "Deployment" => lookup("deployments", name).map(|d| {
+                d.pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1)
+            }),
             _ => None,
         }
     }
@@ -144,11 +211,19 @@ impl ApiCore {
     /// The PDB controller: recompute every PDB's status in `namespace`.
     fn refresh_pdbs(&mut self, namespace: &str) {
         let pdb_key = ResourceKey::new("policy", "poddisruptionbudgets");
-        let budgets: Vec<Arc<Value>> = self.store.list(&pdb_key, Some(namespace)).map(|(_, o)| Arc::clone(o)).collect();
+        let budgets: Vec<Arc<Value>> = self
+            .store
+            .list(&pdb_key, Some(namespace))
+            .map(|(_, o)| Arc::clone(o))
+            .collect();
         if budgets.is_empty() {
             return;
         }
-        let pods: Vec<Arc<Value>> = self.store.list(&ResourceKey::new("", "pods"), Some(namespace)).map(|(_, o)| Arc::clone(o)).collect();
+        let pods: Vec<Arc<Value>> = self
+            .store
+            .list(&ResourceKey::new("", "pods"), Some(namespace))
+            .map(|(_, o)| Arc::clone(o))
+            .collect();
         let pod_refs: Vec<&Value> = pods.iter().map(|p| p.as_ref()).collect();
         let now = self.now_string();
         for budget in budgets {

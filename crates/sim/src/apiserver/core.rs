@@ -17,7 +17,7 @@ use super::resources::{Registry, ResourceInfo, ResourceKey};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{ObjectName, Store};
 use super::table;
-use super::watch::{WatchFilter, WatchPlan};
+use super::watch::{WatchFilter, WatchOutput, WatchPlan};
 use crate::clock::SharedClock;
 
 /// What happens to a pod deleted with a grace period while bound to a node.
@@ -112,6 +112,7 @@ pub struct ApiCore {
     pub(super) removed_uids: Vec<(String, bool)>,
     pub(super) dirty_pdb_namespaces: BTreeSet<String>,
     pub(super) crds_changed: bool,
+    pub(super) dry_run: bool,
 }
 
 /// `metadata` of an object (empty map when missing).
@@ -147,7 +148,10 @@ fn hex_decode(text: &str) -> Option<String> {
     }
     let bytes: Option<Vec<u8>> = (0..text.len())
         .step_by(2)
-        .map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
         .collect();
     String::from_utf8(bytes?).ok()
 }
@@ -171,9 +175,11 @@ impl ApiCore {
             removed_uids: Vec::new(),
             dirty_pdb_namespaces: BTreeSet::new(),
             crds_changed: false,
+            dry_run: false,
         };
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+            let object =
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
             if let Some(info) = core.registry.lookup("", "v1", "namespaces").cloned() {
                 let _ = core.create_object(&info, "v1", None, object);
             }
@@ -227,10 +233,12 @@ impl ApiCore {
 
     /// Handle one request.
     pub fn handle(&mut self, request: &CoreRequest) -> CoreResponse {
+        self.dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
         let response = match self.route(request) {
             Ok(response) => response,
             Err(error) => CoreResponse::error(&error),
         };
+        self.dry_run = false;
         self.settle();
         response
     }
@@ -241,24 +249,38 @@ impl ApiCore {
             if method == Method::GET || method == Method::HEAD {
                 Ok(())
             } else {
-                Err(ApiError::method_not_allowed(format!("{method} is not supported on {}", request.path)))
+                Err(ApiError::method_not_allowed(format!(
+                    "{method} is not supported on {}",
+                    request.path
+                )))
             }
         };
         match route {
             Route::Version => {
                 read_only(&request.method)?;
-                Ok(CoreResponse::Json(200, discovery::version_info(&self.config.kubernetes_version)))
+                Ok(CoreResponse::Json(
+                    200,
+                    discovery::version_info(&self.config.kubernetes_version),
+                ))
             }
             Route::Health => Ok(CoreResponse::Json(200, json!("ok"))),
             Route::OpenApiRoot => {
                 read_only(&request.method)?;
-                Ok(CoreResponse::Json(200, discovery::openapi_v3_root(&self.registry)))
+                Ok(CoreResponse::Json(
+                    200,
+                    discovery::openapi_v3_root(&self.registry),
+                ))
             }
             Route::OpenApiGroupVersion { group, version } => {
                 read_only(&request.method)?;
-                discovery::openapi_v3_group_version(&self.registry, &group, &version, &self.config.kubernetes_version)
-                    .map(|doc| CoreResponse::Json(200, doc))
-                    .ok_or_else(|| ApiError::no_route(&request.path))
+                discovery::openapi_v3_group_version(
+                    &self.registry,
+                    &group,
+                    &version,
+                    &self.config.kubernetes_version,
+                )
+                .map(|doc| CoreResponse::Json(200, doc))
+                .ok_or_else(|| ApiError::no_route(&request.path))
             }
             Route::CoreVersions => {
                 read_only(&request.method)?;
@@ -266,7 +288,10 @@ impl ApiCore {
             }
             Route::Groups => {
                 read_only(&request.method)?;
-                Ok(CoreResponse::Json(200, discovery::group_list(&self.registry)))
+                Ok(CoreResponse::Json(
+                    200,
+                    discovery::group_list(&self.registry),
+                ))
             }
             Route::Group(group) => {
                 read_only(&request.method)?;
@@ -276,8 +301,13 @@ impl ApiCore {
             }
             Route::Resources { group, version } => {
                 read_only(&request.method)?;
-                if (group.is_empty() && version == "v1") || (!group.is_empty() && self.registry.serves_group_version(&group, &version)) {
-                    Ok(CoreResponse::Json(200, discovery::resource_list(&self.registry, &group, &version)))
+                if (group.is_empty() && version == "v1")
+                    || (!group.is_empty() && self.registry.serves_group_version(&group, &version))
+                {
+                    Ok(CoreResponse::Json(
+                        200,
+                        discovery::resource_list(&self.registry, &group, &version),
+                    ))
                 } else {
                     Err(ApiError::no_route(&request.path))
                 }
@@ -287,7 +317,11 @@ impl ApiCore {
         }
     }
 
-    fn resource_request(&mut self, request: &CoreRequest, target: &ResourceTarget) -> Result<CoreResponse, ApiError> {
+    fn resource_request(
+        &mut self,
+        request: &CoreRequest,
+        target: &ResourceTarget,
+    ) -> Result<CoreResponse, ApiError> {
         let info = self
             .registry
             .lookup(&target.group, &target.version, &target.plural)
@@ -298,24 +332,46 @@ impl ApiCore {
         }
         let version = target.version.as_str();
         let namespace = target.namespace.as_deref();
-        match (&request.method, target.name.as_deref(), target.subresource.as_deref()) {
+        match (
+            &request.method,
+            target.name.as_deref(),
+            target.subresource.as_deref(),
+        ) {
             (m, None, None) if m == Method::GET => {
-                let watching = matches!(request.query.get("watch").map(String::as_str), Some("true" | "1"));
+                let watching = matches!(
+                    request.query.get("watch").map(String::as_str),
+                    Some("true" | "1")
+                );
                 if watching {
-                    self.watch_plan(&info, version, namespace, None, &request.query).map(|p| CoreResponse::Watch(Box::new(p)))
+                    self.watch_plan(&info, version, namespace, request)
+                        .map(|p| CoreResponse::Watch(Box::new(p)))
                 } else {
                     self.list(&info, version, namespace, request)
                 }
             }
             (m, None, None) if m == Method::POST => {
                 if info.namespaced && namespace.is_none() {
-                    return Err(ApiError::method_not_allowed(format!("create {} requires a namespace in the path", info.plural)));
+                    return Err(ApiError::method_not_allowed(format!(
+                        "create {} requires a namespace in the path",
+                        info.plural
+                    )));
                 }
                 let object = parse_json_body(&request.body)?;
                 let created = self.create_object(&info, version, namespace, object)?;
-                Ok(CoreResponse::Json(201, self.render_object(&info, version, &created)))
+                Ok(CoreResponse::Json(
+                    201,
+                    self.render_object(&info, version, &created),
+                ))
             }
-            (m, None, None) if m == Method::DELETE => self.delete_collection(&info, version, namespace, request),
+            (m, None, None) if m == Method::DELETE => {
+                self.delete_collection(&info, version, namespace, request)
+            }
+            (_, Some(name), Some("scale"))
+                if info.extra_subresources.iter().any(|s| s == "scale") =>
+            {
+                self.scale(&info, version, namespace, name, request)
+                    .map(|scale| CoreResponse::Json(200, scale))
+            }
             (m, Some(name), sub) if m == Method::GET => {
                 if let Some(sub) = sub
                     && !(sub == "status" && info.has_status())
@@ -323,39 +379,78 @@ impl ApiCore {
                     return Err(ApiError::no_route(&request.path));
                 }
                 let object = self.get_object(&info, namespace, name)?;
-                Ok(CoreResponse::Json(200, self.render_one(&info, version, &object, request)))
+                Ok(CoreResponse::Json(
+                    200,
+                    self.render_one(&info, version, &object, request),
+                ))
             }
             (m, Some(name), sub) if m == Method::PUT => {
                 let status_only = self.status_subresource(&info, sub, &request.path)?;
                 let object = parse_json_body(&request.body)?;
-                let updated = self.update_object(&info, version, namespace, name, object, status_only)?;
-                Ok(CoreResponse::Json(200, self.render_object(&info, version, &updated)))
+                let updated =
+                    self.update_object(&info, version, namespace, name, object, status_only)?;
+                Ok(CoreResponse::Json(
+                    200,
+                    self.render_object(&info, version, &updated),
+                ))
             }
             (m, Some(name), sub) if m == Method::PATCH => {
                 let status_only = self.status_subresource(&info, sub, &request.path)?;
-                let (code, patched) = self.patch_object(&info, version, namespace, name, request, status_only)?;
-                Ok(CoreResponse::Json(code, self.render_object(&info, version, &patched)))
+                let (code, patched) =
+                    self.patch_object(&info, version, namespace, name, request, status_only)?;
+                Ok(CoreResponse::Json(
+                    code,
+                    self.render_object(&info, version, &patched),
+                ))
             }
             (m, Some(name), None) if m == Method::DELETE => {
-                let options = if request.body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_json_body(&request.body)? };
+                let options = if request.body.iter().all(u8::is_ascii_whitespace) {
+                    json!({})
+                } else {
+                    parse_json_body(&request.body)?
+                };
                 let options = merge_delete_query(options, &request.query);
+                if options
+                    .get("dryRun")
+                    .and_then(Value::as_array)
+                    .is_some_and(|modes| modes.iter().any(|m| m == "All"))
+                {
+                    self.dry_run = true;
+                }
                 let (code, body) = self.delete_object(&info, version, namespace, name, &options)?;
                 Ok(CoreResponse::Json(code, body))
             }
-            (m, Some(name), Some("eviction")) if m == Method::POST && info.key() == ResourceKey::new("", "pods") => {
+            (m, Some(name), Some("eviction"))
+                if m == Method::POST && info.key() == ResourceKey::new("", "pods") =>
+            {
                 let body = parse_json_body(&request.body)?;
-                self.evict(&info, namespace.unwrap_or_default(), name, &body).map(|v| CoreResponse::Json(201, v))
+                self.evict(&info, namespace.unwrap_or_default(), name, &body)
+                    .map(|v| CoreResponse::Json(201, v))
             }
-            (m, Some(name), Some("binding")) if m == Method::POST && info.key() == ResourceKey::new("", "pods") => {
+            (m, Some(name), Some("binding"))
+                if m == Method::POST && info.key() == ResourceKey::new("", "pods") =>
+            {
                 let body = parse_json_body(&request.body)?;
-                self.bind(&info, namespace.unwrap_or_default(), name, &body).map(|v| CoreResponse::Json(201, v))
+                self.bind(&info, namespace.unwrap_or_default(), name, &body)
+                    .map(|v| CoreResponse::Json(201, v))
             }
-            (m, None, Some(_)) => Err(ApiError::method_not_allowed(format!("{m} is not supported on {}", request.path))),
-            (m, _, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on {}", request.path))),
+            (m, None, Some(_)) => Err(ApiError::method_not_allowed(format!(
+                "{m} is not supported on {}",
+                request.path
+            ))),
+            (m, _, _) => Err(ApiError::method_not_allowed(format!(
+                "{m} is not supported on {}",
+                request.path
+            ))),
         }
     }
 
-    fn status_subresource(&self, info: &ResourceInfo, sub: Option<&str>, path: &str) -> Result<bool, ApiError> {
+    fn status_subresource(
+        &self,
+        info: &ResourceInfo,
+        sub: Option<&str>,
+        path: &str,
+    ) -> Result<bool, ApiError> {
         match sub {
             None => Ok(false),
             Some("status") if info.has_status() => Ok(true),
@@ -363,8 +458,17 @@ impl ApiCore {
         }
     }
 
-    pub(super) fn get_object(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> Result<Arc<Value>, ApiError> {
-        let namespace = if info.namespaced { namespace.unwrap_or_default() } else { "" };
+    pub(super) fn get_object(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        let namespace = if info.namespaced {
+            namespace.unwrap_or_default()
+        } else {
+            ""
+        };
         self.store
             .get(&info.key(), namespace, name)
             .cloned()
@@ -372,7 +476,12 @@ impl ApiCore {
     }
 
     /// An object as served at `version` (custom resources are stored once for all versions).
-    pub(super) fn render_object(&self, info: &ResourceInfo, version: &str, object: &Value) -> Value {
+    pub(super) fn render_object(
+        &self,
+        info: &ResourceInfo,
+        version: &str,
+        object: &Value,
+    ) -> Value {
         let mut object = object.clone();
         if info.custom
             && let Some(map) = object.as_object_mut()
@@ -382,9 +491,22 @@ impl ApiCore {
         object
     }
 
-    fn render_one(&self, info: &ResourceInfo, version: &str, object: &Value, request: &CoreRequest) -> Value {
+    fn render_one(
+        &self,
+        info: &ResourceInfo,
+        version: &str,
+        object: &Value,
+        request: &CoreRequest,
+    ) -> Value {
         if wants_table(&request.accept) {
-            table::render(info, version, std::slice::from_ref(object), &self.store.resource_version().to_string(), None, self.now())
+            table::render(
+                info,
+                version,
+                std::slice::from_ref(object),
+                &self.store.resource_version().to_string(),
+                None,
+                self.now(),
+            )
         } else if request.accept.contains("as=PartialObjectMetadata") {
             table::partial_metadata(object)
         } else {
@@ -392,14 +514,34 @@ impl ApiCore {
         }
     }
 
-    pub(super) fn selectors(info: &ResourceInfo, query: &BTreeMap<String, String>) -> Result<(LabelSelector, FieldSelector), ApiError> {
-        let labels = LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or_default())?;
-        let fields = FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or_default(), info.selectable_fields())?;
+    pub(super) fn selectors(
+        info: &ResourceInfo,
+        query: &BTreeMap<String, String>,
+    ) -> Result<(LabelSelector, FieldSelector), ApiError> {
+        let labels = LabelSelector::parse(
+            query
+                .get("labelSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+        )?;
+        let fields = FieldSelector::parse(
+            query
+                .get("fieldSelector")
+                .map(String::as_str)
+                .unwrap_or_default(),
+            info.selectable_fields(),
+        )?;
         Ok((labels, fields))
     }
 
     /// Objects matching namespace and selectors, sorted by (namespace, name).
-    pub(super) fn matching(&self, info: &ResourceInfo, namespace: Option<&str>, labels: &LabelSelector, fields: &FieldSelector) -> Vec<(ObjectName, Arc<Value>)> {
+    pub(super) fn matching(
+        &self,
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> Vec<(ObjectName, Arc<Value>)> {
         self.store
             .list(&info.key(), namespace)
             .filter(|(_, object)| labels.matches_object(object) && fields.matches(object))
@@ -407,17 +549,31 @@ impl ApiCore {
             .collect()
     }
 
-    fn list(&self, info: &ResourceInfo, version: &str, namespace: Option<&str>, request: &CoreRequest) -> Result<CoreResponse, ApiError> {
+    fn list(
+        &self,
+        info: &ResourceInfo,
+        version: &str,
+        namespace: Option<&str>,
+        request: &CoreRequest,
+    ) -> Result<CoreResponse, ApiError> {
         let (labels, fields) = Self::selectors(info, &request.query)?;
         let limit = match request.query.get("limit").map(String::as_str) {
             None | Some("") | Some("0") => None,
-            Some(text) => Some(text.parse::<usize>().map_err(|_| ApiError::bad_request(format!("invalid limit {text:?}: must be a non-negative integer")))?),
+            Some(text) => Some(text.parse::<usize>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "invalid limit {text:?}: must be a non-negative integer"
+                ))
+            })?),
         };
         let after: Option<ObjectName> = match request.query.get("continue").map(String::as_str) {
             None | Some("") => None,
             Some(token) => {
-                let decoded = hex_decode(token).ok_or_else(|| ApiError::bad_request("continue key is not valid: malformed token"))?;
-                let (ns, name) = decoded.split_once('\u{0}').ok_or_else(|| ApiError::bad_request("continue key is not valid: malformed token"))?;
+                let decoded = hex_decode(token).ok_or_else(|| {
+                    ApiError::bad_request("continue key is not valid: malformed token")
+                })?;
+                let (ns, name) = decoded.split_once('\u{0}').ok_or_else(|| {
+                    ApiError::bad_request("continue key is not valid: malformed token")
+                })?;
                 Some((ns.to_string(), name.to_string()))
             }
         };
@@ -433,18 +589,42 @@ impl ApiCore {
         {
             remaining = Some(items.len() - limit);
             items.truncate(limit);
-            continue_token = items.last().map(|((ns, name), _)| hex_encode(&format!("{ns}\u{0}{name}")));
+            continue_token = items
+                .last()
+                .map(|((ns, name), _)| hex_encode(&format!("{ns}\u{0}{name}")));
         }
         let resource_version = self.store.resource_version().to_string();
-        let objects: Vec<Value> = items.iter().map(|(_, o)| self.render_object(info, version, o)).collect();
+        let objects: Vec<Value> = items
+            .iter()
+            .map(|(_, o)| self.render_object(info, version, o))
+            .collect();
         if wants_table(&request.accept) {
-            return Ok(CoreResponse::Json(200, table::render(info, version, &objects, &resource_version, continue_token.as_deref(), self.now())));
+            return Ok(CoreResponse::Json(
+                200,
+                table::render(
+                    info,
+                    version,
+                    &objects,
+                    &resource_version,
+                    continue_token.as_deref(),
+                    self.now(),
+                ),
+            ));
         }
-        let (kind, api_version, objects) = if request.accept.contains("as=PartialObjectMetadataList") {
-            ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1".to_string(), objects.iter().map(table::partial_metadata).collect())
-        } else {
-            (format!("{}List", info.kind), info.api_version(version), objects)
-        };
+        let (kind, api_version, objects) =
+            if request.accept.contains("as=PartialObjectMetadataList") {
+                (
+                    "PartialObjectMetadataList".to_string(),
+                    "meta.k8s.io/v1".to_string(),
+                    objects.iter().map(table::partial_metadata).collect(),
+                )
+            } else {
+                (
+                    format!("{}List", info.kind),
+                    info.api_version(version),
+                    objects,
+                )
+            };
         let mut list_metadata = json!({"resourceVersion": resource_version});
         if let Some(map) = list_metadata.as_object_mut() {
             if let Some(token) = continue_token {
@@ -454,16 +634,43 @@ impl ApiCore {
                 map.insert("remainingItemCount".into(), json!(remaining));
             }
         }
-        Ok(CoreResponse::Json(200, json!({"kind": kind, "apiVersion": api_version, "metadata": list_metadata, "items": objects})))
+        Ok(CoreResponse::Json(
+            200,
+            json!({"kind": kind, "apiVersion": api_version, "metadata": list_metadata, "items": objects}),
+        ))
     }
 
-    fn watch_plan(&self, info: &ResourceInfo, version: &str, namespace: Option<&str>, _name: Option<&str>, query: &BTreeMap<String, String>) -> Result<WatchPlan, ApiError> {
+    fn watch_plan(
+        &self,
+        info: &ResourceInfo,
+        version: &str,
+        namespace: Option<&str>,
+        request: &CoreRequest,
+    ) -> Result<WatchPlan, ApiError> {
+        let query = &request.query;
         let (labels, fields) = Self::selectors(info, query)?;
-        let bookmarks = matches!(query.get("allowWatchBookmarks").map(String::as_str), Some("true" | "1"));
-        let send_initial = matches!(query.get("sendInitialEvents").map(String::as_str), Some("true" | "1"));
+        let output = if wants_table(&request.accept) {
+            WatchOutput::Table
+        } else if request.accept.contains("as=PartialObjectMetadata") {
+            WatchOutput::Metadata
+        } else {
+            WatchOutput::Object
+        };
+        let bookmarks = matches!(
+            query.get("allowWatchBookmarks").map(String::as_str),
+            Some("true" | "1")
+        );
+        let send_initial = matches!(
+            query.get("sendInitialEvents").map(String::as_str),
+            Some("true" | "1")
+        );
         let timeout = match query.get("timeoutSeconds").map(|t| t.parse::<u64>()) {
             Some(Ok(seconds)) if seconds > 0 => Duration::from_secs(seconds),
-            Some(Err(_)) => return Err(ApiError::bad_request("timeoutSeconds must be a non-negative integer")),
+            Some(Err(_)) => {
+                return Err(ApiError::bad_request(
+                    "timeoutSeconds must be a non-negative integer",
+                ));
+            }
             _ => self.config.default_watch_timeout,
         };
         let filter = WatchFilter {
@@ -474,9 +681,14 @@ impl ApiCore {
             labels,
             fields,
         };
-        let requested = query.get("resourceVersion").map(String::as_str).unwrap_or_default();
+        let requested = query
+            .get("resourceVersion")
+            .map(String::as_str)
+            .unwrap_or_default();
         let current = self.store.resource_version();
         let mut plan = WatchPlan {
+            output,
+            clock: Arc::clone(&self.config.clock),
             filter,
             initial: Vec::new(),
             start_after: current,
@@ -496,10 +708,15 @@ impl ApiCore {
             return Ok(plan);
         }
         let Ok(from) = requested.parse::<u64>() else {
-            return Err(ApiError::bad_request(format!("invalid resourceVersion {requested:?}")));
+            return Err(ApiError::bad_request(format!(
+                "invalid resourceVersion {requested:?}"
+            )));
         };
         if from < self.store.oldest_watchable() {
-            plan.expired = Some(ApiError::expired(format!("too old resource version: {from} ({})", self.store.oldest_watchable())));
+            plan.expired = Some(ApiError::expired(format!(
+                "too old resource version: {from} ({})",
+                self.store.oldest_watchable()
+            )));
         } else {
             plan.start_after = from.min(current);
         }
@@ -514,18 +731,24 @@ fn wants_table(accept: &str) -> bool {
 
 /// Parse a JSON request body into an object.
 pub(super) fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
     if value.is_object() {
         Ok(value)
     } else {
-        Err(ApiError::bad_request("the request body must be a JSON object"))
+        Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ))
     }
 }
 
 /// Fold `gracePeriodSeconds` / `propagationPolicy` query parameters into DeleteOptions.
 fn merge_delete_query(mut options: Value, query: &BTreeMap<String, String>) -> Value {
     if let Some(map) = options.as_object_mut() {
-        if let Some(grace) = query.get("gracePeriodSeconds").and_then(|g| g.parse::<i64>().ok()) {
+        if let Some(grace) = query
+            .get("gracePeriodSeconds")
+            .and_then(|g| g.parse::<i64>().ok())
+        {
             map.insert("gracePeriodSeconds".into(), json!(grace));
         }
         if let Some(policy) = query.get("propagationPolicy") {
@@ -549,7 +772,9 @@ mod tests {
 
     #[test]
     fn table_accept_header_detection() {
-        assert!(wants_table("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"));
+        assert!(wants_table(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+        ));
         assert!(!wants_table("application/json"));
     }
 }

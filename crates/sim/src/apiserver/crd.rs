@@ -7,21 +7,31 @@ use super::error::ApiError;
 use super::resources::{PrinterColumn, ResourceInfo, VersionInfo};
 
 fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn strings(object: &Value, pointer: &str) -> Vec<String> {
     object
         .pointer(pointer)
         .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Validate a CRD and describe the resource it defines.
 pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
     let name = text(crd, "/metadata/name");
-    let invalid = |field: &str, rule: &str| ApiError::invalid("CustomResourceDefinition", name, field, rule.to_string());
+    let invalid = |field: &str, rule: &str| {
+        ApiError::invalid("CustomResourceDefinition", name, field, rule.to_string())
+    };
     let group = text(crd, "/spec/group");
     let plural = text(crd, "/spec/names/plural");
     let kind = text(crd, "/spec/names/kind");
@@ -35,17 +45,30 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
         return Err(invalid("spec.names.kind", "Required value"));
     }
     if name != format!("{plural}.{group}") {
-        return Err(invalid("metadata.name", "must be spec.names.plural+\".\"+spec.group"));
+        return Err(invalid(
+            "metadata.name",
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
     }
     let scope = text(crd, "/spec/scope");
     let namespaced = match scope {
         "Namespaced" => true,
         "Cluster" => false,
-        _ => return Err(invalid("spec.scope", "Unsupported value: must be Cluster or Namespaced")),
+        _ => {
+            return Err(invalid(
+                "spec.scope",
+                "Unsupported value: must be Cluster or Namespaced",
+            ));
+        }
     };
     let mut versions = Vec::new();
     let mut storage = Vec::new();
-    for version in crd.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten() {
+    for version in crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let version_name = text(version, "/name");
         if version_name.is_empty() {
             return Err(invalid("spec.versions[].name", "Required value"));
@@ -80,10 +103,16 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
         });
     }
     if versions.is_empty() {
-        return Err(invalid("spec.versions", "must have at least one served version"));
+        return Err(invalid(
+            "spec.versions",
+            "must have at least one served version",
+        ));
     }
     if storage.len() != 1 {
-        return Err(invalid("spec.versions", "must have exactly one version marked as storage version"));
+        return Err(invalid(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
     }
     let singular = match text(crd, "/spec/names/singular") {
         "" => kind.to_lowercase(),
@@ -106,7 +135,10 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
 
 /// The status a real API server reports once a CRD is established.
 pub fn established_status(crd: &Value, now: &str) -> Value {
-    let mut names = crd.pointer("/spec/names").cloned().unwrap_or_else(|| json!({}));
+    let mut names = crd
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     if let Some(map) = names.as_object_mut()
         && !map.contains_key("singular")
     {
@@ -220,6 +252,9 @@ mod tests {
         assert_eq!(object["spec"], json!({"size": 3}));
         let mut object = json!({"spec": {"size": 5, "parts": [{}, {"weight": 7}]}});
         apply_defaults(&schema, &mut object);
-        assert_eq!(object["spec"], json!({"size": 5, "parts": [{"weight": 1}, {"weight": 7}]}));
+        assert_eq!(
+            object["spec"],
+            json!({"size": 5, "parts": [{"weight": 1}, {"weight": 7}]})
+        );
     }
 }

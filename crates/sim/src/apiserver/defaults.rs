@@ -21,13 +21,21 @@ fn default_containers(spec: &mut Map<String, Value>) {
     for field in ["containers", "initContainers"] {
         if let Some(Value::Array(containers)) = spec.get_mut(field) {
             for container in containers.iter_mut().filter_map(Value::as_object_mut) {
-                insert_missing(container, "terminationMessagePath", json!("/dev/termination-log"));
+                insert_missing(
+                    container,
+                    "terminationMessagePath",
+                    json!("/dev/termination-log"),
+                );
                 insert_missing(container, "terminationMessagePolicy", json!("File"));
                 let latest = container
                     .get("image")
                     .and_then(Value::as_str)
                     .is_some_and(|image| !image.contains(':') || image.ends_with(":latest"));
-                insert_missing(container, "imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" }));
+                insert_missing(
+                    container,
+                    "imagePullPolicy",
+                    json!(if latest { "Always" } else { "IfNotPresent" }),
+                );
                 if let Some(Value::Array(ports)) = container.get_mut("ports") {
                     for port in ports.iter_mut().filter_map(Value::as_object_mut) {
                         insert_missing(port, "protocol", json!("TCP"));
@@ -126,8 +134,14 @@ mod tests {
         apply("apps", "deployments", &mut deployment);
         assert_eq!(deployment["spec"]["replicas"], 1);
         assert_eq!(deployment["spec"]["strategy"]["type"], "RollingUpdate");
-        assert_eq!(deployment["spec"]["template"]["spec"]["restartPolicy"], "Always");
-        assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["restartPolicy"],
+            "Always"
+        );
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "Always"
+        );
     }
 
     #[test]

@@ -127,17 +127,23 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
             }));
         }
         for sub in &info.extra_subresources {
-            let (kind, group_name, sub_version) = match sub.as_str() {
-                "eviction" => ("Eviction", "policy", "v1"),
-                "binding" => ("Binding", "", "v1"),
-                _ => (info.kind.as_str(), "", ""),
+            let (kind, group_name, sub_version, verbs) = match sub.as_str() {
+                "eviction" => ("Eviction", "policy", "v1", json!(["create"])),
+                "binding" => ("Binding", "", "v1", json!(["create"])),
+                "scale" => (
+                    "Scale",
+                    "autoscaling",
+                    "v1",
+                    json!(["get", "patch", "update"]),
+                ),
+                _ => (info.kind.as_str(), "", "", json!(["create"])),
             };
             let mut entry = json!({
                 "name": format!("{}/{}", info.plural, sub),
                 "singularName": "",
                 "namespaced": info.namespaced,
                 "kind": kind,
-                "verbs": ["create"],
+                "verbs": verbs,
             });
             if !group_name.is_empty()
                 && let Some(map) = entry.as_object_mut()
@@ -174,11 +180,17 @@ fn group_version_path(group: &str, version: &str) -> String {
 pub fn openapi_v3_root(registry: &Registry) -> Value {
     let mut paths = serde_json::Map::new();
     let core = group_version_path("", "v1");
-    paths.insert(core.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{core}")}));
+    paths.insert(
+        core.clone(),
+        json!({"serverRelativeURL": format!("/openapi/v3/{core}")}),
+    );
     for (group, versions) in group_versions(registry) {
         for version in versions {
             let path = group_version_path(&group, &version);
-            paths.insert(path.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{path}")}));
+            paths.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}")}),
+            );
         }
     }
     json!({"paths": paths})
@@ -186,9 +198,17 @@ pub fn openapi_v3_root(registry: &Registry) -> Value {
 
 /// `/openapi/v3/…/GROUP/VERSION`: PATCH operations per kind declaring the `fieldValidation`
 /// query parameter and the group/version/kind they act on (no schemas).
-pub fn openapi_v3_group_version(registry: &Registry, group: &str, version: &str, kubernetes_version: &str) -> Option<Value> {
+pub fn openapi_v3_group_version(
+    registry: &Registry,
+    group: &str,
+    version: &str,
+    kubernetes_version: &str,
+) -> Option<Value> {
     let mut paths = serde_json::Map::new();
-    for info in registry.all().filter(|info| info.group == group && info.version(version).is_some()) {
+    for info in registry
+        .all()
+        .filter(|info| info.group == group && info.version(version).is_some())
+    {
         let prefix = format!("/{}", group_version_path(group, version));
         let path = if info.namespaced {
             format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", info.plural)
@@ -234,7 +254,14 @@ mod tests {
             .iter()
             .map(|r| r["name"].as_str().unwrap())
             .collect();
-        for expected in ["pods", "pods/status", "pods/eviction", "pods/binding", "nodes", "namespaces"] {
+        for expected in [
+            "pods",
+            "pods/status",
+            "pods/eviction",
+            "pods/binding",
+            "nodes",
+            "namespaces",
+        ] {
             assert!(names.contains(&expected), "missing {expected} in {names:?}");
         }
         let eviction = list["resources"]
@@ -257,7 +284,13 @@ mod tests {
             .collect();
         assert_eq!(
             groups,
-            vec!["apiextensions.k8s.io", "apps", "coordination.k8s.io", "events.k8s.io", "policy"]
+            vec![
+                "apiextensions.k8s.io",
+                "apps",
+                "coordination.k8s.io",
+                "events.k8s.io",
+                "policy"
+            ]
         );
         assert_eq!(version_info("v1.29.15")["minor"], "29");
     }

@@ -45,9 +45,8 @@ impl ApiError {
     /// 404 NotFound for a named object of `resource` (e.g. `pods "x" not found`).
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
         let qualified = qualified(group, resource);
-        Self::new(404, "NotFound", format!("{qualified} \"{name}\" not found")).with_details(
-            group, resource, name,
-        )
+        Self::new(404, "NotFound", format!("{qualified} \"{name}\" not found"))
+            .with_details(group, resource, name)
     }
 
     /// 404 NotFound for an unknown path.

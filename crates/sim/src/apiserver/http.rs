@@ -64,7 +64,10 @@ pub async fn serve(service: ApiService, address: SocketAddr) -> std::io::Result<
                     let service = service.clone();
                     async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
                 });
-                if let Err(error) = http1::Builder::new().serve_connection(TokioIo::new(stream), handler).await {
+                if let Err(error) = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), handler)
+                    .await
+                {
                     tracing::debug!(%error, "API connection ended with an error");
                 }
             });

@@ -36,10 +36,14 @@ fn parse(path: &str) -> Option<Vec<Step>> {
                 steps.push(Step::All);
             } else if let Ok(index) = inner.parse::<usize>() {
                 steps.push(Step::Index(index));
-            } else if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
+            } else if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')'))
+            {
                 let (lhs, rhs) = filter.split_once("==")?;
                 let field = lhs.trim().strip_prefix("@.")?.to_string();
-                let equals = rhs.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+                let equals = rhs
+                    .trim()
+                    .trim_matches(|c| c == '"' || c == '\'')
+                    .to_string();
                 steps.push(Step::Filter { field, equals });
             } else {
                 let key = inner.trim_matches(|c| c == '"' || c == '\'');
@@ -90,7 +94,7 @@ pub fn evaluate(object: &Value, path: &str) -> Vec<Value> {
                                 .iter()
                                 .filter(|item| match item.get(field) {
                                     Some(Value::String(s)) => s == equals,
-                                    Some(other) => other.to_string() == *equals,
+                                    Some(other) => equals.as_str() == other.to_string().as_str(),
                                     None => false,
                                 })
                                 .cloned(),
@@ -137,13 +141,22 @@ mod tests {
                 {"type": "Ready", "status": "False"}
             ]}
         });
-        assert_eq!(evaluate_one(&object, ".spec.nodeClassRef.name"), json!("default"));
+        assert_eq!(
+            evaluate_one(&object, ".spec.nodeClassRef.name"),
+            json!("default")
+        );
         assert_eq!(
             evaluate_one(&object, ".status.conditions[?(@.type==\"Ready\")].status"),
             json!("False")
         );
-        assert_eq!(evaluate_one(&object, "{.status.conditions[0].type}"), json!("Launched"));
-        assert_eq!(evaluate_one(&object, ".status.conditions[*].type"), json!("Launched,Ready"));
+        assert_eq!(
+            evaluate_one(&object, "{.status.conditions[0].type}"),
+            json!("Launched")
+        );
+        assert_eq!(
+            evaluate_one(&object, ".status.conditions[*].type"),
+            json!("Launched,Ready")
+        );
         assert_eq!(evaluate_one(&object, ".missing.field"), Value::Null);
         assert_eq!(evaluate_one(&object, "garbage[[["), Value::Null);
     }

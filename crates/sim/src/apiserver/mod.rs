@@ -12,6 +12,7 @@ pub mod jsonpath;
 pub mod pdb;
 pub mod request;
 pub mod resources;
+mod scale;
 pub mod selectors;
 pub mod service;
 pub mod store;
@@ -61,7 +62,9 @@ impl ApiServer {
 
     /// Serve on 127.0.0.1 with a free port and write a kubeconfig for it to `path`.
     pub async fn serve_with_kubeconfig(&self, path: &Path) -> std::io::Result<HttpServer> {
-        let server = self.serve_http(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let server = self
+            .serve_http(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await?;
         write_kubeconfig(path, &server.url())?;
         Ok(server)
     }
@@ -69,6 +72,34 @@ impl ApiServer {
     /// Read the server state directly (store, registry) under its lock.
     pub fn inspect<R>(&self, read: impl FnOnce(&ApiCore) -> R) -> R {
         read(&self.service.shared().lock())
+    }
+
+    /// One stored object, typed, read directly from the store (no HTTP, no watch events).
+    pub fn get<K>(&self, namespace: &str, name: &str) -> Option<K>
+    where
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+    {
+        let key = resources::ResourceKey::new(&K::group(&()), &K::plural(&()));
+        self.inspect(|core| core.store().get(&key, namespace, name).cloned())
+            .and_then(|object| serde_json::from_value((*object).clone()).ok())
+    }
+
+    /// All stored objects of a type (optionally one namespace), sorted by namespace and name.
+    pub fn list<K>(&self, namespace: Option<&str>) -> Vec<K>
+    where
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+    {
+        let key = resources::ResourceKey::new(&K::group(&()), &K::plural(&()));
+        let objects: Vec<std::sync::Arc<serde_json::Value>> = self.inspect(|core| {
+            core.store()
+                .list(&key, namespace)
+                .map(|(_, object)| std::sync::Arc::clone(object))
+                .collect()
+        });
+        objects
+            .into_iter()
+            .filter_map(|object| serde_json::from_value((*object).clone()).ok())
+            .collect()
     }
 
     /// The latest resourceVersion.
@@ -79,7 +110,10 @@ impl ApiServer {
     /// Close every open watch stream, as if the connections dropped. Clients resume from
     /// their last resourceVersion (or relist after 410 if it has expired).
     pub fn disconnect_watches(&self) {
-        self.service.shared().disconnects.send_modify(|epoch| *epoch += 1);
+        self.service
+            .shared()
+            .disconnects
+            .send_modify(|epoch| *epoch += 1);
     }
 
     /// How many events the watch log currently holds.

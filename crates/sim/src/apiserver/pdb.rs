@@ -14,7 +14,10 @@ pub fn pod_is_ready(pod: &Value) -> bool {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .any(|c| c.get("type").and_then(Value::as_str) == Some("Ready") && c.get("status").and_then(Value::as_str) == Some("True"))
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("True")
+        })
 }
 
 /// Does the PDB's selector match the pod? A missing selector matches nothing; an empty one
@@ -22,12 +25,16 @@ pub fn pod_is_ready(pod: &Value) -> bool {
 pub fn selects(pdb: &Value, pod: &Value) -> bool {
     match pdb.pointer("/spec/selector") {
         None | Some(Value::Null) => false,
-        Some(selector) => LabelSelector::from_structured(selector).is_ok_and(|s| s.matches_object(pod)),
+        Some(selector) => {
+            LabelSelector::from_structured(selector).is_ok_and(|s| s.matches_object(pod))
+        }
     }
 }
 
 fn pod_name(pod: &Value) -> &str {
-    pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    pod.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// Resolve an int-or-percent against `total`, rounding percentages up.
@@ -50,16 +57,31 @@ pub fn controller_of(pod: &Value) -> Option<(String, String)> {
         .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
         .map(|r| {
             (
-                r.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),
-                r.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                r.get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                r.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
             )
         })
 }
 
 /// Compute a PDB's status from the pods in its namespace. `scale_of(kind, name)` returns the
 /// desired replica count of a pod controller; pods without a known controller count as one.
-pub fn compute_status(pdb: &Value, namespace_pods: &[&Value], scale_of: &dyn Fn(&str, &str) -> Option<i64>, now: &str) -> Value {
-    let pods: Vec<&Value> = namespace_pods.iter().copied().filter(|pod| selects(pdb, pod)).collect();
+pub fn compute_status(
+    pdb: &Value,
+    namespace_pods: &[&Value],
+    scale_of: &dyn Fn(&str, &str) -> Option<i64>,
+    now: &str,
+) -> Value {
+    let pods: Vec<&Value> = namespace_pods
+        .iter()
+        .copied()
+        .filter(|pod| selects(pdb, pod))
+        .collect();
     let previous = pdb.get("status").cloned().unwrap_or_else(|| json!({}));
     let mut disrupted: Map<String, Value> = previous
         .get("disruptedPods")
@@ -116,11 +138,15 @@ pub fn compute_status(pdb: &Value, namespace_pods: &[&Value], scale_of: &dyn Fn(
     let previous_condition = previous
         .get("conditions")
         .and_then(Value::as_array)
-        .and_then(|c| c.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("DisruptionAllowed")));
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("DisruptionAllowed"))
+        });
     let transition = match previous_condition {
-        Some(c) if c.get("status").and_then(Value::as_str) == Some(condition_status) => {
-            c.get("lastTransitionTime").cloned().unwrap_or_else(|| json!(now))
-        }
+        Some(c) if c.get("status").and_then(Value::as_str) == Some(condition_status) => c
+            .get("lastTransitionTime")
+            .cloned()
+            .unwrap_or_else(|| json!(now)),
         _ => json!(now),
     };
     let mut status = json!({
@@ -157,7 +183,10 @@ pub enum EvictionOutcome {
 
 /// Decide an eviction of `pod` given the PDBs (in its namespace) whose selector matches it.
 pub fn decide_eviction(pod: &Value, matching: &[&Value]) -> Result<EvictionOutcome, ApiError> {
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
     let terminating = pod.pointer("/metadata/deletionTimestamp").is_some();
     if terminating || matches!(phase, "Succeeded" | "Failed" | "Pending") || matching.is_empty() {
         return Ok(EvictionOutcome::DeleteWithoutBudget);
@@ -168,8 +197,15 @@ pub fn decide_eviction(pod: &Value, matching: &[&Value]) -> Result<EvictionOutco
         ));
     }
     let pdb = matching[0];
-    let pdb_name = pdb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let status_int = |field: &str| pdb.pointer(&format!("/status/{field}")).and_then(Value::as_i64).unwrap_or(0);
+    let pdb_name = pdb
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let status_int = |field: &str| {
+        pdb.pointer(&format!("/status/{field}"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
     let allowed = status_int("disruptionsAllowed");
     if allowed < 0 {
         return Err(ApiError::forbidden("pdb disruptions allowed is negative"));
@@ -177,7 +213,9 @@ pub fn decide_eviction(pod: &Value, matching: &[&Value]) -> Result<EvictionOutco
     let healthy = status_int("currentHealthy");
     let desired = status_int("desiredHealthy");
     if !pod_is_ready(pod) {
-        let policy = pdb.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str);
+        let policy = pdb
+            .pointer("/spec/unhealthyPodEvictionPolicy")
+            .and_then(Value::as_str);
         if policy == Some("AlwaysAllow") || healthy >= desired {
             return Ok(EvictionOutcome::DeleteWithoutBudget);
         }
@@ -217,7 +255,11 @@ mod tests {
 
     #[test]
     fn min_available_integer_counts_matching_pods() {
-        let pods = [pod("a", true, None), pod("b", true, None), pod("c", false, None)];
+        let pods = [
+            pod("a", true, None),
+            pod("b", true, None),
+            pod("c", false, None),
+        ];
         let refs: Vec<&Value> = pods.iter().collect();
         let status = compute_status(&pdb(json!({"minAvailable": 1})), &refs, &|_, _| None, "t");
         assert_eq!(status["currentHealthy"], 2);
@@ -230,7 +272,12 @@ mod tests {
     fn max_unavailable_percent_uses_owner_scale() {
         let pods = [pod("a", true, Some("rs")), pod("b", true, Some("rs"))];
         let refs: Vec<&Value> = pods.iter().collect();
-        let status = compute_status(&pdb(json!({"maxUnavailable": "25%"})), &refs, &|_, _| Some(4), "t");
+        let status = compute_status(
+            &pdb(json!({"maxUnavailable": "25%"})),
+            &refs,
+            &|_, _| Some(4),
+            "t",
+        );
         assert_eq!(status["expectedPods"], 4);
         assert_eq!(status["desiredHealthy"], 3);
         assert_eq!(status["disruptionsAllowed"], 0);
@@ -239,19 +286,35 @@ mod tests {
     #[test]
     fn eviction_blocked_when_no_disruptions_allowed() {
         let mut budget = pdb(json!({"minAvailable": 2}));
-        budget["status"] = json!({"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2});
+        budget["status"] =
+            json!({"disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2});
         let error = decide_eviction(&pod("a", true, None), &[&budget]).unwrap_err();
         assert_eq!(error.code, 429);
-        assert_eq!(error.message, "Cannot evict pod as it would violate the pod's disruption budget.");
+        assert_eq!(
+            error.message,
+            "Cannot evict pod as it would violate the pod's disruption budget."
+        );
         budget["status"]["disruptionsAllowed"] = json!(1);
-        assert_eq!(decide_eviction(&pod("a", true, None), &[&budget]).unwrap(), EvictionOutcome::DeleteCharging(0));
-        assert_eq!(decide_eviction(&pod("a", true, None), &[&budget, &budget]).unwrap_err().code, 500);
+        assert_eq!(
+            decide_eviction(&pod("a", true, None), &[&budget]).unwrap(),
+            EvictionOutcome::DeleteCharging(0)
+        );
+        assert_eq!(
+            decide_eviction(&pod("a", true, None), &[&budget, &budget])
+                .unwrap_err()
+                .code,
+            500
+        );
     }
 
     #[test]
     fn unready_pod_evicted_freely_when_budget_is_healthy() {
         let mut budget = pdb(json!({"minAvailable": 1}));
-        budget["status"] = json!({"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1});
-        assert_eq!(decide_eviction(&pod("c", false, None), &[&budget]).unwrap(), EvictionOutcome::DeleteWithoutBudget);
+        budget["status"] =
+            json!({"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1});
+        assert_eq!(
+            decide_eviction(&pod("c", false, None), &[&budget]).unwrap(),
+            EvictionOutcome::DeleteWithoutBudget
+        );
     }
 }

@@ -66,13 +66,25 @@ pub fn parse_path(path: &str) -> Route {
         ["version"] => Route::Version,
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["openapi", "v3"] => Route::OpenApiRoot,
-        ["openapi", "v3", "api", version] => Route::OpenApiGroupVersion { group: String::new(), version: (*version).to_string() },
-        ["openapi", "v3", "apis", group, version] => Route::OpenApiGroupVersion { group: (*group).to_string(), version: (*version).to_string() },
+        ["openapi", "v3", "api", version] => Route::OpenApiGroupVersion {
+            group: String::new(),
+            version: (*version).to_string(),
+        },
+        ["openapi", "v3", "apis", group, version] => Route::OpenApiGroupVersion {
+            group: (*group).to_string(),
+            version: (*version).to_string(),
+        },
         ["api"] => Route::CoreVersions,
         ["apis"] => Route::Groups,
         ["apis", group] => Route::Group((*group).to_string()),
-        ["api", version] => Route::Resources { group: String::new(), version: (*version).to_string() },
-        ["apis", group, version] => Route::Resources { group: (*group).to_string(), version: (*version).to_string() },
+        ["api", version] => Route::Resources {
+            group: String::new(),
+            version: (*version).to_string(),
+        },
+        ["apis", group, version] => Route::Resources {
+            group: (*group).to_string(),
+            version: (*version).to_string(),
+        },
         ["api", version, rest @ ..] => resource_route("", version, rest),
         ["apis", group, version, rest @ ..] => resource_route(group, version, rest),
         _ => Route::Unknown,
@@ -97,8 +109,12 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
             target(None, "namespaces", Some(name), Some(sub))
         }
         ["namespaces", namespace, plural] => target(Some(namespace), plural, None, None),
-        ["namespaces", namespace, plural, name] => target(Some(namespace), plural, Some(name), None),
-        ["namespaces", namespace, plural, name, sub] => target(Some(namespace), plural, Some(name), Some(sub)),
+        ["namespaces", namespace, plural, name] => {
+            target(Some(namespace), plural, Some(name), None)
+        }
+        ["namespaces", namespace, plural, name, sub] => {
+            target(Some(namespace), plural, Some(name), Some(sub))
+        }
         [plural, name] => target(None, plural, Some(name), None),
         [plural, name, sub] => target(None, plural, Some(name), Some(sub)),
         _ => Route::Unknown,
@@ -163,7 +179,9 @@ mod tests {
     #[test]
     fn namespaced_object_with_subresource() {
         let route = parse_path("/api/v1/namespaces/default/pods/web-1/eviction");
-        let Route::Resource(target) = route else { panic!("not a resource route") };
+        let Route::Resource(target) = route else {
+            panic!("not a resource route")
+        };
         assert_eq!(target.plural, "pods");
         assert_eq!(target.namespace.as_deref(), Some("default"));
         assert_eq!(target.name.as_deref(), Some("web-1"));
@@ -172,14 +190,34 @@ mod tests {
 
     #[test]
     fn namespace_objects_versus_namespaced_collections() {
-        let Route::Resource(ns) = parse_path("/api/v1/namespaces/kube-system") else { panic!() };
-        assert_eq!((ns.plural.as_str(), ns.name.as_deref()), ("namespaces", Some("kube-system")));
-        let Route::Resource(status) = parse_path("/api/v1/namespaces/x/status") else { panic!() };
-        assert_eq!((status.plural.as_str(), status.subresource.as_deref()), ("namespaces", Some("status")));
-        let Route::Resource(pods) = parse_path("/api/v1/namespaces/x/pods") else { panic!() };
-        assert_eq!((pods.plural.as_str(), pods.namespace.as_deref()), ("pods", Some("x")));
-        let Route::Resource(crd) = parse_path("/apis/example.com/v1/widgets/w/status") else { panic!() };
-        assert_eq!((crd.group.as_str(), crd.subresource.as_deref()), ("example.com", Some("status")));
+        let Route::Resource(ns) = parse_path("/api/v1/namespaces/kube-system") else {
+            panic!()
+        };
+        assert_eq!(
+            (ns.plural.as_str(), ns.name.as_deref()),
+            ("namespaces", Some("kube-system"))
+        );
+        let Route::Resource(status) = parse_path("/api/v1/namespaces/x/status") else {
+            panic!()
+        };
+        assert_eq!(
+            (status.plural.as_str(), status.subresource.as_deref()),
+            ("namespaces", Some("status"))
+        );
+        let Route::Resource(pods) = parse_path("/api/v1/namespaces/x/pods") else {
+            panic!()
+        };
+        assert_eq!(
+            (pods.plural.as_str(), pods.namespace.as_deref()),
+            ("pods", Some("x"))
+        );
+        let Route::Resource(crd) = parse_path("/apis/example.com/v1/widgets/w/status") else {
+            panic!()
+        };
+        assert_eq!(
+            (crd.group.as_str(), crd.subresource.as_deref()),
+            ("example.com", Some("status"))
+        );
         assert_eq!(parse_path("/apis/apps"), Route::Group("apps".into()));
         assert_eq!(parse_path("/nonsense/a/b"), Route::Unknown);
     }

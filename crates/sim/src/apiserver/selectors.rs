@@ -92,16 +92,20 @@ impl LabelSelector {
 
     /// Does an object with these labels match?
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements.iter().all(|requirement| match requirement {
-            LabelRequirement::Equals(key, value) => labels.get(key) == Some(value),
-            LabelRequirement::NotEquals(key, value) => labels.get(key) != Some(value),
-            LabelRequirement::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
-            LabelRequirement::NotIn(key, values) => {
-                labels.get(key).is_none_or(|v| !values.contains(v))
-            }
-            LabelRequirement::Exists(key) => labels.contains_key(key),
-            LabelRequirement::DoesNotExist(key) => !labels.contains_key(key),
-        })
+        self.requirements
+            .iter()
+            .all(|requirement| match requirement {
+                LabelRequirement::Equals(key, value) => labels.get(key) == Some(value),
+                LabelRequirement::NotEquals(key, value) => labels.get(key) != Some(value),
+                LabelRequirement::In(key, values) => {
+                    labels.get(key).is_some_and(|v| values.contains(v))
+                }
+                LabelRequirement::NotIn(key, values) => {
+                    labels.get(key).is_none_or(|v| !values.contains(v))
+                }
+                LabelRequirement::Exists(key) => labels.contains_key(key),
+                LabelRequirement::DoesNotExist(key) => !labels.contains_key(key),
+            })
     }
 
     /// Does this object (its `metadata.labels`) match?
@@ -159,12 +163,18 @@ fn parse_requirement(term: &str) -> Result<LabelRequirement, ApiError> {
     if let Some((key, value)) = term.split_once("!=") {
         let key = key.trim();
         check_key(key, term)?;
-        return Ok(LabelRequirement::NotEquals(key.to_string(), value.trim().to_string()));
+        return Ok(LabelRequirement::NotEquals(
+            key.to_string(),
+            value.trim().to_string(),
+        ));
     }
     if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
         let key = key.trim();
         check_key(key, term)?;
-        return Ok(LabelRequirement::Equals(key.to_string(), value.trim().to_string()));
+        return Ok(LabelRequirement::Equals(
+            key.to_string(),
+            value.trim().to_string(),
+        ));
     }
     let words: Vec<&str> = term.splitn(2, char::is_whitespace).collect();
     match words.as_slice() {
@@ -323,7 +333,10 @@ mod tests {
         let selector =
             LabelSelector::parse("app in (web, api),tier notin (db),!legacy,team").unwrap();
         assert!(selector.matches(&labels(&[("app", "web"), ("team", "a")])));
-        assert!(!selector.matches(&labels(&[("app", "web")])), "team must exist");
+        assert!(
+            !selector.matches(&labels(&[("app", "web")])),
+            "team must exist"
+        );
         assert!(!selector.matches(&labels(&[("app", "web"), ("team", "a"), ("legacy", "")])));
         assert!(!selector.matches(&labels(&[("app", "web"), ("team", "a"), ("tier", "db")])));
         assert!(!selector.matches(&labels(&[("app", "batch"), ("team", "a")])));
@@ -334,7 +347,11 @@ mod tests {
         let selector = LabelSelector::parse("app=web,env!=prod").unwrap();
         assert!(selector.matches(&labels(&[("app", "web")])));
         assert!(!selector.matches(&labels(&[("app", "web"), ("env", "prod")])));
-        assert!(LabelSelector::parse("app==web").unwrap().matches(&labels(&[("app", "web")])));
+        assert!(
+            LabelSelector::parse("app==web")
+                .unwrap()
+                .matches(&labels(&[("app", "web")]))
+        );
     }
 
     #[test]
@@ -359,12 +376,20 @@ mod tests {
     fn field_selectors_on_pod_fields() {
         let pod = json!({"metadata": {"name": "p", "namespace": "default"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
         let supported = ["spec.nodeName", "status.phase"];
-        assert!(FieldSelector::parse("spec.nodeName=n1,status.phase!=Failed", &supported)
-            .unwrap()
-            .matches(&pod));
-        assert!(!FieldSelector::parse("spec.nodeName=", &supported).unwrap().matches(&pod));
+        assert!(
+            FieldSelector::parse("spec.nodeName=n1,status.phase!=Failed", &supported)
+                .unwrap()
+                .matches(&pod)
+        );
+        assert!(
+            !FieldSelector::parse("spec.nodeName=", &supported)
+                .unwrap()
+                .matches(&pod)
+        );
         assert_eq!(
-            FieldSelector::parse("spec.bogus=x", &supported).unwrap_err().message,
+            FieldSelector::parse("spec.bogus=x", &supported)
+                .unwrap_err()
+                .message,
             "field label not supported: spec.bogus"
         );
     }

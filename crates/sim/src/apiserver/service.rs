@@ -39,7 +39,9 @@ pub struct Shared {
 impl Shared {
     /// Lock the core (recovering from a poisoned lock rather than panicking).
     pub fn lock(&self) -> MutexGuard<'_, ApiCore> {
-        self.core.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.core
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -50,14 +52,22 @@ pub struct ApiService {
 }
 
 fn header_text(headers: &HeaderMap, name: header::HeaderName) -> String {
-    headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn json_response(code: u16, body: &Value) -> Response<ResponseBody> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
-    *response.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    *response.status_mut() =
+        http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
     response
 }
 
@@ -72,7 +82,11 @@ impl ApiService {
         let (changes, _) = watch::channel(version);
         let (disconnects, _) = watch::channel(0);
         Self {
-            shared: Arc::new(Shared { core: Mutex::new(core), changes, disconnects }),
+            shared: Arc::new(Shared {
+                core: Mutex::new(core),
+                changes,
+                disconnects,
+            }),
         }
     }
 
@@ -93,9 +107,15 @@ impl ApiService {
         let body = match Limited::new(body, limit).collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-                return error_response(&ApiError::too_large(format!("the request body exceeds the {limit} byte limit")));
+                return error_response(&ApiError::too_large(format!(
+                    "the request body exceeds the {limit} byte limit"
+                )));
             }
-            Err(error) => return error_response(&ApiError::bad_request(format!("could not read the request body: {error}"))),
+            Err(error) => {
+                return error_response(&ApiError::bad_request(format!(
+                    "could not read the request body: {error}"
+                )));
+            }
         };
         let core_request = CoreRequest {
             method: parts.method.clone(),
@@ -121,15 +141,33 @@ impl ApiService {
             Ok(CoreResponse::Json(code, body)) => json_response(code, &body),
             Ok(CoreResponse::Watch(plan)) => {
                 let (tx, rx) = mpsc::channel::<Bytes>(16);
-                tokio::spawn(super::watch::run(*plan, Arc::clone(&self.shared), tx));
-                let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|chunk| (chunk, rx)) })
-                    .map(|chunk| Ok::<_, Infallible>(Frame::data(chunk)));
+                let changes = self.shared.changes.subscribe();
+                let disconnects = self.shared.disconnects.subscribe();
+                tokio::spawn(super::watch::run(
+                    *plan,
+                    Arc::clone(&self.shared),
+                    changes,
+                    disconnects,
+                    tx,
+                ));
+                let stream = futures::stream::unfold(rx, |mut rx| async move {
+                    rx.recv().await.map(|chunk| (chunk, rx))
+                })
+                .map(|chunk| Ok::<_, Infallible>(Frame::data(chunk)));
                 let mut response = Response::new(StreamBody::new(stream).boxed_unsync());
-                response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
-                response.headers_mut().insert(header::TRANSFER_ENCODING, header::HeaderValue::from_static("chunked"));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("application/json"),
+                );
+                response.headers_mut().insert(
+                    header::TRANSFER_ENCODING,
+                    header::HeaderValue::from_static("chunked"),
+                );
                 response
             }
-            Err(_) => error_response(&ApiError::internal("the server panicked while handling the request")),
+            Err(_) => error_response(&ApiError::internal(
+                "the server panicked while handling the request",
+            )),
         }
     }
 }

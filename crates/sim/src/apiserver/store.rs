@@ -172,7 +172,12 @@ impl Store {
     }
 
     /// Remove an object; the DELETED event carries a fresh resourceVersion.
-    pub fn remove(&mut self, resource: &ResourceKey, namespace: &str, name: &str) -> Option<Arc<Value>> {
+    pub fn remove(
+        &mut self,
+        resource: &ResourceKey,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<Value>> {
         let key = (namespace.to_string(), name.to_string());
         let removed = self.objects.get_mut(resource)?.remove(&key)?;
         self.uids.remove(uid_of(&removed));
@@ -197,7 +202,9 @@ impl Store {
         if after < self.compacted_through {
             return None;
         }
-        let start = self.log.partition_point(|event| event.resource_version <= after);
+        let start = self
+            .log
+            .partition_point(|event| event.resource_version <= after);
         Some(self.log.range(start..).cloned().collect())
     }
 }
@@ -238,9 +245,16 @@ mod tests {
             .collect();
         assert_eq!(
             summary,
-            vec![(2, EventType::Added), (3, EventType::Modified), (4, EventType::Deleted)]
+            vec![
+                (2, EventType::Added),
+                (3, EventType::Modified),
+                (4, EventType::Deleted)
+            ]
         );
-        assert_eq!(store.get(&pods, "default", "a").unwrap()["metadata"]["resourceVersion"], "3");
+        assert_eq!(
+            store.get(&pods, "default", "a").unwrap()["metadata"]["resourceVersion"],
+            "3"
+        );
         assert!(store.locate_uid("uid-b").is_none());
     }
 
@@ -252,7 +266,10 @@ mod tests {
             store.put(&pods, pod(&format!("p{i}")));
         }
         assert_eq!(store.log_len(), 10);
-        assert!(store.events_after(5).is_none(), "compacted versions must expire");
+        assert!(
+            store.events_after(5).is_none(),
+            "compacted versions must expire"
+        );
         assert_eq!(store.events_after(15).unwrap().len(), 10);
         assert_eq!(store.events_after(25).unwrap().len(), 0);
     }

@@ -22,9 +22,17 @@ pub enum ListStrategy {
 /// (`taints` and `tolerations` declare none, so they are replaced as a whole.)
 pub fn list_strategy(field: &str) -> ListStrategy {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env"
-        | "imagePullSecrets" | "resourceClaims" | "schedulingGates" | "containerStatuses"
-        | "initContainerStatuses" | "ephemeralContainerStatuses" => ListStrategy::MergeByKey("name"),
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "schedulingGates"
+        | "containerStatuses"
+        | "initContainerStatuses"
+        | "ephemeralContainerStatuses" => ListStrategy::MergeByKey("name"),
         "conditions" | "addresses" => ListStrategy::MergeByKey("type"),
         "ports" => ListStrategy::MergeByKey("containerPort"),
         "volumeMounts" => ListStrategy::MergeByKey("mountPath"),
@@ -40,9 +48,9 @@ pub fn list_strategy(field: &str) -> ListStrategy {
 /// Apply a strategic merge patch to `original`.
 pub fn strategic_merge(original: &Value, patch: &Value) -> Result<Value, ApiError> {
     match (original, patch) {
-        (Value::Object(original), Value::Object(patch)) => {
-            Ok(merge_maps(original, patch)?.map(Value::Object).unwrap_or(Value::Null))
-        }
+        (Value::Object(original), Value::Object(patch)) => Ok(merge_maps(original, patch)?
+            .map(Value::Object)
+            .unwrap_or(Value::Null)),
         (_, Value::Object(patch)) => Ok(strip_directives(&Value::Object(patch.clone()))),
         _ => Err(ApiError::bad_request(
             "strategic merge patch must be a JSON object",
@@ -51,7 +59,10 @@ pub fn strategic_merge(original: &Value, patch: &Value) -> Result<Value, ApiErro
 }
 
 /// Merge two maps; `None` means the map itself is deleted (`$patch: delete`).
-fn merge_maps(original: &Map<String, Value>, patch: &Map<String, Value>) -> Result<Option<Map<String, Value>>, ApiError> {
+fn merge_maps(
+    original: &Map<String, Value>,
+    patch: &Map<String, Value>,
+) -> Result<Option<Map<String, Value>>, ApiError> {
     match patch.get("$patch").and_then(Value::as_str) {
         Some("delete") => return Ok(None),
         Some("replace") => {
@@ -95,7 +106,10 @@ fn merge_maps(original: &Map<String, Value>, patch: &Map<String, Value>) -> Resu
         }
     }
     for (field, values) in deletions {
-        let remove: Vec<&Value> = values.as_array().map(|v| v.iter().collect()).unwrap_or_default();
+        let remove: Vec<&Value> = values
+            .as_array()
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
         if let Some(Value::Array(items)) = result.get_mut(field) {
             items.retain(|item| !remove.contains(&item));
         }
@@ -117,7 +131,8 @@ fn merge_field(field: &str, original: &Value, patch: &Value) -> Result<Option<Va
 
 fn merge_lists(field: &str, original: &[Value], patch: &[Value]) -> Result<Vec<Value>, ApiError> {
     let replace_marker = patch.iter().any(|item| {
-        item.get("$patch").and_then(Value::as_str) == Some("replace") && item.as_object().is_some_and(|m| m.len() == 1)
+        item.get("$patch").and_then(Value::as_str) == Some("replace")
+            && item.as_object().is_some_and(|m| m.len() == 1)
     });
     if replace_marker {
         return Ok(patch
@@ -150,7 +165,9 @@ fn merge_lists(field: &str, original: &[Value], patch: &[Value]) -> Result<Vec<V
                         "strategic merge patch: an element of {field} is missing its merge key {key}"
                     )));
                 };
-                let position = result.iter().position(|existing| existing.get(key) == Some(id));
+                let position = result
+                    .iter()
+                    .position(|existing| existing.get(key) == Some(id));
                 let delete = item_map.get("$patch").and_then(Value::as_str) == Some("delete");
                 match (position, delete) {
                     (Some(at), true) => {
@@ -243,13 +260,17 @@ mod tests {
         let original = json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}});
         let patch = json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}});
         let merged = strategic_merge(&original, &patch).unwrap();
-        assert_eq!(merged["spec"]["taints"], json!([{"key": "b", "effect": "NoExecute"}]));
+        assert_eq!(
+            merged["spec"]["taints"],
+            json!([{"key": "b", "effect": "NoExecute"}])
+        );
     }
 
     #[test]
     fn finalizers_merge_as_a_set_and_can_be_deleted() {
         let original = json!({"metadata": {"finalizers": ["a", "b"]}});
-        let added = strategic_merge(&original, &json!({"metadata": {"finalizers": ["b", "c"]}})).unwrap();
+        let added =
+            strategic_merge(&original, &json!({"metadata": {"finalizers": ["b", "c"]}})).unwrap();
         assert_eq!(added["metadata"]["finalizers"], json!(["a", "b", "c"]));
         let removed = strategic_merge(
             &added,
@@ -262,7 +283,8 @@ mod tests {
     #[test]
     fn null_deletes_and_replace_directive_replaces() {
         let original = json!({"metadata": {"labels": {"a": "1", "b": "2"}}});
-        let merged = strategic_merge(&original, &json!({"metadata": {"labels": {"a": null}}})).unwrap();
+        let merged =
+            strategic_merge(&original, &json!({"metadata": {"labels": {"a": null}}})).unwrap();
         assert_eq!(merged["metadata"]["labels"], json!({"b": "2"}));
         let replaced = strategic_merge(
             &original,
@@ -274,11 +296,17 @@ mod tests {
 
     #[test]
     fn non_object_patch_is_rejected() {
-        assert_eq!(strategic_merge(&json!({}), &json!([1])).unwrap_err().code, 400);
         assert_eq!(
-            strategic_merge(&json!({"spec": {"containers": []}}), &json!({"spec": {"containers": [1]}}))
-                .unwrap_err()
-                .code,
+            strategic_merge(&json!({}), &json!([1])).unwrap_err().code,
+            400
+        );
+        assert_eq!(
+            strategic_merge(
+                &json!({"spec": {"containers": []}}),
+                &json!({"spec": {"containers": [1]}})
+            )
+            .unwrap_err()
+            .code,
             400
         );
     }

@@ -14,13 +14,28 @@ fn created_status() -> Value {
 
 impl ApiCore {
     /// POST pods/NAME/eviction.
-    pub(super) fn evict(&mut self, pods: &ResourceInfo, namespace: &str, name: &str, eviction: &Value) -> Result<Value, ApiError> {
+    pub(super) fn evict(
+        &mut self,
+        pods: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        eviction: &Value,
+    ) -> Result<Value, ApiError> {
         if let Some(body_name) = meta_str(eviction, "name")
             && body_name != name
         {
-            return Err(ApiError::bad_request(format!("name in URL does not match name in Eviction object: {name} != {body_name}")));
+            return Err(ApiError::bad_request(format!(
+                "name in URL does not match name in Eviction object: {name} != {body_name}"
+            )));
         }
         let pod = self.get_object(pods, Some(namespace), name)?;
+        if eviction
+            .pointer("/deleteOptions/dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|modes| modes.iter().any(|m| m == "All"))
+        {
+            self.dry_run = true;
+        }
         let pdb_key = ResourceKey::new("policy", "poddisruptionbudgets");
         let matching: Vec<std::sync::Arc<Value>> = self
             .store
@@ -30,11 +45,15 @@ impl ApiCore {
             .collect();
         let refs: Vec<&Value> = matching.iter().map(|b| b.as_ref()).collect();
         if let EvictionOutcome::DeleteCharging(index) = pdb::decide_eviction(&pod, &refs)?
-            && let (Some(budget), Some(info)) = (matching.get(index), self.registry.get(&pdb_key).cloned())
+            && let (Some(budget), Some(info)) =
+                (matching.get(index), self.registry.get(&pdb_key).cloned())
         {
             let now = self.now_string();
             let mut charged = (**budget).clone();
-            let allowed = charged.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+            let allowed = charged
+                .pointer("/status/disruptionsAllowed")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             if let Some(status) = charged.get_mut("status").and_then(Value::as_object_mut) {
                 status.insert("disruptionsAllowed".into(), json!(allowed - 1));
                 let disrupted = status.entry("disruptedPods").or_insert_with(|| json!({}));
@@ -44,23 +63,49 @@ impl ApiCore {
             }
             self.commit(&info, charged);
         }
-        let options = eviction.get("deleteOptions").filter(|o| o.is_object()).cloned().unwrap_or_else(|| json!({}));
+        let options = eviction
+            .get("deleteOptions")
+            .filter(|o| o.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({}));
         self.delete_object(pods, "v1", Some(namespace), name, &options)?;
         Ok(created_status())
     }
 
     /// POST pods/NAME/binding.
-    pub(super) fn bind(&mut self, pods: &ResourceInfo, namespace: &str, name: &str, binding: &Value) -> Result<Value, ApiError> {
-        let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or_default();
+    pub(super) fn bind(
+        &mut self,
+        pods: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        binding: &Value,
+    ) -> Result<Value, ApiError> {
+        let node = binding
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if node.is_empty() {
-            return Err(ApiError::invalid("Binding", name, "target.name", "Required value"));
+            return Err(ApiError::invalid(
+                "Binding",
+                name,
+                "target.name",
+                "Required value",
+            ));
         }
         let pod = self.get_object(pods, Some(namespace), name)?;
-        if let Some(assigned) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(ApiError::conflict_message(format!("Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is already assigned to node \"{assigned}\"")));
+        if let Some(assigned) = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            return Err(ApiError::conflict_message(format!(
+                "Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is already assigned to node \"{assigned}\""
+            )));
         }
         if pod.pointer("/metadata/deletionTimestamp").is_some() {
-            return Err(ApiError::conflict_message(format!("Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is being deleted, cannot be assigned to a host")));
+            return Err(ApiError::conflict_message(format!(
+                "Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is being deleted, cannot be assigned to a host"
+            )));
         }
         let now = self.now_string();
         let mut bound = (*pod).clone();
@@ -72,7 +117,8 @@ impl ApiCore {
             if let Some(status) = status.as_object_mut() {
                 let conditions = status.entry("conditions").or_insert_with(|| json!([]));
                 if let Some(conditions) = conditions.as_array_mut() {
-                    conditions.retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
+                    conditions
+                        .retain(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled"));
                     conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
                 }
             }

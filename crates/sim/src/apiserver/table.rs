@@ -21,7 +21,11 @@ pub fn human_duration(seconds: i64) -> String {
     let minutes = seconds / 60;
     if minutes < 10 {
         let s = seconds % 60;
-        return if s == 0 { format!("{minutes}m") } else { format!("{minutes}m{s}s") };
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
     }
     if minutes < 180 {
         return format!("{minutes}m");
@@ -29,14 +33,22 @@ pub fn human_duration(seconds: i64) -> String {
     let hours = seconds / 3600;
     if hours < 8 {
         let m = minutes % 60;
-        return if m == 0 { format!("{hours}h") } else { format!("{hours}h{m}m") };
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
     }
     if hours < 48 {
         return format!("{hours}h");
     }
     if hours < 24 * 8 {
         let h = hours % 24;
-        return if h == 0 { format!("{}d", hours / 24) } else { format!("{}d{h}h", hours / 24) };
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
     }
     if hours < 24 * 365 * 2 {
         return format!("{}d", hours / 24);
@@ -44,7 +56,11 @@ pub fn human_duration(seconds: i64) -> String {
     if hours < 24 * 365 * 8 {
         let days = (hours / 24) % 365;
         let years = hours / 24 / 365;
-        return if days == 0 { format!("{years}y") } else { format!("{years}y{days}d") };
+        return if days == 0 {
+            format!("{years}y")
+        } else {
+            format!("{years}y{days}d")
+        };
     }
     format!("{}y", hours / 24 / 365)
 }
@@ -64,47 +80,92 @@ struct Column {
 }
 
 const fn col(name: &'static str, column_type: &'static str, priority: i64) -> Column {
-    Column { name, column_type, priority }
+    Column {
+        name,
+        column_type,
+        priority,
+    }
 }
 
 fn builtin_columns(group: &str, plural: &str) -> Option<Vec<Column>> {
     let columns = match (group, plural) {
         ("", "pods") => vec![
-            col("Name", "string", 0), col("Ready", "string", 0), col("Status", "string", 0),
-            col("Restarts", "string", 0), col("Age", "string", 0), col("IP", "string", 1),
-            col("Node", "string", 1), col("Nominated Node", "string", 1), col("Readiness Gates", "string", 1),
+            col("Name", "string", 0),
+            col("Ready", "string", 0),
+            col("Status", "string", 0),
+            col("Restarts", "string", 0),
+            col("Age", "string", 0),
+            col("IP", "string", 1),
+            col("Node", "string", 1),
+            col("Nominated Node", "string", 1),
+            col("Readiness Gates", "string", 1),
         ],
         ("", "nodes") => vec![
-            col("Name", "string", 0), col("Status", "string", 0), col("Roles", "string", 0),
-            col("Age", "string", 0), col("Version", "string", 0), col("Internal-IP", "string", 1),
-            col("External-IP", "string", 1), col("OS-Image", "string", 1),
-            col("Kernel-Version", "string", 1), col("Container-Runtime", "string", 1),
+            col("Name", "string", 0),
+            col("Status", "string", 0),
+            col("Roles", "string", 0),
+            col("Age", "string", 0),
+            col("Version", "string", 0),
+            col("Internal-IP", "string", 1),
+            col("External-IP", "string", 1),
+            col("OS-Image", "string", 1),
+            col("Kernel-Version", "string", 1),
+            col("Container-Runtime", "string", 1),
         ],
-        ("", "namespaces") => vec![col("Name", "string", 0), col("Status", "string", 0), col("Age", "string", 0)],
+        ("", "namespaces") => vec![
+            col("Name", "string", 0),
+            col("Status", "string", 0),
+            col("Age", "string", 0),
+        ],
         ("", "events") => vec![
-            col("Last Seen", "string", 0), col("Type", "string", 0), col("Reason", "string", 0),
-            col("Object", "string", 0), col("Message", "string", 0),
+            col("Last Seen", "string", 0),
+            col("Type", "string", 0),
+            col("Reason", "string", 0),
+            col("Object", "string", 0),
+            col("Message", "string", 0),
         ],
         ("apps", "deployments") => vec![
-            col("Name", "string", 0), col("Ready", "string", 0), col("Up-to-date", "string", 0),
-            col("Available", "string", 0), col("Age", "string", 0), col("Containers", "string", 1),
-            col("Images", "string", 1), col("Selector", "string", 1),
+            col("Name", "string", 0),
+            col("Ready", "string", 0),
+            col("Up-to-date", "string", 0),
+            col("Available", "string", 0),
+            col("Age", "string", 0),
+            col("Containers", "string", 1),
+            col("Images", "string", 1),
+            col("Selector", "string", 1),
         ],
         ("apps", "replicasets") => vec![
-            col("Name", "string", 0), col("Desired", "integer", 0), col("Current", "integer", 0),
-            col("Ready", "integer", 0), col("Age", "string", 0), col("Containers", "string", 1),
-            col("Images", "string", 1), col("Selector", "string", 1),
+            col("Name", "string", 0),
+            col("Desired", "integer", 0),
+            col("Current", "integer", 0),
+            col("Ready", "integer", 0),
+            col("Age", "string", 0),
+            col("Containers", "string", 1),
+            col("Images", "string", 1),
+            col("Selector", "string", 1),
         ],
         ("apps", "daemonsets") => vec![
-            col("Name", "string", 0), col("Desired", "integer", 0), col("Current", "integer", 0),
-            col("Ready", "integer", 0), col("Up-to-date", "integer", 0), col("Available", "integer", 0),
-            col("Node Selector", "string", 0), col("Age", "string", 0),
+            col("Name", "string", 0),
+            col("Desired", "integer", 0),
+            col("Current", "integer", 0),
+            col("Ready", "integer", 0),
+            col("Up-to-date", "integer", 0),
+            col("Available", "integer", 0),
+            col("Node Selector", "string", 0),
+            col("Age", "string", 0),
         ],
         ("policy", "poddisruptionbudgets") => vec![
-            col("Name", "string", 0), col("Min Available", "string", 0), col("Max Unavailable", "string", 0),
-            col("Allowed Disruptions", "integer", 0), col("Age", "string", 0),
+            col("Name", "string", 0),
+            col("Min Available", "string", 0),
+            col("Max Unavailable", "string", 0),
+            col("Allowed Disruptions", "integer", 0),
+            col("Age", "string", 0),
         ],
-        ("coordination.k8s.io", "leases") => vec![col("Name", "string", 0), col("Holder", "string", 0), col("Age", "string", 0)],
+        ("coordination.k8s.io", "leases") => vec![
+            col("Name", "string", 0),
+            col("Holder", "string", 0),
+            col("Age", "string", 0),
+        ],
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![col("Name", "string", 0), col("Created At", "date", 0)]
         }
@@ -165,13 +226,23 @@ fn pod_status(pod: &Value) -> String {
 }
 
 fn pod_cells(pod: &Value) -> Vec<Value> {
-    let total = pod.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
-    let statuses = pod.pointer("/status/containerStatuses").and_then(Value::as_array);
+    let total = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let statuses = pod
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array);
     let ready = statuses.map_or(0, |s| {
-        s.iter().filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true)).count()
+        s.iter()
+            .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+            .count()
     });
     let restarts: i64 = statuses.map_or(0, |s| s.iter().map(|c| int_at(c, "/restartCount")).sum());
-    let gates = pod.pointer("/spec/readinessGates").and_then(Value::as_array).map_or(0, Vec::len);
+    let gates = pod
+        .pointer("/spec/readinessGates")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     vec![
         json!(format!("{ready}/{total}")),
         json!(pod_status(pod)),
@@ -180,7 +251,11 @@ fn pod_cells(pod: &Value) -> Vec<Value> {
         json!(or_none(str_at(pod, "/status/podIP"))),
         json!(or_none(str_at(pod, "/spec/nodeName"))),
         json!(or_none(str_at(pod, "/status/nominatedNodeName"))),
-        json!(if gates == 0 { "<none>".to_string() } else { format!("0/{gates}") }),
+        json!(if gates == 0 {
+            "<none>".to_string()
+        } else {
+            format!("0/{gates}")
+        }),
     ]
 }
 
@@ -225,20 +300,30 @@ fn node_cells(node: &Value) -> Vec<Value> {
     let address = |kind: &str| {
         node.pointer("/status/addresses")
             .and_then(Value::as_array)
-            .and_then(|a| a.iter().find(|a| a.get("type").and_then(Value::as_str) == Some(kind)))
+            .and_then(|a| {
+                a.iter()
+                    .find(|a| a.get("type").and_then(Value::as_str) == Some(kind))
+            })
             .and_then(|a| a.get("address").and_then(Value::as_str))
             .map(str::to_string)
     };
     vec![
         json!(status),
-        json!(if roles.is_empty() { "<none>".to_string() } else { roles.join(",") }),
+        json!(if roles.is_empty() {
+            "<none>".to_string()
+        } else {
+            roles.join(",")
+        }),
         Value::Null,
         json!(str_at(node, "/status/nodeInfo/kubeletVersion").unwrap_or_default()),
         json!(or_none(address("InternalIP").as_deref())),
         json!(or_none(address("ExternalIP").as_deref())),
         json!(or_none(str_at(node, "/status/nodeInfo/osImage"))),
         json!(or_none(str_at(node, "/status/nodeInfo/kernelVersion"))),
-        json!(or_none(str_at(node, "/status/nodeInfo/containerRuntimeVersion"))),
+        json!(or_none(str_at(
+            node,
+            "/status/nodeInfo/containerRuntimeVersion"
+        ))),
     ]
 }
 
@@ -248,8 +333,14 @@ fn containers_and_images(object: &Value) -> (String, String) {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let names: Vec<&str> = containers.iter().filter_map(|c| c.get("name").and_then(Value::as_str)).collect();
-    let images: Vec<&str> = containers.iter().filter_map(|c| c.get("image").and_then(Value::as_str)).collect();
+    let names: Vec<&str> = containers
+        .iter()
+        .filter_map(|c| c.get("name").and_then(Value::as_str))
+        .collect();
+    let images: Vec<&str> = containers
+        .iter()
+        .filter_map(|c| c.get("image").and_then(Value::as_str))
+        .collect();
     (names.join(","), images.join(","))
 }
 
@@ -265,7 +356,11 @@ fn selector_text(object: &Value) -> String {
         })
         .unwrap_or_default();
     parts.sort();
-    if parts.is_empty() { "<none>".to_string() } else { parts.join(",") }
+    if parts.is_empty() {
+        "<none>".to_string()
+    } else {
+        parts.join(",")
+    }
 }
 
 /// Cells for a built-in kind, with `Value::Null` standing in for the AGE column.
@@ -273,11 +368,21 @@ fn builtin_cells(group: &str, plural: &str, object: &Value) -> Vec<Value> {
     match (group, plural) {
         ("", "pods") => pod_cells(object),
         ("", "nodes") => node_cells(object),
-        ("", "namespaces") => vec![json!(str_at(object, "/status/phase").unwrap_or("Active")), Value::Null],
+        ("", "namespaces") => vec![
+            json!(str_at(object, "/status/phase").unwrap_or("Active")),
+            Value::Null,
+        ],
         ("apps", "deployments") => {
             let (containers, images) = containers_and_images(object);
             vec![
-                json!(format!("{}/{}", int_at(object, "/status/readyReplicas"), object.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1))),
+                json!(format!(
+                    "{}/{}",
+                    int_at(object, "/status/readyReplicas"),
+                    object
+                        .pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                )),
                 json!(int_at(object, "/status/updatedReplicas")),
                 json!(int_at(object, "/status/availableReplicas")),
                 Value::Null,
@@ -289,7 +394,12 @@ fn builtin_cells(group: &str, plural: &str, object: &Value) -> Vec<Value> {
         ("apps", "replicasets") => {
             let (containers, images) = containers_and_images(object);
             vec![
-                json!(object.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)),
+                json!(
+                    object
+                        .pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                ),
                 json!(int_at(object, "/status/replicas")),
                 json!(int_at(object, "/status/readyReplicas")),
                 Value::Null,
@@ -302,7 +412,11 @@ fn builtin_cells(group: &str, plural: &str, object: &Value) -> Vec<Value> {
             let mut selectors: Vec<String> = object
                 .pointer("/spec/template/spec/nodeSelector")
                 .and_then(Value::as_object)
-                .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect())
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect()
+                })
                 .unwrap_or_default();
             selectors.sort();
             vec![
@@ -311,7 +425,11 @@ fn builtin_cells(group: &str, plural: &str, object: &Value) -> Vec<Value> {
                 json!(int_at(object, "/status/numberReady")),
                 json!(int_at(object, "/status/updatedNumberScheduled")),
                 json!(int_at(object, "/status/numberAvailable")),
-                json!(if selectors.is_empty() { "<none>".to_string() } else { selectors.join(",") }),
+                json!(if selectors.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    selectors.join(",")
+                }),
                 Value::Null,
             ]
         }
@@ -322,10 +440,15 @@ fn builtin_cells(group: &str, plural: &str, object: &Value) -> Vec<Value> {
             Value::Null,
         ],
         ("coordination.k8s.io", "leases") => {
-            vec![json!(str_at(object, "/spec/holderIdentity").unwrap_or_default()), Value::Null]
+            vec![
+                json!(str_at(object, "/spec/holderIdentity").unwrap_or_default()),
+                Value::Null,
+            ]
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            vec![json!(str_at(object, "/metadata/creationTimestamp").unwrap_or_default())]
+            vec![json!(
+                str_at(object, "/metadata/creationTimestamp").unwrap_or_default()
+            )]
         }
         _ => vec![Value::Null],
     }
@@ -335,7 +458,9 @@ fn event_cells(event: &Value, now: Timestamp) -> Vec<Value> {
     let last = str_at(event, "/lastTimestamp")
         .or_else(|| str_at(event, "/eventTime"))
         .or_else(|| str_at(event, "/metadata/creationTimestamp"));
-    let kind = str_at(event, "/involvedObject/kind").unwrap_or_default().to_lowercase();
+    let kind = str_at(event, "/involvedObject/kind")
+        .unwrap_or_default()
+        .to_lowercase();
     let name = str_at(event, "/involvedObject/name").unwrap_or_default();
     vec![
         json!(age(last, now)),
@@ -364,14 +489,33 @@ fn custom_cell(object: &Value, column: &PrinterColumn, now: Timestamp) -> Value 
 }
 
 /// Render objects of `info` (served at `version`) as a Table.
-pub fn render(info: &ResourceInfo, version: &str, objects: &[Value], resource_version: &str, continue_token: Option<&str>, now: Timestamp) -> Value {
+pub fn render(
+    info: &ResourceInfo,
+    version: &str,
+    objects: &[Value],
+    resource_version: &str,
+    continue_token: Option<&str>,
+    now: Timestamp,
+) -> Value {
     let name_of = |o: &Value| json!(str_at(o, "/metadata/name").unwrap_or_default());
     let created = |o: &Value| json!(age(str_at(o, "/metadata/creationTimestamp"), now));
     let (definitions, rows): (Vec<Value>, Vec<Value>) = if info.custom {
-        let columns = info.version(version).map(|v| v.columns.clone()).unwrap_or_default();
+        let columns = info
+            .version(version)
+            .map(|v| v.columns.clone())
+            .unwrap_or_default();
         let has_age = columns.iter().any(|c| c.name.eq_ignore_ascii_case("age"));
-        let mut definitions = vec![column_definition("Name", "string", 0, "Name must be unique within a namespace.")];
-        definitions.extend(columns.iter().map(|c| column_definition(&c.name, &c.column_type, c.priority, &c.description)));
+        let mut definitions = vec![column_definition(
+            "Name",
+            "string",
+            0,
+            "Name must be unique within a namespace.",
+        )];
+        definitions.extend(
+            columns
+                .iter()
+                .map(|c| column_definition(&c.name, &c.column_type, c.priority, &c.description)),
+        );
         if !has_age {
             definitions.push(column_definition("Age", "date", 0, "CreationTimestamp"));
         }
@@ -388,7 +532,10 @@ pub fn render(info: &ResourceInfo, version: &str, objects: &[Value], resource_ve
             .collect();
         (definitions, rows)
     } else if let Some(columns) = builtin_columns(&info.group, &info.plural) {
-        let definitions = columns.iter().map(|c| column_definition(c.name, c.column_type, c.priority, "")).collect();
+        let definitions = columns
+            .iter()
+            .map(|c| column_definition(c.name, c.column_type, c.priority, ""))
+            .collect();
         let is_events = info.plural == "events" && info.group.is_empty();
         let rows = objects
             .iter()
@@ -397,7 +544,11 @@ pub fn render(info: &ResourceInfo, version: &str, objects: &[Value], resource_ve
                     event_cells(o, now)
                 } else {
                     let mut cells = vec![name_of(o)];
-                    cells.extend(builtin_cells(&info.group, &info.plural, o).into_iter().map(|c| if c.is_null() { created(o) } else { c }));
+                    cells.extend(
+                        builtin_cells(&info.group, &info.plural, o)
+                            .into_iter()
+                            .map(|c| if c.is_null() { created(o) } else { c }),
+                    );
                     cells
                 };
                 json!({"cells": cells, "object": partial_metadata(o)})
@@ -405,8 +556,14 @@ pub fn render(info: &ResourceInfo, version: &str, objects: &[Value], resource_ve
             .collect();
         (definitions, rows)
     } else {
-        let definitions = vec![column_definition("Name", "string", 0, ""), column_definition("Age", "string", 0, "")];
-        let rows = objects.iter().map(|o| json!({"cells": [name_of(o), created(o)], "object": partial_metadata(o)})).collect();
+        let definitions = vec![
+            column_definition("Name", "string", 0, ""),
+            column_definition("Age", "string", 0, ""),
+        ];
+        let rows = objects
+            .iter()
+            .map(|o| json!({"cells": [name_of(o), created(o)], "object": partial_metadata(o)}))
+            .collect();
         (definitions, rows)
     };
     let mut metadata = json!({"resourceVersion": resource_version});
@@ -429,7 +586,20 @@ mod tests {
 
     #[test]
     fn human_durations_match_kubectl() {
-        let cases = [(5, "5s"), (119, "119s"), (125, "2m5s"), (180, "3m"), (600, "10m"), (4 * 3600, "4h"), (4 * 3600 + 120, "4h2m"), (10 * 3600, "10h"), (3 * 86400, "3d"), (3 * 86400 + 7200, "3d2h"), (30 * 86400, "30d"), (800 * 86400, "2y70d")];
+        let cases = [
+            (5, "5s"),
+            (119, "119s"),
+            (125, "2m5s"),
+            (180, "3m"),
+            (600, "10m"),
+            (4 * 3600, "4h"),
+            (4 * 3600 + 120, "4h2m"),
+            (10 * 3600, "10h"),
+            (3 * 86400, "3d"),
+            (3 * 86400 + 7200, "3d2h"),
+            (30 * 86400, "30d"),
+            (800 * 86400, "2y70d"),
+        ];
         for (seconds, expected) in cases {
             assert_eq!(human_duration(seconds), expected, "{seconds}s");
         }

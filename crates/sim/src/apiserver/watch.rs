@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::error::ApiError;
 use super::resources::{ResourceInfo, ResourceKey};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::service::Shared;
 use super::store::{EventType, StoredEvent};
+use super::table;
+use crate::clock::SharedClock;
 
 /// Which objects a watch follows.
 #[derive(Debug, Clone)]
@@ -35,7 +37,11 @@ impl WatchFilter {
     /// Does the object pass namespace and selectors?
     pub fn matches(&self, object: &Value) -> bool {
         let namespace_ok = self.namespace.as_deref().is_none_or(|wanted| {
-            object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default() == wanted
+            object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                == wanted
         });
         namespace_ok && self.labels.matches_object(object) && self.fields.matches(object)
     }
@@ -66,15 +72,33 @@ impl WatchFilter {
         if self.info.custom
             && let Some(map) = object.as_object_mut()
         {
-            map.insert("apiVersion".into(), json!(self.info.api_version(&self.version)));
+            map.insert(
+                "apiVersion".into(),
+                json!(self.info.api_version(&self.version)),
+            );
         }
         object
     }
 }
 
+/// How watched objects are rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchOutput {
+    /// The full object.
+    Object,
+    /// A one-row meta.k8s.io Table per event (`kubectl get -w`).
+    Table,
+    /// PartialObjectMetadata (`watch_metadata`).
+    Metadata,
+}
+
 /// Everything needed to stream one watch.
 #[derive(Debug)]
 pub struct WatchPlan {
+    /// Rendering of each event's object.
+    pub output: WatchOutput,
+    /// Clock for table ages.
+    pub clock: SharedClock,
     /// What to follow.
     pub filter: WatchFilter,
     /// Synthetic ADDED events sent first (no resourceVersion, "0", or sendInitialEvents).
@@ -94,7 +118,8 @@ pub struct WatchPlan {
 }
 
 fn line(event_type: &str, object: &Value) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
+    let mut bytes =
+        serde_json::to_vec(&json!({"type": event_type, "object": object})).unwrap_or_default();
     bytes.push(b'\n');
     bytes
 }
@@ -102,7 +127,10 @@ fn line(event_type: &str, object: &Value) -> Vec<u8> {
 fn bookmark(filter: &WatchFilter, resource_version: u64, initial_end: bool) -> Vec<u8> {
     let mut metadata = json!({"resourceVersion": resource_version.to_string()});
     if initial_end && let Some(map) = metadata.as_object_mut() {
-        map.insert("annotations".into(), json!({"k8s.io/initial-events-end": "true"}));
+        map.insert(
+            "annotations".into(),
+            json!({"k8s.io/initial-events-end": "true"}),
+        );
     }
     line(
         "BOOKMARK",
@@ -120,20 +148,62 @@ async fn flush(tx: &mpsc::Sender<Bytes>, buffer: &mut Vec<u8>) -> bool {
     tx.send(Bytes::from(std::mem::take(buffer))).await.is_ok()
 }
 
-/// Stream the watch into `tx` until timeout, expiry, or the client goes away.
-pub async fn run(plan: WatchPlan, shared: Arc<Shared>, tx: mpsc::Sender<Bytes>) {
+/// Renders event objects in the requested output, tracking whether the table header was sent.
+struct Renderer<'a> {
+    plan: &'a WatchPlan,
+    header_sent: bool,
+}
+
+impl Renderer<'_> {
+    fn render(&mut self, object: &Value, resource_version: u64) -> Value {
+        let filter = &self.plan.filter;
+        let full = filter.render(object);
+        match self.plan.output {
+            WatchOutput::Object => full,
+            WatchOutput::Metadata => table::partial_metadata(&full),
+            WatchOutput::Table => {
+                let mut rendered = table::render(
+                    &filter.info,
+                    &filter.version,
+                    &[full],
+                    &resource_version.to_string(),
+                    None,
+                    self.plan.clock.now(),
+                );
+                if self.header_sent
+                    && let Some(map) = rendered.as_object_mut()
+                {
+                    map.insert("columnDefinitions".into(), json!([]));
+                }
+                self.header_sent = true;
+                rendered
+            }
+        }
+    }
+}
+
+/// Stream the watch into `tx` until timeout, expiry, the client going away, or a disconnect.
+pub async fn run(
+    plan: WatchPlan,
+    shared: Arc<Shared>,
+    mut changes: watch::Receiver<u64>,
+    mut disconnects: watch::Receiver<u64>,
+    tx: mpsc::Sender<Bytes>,
+) {
     let filter = &plan.filter;
+    let mut renderer = Renderer {
+        plan: &plan,
+        header_sent: false,
+    };
     let mut buffer = Vec::new();
     if let Some(error) = &plan.expired {
         buffer.extend(line("ERROR", &error.to_status()));
         flush(&tx, &mut buffer).await;
         return;
     }
-    let mut changes = shared.changes.subscribe();
-    let mut disconnects = shared.disconnects.subscribe();
     let deadline = tokio::time::Instant::now() + plan.timeout;
     for object in &plan.initial {
-        buffer.extend(line("ADDED", &filter.render(object)));
+        buffer.extend(line("ADDED", &renderer.render(object, plan.start_after)));
         if buffer.len() > CHUNK_BYTES && !flush(&tx, &mut buffer).await {
             return;
         }
@@ -160,7 +230,10 @@ pub async fn run(plan: WatchPlan, shared: Arc<Shared>, tx: mpsc::Sender<Bytes>) 
         for event in &events {
             cursor = event.resource_version;
             if let Some(event_type) = filter.translate(event) {
-                buffer.extend(line(event_type, &filter.render(&event.object)));
+                buffer.extend(line(
+                    event_type,
+                    &renderer.render(&event.object, event.resource_version),
+                ));
                 if buffer.len() > CHUNK_BYTES && !flush(&tx, &mut buffer).await {
                     return;
                 }
@@ -198,7 +271,10 @@ mod tests {
     use crate::apiserver::resources::Registry;
 
     fn filter(selector: &str) -> WatchFilter {
-        let info = Registry::builtin().lookup("", "v1", "pods").unwrap().clone();
+        let info = Registry::builtin()
+            .lookup("", "v1", "pods")
+            .unwrap()
+            .clone();
         WatchFilter {
             resource: info.key(),
             info,
@@ -210,7 +286,11 @@ mod tests {
     }
 
     fn event(event_type: EventType, before: Option<&str>, after: &str) -> StoredEvent {
-        let pod = |app: &str| Arc::new(json!({"metadata": {"namespace": "default", "name": "p", "labels": {"app": app}}}));
+        let pod = |app: &str| {
+            Arc::new(
+                json!({"metadata": {"namespace": "default", "name": "p", "labels": {"app": app}}}),
+            )
+        };
         StoredEvent {
             resource_version: 1,
             resource: ResourceKey::new("", "pods"),
@@ -223,10 +303,22 @@ mod tests {
     #[test]
     fn selector_transitions_become_added_and_deleted() {
         let watch = filter("app=web");
-        assert_eq!(watch.translate(&event(EventType::Modified, Some("db"), "web")), Some("ADDED"));
-        assert_eq!(watch.translate(&event(EventType::Modified, Some("web"), "db")), Some("DELETED"));
-        assert_eq!(watch.translate(&event(EventType::Modified, Some("web"), "web")), Some("MODIFIED"));
-        assert_eq!(watch.translate(&event(EventType::Modified, Some("db"), "db")), None);
+        assert_eq!(
+            watch.translate(&event(EventType::Modified, Some("db"), "web")),
+            Some("ADDED")
+        );
+        assert_eq!(
+            watch.translate(&event(EventType::Modified, Some("web"), "db")),
+            Some("DELETED")
+        );
+        assert_eq!(
+            watch.translate(&event(EventType::Modified, Some("web"), "web")),
+            Some("MODIFIED")
+        );
+        assert_eq!(
+            watch.translate(&event(EventType::Modified, Some("db"), "db")),
+            None
+        );
         assert_eq!(watch.translate(&event(EventType::Added, None, "db")), None);
     }
 }

@@ -24,7 +24,9 @@ fn valid_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     !name.is_empty()
         && name.len() <= 253
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
         && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
@@ -47,12 +49,78 @@ fn finalizers_empty(object: &Value) -> bool {
         .is_none_or(Vec::is_empty)
 }
 
+/// The media type of a Content-Type header, lowercased, without parameters.
+pub(super) fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Apply a JSON patch, JSON merge patch or (built-in types only) strategic merge patch to
+/// `target`, returning the patched document.
+pub(super) fn apply_patch(
+    info: &ResourceInfo,
+    name: &str,
+    content_type: &str,
+    body: &[u8],
+    target: &Value,
+) -> Result<Value, ApiError> {
+    let mut patched = target.clone();
+    match content_type {
+        "application/json-patch+json" => {
+            let patch: json_patch::Patch = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+            json_patch::patch(&mut patched, &patch).map_err(|e| {
+                ApiError::invalid(
+                    &info.kind,
+                    name,
+                    "patch",
+                    format!("the JSON patch could not be applied: {e}"),
+                )
+            })?;
+        }
+        "application/merge-patch+json" => {
+            let patch: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("invalid merge patch: {e}")))?;
+            if !patch.is_object() {
+                return Err(ApiError::bad_request("merge patch must be a JSON object"));
+            }
+            json_patch::merge(&mut patched, &patch);
+        }
+        "application/strategic-merge-patch+json" if info.strategic_merge => {
+            let patch: Value = serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("invalid strategic merge patch: {e}"))
+            })?;
+            patched = strategic_merge(&patched, &patch)?;
+        }
+        _ => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
+                if info.strategic_merge {
+                    ", application/strategic-merge-patch+json"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    Ok(patched)
+}
+
 impl ApiCore {
     /// Store `object` and note what the cascade (PDBs, CRDs) must look at.
     pub(super) fn commit(&mut self, info: &ResourceInfo, object: Value) -> Arc<Value> {
+        if self.dry_run {
+            return Arc::new(object);
+        }
         let (namespace, _) = name_of(&object);
         let key = info.key();
-        if key == ResourceKey::new("", "pods") || key == ResourceKey::new("policy", "poddisruptionbudgets") {
+        if key == ResourceKey::new("", "pods")
+            || key == ResourceKey::new("policy", "poddisruptionbudgets")
+        {
             self.dirty_pdb_namespaces.insert(namespace);
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
@@ -62,11 +130,23 @@ impl ApiCore {
     }
 
     /// Remove an object for good, queueing garbage collection of its dependents.
-    pub(super) fn remove(&mut self, info: &ResourceInfo, namespace: &str, name: &str, orphan: bool) -> Option<Arc<Value>> {
+    pub(super) fn remove(
+        &mut self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+        orphan: bool,
+    ) -> Option<Arc<Value>> {
         let key = info.key();
+        if self.dry_run {
+            return self.store.get(&key, namespace, name).cloned();
+        }
         let removed = self.store.remove(&key, namespace, name)?;
-        self.removed_uids.push((uid_of(&removed).to_string(), orphan));
-        if key == ResourceKey::new("", "pods") || key == ResourceKey::new("policy", "poddisruptionbudgets") {
+        self.removed_uids
+            .push((uid_of(&removed).to_string(), orphan));
+        if key == ResourceKey::new("", "pods")
+            || key == ResourceKey::new("policy", "poddisruptionbudgets")
+        {
             self.dirty_pdb_namespaces.insert(namespace.to_string());
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
@@ -80,7 +160,8 @@ impl ApiCore {
             let mut random = self.next_random();
             let mut name = prefix.to_string();
             for _ in 0..5 {
-                let index = usize::try_from(random % NAME_SUFFIX_ALPHABET.len() as u64).unwrap_or(0);
+                let index =
+                    usize::try_from(random % NAME_SUFFIX_ALPHABET.len() as u64).unwrap_or(0);
                 name.push(char::from(NAME_SUFFIX_ALPHABET[index]));
                 random /= NAME_SUFFIX_ALPHABET.len() as u64;
             }
@@ -102,7 +183,10 @@ impl ApiCore {
         }
         if let Some(api_version) = object.get("apiVersion").and_then(Value::as_str)
             && !api_version.is_empty()
-            && !info.versions.iter().any(|v| info.api_version(&v.name) == api_version)
+            && !info
+                .versions
+                .iter()
+                .any(|v| info.api_version(&v.name) == api_version)
         {
             return Err(ApiError::bad_request(format!(
                 "the apiVersion {api_version:?} in the request body is not served for {}",
@@ -123,41 +207,79 @@ impl ApiCore {
     }
 
     /// Create an object (POST, or apply of an absent object).
-    pub(super) fn create_object(&mut self, info: &ResourceInfo, version: &str, namespace: Option<&str>, mut object: Value) -> Result<Arc<Value>, ApiError> {
+    pub(super) fn create_object(
+        &mut self,
+        info: &ResourceInfo,
+        version: &str,
+        namespace: Option<&str>,
+        mut object: Value,
+    ) -> Result<Arc<Value>, ApiError> {
         Self::check_type_meta(info, &object)?;
         let api_version = info.api_version(version);
         let now = self.now_string();
         let uid = self.new_uid();
         let Some(map) = object.as_object_mut() else {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         };
         map.insert("apiVersion".into(), json!(api_version));
         map.insert("kind".into(), json!(info.kind));
         let path_namespace = namespace.unwrap_or_default().to_string();
         let Some(meta) = metadata_mut(&mut object) else {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         };
-        let body_namespace = meta.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+        let body_namespace = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if info.namespaced {
             if !body_namespace.is_empty() && body_namespace != path_namespace {
-                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
             }
             meta.insert("namespace".into(), json!(path_namespace));
         } else {
             meta.remove("namespace");
         }
-        let mut name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or_default().to_string();
-        for field in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+        let mut name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let generate = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        for field in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
             meta.remove(field);
         }
         meta.insert("uid".into(), json!(uid));
         meta.insert("creationTimestamp".into(), json!(now));
         meta.insert("generation".into(), json!(1));
-        let stored_namespace = if info.namespaced { path_namespace.clone() } else { String::new() };
+        let stored_namespace = if info.namespaced {
+            path_namespace.clone()
+        } else {
+            String::new()
+        };
         if name.is_empty() {
             if generate.is_empty() {
-                return Err(ApiError::invalid(&info.kind, "", "metadata.name", "Required value: name or generateName is required"));
+                return Err(ApiError::invalid(
+                    &info.kind,
+                    "",
+                    "metadata.name",
+                    "Required value: name or generateName is required",
+                ));
             }
             name = self.generate_name(info, &stored_namespace, &generate);
             if let Some(meta) = metadata_mut(&mut object) {
@@ -172,10 +294,19 @@ impl ApiCore {
                 "Invalid value: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
             ));
         }
-        if info.namespaced && self.store.get(&ResourceKey::new("", "namespaces"), "", &stored_namespace).is_none() {
+        if info.namespaced
+            && self
+                .store
+                .get(&ResourceKey::new("", "namespaces"), "", &stored_namespace)
+                .is_none()
+        {
             return Err(ApiError::not_found("", "namespaces", &stored_namespace));
         }
-        if self.store.get(&info.key(), &stored_namespace, &name).is_some() {
+        if self
+            .store
+            .get(&info.key(), &stored_namespace, &name)
+            .is_some()
+        {
             return Err(ApiError::already_exists(&info.group, &info.plural, &name));
         }
         if info.has_status()
@@ -200,17 +331,30 @@ impl ApiCore {
     }
 
     /// PUT (or the final step of a patch): replace `existing` with `new` by the update rules.
-    fn finish_update(&mut self, info: &ResourceInfo, version: &str, existing: &Arc<Value>, mut new: Value, status_only: bool) -> Result<Arc<Value>, ApiError> {
+    pub(super) fn finish_update(
+        &mut self,
+        info: &ResourceInfo,
+        version: &str,
+        existing: &Arc<Value>,
+        mut new: Value,
+        status_only: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         Self::check_type_meta(info, &new)?;
         if !new.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         let existing_value: &Value = existing;
-        let name = meta_str(existing_value, "name").unwrap_or_default().to_string();
+        let name = meta_str(existing_value, "name")
+            .unwrap_or_default()
+            .to_string();
         if let Some(new_name) = meta_str(&new, "name")
             && new_name != name
         {
-            return Err(ApiError::bad_request(format!("the name of the object ({new_name}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({new_name}) does not match the name on the URL ({name})"
+            )));
         }
         if let Some(new_version) = meta_str(&new, "resourceVersion")
             && !new_version.is_empty()
@@ -246,7 +390,16 @@ impl ApiCore {
             }
             if let Some(meta) = metadata_mut(&mut new) {
                 let old = metadata(existing_value);
-                for field in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "resourceVersion"] {
+                for field in [
+                    "name",
+                    "namespace",
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                    "resourceVersion",
+                ] {
                     match old.get(field) {
                         Some(value) => {
                             meta.insert(field.to_string(), value.clone());
@@ -267,9 +420,13 @@ impl ApiCore {
         if info.key() == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             crd::resource_from_crd(&result)?;
         }
-        let changed_spec = spec_and_rest_without(&result, info.has_status()) != spec_and_rest_without(existing_value, info.has_status());
+        let changed_spec = spec_and_rest_without(&result, info.has_status())
+            != spec_and_rest_without(existing_value, info.has_status());
         if changed_spec && !status_only {
-            let generation = metadata(existing_value).get("generation").and_then(Value::as_i64).unwrap_or(1);
+            let generation = metadata(existing_value)
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             if let Some(meta) = metadata_mut(&mut result) {
                 meta.insert("generation".into(), json!(generation + 1));
             }
@@ -278,39 +435,61 @@ impl ApiCore {
             return Ok(Arc::clone(existing));
         }
         let deleting = metadata(&result).contains_key("deletionTimestamp");
-        let grace = metadata(&result).get("deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
+        let grace = metadata(&result)
+            .get("deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         if deleting && grace == 0 && finalizers_empty(&result) {
             let (namespace, name) = name_of(&result);
-            return Ok(self.remove(info, &namespace, &name, false).unwrap_or_else(|| Arc::new(result)));
+            return Ok(self
+                .remove(info, &namespace, &name, false)
+                .unwrap_or_else(|| Arc::new(result)));
         }
         Ok(self.commit(info, result))
     }
 
     /// PUT.
-    pub(super) fn update_object(&mut self, info: &ResourceInfo, version: &str, namespace: Option<&str>, name: &str, new: Value, status_only: bool) -> Result<Arc<Value>, ApiError> {
+    pub(super) fn update_object(
+        &mut self,
+        info: &ResourceInfo,
+        version: &str,
+        namespace: Option<&str>,
+        name: &str,
+        new: Value,
+        status_only: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         let existing = self.get_object(info, namespace, name)?;
         if let Some(body_namespace) = meta_str(&new, "namespace")
             && info.namespaced
             && Some(body_namespace) != namespace
         {
-            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         self.finish_update(info, version, &existing, new, status_only)
     }
 
     /// PATCH with any supported patch type. Returns the HTTP code (201 when apply created).
-    pub(super) fn patch_object(&mut self, info: &ResourceInfo, version: &str, namespace: Option<&str>, name: &str, request: &CoreRequest, status_only: bool) -> Result<(u16, Arc<Value>), ApiError> {
-        let content_type = request.content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-        let unsupported = || {
-            ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{}",
-                if info.strategic_merge { ", application/strategic-merge-patch+json" } else { "" }
-            ))
-        };
-        if content_type == "application/apply-patch+yaml" || content_type == "application/apply-patch+json" {
+    pub(super) fn patch_object(
+        &mut self,
+        info: &ResourceInfo,
+        version: &str,
+        namespace: Option<&str>,
+        name: &str,
+        request: &CoreRequest,
+        status_only: bool,
+    ) -> Result<(u16, Arc<Value>), ApiError> {
+        let content_type = media_type(&request.content_type);
+        if content_type == "application/apply-patch+yaml"
+            || content_type == "application/apply-patch+json"
+        {
             let applied: Value = serde_yaml::from_slice::<serde_yaml::Value>(&request.body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
-                .and_then(|v| serde_json::to_value(v).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}"))))?;
+                .and_then(|v| {
+                    serde_json::to_value(v)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+                })?;
             if !applied.is_object() {
                 return Err(ApiError::bad_request("apply patch must be an object"));
             }
@@ -331,45 +510,46 @@ impl ApiCore {
                         json_patch::merge(&mut merged, &applied);
                         merged
                     };
-                    Ok((200, self.finish_update(info, version, &existing, merged, status_only)?))
+                    Ok((
+                        200,
+                        self.finish_update(info, version, &existing, merged, status_only)?,
+                    ))
                 }
             };
         }
         let existing = self.get_object(info, namespace, name)?;
-        let mut patched = (*existing).clone();
-        match content_type.as_str() {
-            "application/json-patch+json" => {
-                let patch: json_patch::Patch = serde_json::from_slice(&request.body).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-                json_patch::patch(&mut patched, &patch).map_err(|e| ApiError::invalid(&info.kind, name, "patch", format!("the JSON patch could not be applied: {e}")))?;
-            }
-            "application/merge-patch+json" => {
-                let patch: Value = serde_json::from_slice(&request.body).map_err(|e| ApiError::bad_request(format!("invalid merge patch: {e}")))?;
-                if !patch.is_object() {
-                    return Err(ApiError::bad_request("merge patch must be a JSON object"));
-                }
-                json_patch::merge(&mut patched, &patch);
-            }
-            "application/strategic-merge-patch+json" if info.strategic_merge => {
-                let patch: Value = serde_json::from_slice(&request.body).map_err(|e| ApiError::bad_request(format!("invalid strategic merge patch: {e}")))?;
-                patched = strategic_merge(&patched, &patch)?;
-            }
-            _ => return Err(unsupported()),
-        }
-        Ok((200, self.finish_update(info, version, &existing, patched, status_only)?))
+        let patched = apply_patch(info, name, &content_type, &request.body, &existing)?;
+        Ok((
+            200,
+            self.finish_update(info, version, &existing, patched, status_only)?,
+        ))
     }
 
     /// DELETE of one object. Returns the code and body (the object while deletion is pending,
     /// a success Status once it is gone).
-    pub(super) fn delete_object(&mut self, info: &ResourceInfo, version: &str, namespace: Option<&str>, name: &str, options: &Value) -> Result<(u16, Value), ApiError> {
+    pub(super) fn delete_object(
+        &mut self,
+        info: &ResourceInfo,
+        version: &str,
+        namespace: Option<&str>,
+        name: &str,
+        options: &Value,
+    ) -> Result<(u16, Value), ApiError> {
         let existing = self.get_object(info, namespace, name)?;
         let (stored_namespace, _) = name_of(&existing);
         let uid = uid_of(&existing).to_string();
-        if let Some(wanted) = options.pointer("/preconditions/uid").and_then(Value::as_str)
+        if let Some(wanted) = options
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
             && wanted != uid
         {
-            return Err(ApiError::conflict_message(format!("Precondition failed: UID in precondition: {wanted}, UID in object meta: {uid}")));
+            return Err(ApiError::conflict_message(format!(
+                "Precondition failed: UID in precondition: {wanted}, UID in object meta: {uid}"
+            )));
         }
-        if let Some(wanted) = options.pointer("/preconditions/resourceVersion").and_then(Value::as_str)
+        if let Some(wanted) = options
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
             && Some(wanted) != meta_str(&existing, "resourceVersion")
         {
             return Err(ApiError::conflict(&info.group, &info.plural, name));
@@ -379,7 +559,9 @@ impl ApiCore {
         let is_pod = info.key() == ResourceKey::new("", "pods");
         let is_namespace = info.key() == ResourceKey::new("", "namespaces");
         if is_namespace && PROTECTED_NAMESPACES.contains(&name) {
-            return Err(ApiError::forbidden(format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")));
+            return Err(ApiError::forbidden(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
         }
         let now = self.now();
         if !finalizers_empty(&existing) {
@@ -387,7 +569,10 @@ impl ApiCore {
                 return Ok((200, self.render_object(info, version, &existing)));
             }
             let mut marked = (*existing).clone();
-            let generation = metadata(&marked).get("generation").and_then(Value::as_i64).unwrap_or(1);
+            let generation = metadata(&marked)
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             if let Some(meta) = metadata_mut(&mut marked) {
                 meta.insert("deletionTimestamp".into(), json!(self.now_string()));
                 meta.insert("deletionGracePeriodSeconds".into(), json!(0));
@@ -400,18 +585,37 @@ impl ApiCore {
             let grace = options
                 .get("gracePeriodSeconds")
                 .and_then(Value::as_i64)
-                .or_else(|| existing.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+                .or_else(|| {
+                    existing
+                        .pointer("/spec/terminationGracePeriodSeconds")
+                        .and_then(Value::as_i64)
+                })
                 .unwrap_or(30)
                 .max(0);
-            let bound = existing.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-            let terminal = matches!(existing.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-            if bound && !terminal && grace > 0 && self.config.pod_termination == PodTermination::AwaitKubelet {
-                let current = metadata(&existing).get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+            let bound = existing
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            let terminal = matches!(
+                existing.pointer("/status/phase").and_then(Value::as_str),
+                Some("Succeeded" | "Failed")
+            );
+            if bound
+                && !terminal
+                && grace > 0
+                && self.config.pod_termination == PodTermination::AwaitKubelet
+            {
+                let current = metadata(&existing)
+                    .get("deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64);
                 if current.is_some_and(|c| c <= grace) {
                     return Ok((200, self.render_object(info, version, &existing)));
                 }
-                let deadline = now.checked_add(SignedDuration::from_secs(grace)).unwrap_or(now);
-                let deadline = jiff::Timestamp::from_second(deadline.as_second()).unwrap_or(deadline);
+                let deadline = now
+                    .checked_add(SignedDuration::from_secs(grace))
+                    .unwrap_or(now);
+                let deadline =
+                    jiff::Timestamp::from_second(deadline.as_second()).unwrap_or(deadline);
                 let mut marked = (*existing).clone();
                 if let Some(meta) = metadata_mut(&mut marked) {
                     meta.insert("deletionTimestamp".into(), json!(deadline.to_string()));
@@ -430,9 +634,18 @@ impl ApiCore {
 
     /// Remove every namespaced object in `namespace` (namespace deletion).
     fn empty_namespace(&mut self, namespace: &str) {
-        let namespaced: Vec<ResourceInfo> = self.registry.all().filter(|info| info.namespaced).cloned().collect();
+        let namespaced: Vec<ResourceInfo> = self
+            .registry
+            .all()
+            .filter(|info| info.namespaced)
+            .cloned()
+            .collect();
         for info in namespaced {
-            let names: Vec<String> = self.store.list(&info.key(), Some(namespace)).map(|((_, name), _)| name.clone()).collect();
+            let names: Vec<String> = self
+                .store
+                .list(&info.key(), Some(namespace))
+                .map(|((_, name), _)| name.clone())
+                .collect();
             for name in names {
                 self.remove(&info, namespace, &name, false);
             }
@@ -440,14 +653,27 @@ impl ApiCore {
     }
 
     /// DELETE on a collection (with selectors).
-    pub(super) fn delete_collection(&mut self, info: &ResourceInfo, version: &str, namespace: Option<&str>, request: &CoreRequest) -> Result<super::core::CoreResponse, ApiError> {
+    pub(super) fn delete_collection(
+        &mut self,
+        info: &ResourceInfo,
+        version: &str,
+        namespace: Option<&str>,
+        request: &CoreRequest,
+    ) -> Result<super::core::CoreResponse, ApiError> {
         let (labels, fields) = Self::selectors(info, &request.query)?;
         let targets = self.matching(info, namespace, &labels, &fields);
         let options = json!({});
         let mut items = Vec::new();
         for ((ns, name), object) in targets {
-            let ns = if info.namespaced { Some(ns.as_str()) } else { None };
-            if self.delete_object(info, version, ns, &name, &options).is_ok() {
+            let ns = if info.namespaced {
+                Some(ns.as_str())
+            } else {
+                None
+            };
+            if self
+                .delete_object(info, version, ns, &name, &options)
+                .is_ok()
+            {
                 items.push(self.render_object(info, version, &object));
             }
         }

@@ -86,8 +86,17 @@ impl Kubectl {
         let kubeconfig = self.kubeconfig.clone();
         let args: Vec<String> = args.iter().map(|a| (*a).to_string()).collect();
         tokio::task::spawn_blocking(move || {
-            let output = Command::new("/usr/bin/kubectl").arg("--kubeconfig").arg(&kubeconfig).args(&args).output().expect("kubectl runs");
-            (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+            let output = Command::new("/usr/bin/kubectl")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(&args)
+                .output()
+                .expect("kubectl runs");
+            (
+                output.status.success(),
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            )
         })
         .await
         .unwrap()
@@ -112,48 +121,111 @@ fn words(line: &str) -> Vec<&str> {
 }
 
 fn row<'a>(output: &'a str, first: &str) -> Vec<&'a str> {
-    output.lines().map(words).find(|w| w.first() == Some(&first)).unwrap_or_else(|| panic!("no row {first} in\n{output}"))
+    output
+        .lines()
+        .map(words)
+        .find(|w| w.first() == Some(&first))
+        .unwrap_or_else(|| panic!("no row {first} in\n{output}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_the_embedded_api_server() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = ApiServerConfig::default();
-    config.pod_termination = PodTermination::Immediate;
+    let config = ApiServerConfig {
+        pod_termination: PodTermination::Immediate,
+        ..ApiServerConfig::default()
+    };
     let api = ApiServer::new(config);
     let kubeconfig = dir.path().join("kubeconfig");
     let _http = api.serve_with_kubeconfig(&kubeconfig).await.unwrap();
-    let kubectl = Kubectl { kubeconfig, dir: dir.path().to_path_buf() };
+    let kubectl = Kubectl {
+        kubeconfig,
+        dir: dir.path().to_path_buf(),
+    };
     let client = api.client();
 
     let manifest = kubectl.file("web.yaml", MANIFEST);
     let out = kubectl.ok(&["apply", "-f", &manifest]).await;
-    assert!(out.contains("deployment.apps/web created") && out.contains("poddisruptionbudget.policy/web created"), "{out}");
+    assert!(
+        out.contains("deployment.apps/web created")
+            && out.contains("poddisruptionbudget.policy/web created"),
+        "{out}"
+    );
     let out = kubectl.ok(&["apply", "-f", &manifest]).await;
     assert!(out.contains("deployment.apps/web unchanged"), "{out}");
     let crd = kubectl.file("crd.yaml", CRD);
-    assert!(kubectl.ok(&["apply", "-f", &crd]).await.contains("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"));
+    assert!(
+        kubectl
+            .ok(&["apply", "-f", &crd])
+            .await
+            .contains("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created")
+    );
     let widget = kubectl.file("widget.yaml", WIDGET);
-    assert!(kubectl.ok(&["apply", "-f", &widget]).await.contains("widget.example.com/w1 created"));
+    assert!(
+        kubectl
+            .ok(&["apply", "-f", &widget])
+            .await
+            .contains("widget.example.com/w1 created")
+    );
 
     let nodes: Api<Node> = Api::all(client.clone());
-    nodes.create(&PostParams::default(), &node("ip-10-0-0-7")).await.unwrap();
+    nodes
+        .create(&PostParams::default(), &node("ip-10-0-0-7"))
+        .await
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for name in ["web-a", "web-b", "web-c"] {
         ready_pod(&pods, name, json!({"app": "web"})).await;
         let bind = json!({"spec": {"nodeName": "ip-10-0-0-7"}});
-        pods.patch(name, &Default::default(), &kube::api::Patch::Merge(&bind)).await.unwrap();
+        pods.patch(name, &Default::default(), &kube::api::Patch::Merge(&bind))
+            .await
+            .unwrap();
     }
 
     let out = kubectl.ok(&["get", "nodes", "-o", "wide"]).await;
-    assert_eq!(words(out.lines().next().unwrap()), ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"]);
+    assert_eq!(
+        words(out.lines().next().unwrap()),
+        [
+            "NAME",
+            "STATUS",
+            "ROLES",
+            "AGE",
+            "VERSION",
+            "INTERNAL-IP",
+            "EXTERNAL-IP",
+            "OS-IMAGE",
+            "KERNEL-VERSION",
+            "CONTAINER-RUNTIME"
+        ]
+    );
     let node_row = row(&out, "ip-10-0-0-7");
-    assert_eq!((node_row[1], node_row[2], node_row[4], node_row[5]), ("Ready", "<none>", "v1.29.15", "10.0.0.7"));
+    assert_eq!(
+        (node_row[1], node_row[2], node_row[4], node_row[5]),
+        ("Ready", "<none>", "v1.29.15", "10.0.0.7")
+    );
 
     let out = kubectl.ok(&["get", "pods", "-o", "wide"]).await;
-    assert_eq!(words(out.lines().next().unwrap()), ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]);
+    assert_eq!(
+        words(out.lines().next().unwrap()),
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED",
+            "NODE",
+            "READINESS",
+            "GATES"
+        ]
+    );
     let pod_row = row(&out, "web-a");
-    assert_eq!((pod_row[1], pod_row[2], pod_row[3], pod_row[6]), ("0/1", "Running", "0", "ip-10-0-0-7"));
+    assert_eq!(
+        (pod_row[1], pod_row[2], pod_row[3], pod_row[6]),
+        ("0/1", "Running", "0", "ip-10-0-0-7")
+    );
 
     let out = kubectl.ok(&["get", "deployments", "-o", "wide"]).await;
     assert_eq!(row(&out, "web")[..4], ["web", "0/3", "0", "0"]);
@@ -163,36 +235,136 @@ async fn kubectl_drives_the_embedded_api_server() {
     assert_eq!(words(out.lines().next().unwrap()), ["NAME", "SIZE", "AGE"]);
     assert_eq!(row(&out, "w1")[1], "9");
 
-    let out = kubectl.ok(&["get", "deployment", "web", "-o", "yaml"]).await;
-    assert!(out.contains("replicas: 3") && out.contains("kubectl.kubernetes.io/last-applied-configuration"), "{out}");
-    assert!(kubectl.ok(&["patch", "deployment", "web", "--type", "merge", "-p", r#"{"spec":{"replicas":5}}"#]).await.contains("deployment.apps/web patched"));
+    let out = kubectl
+        .ok(&["get", "deployment", "web", "-o", "yaml"])
+        .await;
+    assert!(
+        out.contains("replicas: 3")
+            && out.contains("kubectl.kubernetes.io/last-applied-configuration"),
+        "{out}"
+    );
+    assert!(
+        kubectl
+            .ok(&[
+                "patch",
+                "deployment",
+                "web",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"spec":{"replicas":5}}"#
+            ])
+            .await
+            .contains("deployment.apps/web patched")
+    );
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    assert_eq!(deployments.get("web").await.unwrap().spec.unwrap().replicas, Some(5));
+    assert_eq!(
+        deployments.get("web").await.unwrap().spec.unwrap().replicas,
+        Some(5)
+    );
 
-    assert!(kubectl.ok(&["label", "pod", "web-a", "tier=front"]).await.contains("pod/web-a labeled"));
-    assert_eq!(kubectl.ok(&["get", "pods", "-l", "tier=front", "-o", "name"]).await.trim(), "pod/web-a");
-    assert!(kubectl.ok(&["taint", "nodes", "ip-10-0-0-7", "dedicated=gpu:NoSchedule"]).await.contains("tainted"));
-    assert!(kubectl.ok(&["taint", "nodes", "ip-10-0-0-7", "dedicated=gpu:NoSchedule-"]).await.contains("untainted"));
-    assert!(nodes.get("ip-10-0-0-7").await.unwrap().spec.unwrap().taints.unwrap_or_default().is_empty());
+    assert!(
+        kubectl
+            .ok(&["label", "pod", "web-a", "tier=front"])
+            .await
+            .contains("pod/web-a labeled")
+    );
+    assert_eq!(
+        kubectl
+            .ok(&["get", "pods", "-l", "tier=front", "-o", "name"])
+            .await
+            .trim(),
+        "pod/web-a"
+    );
+    assert!(
+        kubectl
+            .ok(&["taint", "nodes", "ip-10-0-0-7", "dedicated=gpu:NoSchedule"])
+            .await
+            .contains("tainted")
+    );
+    assert!(
+        kubectl
+            .ok(&["taint", "nodes", "ip-10-0-0-7", "dedicated=gpu:NoSchedule-"])
+            .await
+            .contains("untainted")
+    );
+    assert!(
+        nodes
+            .get("ip-10-0-0-7")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .taints
+            .unwrap_or_default()
+            .is_empty()
+    );
 
-    let (drained, stdout, stderr) = kubectl.run(&["drain", "ip-10-0-0-7", "--force", "--timeout=2s"]).await;
+    let (drained, stdout, stderr) = kubectl
+        .run(&["drain", "ip-10-0-0-7", "--force", "--timeout=2s"])
+        .await;
     println!("$ kubectl drain ip-10-0-0-7 --force --timeout=2s\n{stdout}{stderr}");
     assert!(!drained, "the budget must block the drain");
-    assert!(stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."), "{stderr}");
-    assert_eq!(pods.list(&Default::default()).await.unwrap().items.len(), 2, "exactly one disruption was allowed");
-    assert!(nodes.get("ip-10-0-0-7").await.unwrap().spec.unwrap().unschedulable == Some(true), "drain cordons first");
-    assert!(kubectl.ok(&["delete", "pdb", "web"]).await.contains("poddisruptionbudget.policy \"web\" deleted"));
-    let out = kubectl.ok(&["drain", "ip-10-0-0-7", "--force", "--timeout=20s"]).await;
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{stderr}"
+    );
+    assert_eq!(
+        pods.list(&Default::default()).await.unwrap().items.len(),
+        2,
+        "exactly one disruption was allowed"
+    );
+    assert!(
+        nodes
+            .get("ip-10-0-0-7")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .unschedulable
+            == Some(true),
+        "drain cordons first"
+    );
+    assert!(
+        kubectl
+            .ok(&["delete", "pdb", "web"])
+            .await
+            .contains("poddisruptionbudget.policy \"web\" deleted")
+    );
+    let out = kubectl
+        .ok(&["drain", "ip-10-0-0-7", "--force", "--timeout=20s"])
+        .await;
     assert!(out.contains("node/ip-10-0-0-7 drained"), "{out}");
-    assert!(pods.list(&Default::default()).await.unwrap().items.is_empty());
+    assert!(
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 
     let out = kubectl.ok(&["delete", "widget", "w1"]).await;
     assert!(out.contains("widget.example.com \"w1\" deleted"), "{out}");
     let out = kubectl.ok(&["api-resources"]).await;
-    assert_eq!(row(&out, "poddisruptionbudgets"), ["poddisruptionbudgets", "pdb", "policy/v1", "true", "PodDisruptionBudget"]);
-    assert_eq!(row(&out, "widgets"), ["widgets", "wd", "example.com/v1", "true", "Widget"]);
+    assert_eq!(
+        row(&out, "poddisruptionbudgets"),
+        [
+            "poddisruptionbudgets",
+            "pdb",
+            "policy/v1",
+            "true",
+            "PodDisruptionBudget"
+        ]
+    );
+    assert_eq!(
+        row(&out, "widgets"),
+        ["widgets", "wd", "example.com/v1", "true", "Widget"]
+    );
     let out = kubectl.ok(&["version", "-o", "json"]).await;
     assert!(out.contains("\"gitVersion\": \"v1.29.15\""), "{out}");
     let (found, _, stderr) = kubectl.run(&["get", "pod", "nope"]).await;
-    assert!(!found && stderr.contains("pods \"nope\" not found"), "{stderr}");
+    assert!(
+        !found && stderr.contains("pods \"nope\" not found"),
+        "{stderr}"
+    );
 }

@@ -1,5 +1,7 @@
 //! Integration tests of the embedded API server through the real kube-rs client and kubectl.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod crud;
 mod custom;
 mod eviction;
@@ -8,6 +10,7 @@ mod patches;
 mod robustness;
 mod stress;
 mod tables;
+mod workloads;
 mod watches;
 
 use driftwood_sim::{ApiServer, ApiServerConfig};
@@ -49,9 +52,13 @@ pub fn node(name: &str) -> Node {
 
 /// Create a pod and mark it Running and Ready (as a kubelet would).
 pub async fn ready_pod(pods: &Api<Pod>, name: &str, labels: Value) -> Pod {
-    pods.create(&PostParams::default(), &pod(name, labels)).await.unwrap();
+    pods.create(&PostParams::default(), &pod(name, labels))
+        .await
+        .unwrap();
     let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap()
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap()
 }
 
 /// The HTTP status code of a kube error (panics on other errors).

@@ -13,63 +13,152 @@ use crate::{code_of, node, pod, server};
 async fn strategic_merge_patch_of_taints_and_conditions() {
     let api = server();
     let nodes: Api<Node> = Api::all(api.client());
-    let created = nodes.create(&PostParams::default(), &node("n1")).await.unwrap();
-    assert_eq!(created.status.as_ref().unwrap().conditions.as_ref().unwrap().len(), 1, "node status is kept on create");
+    let created = nodes
+        .create(&PostParams::default(), &node("n1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        created
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .as_ref()
+            .unwrap()
+            .len(),
+        1,
+        "node status is kept on create"
+    );
 
-    let taint = json!({"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}});
-    nodes.patch("n1", &PatchParams::default(), &Patch::Strategic(&taint)).await.unwrap();
+    let taint =
+        json!({"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}});
+    nodes
+        .patch("n1", &PatchParams::default(), &Patch::Strategic(&taint))
+        .await
+        .unwrap();
     let two = json!({"spec": {"taints": [
         {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"},
         {"key": "dedicated", "value": "gpu", "effect": "NoExecute"}
     ]}});
-    nodes.patch("n1", &PatchParams::default(), &Patch::Strategic(&two)).await.unwrap();
-    let removed = json!({"spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoExecute"}]}});
-    let patched = nodes.patch("n1", &PatchParams::default(), &Patch::Strategic(&removed)).await.unwrap();
-    let keys: Vec<String> = patched.spec.unwrap().taints.unwrap().into_iter().map(|t| t.key).collect();
-    assert_eq!(keys, vec!["dedicated"], "taints are atomic lists, as kubectl taint expects");
+    nodes
+        .patch("n1", &PatchParams::default(), &Patch::Strategic(&two))
+        .await
+        .unwrap();
+    let removed =
+        json!({"spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoExecute"}]}});
+    let patched = nodes
+        .patch("n1", &PatchParams::default(), &Patch::Strategic(&removed))
+        .await
+        .unwrap();
+    let keys: Vec<String> = patched
+        .spec
+        .unwrap()
+        .taints
+        .unwrap()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(
+        keys,
+        vec!["dedicated"],
+        "taints are atomic lists, as kubectl taint expects"
+    );
 
     let conditions = json!({"status": {"conditions": [
         {"type": "Ready", "status": "False", "reason": "KubeletNotReady"},
         {"type": "MemoryPressure", "status": "False"}
     ]}});
-    let patched = nodes.patch_status("n1", &PatchParams::default(), &Patch::Strategic(&conditions)).await.unwrap();
+    let patched = nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Strategic(&conditions),
+        )
+        .await
+        .unwrap();
     let conditions = patched.status.unwrap().conditions.unwrap();
-    let summary: Vec<(String, String)> = conditions.into_iter().map(|c| (c.type_, c.status)).collect();
-    assert_eq!(summary, vec![("Ready".into(), "False".into()), ("MemoryPressure".into(), "False".into())]);
+    let summary: Vec<(String, String)> = conditions
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("Ready".into(), "False".into()),
+            ("MemoryPressure".into(), "False".into())
+        ]
+    );
     let kept = nodes.get("n1").await.unwrap();
-    assert_eq!(kept.status.unwrap().node_info.unwrap().kubelet_version, "v1.29.15", "other status fields survive");
+    assert_eq!(
+        kept.status.unwrap().node_info.unwrap().kubelet_version,
+        "v1.29.15",
+        "other status fields survive"
+    );
 }
 
 #[tokio::test]
 async fn strategic_merge_patch_merges_containers_by_name() {
     let api = server();
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
-    pods.create(&PostParams::default(), &pod("p", json!({}))).await.unwrap();
-    let patch = json!({"spec": {"containers": [{"name": "app", "image": "registry.example/app:2"}]}});
-    let patched = pods.patch("p", &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    let patch =
+        json!({"spec": {"containers": [{"name": "app", "image": "registry.example/app:2"}]}});
+    let patched = pods
+        .patch("p", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .unwrap();
     let containers = patched.spec.unwrap().containers;
     assert_eq!(containers.len(), 1);
-    assert_eq!(containers[0].image.as_deref(), Some("registry.example/app:2"));
-    assert_eq!(containers[0].termination_message_path.as_deref(), Some("/dev/termination-log"));
+    assert_eq!(
+        containers[0].image.as_deref(),
+        Some("registry.example/app:2")
+    );
+    assert_eq!(
+        containers[0].termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
 }
 
 #[tokio::test]
 async fn json_patch_and_merge_patch() {
     let api = server();
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
-    pods.create(&PostParams::default(), &pod("p", json!({"a": "1"}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p", json!({"a": "1"})))
+        .await
+        .unwrap();
     let ops: json_patch::Patch = serde_json::from_value(json!([
         {"op": "add", "path": "/metadata/labels/b", "value": "2"},
         {"op": "remove", "path": "/metadata/labels/a"}
     ]))
     .unwrap();
-    let patched = pods.patch("p", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap();
-    assert_eq!(patched.metadata.labels.unwrap().into_iter().collect::<Vec<_>>(), vec![("b".to_string(), "2".to_string())]);
-    let failing: json_patch::Patch = serde_json::from_value(json!([{"op": "test", "path": "/metadata/name", "value": "other"}])).unwrap();
-    let error = pods.patch("p", &PatchParams::default(), &Patch::<()>::Json(failing)).await.unwrap_err();
+    let patched = pods
+        .patch("p", &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+        .unwrap();
+    assert_eq!(
+        patched
+            .metadata
+            .labels
+            .unwrap()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![("b".to_string(), "2".to_string())]
+    );
+    let failing: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/metadata/name", "value": "other"}]))
+            .unwrap();
+    let error = pods
+        .patch("p", &PatchParams::default(), &Patch::<()>::Json(failing))
+        .await
+        .unwrap_err();
     assert_eq!(code_of(error), 422);
     let merge = json!({"metadata": {"annotations": {"note": "hi"}}});
-    let patched = pods.patch("p", &PatchParams::default(), &Patch::Merge(&merge)).await.unwrap();
+    let patched = pods
+        .patch("p", &PatchParams::default(), &Patch::Merge(&merge))
+        .await
+        .unwrap();
     assert_eq!(patched.metadata.annotations.unwrap()["note"], "hi");
 }
 
@@ -84,7 +173,10 @@ async fn server_side_apply_creates_then_merges_with_force() {
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
                  "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}}
     });
-    let created = deployments.patch("web", &params, &Patch::Apply(&manifest)).await.unwrap();
+    let created = deployments
+        .patch("web", &params, &Patch::Apply(&manifest))
+        .await
+        .unwrap();
     assert_eq!(created.spec.as_ref().unwrap().replicas, Some(2));
     assert_eq!(created.metadata.generation, Some(1));
     let update = json!({
@@ -92,12 +184,23 @@ async fn server_side_apply_creates_then_merges_with_force() {
         "metadata": {"name": "web", "labels": {"owner": "b"}},
         "spec": {"replicas": 5}
     });
-    let applied = deployments.patch("web", &params, &Patch::Apply(&update)).await.unwrap();
+    let applied = deployments
+        .patch("web", &params, &Patch::Apply(&update))
+        .await
+        .unwrap();
     assert_eq!(applied.spec.as_ref().unwrap().replicas, Some(5));
     assert_eq!(applied.metadata.generation, Some(2));
     let labels = applied.metadata.labels.unwrap();
-    assert_eq!((labels["team"].as_str(), labels["owner"].as_str()), ("a", "b"));
-    assert_eq!(applied.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(), Some("nginx:1"));
+    assert_eq!(
+        (labels["team"].as_str(), labels["owner"].as_str()),
+        ("a", "b")
+    );
+    assert_eq!(
+        applied.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("nginx:1")
+    );
 }
 
 #[tokio::test]
@@ -110,21 +213,49 @@ async fn status_subresource_separates_spec_and_status_writes() {
         "status": {"replicas": 99}
     }))
     .unwrap();
-    let created = deployments.create(&PostParams::default(), &manifest).await.unwrap();
+    let created = deployments
+        .create(&PostParams::default(), &manifest)
+        .await
+        .unwrap();
     assert!(created.status.is_none(), "status is dropped on create");
 
     let status = json!({"status": {"replicas": 3, "readyReplicas": 3}});
-    let with_status = deployments.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let with_status = deployments
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
     assert_eq!(with_status.status.as_ref().unwrap().ready_replicas, Some(3));
-    assert_eq!(with_status.metadata.generation, Some(1), "status writes do not bump generation");
+    assert_eq!(
+        with_status.metadata.generation,
+        Some(1),
+        "status writes do not bump generation"
+    );
 
     let sneaky = json!({"spec": {"replicas": 4}, "status": {"readyReplicas": 0}});
-    let patched = deployments.patch("web", &PatchParams::default(), &Patch::Merge(&sneaky)).await.unwrap();
+    let patched = deployments
+        .patch("web", &PatchParams::default(), &Patch::Merge(&sneaky))
+        .await
+        .unwrap();
     assert_eq!(patched.spec.unwrap().replicas, Some(4));
-    assert_eq!(patched.status.unwrap().ready_replicas, Some(3), "main resource ignores status");
+    assert_eq!(
+        patched.status.unwrap().ready_replicas,
+        Some(3),
+        "main resource ignores status"
+    );
     assert_eq!(patched.metadata.generation, Some(2));
 
     let spec_via_status = json!({"spec": {"replicas": 7}});
-    let unchanged = deployments.patch_status("web", &PatchParams::default(), &Patch::Merge(&spec_via_status)).await.unwrap();
-    assert_eq!(unchanged.spec.unwrap().replicas, Some(4), "status subresource ignores spec");
+    let unchanged = deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&spec_via_status),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        unchanged.spec.unwrap().replicas,
+        Some(4),
+        "status subresource ignores spec"
+    );
 }

@@ -10,7 +10,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         self.0 >> 33
     }
     fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
@@ -19,28 +22,80 @@ impl Lcg {
 }
 
 const SEGMENTS: &[&str] = &[
-    "api", "apis", "v1", "v2", "namespaces", "default", "kube-system", "pods", "nodes", "apps", "deployments",
-    "policy", "poddisruptionbudgets", "status", "eviction", "binding", "finalize", "x", "%ZZ", "%2F", "..",
-    "apiextensions.k8s.io", "customresourcedefinitions", "Ünïcödé", "openapi", "v3", "version", "scale",
+    "api",
+    "apis",
+    "v1",
+    "v2",
+    "namespaces",
+    "default",
+    "kube-system",
+    "pods",
+    "nodes",
+    "apps",
+    "deployments",
+    "policy",
+    "poddisruptionbudgets",
+    "status",
+    "eviction",
+    "binding",
+    "finalize",
+    "x",
+    "%ZZ",
+    "%2F",
+    "..",
+    "apiextensions.k8s.io",
+    "customresourcedefinitions",
+    "Ünïcödé",
+    "openapi",
+    "v3",
+    "version",
+    "scale",
 ];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 const QUERIES: &[&str] = &[
-    "", "labelSelector=app+in+(", "labelSelector=%%%", "fieldSelector=spec.nodeName", "fieldSelector=a.b=c",
-    "limit=-1", "limit=abc", "continue=zz", "continue=00", "gracePeriodSeconds=-5", "propagationPolicy=Orphan",
-    "resourceVersion=abc", "timeoutSeconds=x", "dryRun=All",
+    "",
+    "labelSelector=app+in+(",
+    "labelSelector=%%%",
+    "fieldSelector=spec.nodeName",
+    "fieldSelector=a.b=c",
+    "limit=-1",
+    "limit=abc",
+    "continue=zz",
+    "continue=00",
+    "gracePeriodSeconds=-5",
+    "propagationPolicy=Orphan",
+    "resourceVersion=abc",
+    "timeoutSeconds=x",
+    "dryRun=All",
 ];
 const CONTENT_TYPES: &[&str] = &[
-    "application/json", "application/merge-patch+json", "application/strategic-merge-patch+json",
-    "application/json-patch+json", "application/apply-patch+yaml", "application/vnd.kubernetes.protobuf",
-    "text/plain", "",
+    "application/json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/json-patch+json",
+    "application/apply-patch+yaml",
+    "application/vnd.kubernetes.protobuf",
+    "text/plain",
+    "",
 ];
 const BODIES: &[&str] = &[
-    "", "{", "null", "[]", "42", "\"text\"", "{\"metadata\": \"x\"}", "{\"metadata\": {\"name\": 5}}",
-    "{\"metadata\": {\"name\": \"ok\"}, \"spec\": [1, 2]}", "{\"metadata\": {\"name\": \"UPPER\"}}",
-    "[{\"op\": \"explode\"}]", "[{\"op\": \"add\", \"path\": \"/metadata/labels/x\", \"value\": 1}]",
-    "{\"spec\": {\"containers\": [1]}}", "{\"spec\": {\"containers\": [{\"image\": \"no-name\"}]}}",
+    "",
+    "{",
+    "null",
+    "[]",
+    "42",
+    "\"text\"",
+    "{\"metadata\": \"x\"}",
+    "{\"metadata\": {\"name\": 5}}",
+    "{\"metadata\": {\"name\": \"ok\"}, \"spec\": [1, 2]}",
+    "{\"metadata\": {\"name\": \"UPPER\"}}",
+    "[{\"op\": \"explode\"}]",
+    "[{\"op\": \"add\", \"path\": \"/metadata/labels/x\", \"value\": 1}]",
+    "{\"spec\": {\"containers\": [1]}}",
+    "{\"spec\": {\"containers\": [{\"image\": \"no-name\"}]}}",
     "{\"metadata\": {\"name\": \"p\", \"finalizers\": [\"a\"]}, \"status\": {\"conditions\": \"bad\"}}",
-    "a: [b\n  - c: {", "\u{0}\u{1}\u{2}\u{ff}",
+    "a: [b\n  - c: {",
+    "\u{0}\u{1}\u{2}\u{ff}",
     "{\"apiVersion\": \"v1\", \"kind\": \"Eviction\", \"metadata\": {\"name\": \"other\"}}",
     "{\"target\": {\"name\": \"\"}}",
 ];
@@ -54,10 +109,20 @@ async fn garbage_requests_get_status_errors_and_the_server_keeps_working() {
     let mut codes = std::collections::BTreeMap::new();
     for round in 0..3000 {
         let depth = 1 + random.next() % 7;
-        let path: String = (0..depth).map(|_| format!("/{}", random.pick(SEGMENTS))).collect();
+        let path: String = (0..depth)
+            .map(|_| format!("/{}", random.pick(SEGMENTS)))
+            .collect();
         let query = random.pick(QUERIES);
-        let uri = if query.is_empty() { path.clone() } else { format!("{path}?{query}") };
-        let body = if round % 500 == 0 { deep.clone() } else { random.pick(BODIES).to_string() };
+        let uri = if query.is_empty() {
+            path.clone()
+        } else {
+            format!("{path}?{query}")
+        };
+        let body = if round % 500 == 0 {
+            deep.clone()
+        } else {
+            random.pick(BODIES).to_string()
+        };
         let content_type = random.pick(CONTENT_TYPES);
         let method = random.pick(METHODS);
         let Ok(request) = http::Request::builder()
@@ -72,13 +137,20 @@ async fn garbage_requests_get_status_errors_and_the_server_keeps_working() {
         let code = response.status().as_u16();
         *codes.entry(code).or_insert(0) += 1;
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let parsed: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{method} {uri}: body is not JSON ({e})"));
+        let parsed: Value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("{method} {uri}: body is not JSON ({e})"));
         if code >= 400 {
             assert_eq!(parsed["kind"], "Status", "{method} {uri} {body}: {parsed}");
-            assert_ne!(parsed["message"], "the server panicked while handling the request", "{method} {uri} {body}");
+            assert_ne!(
+                parsed["message"], "the server panicked while handling the request",
+                "{method} {uri} {body}"
+            );
         }
     }
-    assert!(codes.keys().any(|c| *c == 404) && codes.keys().any(|c| *c == 405 || *c == 400), "{codes:?}");
+    assert!(
+        codes.keys().any(|c| *c == 404) && codes.keys().any(|c| *c == 405 || *c == 400),
+        "{codes:?}"
+    );
 
     let huge = vec![b'x'; 4 * 1024 * 1024];
     let request = http::Request::post("/api/v1/namespaces/default/pods")
@@ -87,8 +159,16 @@ async fn garbage_requests_get_status_errors_and_the_server_keeps_working() {
         .unwrap();
     assert_eq!(service.handle(request).await.status().as_u16(), 413);
 
-    let version = http::Request::get("/version").body(Full::new(Bytes::new())).unwrap();
+    let version = http::Request::get("/version")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
     assert_eq!(service.handle(version).await.status().as_u16(), 200);
-    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(api.client(), "default");
-    pods.create(&Default::default(), &crate::pod("still-alive", serde_json::json!({}))).await.unwrap();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(api.client(), "default");
+    pods.create(
+        &Default::default(),
+        &crate::pod("still-alive", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
 }

@@ -18,7 +18,11 @@ async fn watch_all<K>(api: Api<K>, from: String, expected: usize) -> Vec<(String
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let mut stream = api.watch(&WatchParams::default().timeout(3600), &from).await.unwrap().boxed();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(3600), &from)
+        .await
+        .unwrap()
+        .boxed();
     let mut seen = Vec::with_capacity(expected);
     while seen.len() < expected {
         let event = stream.try_next().await.unwrap().expect("watch ended early");
@@ -30,7 +34,12 @@ where
             WatchEvent::Error(status) => panic!("watch error {status:?}"),
         };
         let meta = object.meta();
-        let version = meta.resource_version.as_deref().unwrap().parse::<u64>().unwrap();
+        let version = meta
+            .resource_version
+            .as_deref()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap();
         seen.push((kind.to_string(), meta.name.clone().unwrap(), version));
     }
     seen
@@ -38,13 +47,20 @@ where
 
 fn assert_complete_and_ordered(seen: &[(String, String, u64)], objects: usize) {
     assert_eq!(seen.len(), objects * 2);
-    assert!(seen.windows(2).all(|w| w[0].2 < w[1].2), "resourceVersions strictly increase");
+    assert!(
+        seen.windows(2).all(|w| w[0].2 < w[1].2),
+        "resourceVersions strictly increase"
+    );
     let mut per_object: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (kind, name, _) in seen {
         per_object.entry(name).or_default().push(kind);
     }
     assert_eq!(per_object.len(), objects);
-    assert!(per_object.values().all(|kinds| *kinds == ["ADDED", "MODIFIED"]));
+    assert!(
+        per_object
+            .values()
+            .all(|kinds| *kinds == ["ADDED", "MODIFIED"])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,9 +72,15 @@ async fn every_watcher_sees_every_event_in_order_with_a_bounded_log() {
     let start = api.resource_version().to_string();
     let mut watchers = Vec::new();
     for _ in 0..3 {
-        watchers.push(tokio::spawn(watch_all(pods.clone(), start.clone(), PODS * 2)));
+        watchers.push(tokio::spawn(watch_all(
+            pods.clone(),
+            start.clone(),
+            PODS * 2,
+        )));
     }
-    let node_watchers: Vec<_> = (0..2).map(|_| tokio::spawn(watch_all(nodes.clone(), start.clone(), NODES * 2))).collect();
+    let node_watchers: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(watch_all(nodes.clone(), start.clone(), NODES * 2)))
+        .collect();
 
     let writers: Vec<_> = (0..4)
         .map(|writer| {
@@ -67,15 +89,25 @@ async fn every_watcher_sees_every_event_in_order_with_a_bounded_log() {
             tokio::spawn(async move {
                 for i in (writer..PODS).step_by(4) {
                     let name = format!("pod-{i:05}");
-                    pods.create(&PostParams::default(), &pod(&name, json!({"app": "load"}))).await.unwrap();
+                    pods.create(&PostParams::default(), &pod(&name, json!({"app": "load"})))
+                        .await
+                        .unwrap();
                     let bind = json!({"spec": {"nodeName": format!("node-{:03}", i % NODES)}});
-                    pods.patch(&name, &PatchParams::default(), &Patch::Merge(&bind)).await.unwrap();
+                    pods.patch(&name, &PatchParams::default(), &Patch::Merge(&bind))
+                        .await
+                        .unwrap();
                 }
                 for i in (writer..NODES).step_by(4) {
                     let name = format!("node-{i:03}");
-                    nodes.create(&PostParams::default(), &node(&name)).await.unwrap();
+                    nodes
+                        .create(&PostParams::default(), &node(&name))
+                        .await
+                        .unwrap();
                     let cordon = json!({"spec": {"unschedulable": true}});
-                    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&cordon)).await.unwrap();
+                    nodes
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&cordon))
+                        .await
+                        .unwrap();
                 }
             })
         })
@@ -89,6 +121,10 @@ async fn every_watcher_sees_every_event_in_order_with_a_bounded_log() {
     for watcher in node_watchers {
         assert_complete_and_ordered(&watcher.await.unwrap(), NODES);
     }
-    assert_eq!(api.event_log_len(), 10_000, "the log holds at most its capacity");
+    assert_eq!(
+        api.event_log_len(),
+        10_000,
+        "the log holds at most its capacity"
+    );
     assert!(api.resource_version() >= (2 * (PODS + NODES)) as u64);
 }

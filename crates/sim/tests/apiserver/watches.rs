@@ -15,9 +15,10 @@ use serde_json::json;
 use crate::pod;
 
 fn small_log_server(capacity: usize) -> ApiServer {
-    let mut config = ApiServerConfig::default();
-    config.event_log_capacity = capacity;
-    ApiServer::new(config)
+    ApiServer::new(ApiServerConfig {
+        event_log_capacity: capacity,
+        ..ApiServerConfig::default()
+    })
 }
 
 fn name_of(pod: &Pod) -> String {
@@ -29,10 +30,16 @@ async fn watching_from_a_compacted_version_is_gone() {
     let api = small_log_server(10);
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     for i in 0..30 {
-        pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({}))).await.unwrap();
+        pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({})))
+            .await
+            .unwrap();
     }
     assert_eq!(api.event_log_len(), 10);
-    let mut stream = pods.watch(&WatchParams::default(), "3").await.unwrap().boxed();
+    let mut stream = pods
+        .watch(&WatchParams::default(), "3")
+        .await
+        .unwrap()
+        .boxed();
     match stream.try_next().await.unwrap() {
         Some(WatchEvent::Error(status)) => {
             assert_eq!(status.code, 410);
@@ -41,8 +48,14 @@ async fn watching_from_a_compacted_version_is_gone() {
         other => panic!("expected a 410 error event, got {other:?}"),
     }
     let current = api.resource_version().to_string();
-    let mut live = pods.watch(&WatchParams::default(), &current).await.unwrap().boxed();
-    pods.create(&PostParams::default(), &pod("fresh", json!({}))).await.unwrap();
+    let mut live = pods
+        .watch(&WatchParams::default(), &current)
+        .await
+        .unwrap()
+        .boxed();
+    pods.create(&PostParams::default(), &pod("fresh", json!({})))
+        .await
+        .unwrap();
     match live.try_next().await.unwrap() {
         Some(WatchEvent::Added(added)) => assert_eq!(name_of(&added), "fresh"),
         other => panic!("expected ADDED, got {other:?}"),
@@ -50,7 +63,9 @@ async fn watching_from_a_compacted_version_is_gone() {
 }
 
 /// Next Apply/Delete/Init* event from a kube-runtime watcher, skipping errors.
-async fn next_event(stream: &mut (impl futures::Stream<Item = Result<Event<Pod>, watcher::Error>> + Unpin)) -> Event<Pod> {
+async fn next_event(
+    stream: &mut (impl futures::Stream<Item = Result<Event<Pod>, watcher::Error>> + Unpin),
+) -> Event<Pod> {
     loop {
         match stream.next().await {
             Some(Ok(event)) => return event,
@@ -64,17 +79,23 @@ async fn next_event(stream: &mut (impl futures::Stream<Item = Result<Event<Pod>,
 async fn kube_runtime_watcher_resumes_after_disconnect_and_relists_after_expiry() {
     let api = small_log_server(20);
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
-    pods.create(&PostParams::default(), &pod("p0", json!({}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p0", json!({})))
+        .await
+        .unwrap();
     let mut stream = watcher::watcher(pods.clone(), watcher::Config::default()).boxed();
     assert!(matches!(next_event(&mut stream).await, Event::Init));
     assert!(matches!(next_event(&mut stream).await, Event::InitApply(p) if name_of(&p) == "p0"));
     assert!(matches!(next_event(&mut stream).await, Event::InitDone));
 
-    pods.create(&PostParams::default(), &pod("p1", json!({}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p1", json!({})))
+        .await
+        .unwrap();
     assert!(matches!(next_event(&mut stream).await, Event::Apply(p) if name_of(&p) == "p1"));
 
     api.disconnect_watches();
-    pods.create(&PostParams::default(), &pod("p2", json!({}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p2", json!({})))
+        .await
+        .unwrap();
     match next_event(&mut stream).await {
         Event::Apply(p) => assert_eq!(name_of(&p), "p2", "resumed from the last seen version"),
         other => panic!("expected the missed event to be replayed, got {other:?}"),
@@ -82,9 +103,14 @@ async fn kube_runtime_watcher_resumes_after_disconnect_and_relists_after_expiry(
 
     api.disconnect_watches();
     for i in 3..40 {
-        pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({}))).await.unwrap();
+        pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({})))
+            .await
+            .unwrap();
     }
-    assert!(matches!(next_event(&mut stream).await, Event::Init), "expired version forces a relist");
+    assert!(
+        matches!(next_event(&mut stream).await, Event::Init),
+        "expired version forces a relist"
+    );
     let mut listed = Vec::new();
     loop {
         match next_event(&mut stream).await {
@@ -94,7 +120,9 @@ async fn kube_runtime_watcher_resumes_after_disconnect_and_relists_after_expiry(
         }
     }
     assert_eq!(listed.len(), 40);
-    pods.create(&PostParams::default(), &pod("after", json!({}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("after", json!({})))
+        .await
+        .unwrap();
     assert!(matches!(next_event(&mut stream).await, Event::Apply(p) if name_of(&p) == "after"));
 }
 
@@ -105,14 +133,67 @@ async fn bookmarks_and_timestamps_follow_virtual_time() {
     let api = ApiServer::new(config);
     let pods: Api<Pod> = Api::namespaced(api.client(), "default");
     let start = api.resource_version().to_string();
-    let mut stream = pods.watch(&WatchParams::default(), &start).await.unwrap().boxed();
+    let mut stream = pods
+        .watch(&WatchParams::default(), &start)
+        .await
+        .unwrap()
+        .boxed();
     match stream.try_next().await.unwrap() {
-        Some(WatchEvent::Bookmark(bookmark)) => assert_eq!(bookmark.metadata.resource_version, start),
+        Some(WatchEvent::Bookmark(bookmark)) => {
+            assert_eq!(bookmark.metadata.resource_version, start)
+        }
         other => panic!("expected a bookmark, got {other:?}"),
     }
     tokio::time::advance(Duration::from_secs(3600)).await;
-    let created = pods.create(&PostParams::default(), &pod("late", json!({}))).await.unwrap();
+    let created = pods
+        .create(&PostParams::default(), &pod("late", json!({})))
+        .await
+        .unwrap();
     let stamp = created.metadata.creation_timestamp.unwrap().0;
     assert!(stamp.as_second() - base.as_second() >= 3600, "{stamp}");
     assert!(stamp.as_second() - base.as_second() < 3700, "{stamp}");
+}
+
+#[tokio::test]
+async fn metadata_and_table_watches_render_each_event() {
+    let api = crate::server();
+    let client = api.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let start = api.resource_version().to_string();
+    let mut metadata = pods
+        .watch_metadata(&WatchParams::default(), &start)
+        .await
+        .unwrap()
+        .boxed();
+    pods.create(&PostParams::default(), &pod("m1", json!({"app": "m"})))
+        .await
+        .unwrap();
+    match metadata.try_next().await.unwrap() {
+        Some(WatchEvent::Added(partial)) => {
+            assert_eq!(partial.metadata.name.as_deref(), Some("m1"));
+            assert_eq!(partial.types.unwrap().kind, "PartialObjectMetadata");
+        }
+        other => panic!("expected ADDED metadata, got {other:?}"),
+    }
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/default/pods?watch=true&resourceVersion={start}"
+    ))
+    .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+    .body(Vec::new())
+    .unwrap();
+    let mut lines = client.request_stream(request).await.unwrap();
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    use futures::AsyncReadExt;
+    while !buffer.contains(&b'\n') {
+        let read = lines.read(&mut chunk).await.unwrap();
+        assert!(read > 0, "stream ended");
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+    let first_line = buffer.split(|b| *b == b'\n').next().unwrap();
+    let event: serde_json::Value = serde_json::from_slice(first_line).unwrap();
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["kind"], "Table");
+    assert_eq!(event["object"]["rows"][0]["cells"][0], "m1");
+    assert_eq!(event["object"]["columnDefinitions"][0]["name"], "Name");
 }

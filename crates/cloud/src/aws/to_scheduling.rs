@@ -1,0 +1,110 @@
+//! Converts the provider's instance types into driftwood-scheduling's model (feature
+//! `scheduling`).
+
+use driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE_ID;
+use driftwood_scheduling::requirements::{Requirement, Requirements};
+use driftwood_scheduling::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+use driftwood_scheduling::{InstanceType, Offering, Overhead, Resources as SchedResources};
+
+use super::instance_types::InstanceTypeInfo;
+use super::overhead::Resources;
+
+fn milli(r: &Resources) -> SchedResources {
+    SchedResources::from_milli([
+        (CPU, r.cpu_millis),
+        (MEMORY, r.memory_bytes.saturating_mul(1000)),
+        (
+            EPHEMERAL_STORAGE,
+            r.ephemeral_storage_bytes.saturating_mul(1000),
+        ),
+        (PODS, r.pods.saturating_mul(1000)),
+    ])
+}
+
+impl InstanceTypeInfo {
+    /// The scheduling model of this type: labels as `In` requirements (plus the zone ids of its
+    /// offerings), capacity and overhead in milli-units, offerings as they are.
+    pub fn to_scheduling(&self) -> InstanceType {
+        let mut requirements = Requirements::from_labels(self.labels.iter());
+        let zone_ids: Vec<String> = self
+            .offerings
+            .iter()
+            .filter(|o| !o.zone_id.is_empty())
+            .map(|o| o.zone_id.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !zone_ids.is_empty() {
+            requirements.add(LABEL_TOPOLOGY_ZONE_ID, Requirement::is_in(zone_ids));
+        }
+        InstanceType {
+            name: self.name.clone(),
+            requirements,
+            capacity: milli(&self.capacity),
+            overhead: Overhead {
+                kube_reserved: milli(&self.overhead.kube_reserved),
+                system_reserved: milli(&self.overhead.system_reserved),
+                eviction_threshold: milli(&self.overhead.eviction_threshold),
+            },
+            offerings: self
+                .offerings
+                .iter()
+                .map(|o| Offering {
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type.clone(),
+                    price: o.price,
+                    available: o.available,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::aws::instance_types::Offering as AwsOffering;
+    use crate::aws::overhead::Overhead as AwsOverhead;
+
+    #[test]
+    fn converts_units_and_labels() {
+        let it = InstanceTypeInfo {
+            name: "m5.large".to_string(),
+            arch: "amd64".to_string(),
+            labels: BTreeMap::from([("kubernetes.io/arch".to_string(), "amd64".to_string())]),
+            capacity: Resources {
+                cpu_millis: 2000,
+                memory_bytes: 1024,
+                ephemeral_storage_bytes: 0,
+                pods: 29,
+            },
+            overhead: AwsOverhead::default(),
+            offerings: vec![AwsOffering {
+                zone: "us-west-2a".to_string(),
+                zone_id: "usw2-az1".to_string(),
+                capacity_type: "spot".to_string(),
+                price: 0.04,
+                available: true,
+            }],
+        };
+        let s = it.to_scheduling();
+        assert_eq!(s.capacity.get(CPU), 2000);
+        assert_eq!(s.capacity.get(MEMORY), 1_024_000);
+        assert_eq!(s.capacity.get(PODS), 29_000);
+        assert!(
+            s.requirements
+                .get("kubernetes.io/arch")
+                .unwrap()
+                .has("amd64")
+        );
+        assert!(
+            s.requirements
+                .get(LABEL_TOPOLOGY_ZONE_ID)
+                .unwrap()
+                .has("usw2-az1")
+        );
+        assert_eq!(s.offerings[0].price, 0.04);
+    }
+}

@@ -1,0 +1,207 @@
+//! Small, idempotent API write helpers: read-modify-write with conflict retries, finalizers,
+//! taints, conditions.
+
+use driftwood_api::condition::{clear_condition, set_condition};
+use driftwood_api::{NodeClaim, NodeClaimStatus};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+
+/// How many times a conflicting write is retried.
+const CONFLICT_RETRIES: usize = 8;
+
+/// Whether an API error is 404.
+pub fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// Whether an API error is 409.
+pub fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+}
+
+/// Whether an API error is 429 (e.g. an eviction a PDB refuses for now).
+pub fn is_too_many_requests(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 429)
+}
+
+/// Reads the object, lets `change` edit it (returning false when nothing changed), writes it
+/// back, and retries on conflict. Returns the written object, or None when it is gone or
+/// unchanged.
+pub async fn modify<K>(
+    api: &Api<K>,
+    name: &str,
+    change: impl Fn(&mut K) -> bool,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    for _ in 0..CONFLICT_RETRIES {
+        let mut object = match api.get(name).await {
+            Ok(o) => o,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if !change(&mut object) {
+            return Ok(None);
+        }
+        match api.replace(name, &PostParams::default(), &object).await {
+            Ok(written) => return Ok(Some(written)),
+            Err(e) if is_conflict(&e) => continue,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(kube::Error::Api(conflict_status(name)))
+}
+
+/// As [`modify`], through the status subresource.
+pub async fn modify_status<K>(
+    api: &Api<K>,
+    name: &str,
+    change: impl Fn(&mut K) -> bool,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    for _ in 0..CONFLICT_RETRIES {
+        let mut object = match api.get(name).await {
+            Ok(o) => o,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if !change(&mut object) {
+            return Ok(None);
+        }
+        match api
+            .replace_status(name, &PostParams::default(), &object)
+            .await
+        {
+            Ok(written) => return Ok(Some(written)),
+            Err(e) if is_conflict(&e) => continue,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(kube::Error::Api(conflict_status(name)))
+}
+
+fn conflict_status(name: &str) -> Box<kube::core::Status> {
+    Box::new(
+        kube::core::Status::failure(
+            &format!("{name}: still conflicting after {CONFLICT_RETRIES} retries"),
+            "Conflict",
+        )
+        .with_code(409),
+    )
+}
+
+/// Deletes an object; gone already is success.
+pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn nodeclaims(client: &Client) -> Api<NodeClaim> {
+    Api::all(client.clone())
+}
+
+pub fn nodes(client: &Client) -> Api<Node> {
+    Api::all(client.clone())
+}
+
+/// Adds `finalizer` to the object's metadata; returns whether it changed.
+pub fn add_finalizer<K: Resource>(object: &mut K, finalizer: &str) -> bool {
+    let finalizers = object.meta_mut().finalizers.get_or_insert_with(Vec::new);
+    if finalizers.iter().any(|f| f == finalizer) {
+        return false;
+    }
+    finalizers.push(finalizer.to_string());
+    true
+}
+
+/// Removes `finalizer`; returns whether it changed.
+pub fn remove_finalizer<K: Resource>(object: &mut K, finalizer: &str) -> bool {
+    let Some(finalizers) = object.meta_mut().finalizers.as_mut() else {
+        return false;
+    };
+    let before = finalizers.len();
+    finalizers.retain(|f| f != finalizer);
+    before != finalizers.len()
+}
+
+/// Adds a taint (by key and effect) to a node; returns whether it changed.
+pub fn add_taint(node: &mut Node, taint: &Taint) -> bool {
+    let taints = node
+        .spec
+        .get_or_insert_with(Default::default)
+        .taints
+        .get_or_insert_with(Vec::new);
+    if taints
+        .iter()
+        .any(|t| t.key == taint.key && t.effect == taint.effect)
+    {
+        return false;
+    }
+    taints.push(taint.clone());
+    true
+}
+
+/// Removes every taint with `key`; returns whether it changed.
+pub fn remove_taint(node: &mut Node, key: &str) -> bool {
+    let Some(taints) = node.spec.as_mut().and_then(|s| s.taints.as_mut()) else {
+        return false;
+    };
+    let before = taints.len();
+    taints.retain(|t| t.key != key);
+    before != taints.len()
+}
+
+/// Sets a NodeClaim condition in memory; returns whether it changed.
+pub fn set_claim_condition(
+    claim: &mut NodeClaim,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> bool {
+    let generation = claim.metadata.generation;
+    let status_block = claim.status.get_or_insert_with(NodeClaimStatus::default);
+    set_condition(
+        &mut status_block.conditions,
+        type_,
+        status,
+        reason,
+        message,
+        now,
+        generation,
+    )
+}
+
+/// Clears a NodeClaim condition in memory; returns whether it changed.
+pub fn clear_claim_condition(claim: &mut NodeClaim, type_: &str) -> bool {
+    claim
+        .status
+        .as_mut()
+        .is_some_and(|s| clear_condition(&mut s.conditions, type_))
+}
+
+/// The disrupted taint.
+pub fn disrupted_taint() -> Taint {
+    Taint {
+        key: driftwood_api::wellknown::TAINT_DISRUPTED_KEY.to_string(),
+        effect: driftwood_api::wellknown::TAINT_EFFECT_NO_SCHEDULE.to_string(),
+        value: None,
+        time_added: None,
+    }
+}

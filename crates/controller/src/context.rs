@@ -1,0 +1,133 @@
+//! What every controller shares: the client, the cluster state, the clock, the cloud, events,
+//! metrics, settings and the name generator.
+
+use crate::events::Events;
+use crate::metrics::Metrics;
+use crate::settings::Settings;
+use crate::state::ClusterState;
+use driftwood_api::EC2NodeClass;
+use driftwood_api::ec2nodeclass::EC2NodeClassStatus;
+use driftwood_cloud::{AwsProvider, Clock, CloudProvider, NodeClassSource};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Resolves an EC2NodeClass's selectors into the status to write.
+#[async_trait::async_trait]
+pub trait NodeClassResolver: Send + Sync {
+    async fn resolve(&self, class: &EC2NodeClass) -> Result<EC2NodeClassStatus, String>;
+    /// Deletes the cloud resources of a deleted class.
+    async fn cleanup(&self, class: &EC2NodeClass) -> Result<(), String>;
+}
+
+#[async_trait::async_trait]
+impl NodeClassResolver for AwsProvider {
+    async fn resolve(&self, class: &EC2NodeClass) -> Result<EC2NodeClassStatus, String> {
+        self.resolve_node_class(class)
+            .await
+            .map(|r| r.status)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn cleanup(&self, class: &EC2NodeClass) -> Result<(), String> {
+        self.cleanup_node_class(class)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The cloud provider reads node classes from the controller's watch cache.
+impl NodeClassSource for ClusterState {
+    fn node_class(&self, name: &str) -> Option<EC2NodeClass> {
+        self.snapshot()
+            .store
+            .nodeclasses
+            .get(name)
+            .map(|c| (**c).clone())
+    }
+}
+
+/// Generates NodeClaim names like Karpenter's (`<nodepool>-<5 characters>`), deterministic for
+/// a seed so a simulation repeats exactly.
+pub struct NameGenerator {
+    seed: u64,
+    counter: AtomicU64,
+}
+
+impl NameGenerator {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    pub fn nodeclaim_name(&self, nodepool: &str) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let mut x = self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ fnv(nodepool);
+        let mut suffix = String::with_capacity(5);
+        for _ in 0..5 {
+            x ^= x >> 33;
+            x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            x ^= x >> 33;
+            suffix.push(char::from(ALPHABET[(x % ALPHABET.len() as u64) as usize]));
+        }
+        format!("{nodepool}-{suffix}")
+    }
+}
+
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Shared by every controller.
+#[derive(Clone)]
+pub struct Context {
+    pub client: Client,
+    pub state: ClusterState,
+    pub clock: Arc<dyn Clock>,
+    pub cloud: Arc<dyn CloudProvider>,
+    pub nodeclasses: Arc<dyn NodeClassResolver>,
+    pub events: Events,
+    pub metrics: Metrics,
+    pub settings: Arc<Settings>,
+    pub names: Arc<NameGenerator>,
+}
+
+impl Context {
+    /// Now, as a Kubernetes timestamp.
+    pub fn now(&self) -> Time {
+        Time(self.clock.now())
+    }
+
+    /// Now, as UTC seconds.
+    pub fn now_seconds(&self) -> i64 {
+        self.clock.now().as_second()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_karpenter_shaped_unique_and_repeatable() {
+        let a = NameGenerator::new(7);
+        let b = NameGenerator::new(7);
+        let names: Vec<String> = (0..100).map(|_| a.nodeclaim_name("default")).collect();
+        let again: Vec<String> = (0..100).map(|_| b.nodeclaim_name("default")).collect();
+        assert_eq!(names, again);
+        assert!(
+            names
+                .iter()
+                .all(|n| n.len() == "default-".len() + 5 && n.starts_with("default-"))
+        );
+        let unique: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), 100);
+    }
+}

@@ -1,0 +1,204 @@
+//! The provisioner: pods kube-scheduler marked unschedulable are batched (1 s idle, 10 s at
+//! most), simulated onto existing capacity (including nodes still launching) and the
+//! NodePools, and the NodeClaims the simulation opens are created. Pods that fit nowhere get an
+//! event saying why.
+
+use crate::context::Context;
+use crate::events::EventType;
+use crate::metrics::Metrics;
+use crate::nodeclaim_template::build_nodeclaim;
+use crate::simulation::simulation_input;
+use crate::state::Snapshot;
+use driftwood_disruption::views::{is_daemonset_pod, is_mirror_pod};
+use driftwood_scheduling::{SimPod, schedule};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// Whether kube-scheduler gave up on the pod and it is ours to provision for.
+pub fn is_provisionable(pod: &Pod) -> bool {
+    let unscheduled = pod
+        .spec
+        .as_ref()
+        .is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty));
+    let marked = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        });
+    unscheduled
+        && marked
+        && pod.metadata.deletion_timestamp.is_none()
+        && !is_daemonset_pod(pod)
+        && !is_mirror_pod(pod)
+}
+
+fn provisionable(snapshot: &Snapshot) -> BTreeSet<String> {
+    snapshot
+        .pending_pods
+        .iter()
+        .filter(|k| {
+            snapshot
+                .store
+                .pods
+                .get(*k)
+                .is_some_and(|p| is_provisionable(p))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Runs the provisioner until the task is aborted.
+pub async fn run(ctx: Context) {
+    let mut changes = ctx.state.subscribe();
+    ctx.state.wait_synced().await;
+    let mut reported: BTreeMap<String, String> = BTreeMap::new();
+    loop {
+        // Wait for a provisionable pod.
+        while provisionable(&ctx.state.snapshot()).is_empty() {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+        // Batch: until no new pod for batch_idle, or batch_max since the first.
+        let first = tokio::time::Instant::now();
+        let mut seen = provisionable(&ctx.state.snapshot());
+        let mut last_new = first;
+        loop {
+            let deadline = (last_new + ctx.settings.batch_idle).min(first + ctx.settings.batch_max);
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => break,
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let now_seen = provisionable(&ctx.state.snapshot());
+                    if !now_seen.is_subset(&seen) {
+                        last_new = tokio::time::Instant::now();
+                    }
+                    seen = now_seen;
+                }
+            }
+        }
+        provision(&ctx, &mut reported).await;
+        // Give the new NodeClaims time to appear in the cache before looking again.
+        tokio::time::sleep(ctx.settings.batch_idle).await;
+    }
+}
+
+/// One provisioning pass.
+pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) {
+    let snapshot = ctx.state.snapshot();
+    let keys = provisionable(&snapshot);
+    if keys.is_empty() {
+        return;
+    }
+    let mut pods = Vec::new();
+    for key in &keys {
+        let Some(pod) = snapshot.store.pods.get(key) else {
+            continue;
+        };
+        match SimPod::from_pod(pod) {
+            Ok(sim) => pods.push(sim),
+            Err(error) => {
+                let note = format!("Failed to schedule pod, {error}");
+                if reported.get(key) != Some(&note) {
+                    ctx.events
+                        .publish(pod.as_ref(), EventType::Warning, "FailedScheduling", &note)
+                        .await;
+                    reported.insert(key.clone(), note);
+                }
+            }
+        }
+    }
+    tracing::info!(pods = %keys.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = keys.len(), "found provisionable pod(s)");
+    let (mut input, skipped) = simulation_input(ctx, &snapshot, true).await;
+    input.pods = pods;
+    let started = Instant::now();
+    let result = schedule(&input);
+    ctx.metrics
+        .scheduling_duration
+        .observe(started.elapsed().as_secs_f64());
+    let result = match result {
+        Ok(r) => r,
+        Err(error) => {
+            tracing::error!(%error, "scheduling simulation failed");
+            return;
+        }
+    };
+    let new_pods: usize = result.new_nodeclaims.iter().map(|n| n.pods.len()).sum();
+    if !result.new_nodeclaims.is_empty() {
+        tracing::info!(
+            nodeclaims = result.new_nodeclaims.len(),
+            pods = new_pods,
+            "computed new nodeclaim(s) to fit pod(s)"
+        );
+    }
+    let api = crate::api::nodeclaims(&ctx.client);
+    for planned in &result.new_nodeclaims {
+        let Some(pool) = snapshot.nodepool(&planned.nodepool) else {
+            continue;
+        };
+        let class = snapshot.nodeclass(&pool.spec.template.spec.node_class_ref.name);
+        let name = ctx.names.nodeclaim_name(&planned.nodepool);
+        let claim = build_nodeclaim(&name, pool, class.map(|c| c.as_ref()), planned);
+        match api.create(&PostParams::default(), &claim).await {
+            Ok(_) => {
+                let types = planned.instance_types.len();
+                tracing::info!(
+                    nodeclaim = %name,
+                    nodepool = %planned.nodepool,
+                    requests = %requests_text(planned),
+                    instance_types = %format!("{} and {} other(s)", planned.instance_types.iter().take(5).cloned().collect::<Vec<_>>().join(", "), types.saturating_sub(5)),
+                    "created nodeclaim"
+                );
+                Metrics::inc(
+                    &ctx.metrics.nodeclaims_created,
+                    &[("reason", "provisioning"), ("nodepool", &planned.nodepool)],
+                );
+            }
+            Err(error) => tracing::warn!(nodeclaim = %name, %error, "could not create nodeclaim"),
+        }
+    }
+    for unschedulable in &result.unschedulable {
+        let mut note = format!("Failed to schedule pod, {}", unschedulable.reason);
+        if !skipped.is_empty() {
+            let list: Vec<String> = skipped
+                .iter()
+                .map(|(p, why)| format!("nodepool {p:?}: {why}"))
+                .collect();
+            note.push_str(&format!(" (not considered: {})", list.join("; ")));
+        }
+        if reported.get(&unschedulable.pod) != Some(&note) {
+            if let Some(pod) = snapshot.store.pods.get(&unschedulable.pod) {
+                ctx.events
+                    .publish(pod.as_ref(), EventType::Warning, "FailedScheduling", &note)
+                    .await;
+            }
+            tracing::warn!(pod = %unschedulable.pod, reason = %note, "could not schedule pod");
+            reported.insert(unschedulable.pod.clone(), note);
+        }
+    }
+    reported.retain(|k, _| keys.contains(k));
+}
+
+fn requests_text(planned: &driftwood_scheduling::NewNodeClaim) -> String {
+    planned
+        .requests
+        .names()
+        .map(|n| {
+            format!(
+                "{n}: {}",
+                driftwood_scheduling::resources::format_amount(n, planned.requests.get(n))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,294 @@
+//! Termination: NodeClaims being deleted are drained and their instances terminated before
+//! the karpenter.sh/termination finalizer is released — taint, evict in waves through the
+//! Eviction API (a PDB's 429 means wait), force out what the terminationGracePeriod no
+//! longer allows, terminate the instance, delete the Node, release the finalizers. Also:
+//! deleting a Node deletes its NodeClaim, and NodeClaims past expireAfter are deleted.
+
+use super::Outcome;
+use crate::api::{
+    add_taint, delete, disrupted_taint, is_not_found, is_too_many_requests, modify, modify_status,
+    nodeclaims, nodes, remove_finalizer, set_claim_condition,
+};
+use crate::context::Context;
+use crate::events::EventType;
+use crate::metrics::Metrics;
+use driftwood_api::NodeClaim;
+use driftwood_api::condition::{Conditions, STATUS_TRUE};
+use driftwood_api::duration::parse_go_duration;
+use driftwood_api::wellknown::{
+    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DISRUPTION_REASON,
+    CONDITION_INSTANCE_TERMINATING, FINALIZER_TERMINATION, LABEL_NODEPOOL,
+};
+use driftwood_disruption::drain::plan_drain;
+use driftwood_disruption::views::drain_pod;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, EvictParams};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How soon a pass runs again while something is terminating.
+const TERMINATING_REQUEUE: Duration = Duration::from_secs(1);
+
+pub async fn pass(ctx: Context) -> Outcome {
+    let snapshot = ctx.state.snapshot();
+    let mut busy = false;
+
+    // A deleted Node takes its NodeClaim with it.
+    for node in snapshot
+        .store
+        .nodes
+        .values()
+        .filter(|n| n.metadata.deletion_timestamp.is_some())
+    {
+        let Some(claim) = snapshot.nodeclaim_of(node) else {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let _ = modify(&nodes(&ctx.client), &name, |n| {
+                remove_finalizer(n, FINALIZER_TERMINATION)
+            })
+            .await;
+            continue;
+        };
+        if claim.metadata.deletion_timestamp.is_none() {
+            let name = claim.metadata.name.clone().unwrap_or_default();
+            if let Err(error) = delete(&nodeclaims(&ctx.client), &name).await {
+                tracing::warn!(nodeclaim = %name, %error, "could not delete nodeclaim of deleted node");
+            }
+            busy = true;
+        }
+    }
+
+    // Expiration.
+    let now = ctx.now_seconds();
+    for (name, claim) in &snapshot.store.nodeclaims {
+        if claim.metadata.deletion_timestamp.is_some()
+            || claim.condition(CONDITION_DISRUPTION_REASON).is_some()
+        {
+            continue;
+        }
+        let expire = claim
+            .spec
+            .expire_after
+            .as_ref()
+            .and_then(|e| e.seconds().ok().flatten());
+        let created = claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second());
+        if let (Some(expire), Some(created)) = (expire, created)
+            && created.saturating_add(i64::try_from(expire).unwrap_or(i64::MAX)) <= now
+        {
+            tracing::info!(nodeclaim = %name, reason = "expired", "disrupting nodeclaim(s) via delete");
+            let pool = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_NODEPOOL))
+                .cloned()
+                .unwrap_or_default();
+            Metrics::inc(
+                &ctx.metrics.nodeclaims_disrupted,
+                &[("reason", "expired"), ("nodepool", &pool)],
+            );
+            let _ = delete(&nodeclaims(&ctx.client), name).await;
+            busy = true;
+        }
+    }
+
+    for (name, claim) in &snapshot.store.nodeclaims {
+        let finalizing = claim.metadata.deletion_timestamp.is_some()
+            && claim
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == FINALIZER_TERMINATION);
+        if !finalizing {
+            continue;
+        }
+        busy = true;
+        if let Err(error) = terminate(&ctx, &snapshot, name, claim).await {
+            tracing::warn!(nodeclaim = %name, %error, "termination step failed; will retry");
+        }
+    }
+    if busy {
+        Outcome::again_in(TERMINATING_REQUEUE)
+    } else {
+        Outcome::idle()
+    }
+}
+
+/// The drain deadline: deletion time + terminationGracePeriod, persisted as Karpenter's
+/// annotation the first time it is computed.
+async fn deadline(ctx: &Context, name: &str, claim: &NodeClaim) -> Option<i64> {
+    if let Some(stamped) = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP))
+    {
+        return stamped
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .ok()
+            .map(|t| t.as_second());
+    }
+    let grace = parse_go_duration(claim.spec.termination_grace_period.as_deref()?).ok()?;
+    let deleted = claim.metadata.deletion_timestamp.as_ref()?.0;
+    let at = deleted
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+            i64::try_from(grace).ok()?,
+        ))
+        .ok()?;
+    let text = at.to_string();
+    let _ = modify(&nodeclaims(&ctx.client), name, |c| {
+        c.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP.into(),
+                text.clone(),
+            )
+            .is_none()
+    })
+    .await;
+    Some(at.as_second())
+}
+
+async fn terminate(
+    ctx: &Context,
+    snapshot: &crate::state::Snapshot,
+    name: &str,
+    claim: &NodeClaim,
+) -> Result<(), kube::Error> {
+    let pool = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_NODEPOOL))
+        .cloned()
+        .unwrap_or_default();
+    let node = snapshot.node_of(claim);
+    if let Some(node) = node {
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        if modify(&nodes(&ctx.client), &node_name, |n| {
+            add_taint(n, &disrupted_taint())
+        })
+        .await?
+        .is_some()
+        {
+            tracing::info!(node = %node_name, taint = "karpenter.sh/disrupted:NoSchedule", "tainted node");
+        }
+        let deadline = deadline(ctx, name, claim).await;
+        let pods: Vec<&std::sync::Arc<Pod>> = snapshot.pods_on(&node_name);
+        let views: Vec<_> = pods.iter().map(|p| drain_pod(p)).collect();
+        let plan = plan_drain(&views, deadline, ctx.now_seconds());
+        if !plan.drained {
+            let mut refused = 0;
+            for key in &plan.evict {
+                let (namespace, pod_name) = key.split_once('/').unwrap_or(("default", key));
+                let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+                match api.evict(pod_name, &EvictParams::default()).await {
+                    Ok(_) => {
+                        Metrics::inc(&ctx.metrics.pods_drained, &[("reason", "drain")]);
+                        if let Some(pod) = pods
+                            .iter()
+                            .find(|p| p.metadata.name.as_deref() == Some(pod_name))
+                        {
+                            ctx.events
+                                .publish(
+                                    pod.as_ref(),
+                                    EventType::Normal,
+                                    "Evicted",
+                                    &format!("Evicted pod: node {node_name} is being terminated"),
+                                )
+                                .await;
+                        }
+                    }
+                    Err(e) if is_too_many_requests(&e) => refused += 1,
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => tracing::warn!(pod = %key, error = %e, "eviction failed"),
+                }
+            }
+            for forced in &plan.delete {
+                let (namespace, pod_name) = forced
+                    .pod
+                    .split_once('/')
+                    .unwrap_or(("default", &forced.pod));
+                let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+                let params = DeleteParams {
+                    grace_period_seconds: u32::try_from(forced.grace_period_seconds).ok(),
+                    ..Default::default()
+                };
+                match api.delete(pod_name, &params).await {
+                    Ok(_) => Metrics::inc(
+                        &ctx.metrics.pods_drained,
+                        &[("reason", "termination-grace-period")],
+                    ),
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => {
+                        tracing::warn!(pod = %forced.pod, error = %e, "forced deletion failed")
+                    }
+                }
+            }
+            if refused > 0 {
+                ctx.events
+                    .publish(node.as_ref(), EventType::Warning, "FailedDraining", &format!("Failed to drain node, {refused} pods are waiting to be evicted (a PodDisruptionBudget allows no disruption now)"))
+                    .await;
+            }
+            return Ok(());
+        }
+        Metrics::inc(&ctx.metrics.nodes_drained, &[("nodepool", &pool)]);
+    }
+
+    // Drained (or never registered): terminate the instance.
+    if claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_ref())
+        .is_some()
+    {
+        if !claim.is_true(CONDITION_INSTANCE_TERMINATING) {
+            let now = ctx.now();
+            modify_status(&nodeclaims(&ctx.client), name, |c| {
+                set_claim_condition(
+                    c,
+                    CONDITION_INSTANCE_TERMINATING,
+                    STATUS_TRUE,
+                    "InstanceTerminating",
+                    "Instance is terminating",
+                    now.clone(),
+                )
+            })
+            .await?;
+        }
+        match ctx.cloud.delete(claim).await {
+            Err(e) if e.is_not_found() => {}
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(nodeclaim = %name, error = %e, "could not terminate instance");
+                return Ok(());
+            }
+        }
+    }
+
+    if let Some(node) = node {
+        let node_name = node.metadata.name.clone().unwrap_or_default();
+        modify(&nodes(&ctx.client), &node_name, |n| {
+            remove_finalizer(n, FINALIZER_TERMINATION)
+        })
+        .await?;
+        delete(&nodes(&ctx.client), &node_name).await?;
+        tracing::info!(node = %node_name, "deleted node");
+        Metrics::inc(&ctx.metrics.nodes_terminated, &[("nodepool", &pool)]);
+    }
+    if modify(&nodeclaims(&ctx.client), name, |c| {
+        remove_finalizer(c, FINALIZER_TERMINATION)
+    })
+    .await?
+    .is_some()
+    {
+        tracing::info!(nodeclaim = %name, "deleted nodeclaim");
+        Metrics::inc(&ctx.metrics.nodeclaims_terminated, &[("nodepool", &pool)]);
+    }
+    Ok(())
+}

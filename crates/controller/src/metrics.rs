@@ -1,0 +1,228 @@
+//! Prometheus metrics under Karpenter's names, so existing dashboards and alerts work.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+/// Label pairs of one series.
+pub type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every metric driftwood exports.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    pub nodeclaims_created: Family<Labels, Counter>,
+    pub nodeclaims_launched: Family<Labels, Counter>,
+    pub nodeclaims_registered: Family<Labels, Counter>,
+    pub nodeclaims_initialized: Family<Labels, Counter>,
+    pub nodeclaims_terminated: Family<Labels, Counter>,
+    pub nodeclaims_disrupted: Family<Labels, Counter>,
+    pub nodeclaims_drifted: Family<Labels, Counter>,
+    pub nodes_created: Family<Labels, Counter>,
+    pub nodes_terminated: Family<Labels, Counter>,
+    pub nodes_drained: Family<Labels, Counter>,
+    pub pods_drained: Family<Labels, Counter>,
+    pub pods_state: Family<Labels, Gauge>,
+    pub voluntary_disruption_decisions: Family<Labels, Counter>,
+    pub voluntary_disruption_eligible_nodes: Family<Labels, Gauge>,
+    pub nodepools_allowed_disruptions: Family<Labels, Gauge>,
+    pub scheduling_duration: Histogram,
+    pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let metrics = Self {
+            registry: Arc::new(Registry::default()),
+            nodeclaims_created: Family::default(),
+            nodeclaims_launched: Family::default(),
+            nodeclaims_registered: Family::default(),
+            nodeclaims_initialized: Family::default(),
+            nodeclaims_terminated: Family::default(),
+            nodeclaims_disrupted: Family::default(),
+            nodeclaims_drifted: Family::default(),
+            nodes_created: Family::default(),
+            nodes_terminated: Family::default(),
+            nodes_drained: Family::default(),
+            pods_drained: Family::default(),
+            pods_state: Family::default(),
+            voluntary_disruption_decisions: Family::default(),
+            voluntary_disruption_eligible_nodes: Family::default(),
+            nodepools_allowed_disruptions: Family::default(),
+            scheduling_duration: duration_histogram(),
+            cloudprovider_duration: Family::new_with_constructor(duration_histogram),
+        };
+        let counters = [
+            (
+                "karpenter_nodeclaims_created",
+                "NodeClaims created, by reason and nodepool",
+                &metrics.nodeclaims_created,
+            ),
+            (
+                "karpenter_nodeclaims_launched",
+                "NodeClaims launched",
+                &metrics.nodeclaims_launched,
+            ),
+            (
+                "karpenter_nodeclaims_registered",
+                "NodeClaims registered",
+                &metrics.nodeclaims_registered,
+            ),
+            (
+                "karpenter_nodeclaims_initialized",
+                "NodeClaims initialized",
+                &metrics.nodeclaims_initialized,
+            ),
+            (
+                "karpenter_nodeclaims_terminated",
+                "NodeClaims terminated",
+                &metrics.nodeclaims_terminated,
+            ),
+            (
+                "karpenter_nodeclaims_disrupted",
+                "NodeClaims disrupted, by reason",
+                &metrics.nodeclaims_disrupted,
+            ),
+            (
+                "karpenter_nodeclaims_drifted",
+                "NodeClaims marked drifted, by type",
+                &metrics.nodeclaims_drifted,
+            ),
+            (
+                "karpenter_nodes_created",
+                "Nodes registered",
+                &metrics.nodes_created,
+            ),
+            (
+                "karpenter_nodes_terminated",
+                "Nodes terminated",
+                &metrics.nodes_terminated,
+            ),
+            (
+                "karpenter_nodes_drained",
+                "Nodes drained",
+                &metrics.nodes_drained,
+            ),
+            (
+                "karpenter_pods_drained",
+                "Pods evicted or deleted during drain",
+                &metrics.pods_drained,
+            ),
+            (
+                "karpenter_voluntary_disruption_decisions",
+                "Disruption decisions, by decision and reason",
+                &metrics.voluntary_disruption_decisions,
+            ),
+        ];
+        for (name, help, family) in counters {
+            registry.register(name, help, family.clone());
+        }
+        registry.register(
+            "karpenter_pods_state",
+            "Pods by state",
+            metrics.pods_state.clone(),
+        );
+        registry.register(
+            "karpenter_voluntary_disruption_eligible_nodes",
+            "Nodes eligible for disruption, by reason",
+            metrics.voluntary_disruption_eligible_nodes.clone(),
+        );
+        registry.register(
+            "karpenter_nodepools_allowed_disruptions",
+            "Nodes of a NodePool that may be disrupted now, by reason",
+            metrics.nodepools_allowed_disruptions.clone(),
+        );
+        registry.register(
+            "karpenter_provisioner_scheduling_duration_seconds",
+            "Duration of a provisioning scheduling simulation",
+            metrics.scheduling_duration.clone(),
+        );
+        registry.register(
+            "karpenter_cloudprovider_duration_seconds",
+            "Duration of cloud provider calls, by method",
+            metrics.cloudprovider_duration.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            ..metrics
+        }
+    }
+
+    /// Increments a counter family for `pairs`.
+    pub fn inc(family: &Family<Labels, Counter>, pairs: &[(&str, &str)]) {
+        family.get_or_create(&labels(pairs)).inc();
+    }
+
+    /// Sets a gauge family for `pairs`.
+    pub fn set(family: &Family<Labels, Gauge>, pairs: &[(&str, &str)], value: i64) {
+        family.get_or_create(&labels(pairs)).set(value);
+    }
+
+    /// The text exposition format for /metrics.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_karpenter_names() {
+        let metrics = Metrics::new();
+        Metrics::inc(
+            &metrics.nodeclaims_disrupted,
+            &[("reason", "drifted"), ("nodepool", "default")],
+        );
+        Metrics::set(
+            &metrics.nodepools_allowed_disruptions,
+            &[("nodepool", "default"), ("reason", "drifted")],
+            3,
+        );
+        metrics.scheduling_duration.observe(0.25);
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"default\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "karpenter_nodepools_allowed_disruptions{nodepool=\"default\",reason=\"drifted\"} 3"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("karpenter_provisioner_scheduling_duration_seconds_count 1"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! Controller settings (from flags and environment variables in the binary) and feature gates.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Why feature gates could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid feature gates {input:?}: {reason} (expected Name=true|false[,Name=true|false...])"
+)]
+pub struct FeatureGateError {
+    pub input: String,
+    pub reason: String,
+}
+
+/// Feature gates, as Karpenter's FEATURE_GATES ("Drift=true,SpotToSpotConsolidation=false").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// Marking NodeClaims drifted (older Karpenter releases' gate). Default true.
+    pub drift: bool,
+    /// Gates driftwood does not use, kept for logging.
+    pub other: BTreeMap<String, bool>,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self {
+            drift: true,
+            other: BTreeMap::new(),
+        }
+    }
+}
+
+impl FeatureGates {
+    pub fn parse(input: &str) -> Result<Self, FeatureGateError> {
+        let mut gates = Self::default();
+        for part in input.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part.split_once('=').ok_or_else(|| FeatureGateError {
+                input: input.to_string(),
+                reason: format!("{part:?} has no '='"),
+            })?;
+            let value = match value.trim() {
+                "true" | "True" => true,
+                "false" | "False" => false,
+                other => {
+                    return Err(FeatureGateError {
+                        input: input.to_string(),
+                        reason: format!("{name}: {other:?} is not true or false"),
+                    });
+                }
+            };
+            match name.trim() {
+                "Drift" => gates.drift = value,
+                other => {
+                    gates.other.insert(other.to_string(), value);
+                }
+            }
+        }
+        Ok(gates)
+    }
+}
+
+/// Everything the controllers are configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub cluster_name: String,
+    pub feature_gates: FeatureGates,
+    /// Provisioning batches pending pods until none arrived for this long...
+    pub batch_idle: Duration,
+    /// ...or this long passed since the first.
+    pub batch_max: Duration,
+    /// The disruption loop's period.
+    pub disruption_interval: Duration,
+    /// How often every NodeClaim is re-checked for drift (besides on changes).
+    pub drift_interval: Duration,
+    /// How often EC2NodeClass status is re-resolved (new AMI releases are noticed within it).
+    pub nodeclass_interval: Duration,
+    /// A replacement not initialized within this long is rolled back (at least 10 minutes).
+    pub replacement_timeout: Duration,
+    /// A NodeClaim not registered this long after launch is deleted.
+    pub registration_ttl: Duration,
+    /// Instances with our tags but no NodeClaim are terminated after this long.
+    pub gc_grace: Duration,
+    /// Seed for generated names (NodeClaims), so a simulation is repeatable.
+    pub name_seed: u64,
+}
+
+/// The shortest replacement timeout driftwood accepts.
+pub const MIN_REPLACEMENT_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            cluster_name: String::new(),
+            feature_gates: FeatureGates::default(),
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            disruption_interval: Duration::from_secs(10),
+            drift_interval: Duration::from_secs(300),
+            nodeclass_interval: Duration::from_secs(60),
+            replacement_timeout: MIN_REPLACEMENT_TIMEOUT,
+            registration_ttl: Duration::from_secs(900),
+            gc_grace: Duration::from_secs(30),
+            name_seed: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_gates() {
+        assert!(FeatureGates::parse("").unwrap().drift);
+        assert!(!FeatureGates::parse("Drift=false").unwrap().drift);
+        let gates = FeatureGates::parse("Drift=true, SpotToSpotConsolidation=false").unwrap();
+        assert!(gates.drift);
+        assert_eq!(gates.other.get("SpotToSpotConsolidation"), Some(&false));
+        let err = FeatureGates::parse("Drift=maybe").unwrap_err();
+        assert!(err.to_string().contains("Drift"), "{err}");
+        assert!(FeatureGates::parse("Drift").is_err());
+    }
+}

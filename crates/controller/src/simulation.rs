@@ -1,0 +1,290 @@
+//! Builds the scheduling simulation's input from a snapshot: existing nodes with their pods,
+//! the NodePools with the instance types their classes offer, and the daemonset pods every new
+//! node will carry.
+
+use crate::context::Context;
+use crate::state::Snapshot;
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::{CONDITION_READY, LABEL_NODEPOOL};
+use driftwood_api::{NodeClaim, NodePool};
+use driftwood_scheduling::{
+    ExistingNode, NodePoolSpec, Requirements, Resources, SimPod, SimulationInput, Taint,
+};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use std::collections::BTreeMap;
+
+/// Converts the pods bound to `node` (skipping ones that do not convert, with a log line).
+fn sim_pods(snapshot: &Snapshot, node: &str) -> Vec<SimPod> {
+    snapshot
+        .pods_on(node)
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .filter_map(|p| match SimPod::from_pod(p) {
+            Ok(pod) => Some(pod),
+            Err(error) => {
+                tracing::debug!(%error, "pod skipped in simulation");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Every Node with its pods; with `include_inflight`, also NodeClaims launched or launching
+/// without a Node yet (as uninitialized capacity), so provisioning does not launch twice.
+pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<ExistingNode> {
+    let mut out = Vec::new();
+    for (name, node) in &snapshot.store.nodes {
+        if node.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match ExistingNode::from_node(node, sim_pods(snapshot, name)) {
+            Ok(mut existing) => {
+                if let Some(claim) = snapshot.nodeclaim_of(node) {
+                    existing.initialized =
+                        claim.is_true(driftwood_api::wellknown::CONDITION_INITIALIZED);
+                    existing.startup_taints = claim
+                        .spec
+                        .startup_taints
+                        .iter()
+                        .filter_map(|t| Taint::from_k8s(t).ok())
+                        .collect();
+                }
+                out.push(existing);
+            }
+            Err(error) => tracing::debug!(%error, "node skipped in simulation"),
+        }
+    }
+    if include_inflight {
+        for (name, claim) in &snapshot.store.nodeclaims {
+            if claim.metadata.deletion_timestamp.is_some() || snapshot.node_of(claim).is_some() {
+                continue;
+            }
+            out.push(inflight_node(name, claim));
+        }
+    }
+    out
+}
+
+/// A NodeClaim without a Node as capacity: its allocatable once launched, else what its pods
+/// requested; its labels; not initialized.
+fn inflight_node(name: &str, claim: &NodeClaim) -> ExistingNode {
+    let status = claim.status.as_ref();
+    let allocatable = status
+        .filter(|s| !s.allocatable.is_empty())
+        .and_then(|s| Resources::from_quantities(&s.allocatable).ok())
+        .or_else(|| {
+            claim
+                .spec
+                .resources
+                .as_ref()
+                .and_then(|r| Resources::from_quantities(&r.requests).ok())
+        })
+        .unwrap_or_default();
+    let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+    labels.insert(
+        driftwood_api::wellknown::LABEL_HOSTNAME.to_string(),
+        name.to_string(),
+    );
+    ExistingNode {
+        name: name.to_string(),
+        labels,
+        taints: claim
+            .spec
+            .taints
+            .iter()
+            .filter_map(|t| Taint::from_k8s(t).ok())
+            .collect(),
+        startup_taints: claim
+            .spec
+            .startup_taints
+            .iter()
+            .filter_map(|t| Taint::from_k8s(t).ok())
+            .collect(),
+        allocatable,
+        pods: Vec::new(),
+        going_away: false,
+        initialized: false,
+    }
+}
+
+/// The pods each DaemonSet would put on a new node.
+pub fn daemonset_pods(snapshot: &Snapshot) -> Vec<SimPod> {
+    snapshot
+        .store
+        .daemonsets
+        .values()
+        .filter_map(|ds| {
+            let template = ds.spec.as_ref()?.template.clone();
+            let mut metadata: ObjectMeta = template.metadata.unwrap_or_default();
+            metadata.namespace = ds.metadata.namespace.clone();
+            metadata.name = ds.metadata.name.clone();
+            metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                name: ds.metadata.name.clone().unwrap_or_default(),
+                uid: ds.metadata.uid.clone().unwrap_or_default(),
+                ..Default::default()
+            }]);
+            let pod = Pod {
+                metadata,
+                spec: template.spec,
+                status: None,
+            };
+            let mut sim = SimPod::from_pod(&pod).ok()?;
+            sim.is_daemonset = true;
+            Some(sim)
+        })
+        .collect()
+}
+
+/// The resources a NodePool's NodeClaims hold (their capacity, or requests before launch).
+pub fn nodepool_usage(snapshot: &Snapshot, pool: &str) -> Resources {
+    snapshot
+        .nodeclaims_by_nodepool
+        .get(pool)
+        .into_iter()
+        .flatten()
+        .filter_map(|name| snapshot.store.nodeclaims.get(name))
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .map(|c| {
+            let capacity = c
+                .status
+                .as_ref()
+                .filter(|s| !s.capacity.is_empty())
+                .map(|s| &s.capacity);
+            let requests = c.spec.resources.as_ref().map(|r| &r.requests);
+            capacity
+                .or(requests)
+                .and_then(|q| Resources::from_quantities(q).ok())
+                .unwrap_or_default()
+        })
+        .fold(Resources::new(), |total, r| total.add(&r))
+}
+
+/// The NodePools as the simulation sees them, heaviest first. Pools whose class is missing or
+/// not Ready, or whose instance types cannot be listed, are left out (with the reason).
+pub async fn nodepool_specs(
+    ctx: &Context,
+    snapshot: &Snapshot,
+) -> (Vec<NodePoolSpec>, BTreeMap<String, String>) {
+    let mut specs = Vec::new();
+    let mut skipped = BTreeMap::new();
+    for (name, pool) in &snapshot.store.nodepools {
+        if pool.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let class_name = &pool.spec.template.spec.node_class_ref.name;
+        match snapshot.nodeclass(class_name) {
+            None => {
+                skipped.insert(
+                    name.clone(),
+                    format!("EC2NodeClass {class_name:?} not found"),
+                );
+                continue;
+            }
+            Some(class) if !class.is_true(CONDITION_READY) => {
+                skipped.insert(
+                    name.clone(),
+                    format!("EC2NodeClass {class_name:?} is not ready"),
+                );
+                continue;
+            }
+            Some(_) => {}
+        }
+        match ctx.cloud.instance_types(pool).await {
+            Ok(types) => match nodepool_spec(
+                snapshot,
+                name,
+                pool,
+                types.iter().map(|t| t.to_scheduling()).collect(),
+            ) {
+                Ok(spec) => specs.push(spec),
+                Err(reason) => {
+                    skipped.insert(name.clone(), reason);
+                }
+            },
+            Err(error) => {
+                skipped.insert(name.clone(), format!("listing instance types: {error}"));
+            }
+        }
+    }
+    specs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+    (specs, skipped)
+}
+
+fn nodepool_spec(
+    snapshot: &Snapshot,
+    name: &str,
+    pool: &NodePool,
+    instance_types: Vec<driftwood_scheduling::InstanceType>,
+) -> Result<NodePoolSpec, String> {
+    let template = &pool.spec.template;
+    let mut requirements =
+        Requirements::from_node_selector_requirements(template.spec.requirements.iter().map(|r| {
+            (
+                r.key.as_str(),
+                r.operator.as_str(),
+                r.values.as_slice(),
+                r.min_values,
+            )
+        }))
+        .map_err(|e| format!("spec.template.spec.requirements: {e}"))?;
+    let mut labels = template.metadata.labels.clone();
+    labels.insert(LABEL_NODEPOOL.to_string(), name.to_string());
+    requirements = requirements.intersection(&Requirements::from_labels(labels.iter()));
+    let taints = template
+        .spec
+        .taints
+        .iter()
+        .map(Taint::from_k8s)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("spec.template.spec.taints: {e}"))?;
+    let startup_taints = template
+        .spec
+        .startup_taints
+        .iter()
+        .map(Taint::from_k8s)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("spec.template.spec.startupTaints: {e}"))?;
+    let remaining_limits = if pool.spec.limits.is_empty() {
+        None
+    } else {
+        let limits = Resources::from_quantities(&pool.spec.limits)
+            .map_err(|e| format!("spec.limits: {e}"))?;
+        Some(limits.sub(&nodepool_usage(snapshot, name)))
+    };
+    Ok(NodePoolSpec {
+        name: name.to_string(),
+        weight: pool.weight(),
+        requirements,
+        labels,
+        taints,
+        startup_taints,
+        remaining_limits,
+        instance_types,
+    })
+}
+
+/// The whole simulation input (pods to place left empty).
+pub async fn simulation_input(
+    ctx: &Context,
+    snapshot: &Snapshot,
+    include_inflight: bool,
+) -> (SimulationInput, BTreeMap<String, String>) {
+    let (nodepools, skipped) = nodepool_specs(ctx, snapshot).await;
+    let input = SimulationInput {
+        existing_nodes: existing_nodes(snapshot, include_inflight),
+        pods: Vec::new(),
+        nodepools,
+        daemonsets: daemonset_pods(snapshot),
+        ..Default::default()
+    };
+    (input, skipped)
+}

@@ -1,0 +1,137 @@
+//! Cluster state: watchers on nodes, pods, PDBs, daemonsets, NodePools, NodeClaims and
+//! EC2NodeClasses feeding one store that controllers read as a [`Snapshot`]. Objects are
+//! watched untyped and decoded one by one, so an object that fails to decode is logged once
+//! and skipped instead of stalling its watch.
+
+mod snapshot;
+mod watch;
+
+pub use snapshot::Snapshot;
+pub use watch::spawn_watchers;
+
+use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
+use tokio::sync::watch as tokio_watch;
+
+/// `namespace/name` (cluster-scoped objects: `/name`... stored as just `name`).
+pub type ObjectKey = String;
+
+/// The objects of one kind.
+pub type Objects<K> = BTreeMap<ObjectKey, Arc<K>>;
+
+/// Every watched kind, by key.
+#[derive(Debug, Default, Clone)]
+pub struct Store {
+    pub nodes: Objects<Node>,
+    pub pods: Objects<Pod>,
+    pub pdbs: Objects<PodDisruptionBudget>,
+    pub daemonsets: Objects<DaemonSet>,
+    pub nodepools: Objects<NodePool>,
+    pub nodeclaims: Objects<NodeClaim>,
+    pub nodeclasses: Objects<EC2NodeClass>,
+}
+
+/// The watched kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    DaemonSet,
+    NodePool,
+    NodeClaim,
+    EC2NodeClass,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::Node,
+        Kind::Pod,
+        Kind::PodDisruptionBudget,
+        Kind::DaemonSet,
+        Kind::NodePool,
+        Kind::NodeClaim,
+        Kind::EC2NodeClass,
+    ];
+}
+
+/// The shared, watch-fed store. Cheap to clone (an `Arc`).
+#[derive(Clone)]
+pub struct ClusterState {
+    store: Arc<RwLock<Store>>,
+    synced: Arc<RwLock<BTreeSet<Kind>>>,
+    changes: tokio_watch::Sender<u64>,
+}
+
+impl Default for ClusterState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ClusterState {
+    pub fn new() -> Self {
+        let (changes, _) = tokio_watch::channel(0);
+        Self {
+            store: Arc::default(),
+            synced: Arc::default(),
+            changes,
+        }
+    }
+
+    /// A receiver that sees a new value after every change.
+    pub fn subscribe(&self) -> tokio_watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Whether every kind has completed its initial list.
+    pub fn synced(&self) -> bool {
+        self.synced
+            .read()
+            .map(|s| s.len() == Kind::ALL.len())
+            .unwrap_or(false)
+    }
+
+    /// Waits until every kind has completed its initial list.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.subscribe();
+        while !self.synced() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A consistent copy of the store with its indexes.
+    pub fn snapshot(&self) -> Snapshot {
+        let store = self.store.read().map(|s| s.clone()).unwrap_or_default();
+        Snapshot::new(store)
+    }
+
+    /// Applies `f` to the store and notifies subscribers.
+    pub fn update(&self, f: impl FnOnce(&mut Store)) {
+        if let Ok(mut store) = self.store.write() {
+            f(&mut store);
+        }
+        self.changes.send_modify(|v| *v += 1);
+    }
+
+    pub(crate) fn mark_synced(&self, kind: Kind) {
+        if let Ok(mut synced) = self.synced.write() {
+            synced.insert(kind);
+        }
+        self.changes.send_modify(|v| *v += 1);
+    }
+}
+
+/// The store key of an object: `namespace/name`, or `name` when cluster-scoped.
+pub fn object_key(namespace: Option<&str>, name: &str) -> ObjectKey {
+    match namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}

@@ -1,0 +1,159 @@
+//! One watcher per kind, untyped on the wire and decoded per object: a bad object is logged
+//! once (per resourceVersion) and skipped, and the watch goes on.
+
+use super::{ClusterState, Kind, Objects, Store, object_key};
+use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// Starts a watcher for every kind; they run until the returned tasks are aborted.
+pub fn spawn_watchers(client: &Client, state: &ClusterState) -> Vec<JoinHandle<()>> {
+    vec![
+        spawn_kind::<Node>(client, state, Kind::Node, |s| &mut s.nodes),
+        spawn_kind::<Pod>(client, state, Kind::Pod, |s| &mut s.pods),
+        spawn_kind::<PodDisruptionBudget>(client, state, Kind::PodDisruptionBudget, |s| {
+            &mut s.pdbs
+        }),
+        spawn_kind::<DaemonSet>(client, state, Kind::DaemonSet, |s| &mut s.daemonsets),
+        spawn_kind::<NodePool>(client, state, Kind::NodePool, |s| &mut s.nodepools),
+        spawn_kind::<NodeClaim>(client, state, Kind::NodeClaim, |s| &mut s.nodeclaims),
+        spawn_kind::<EC2NodeClass>(client, state, Kind::EC2NodeClass, |s| &mut s.nodeclasses),
+    ]
+}
+
+type Select<K> = fn(&mut Store) -> &mut Objects<K>;
+
+fn spawn_kind<K>(
+    client: &Client,
+    state: &ClusterState,
+    kind: Kind,
+    select: Select<K>,
+) -> JoinHandle<()>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+{
+    let resource = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let state = state.clone();
+    tokio::spawn(async move {
+        let mut decoder = Decoder::<K>::new(kind);
+        let mut stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut buffer: Option<Objects<K>> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => buffer = Some(Objects::new()),
+                Ok(Event::InitApply(object)) => {
+                    if let (Some(buffer), Some((key, typed))) =
+                        (buffer.as_mut(), decoder.decode(&object))
+                    {
+                        buffer.insert(key, Arc::new(typed));
+                    }
+                }
+                Ok(Event::InitDone) => {
+                    let fresh = buffer.take().unwrap_or_default();
+                    state.update(|store| *select(store) = fresh);
+                    state.mark_synced(kind);
+                }
+                Ok(Event::Apply(object)) => {
+                    let key = key_of(&object);
+                    match decoder.decode(&object) {
+                        Some((key, typed)) => state.update(|store| {
+                            select(store).insert(key, Arc::new(typed));
+                        }),
+                        // An object that no longer decodes is unknown to us now.
+                        None => state.update(|store| {
+                            select(store).remove(&key);
+                        }),
+                    }
+                }
+                Ok(Event::Delete(object)) => {
+                    let key = key_of(&object);
+                    state.update(|store| {
+                        select(store).remove(&key);
+                    });
+                }
+                Err(error) => tracing::warn!(kind = ?kind, %error, "watch error; retrying"),
+            }
+        }
+    })
+}
+
+fn key_of(object: &DynamicObject) -> String {
+    object_key(
+        object.metadata.namespace.as_deref(),
+        object.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// Decodes untyped objects, remembering which bad versions were already reported.
+struct Decoder<K> {
+    kind: Kind,
+    reported: BTreeSet<(String, String)>,
+    _kind: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K: DeserializeOwned> Decoder<K> {
+    fn new(kind: Kind) -> Self {
+        Self {
+            kind,
+            reported: BTreeSet::new(),
+            _kind: std::marker::PhantomData,
+        }
+    }
+
+    fn decode(&mut self, object: &DynamicObject) -> Option<(String, K)> {
+        let key = key_of(object);
+        let decoded = serde_json::to_value(object).and_then(serde_json::from_value::<K>);
+        match decoded {
+            Ok(typed) => Some((key, typed)),
+            Err(error) => {
+                let version = object.metadata.resource_version.clone().unwrap_or_default();
+                if self.reported.insert((key.clone(), version.clone())) {
+                    tracing::error!(kind = ?self.kind, object = %key, resource_version = %version, %error,
+                        "skipping object that does not decode");
+                }
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_objects_are_reported_once_per_version_and_skipped() {
+        let mut decoder = Decoder::<NodePool>::new(Kind::NodePool);
+        let bad: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "broken", "resourceVersion": "7"},
+            "spec": {"template": {"spec": {"nodeClassRef": "not an object"}}}
+        }))
+        .unwrap();
+        assert!(decoder.decode(&bad).is_none());
+        assert!(decoder.decode(&bad).is_none());
+        assert_eq!(decoder.reported.len(), 1);
+        let good: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "ok", "resourceVersion": "8"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []}}}
+        }))
+        .unwrap();
+        let (key, pool) = decoder.decode(&good).unwrap();
+        assert_eq!(key, "ok");
+        assert_eq!(pool.spec.disruption.budgets[0].nodes, "10%");
+    }
+}

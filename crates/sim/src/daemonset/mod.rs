@@ -1,0 +1,132 @@
+//! The DaemonSet controller: one pod per node whose labels the template selects and whose
+//! taints it tolerates, pinned with `spec.nodeName`, owned by the DaemonSet; status kept
+//! current; template changes rolled out one pod at a time.
+
+pub mod plan;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::watch_cache::WatchCache;
+
+pub use plan::{DaemonSetAction, REVISION_LABEL, daemon_pod, plan};
+
+/// The running DaemonSet controller; dropping this stops it.
+#[derive(Debug)]
+pub struct DaemonSetController {
+    task: JoinHandle<()>,
+}
+
+impl DaemonSetController {
+    /// Start the controller on the current tokio runtime.
+    pub fn spawn(client: Client) -> Self {
+        Self {
+            task: tokio::spawn(run(client)),
+        }
+    }
+}
+
+impl Drop for DaemonSetController {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Resync even without changes, to retry failed requests.
+const RESYNC: Duration = Duration::from_secs(10);
+
+async fn run(client: Client) {
+    let changed = Arc::new(Notify::new());
+    let sets: WatchCache<DaemonSet> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    sets.ready().await;
+    nodes.ready().await;
+    pods.ready().await;
+    // Creations issued but not yet visible in the pod cache, by (namespace, node, set uid).
+    let mut in_flight: Vec<(String, tokio::time::Instant)> = Vec::new();
+    loop {
+        let set_list: Vec<DaemonSet> = sets.objects().iter().map(|s| (**s).clone()).collect();
+        let node_list: Vec<Node> = nodes.objects().iter().map(|n| (**n).clone()).collect();
+        let pod_list: Vec<Pod> = pods.objects().iter().map(|p| (**p).clone()).collect();
+        let now = tokio::time::Instant::now();
+        in_flight.retain(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
+        for action in plan(&set_list, &node_list, &pod_list) {
+            let key = action_key(&action);
+            if in_flight.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            in_flight.push((key, now));
+            if let Err(error) = execute(&client, action).await {
+                tracing::debug!(%error, "daemonset action failed; will retry");
+            }
+        }
+        tokio::select! {
+            () = changed.notified() => {}
+            () = tokio::time::sleep(RESYNC) => {}
+        }
+    }
+}
+
+fn action_key(action: &DaemonSetAction) -> String {
+    match action {
+        DaemonSetAction::CreatePod { namespace, pod } => format!(
+            "create/{namespace}/{}/{}",
+            pod.pointer("/metadata/generateName")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default(),
+            pod.pointer("/spec/nodeName")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+        ),
+        DaemonSetAction::DeletePod { namespace, name } => format!("delete/{namespace}/{name}"),
+        DaemonSetAction::UpdateStatus {
+            namespace,
+            name,
+            status,
+        } => format!("status/{namespace}/{name}/{status}"),
+    }
+}
+
+async fn execute(client: &Client, action: DaemonSetAction) -> Result<(), kube::Error> {
+    match action {
+        DaemonSetAction::CreatePod { namespace, pod } => {
+            let pod: Pod = serde_json::from_value(pod).map_err(kube::Error::SerdeError)?;
+            Api::<Pod>::namespaced(client.clone(), &namespace)
+                .create(&PostParams::default(), &pod)
+                .await?;
+        }
+        DaemonSetAction::DeletePod { namespace, name } => {
+            match Api::<Pod>::namespaced(client.clone(), &namespace)
+                .delete(&name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => return Err(error),
+            }
+        }
+        DaemonSetAction::UpdateStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            Api::<DaemonSet>::namespaced(client.clone(), &namespace)
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": status})),
+                )
+                .await?;
+        }
+    }
+    Ok(())
+}

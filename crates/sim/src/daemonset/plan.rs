@@ -1,0 +1,302 @@
+//! The DaemonSet controller's decisions, as a pure function of DaemonSets, Nodes and Pods:
+//! which daemon pods to create (pinned with `spec.nodeName`), which to delete, and the status.
+
+use std::collections::BTreeMap;
+
+use driftwood_scheduling::taints::first_untolerated;
+use driftwood_scheduling::{SimPod, Taint, TaintEffect, Toleration};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+use crate::workloads::hash::template_hash;
+use crate::workloads::{owned_by, pod_is_ready};
+
+/// The label carrying the template revision a daemon pod was made from.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+/// One thing the controller does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DaemonSetAction {
+    /// Create this pod in `namespace`.
+    CreatePod {
+        /// Namespace.
+        namespace: String,
+        /// The pod manifest.
+        pod: Value,
+    },
+    /// Delete a daemon pod (graceful).
+    DeletePod {
+        /// Namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+    },
+    /// Replace the DaemonSet's status.
+    UpdateStatus {
+        /// Namespace.
+        namespace: String,
+        /// DaemonSet name.
+        name: String,
+        /// The new status.
+        status: Value,
+    },
+}
+
+/// Tolerations the DaemonSet controller adds to every daemon pod.
+fn automatic_tolerations() -> Vec<Value> {
+    let exists = |key: &str, effect: &str| json!({"key": key, "operator": "Exists", "effect": effect});
+    vec![
+        exists("node.kubernetes.io/not-ready", "NoExecute"),
+        exists("node.kubernetes.io/unreachable", "NoExecute"),
+        exists("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        exists("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        exists("node.kubernetes.io/pid-pressure", "NoSchedule"),
+        exists("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ]
+}
+
+/// The daemon pod for `ds` on `node` (not yet created: generateName, no uid).
+pub fn daemon_pod(ds: &DaemonSet, node: &str) -> Value {
+    let name = ds.metadata.name.clone().unwrap_or_default();
+    let namespace = ds.metadata.namespace.clone().unwrap_or_default();
+    let template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let revision = template_hash(&template);
+    let mut template = serde_json::to_value(&template).unwrap_or_else(|_| json!({}));
+    let mut metadata = template
+        .get_mut("metadata")
+        .map(Value::take)
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    let mut spec = template
+        .get_mut("spec")
+        .map(Value::take)
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    if let Some(meta) = metadata.as_object_mut() {
+        meta.insert("generateName".into(), json!(format!("{name}-")));
+        meta.insert("namespace".into(), json!(namespace));
+        meta.remove("name");
+        let labels = meta.entry("labels").or_insert_with(|| json!({}));
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert(REVISION_LABEL.into(), json!(revision));
+        }
+        meta.insert(
+            "ownerReferences".into(),
+            json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name,
+                    "uid": ds.metadata.uid.clone().unwrap_or_default(),
+                    "controller": true, "blockOwnerDeletion": true}]),
+        );
+    }
+    if let Some(spec) = spec.as_object_mut() {
+        spec.insert("nodeName".into(), json!(node));
+        let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+        if let Some(list) = tolerations.as_array_mut() {
+            for toleration in automatic_tolerations() {
+                if !list.contains(&toleration) {
+                    list.push(toleration);
+                }
+            }
+        }
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+}
+
+/// Whether a daemon pod should be placed on / may stay on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// A new pod may be created there.
+    pub schedule: bool,
+    /// An existing pod may stay.
+    pub keep: bool,
+}
+
+/// Decide whether the template (as `sim`, with the automatic tolerations) belongs on `node`.
+pub fn placement(sim: &SimPod, node: &Node) -> Placement {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let constraints = &sim.constraints;
+    let selected = constraints.node_selector.matches_labels(&labels)
+        && (constraints.required_terms.is_empty()
+            || constraints
+                .required_terms
+                .iter()
+                .any(|t| t.matches_labels(&labels)));
+    let taints: Vec<Taint> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Taint::from_k8s(t).ok())
+        .collect();
+    let tolerations: &[Toleration] = &constraints.tolerations;
+    let no_execute: Vec<Taint> = taints
+        .iter()
+        .filter(|t| t.effect == TaintEffect::NoExecute)
+        .cloned()
+        .collect();
+    let blocking: Vec<Taint> = taints
+        .iter()
+        .filter(|t| t.blocks_scheduling())
+        .cloned()
+        .collect();
+    let keep = selected && first_untolerated(&no_execute, tolerations).is_none();
+    let schedule = keep
+        && first_untolerated(&blocking, tolerations).is_none()
+        && node.metadata.deletion_timestamp.is_none();
+    Placement { schedule, keep }
+}
+
+fn pod_name(pod: &Pod) -> String {
+    pod.metadata.name.clone().unwrap_or_default()
+}
+
+/// Decide for every DaemonSet.
+pub fn plan(daemon_sets: &[DaemonSet], nodes: &[Node], pods: &[Pod]) -> Vec<DaemonSetAction> {
+    let mut actions = Vec::new();
+    let mut sorted_sets: Vec<&DaemonSet> = daemon_sets.iter().collect();
+    sorted_sets.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    let mut sorted_nodes: Vec<&Node> = nodes.iter().collect();
+    sorted_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for ds in sorted_sets {
+        if ds.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let namespace = ds.metadata.namespace.clone().unwrap_or_default();
+        let name = ds.metadata.name.clone().unwrap_or_default();
+        let uid = ds.metadata.uid.clone().unwrap_or_default();
+        let template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+        let revision = template_hash(&template);
+        let Some(sim) = serde_json::from_value::<Pod>(daemon_pod(ds, ""))
+            .ok()
+            .and_then(|p| SimPod::from_pod(&p).ok())
+        else {
+            continue;
+        };
+        let mut by_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
+        for pod in pods.iter().filter(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && owned_by(&p.metadata, &uid)
+                && p.metadata.deletion_timestamp.is_none()
+        }) {
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            by_node.entry(node).or_default().push(pod);
+        }
+        for list in by_node.values_mut() {
+            list.sort_by_key(|p| (p.metadata.creation_timestamp.clone(), pod_name(p)));
+        }
+        let mut desired = 0;
+        let mut scheduled = 0;
+        let mut misscheduled = 0;
+        let mut ready = 0;
+        let mut updated = 0;
+        let mut outdated: Vec<String> = Vec::new();
+        let mut unavailable_now = 0;
+        for node in &sorted_nodes {
+            let node_name = node.metadata.name.clone().unwrap_or_default();
+            let place = placement(&sim, node);
+            let here = by_node.remove(&node_name).unwrap_or_default();
+            if place.schedule || (place.keep && !here.is_empty()) {
+                desired += 1;
+            }
+            match here.split_first() {
+                None if place.schedule => {
+                    actions.push(DaemonSetAction::CreatePod {
+                        namespace: namespace.clone(),
+                        pod: daemon_pod(ds, &node_name),
+                    });
+                    unavailable_now += 1;
+                }
+                None => {}
+                Some((first, extra)) if place.keep => {
+                    scheduled += 1;
+                    if pod_is_ready(first) {
+                        ready += 1;
+                    } else {
+                        unavailable_now += 1;
+                    }
+                    let current = first
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(REVISION_LABEL))
+                        .is_some_and(|r| *r == revision);
+                    if current {
+                        updated += 1;
+                    } else {
+                        outdated.push(pod_name(first));
+                    }
+                    for pod in extra {
+                        actions.push(DaemonSetAction::DeletePod {
+                            namespace: namespace.clone(),
+                            name: pod_name(pod),
+                        });
+                    }
+                }
+                Some(_) => {
+                    misscheduled += 1;
+                    for pod in &here {
+                        actions.push(DaemonSetAction::DeletePod {
+                            namespace: namespace.clone(),
+                            name: pod_name(pod),
+                        });
+                    }
+                }
+            }
+        }
+        // Pods on nodes that no longer exist.
+        for pod in by_node.into_values().flatten() {
+            actions.push(DaemonSetAction::DeletePod {
+                namespace: namespace.clone(),
+                name: pod_name(pod),
+            });
+        }
+        // Rolling update, one pod at a time (maxUnavailable 1).
+        if unavailable_now == 0
+            && let Some(first) = outdated.first()
+        {
+            actions.push(DaemonSetAction::DeletePod {
+                namespace: namespace.clone(),
+                name: first.clone(),
+            });
+        }
+        let status = json!({
+            "currentNumberScheduled": scheduled,
+            "desiredNumberScheduled": desired,
+            "numberMisscheduled": misscheduled,
+            "numberReady": ready,
+            "numberAvailable": ready,
+            "numberUnavailable": (desired - ready).max(0),
+            "updatedNumberScheduled": updated,
+            "observedGeneration": ds.metadata.generation.unwrap_or(0),
+        });
+        let current = ds
+            .status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or(Value::Null);
+        if !same_status(&current, &status) {
+            actions.push(DaemonSetAction::UpdateStatus {
+                namespace,
+                name,
+                status,
+            });
+        }
+    }
+    actions
+}
+
+fn same_status(current: &Value, wanted: &Value) -> bool {
+    wanted.as_object().is_some_and(|fields| {
+        fields.iter().all(|(k, v)| {
+            let have = current.get(k).cloned().unwrap_or(json!(0));
+            have == *v
+        })
+    })
+}

@@ -1,0 +1,329 @@
+//! Simulated kubelets: one per running machine of a [`MachineFleet`]. They register Nodes,
+//! make them Ready after a delay, run the pods bound to them, finish terminating pods, and
+//! take the Node away when the machine is gone — all through a `kube::Client`.
+
+pub mod node_template;
+pub mod plan;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use driftwood_api::wellknown::TAINT_NODE_NOT_READY;
+use driftwood_cloud::ports::InstanceTypeDescription;
+use driftwood_sim_aws::{Machine, MachineSource, SimAws};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::clock::SharedClock;
+use crate::watch_cache::WatchCache;
+
+pub use node_template::{MachineFacts, NodeResources, kubelet_version, node_name};
+pub use plan::{KubeletAction, KubeletPlan, KubeletTimings};
+
+/// Where kubelets find their machines and what those machines are.
+pub trait MachineFleet: Send + Sync {
+    /// The machines that are running now.
+    fn running_machines(&self) -> Vec<Machine>;
+    /// The instance type's description, when known.
+    fn instance_type(&self, name: &str) -> Option<InstanceTypeDescription>;
+    /// The name of an image, when known.
+    fn image_name(&self, image_id: &str) -> Option<String>;
+}
+
+fn catalog() -> &'static BTreeMap<String, InstanceTypeDescription> {
+    static CATALOG: OnceLock<BTreeMap<String, InstanceTypeDescription>> = OnceLock::new();
+    CATALOG.get_or_init(|| {
+        driftwood_sim_aws::instance_catalog::instance_catalog()
+            .into_iter()
+            .map(|e| (e.description.instance_type.clone(), e.description))
+            .collect()
+    })
+}
+
+impl MachineFleet for SimAws {
+    fn running_machines(&self) -> Vec<Machine> {
+        MachineSource::running_machines(self)
+    }
+
+    fn instance_type(&self, name: &str) -> Option<InstanceTypeDescription> {
+        catalog().get(name).cloned()
+    }
+
+    fn image_name(&self, image_id: &str) -> Option<String> {
+        self.image(image_id).map(|i| i.image.name)
+    }
+}
+
+/// Kubelet settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletConfig {
+    /// Delays.
+    pub timings: KubeletTimings,
+    /// How often the machine list is polled.
+    pub machine_poll_interval: Duration,
+    /// Kubernetes minor version used when a machine's image does not say (e.g. `1.29`).
+    pub kubernetes_version: String,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        Self {
+            timings: KubeletTimings::default(),
+            machine_poll_interval: Duration::from_secs(1),
+            kubernetes_version: "1.29".to_string(),
+        }
+    }
+}
+
+/// The running kubelets; dropping this stops them.
+#[derive(Debug)]
+pub struct Kubelets {
+    task: JoinHandle<()>,
+}
+
+impl Kubelets {
+    /// Start the kubelets on the current tokio runtime.
+    pub fn spawn(
+        client: Client,
+        fleet: Arc<dyn MachineFleet>,
+        clock: SharedClock,
+        config: KubeletConfig,
+    ) -> Self {
+        let task = tokio::spawn(run(client, fleet, clock, config));
+        Self { task }
+    }
+}
+
+impl Drop for Kubelets {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Actions issued recently are not issued again until the caches have had a chance to see them.
+const REISSUE_AFTER: Duration = Duration::from_secs(1);
+
+fn facts_for(fleet: &dyn MachineFleet, machine: &Machine) -> MachineFacts {
+    let resources = match fleet.instance_type(&machine.instance_type) {
+        Some(description) => node_template::node_resources(&description),
+        None => node_template::node_resources_from_labels(&machine.labels),
+    };
+    MachineFacts {
+        resources,
+        image_name: fleet.image_name(&machine.image_id).unwrap_or_default(),
+    }
+}
+
+async fn run(client: Client, fleet: Arc<dyn MachineFleet>, clock: SharedClock, config: KubeletConfig) {
+    let changed = Arc::new(Notify::new());
+    let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    nodes.ready().await;
+    pods.ready().await;
+    let mut issued: BTreeMap<String, Timestamp> = BTreeMap::new();
+    loop {
+        let now = clock.now();
+        let machines: Vec<(Machine, MachineFacts)> = fleet
+            .running_machines()
+            .into_iter()
+            .map(|m| {
+                let facts = facts_for(fleet.as_ref(), &m);
+                (m, facts)
+            })
+            .collect();
+        let node_list: Vec<Node> = nodes.objects().iter().map(|n| (**n).clone()).collect();
+        let pod_list: Vec<Pod> = pods.objects().iter().map(|p| (**p).clone()).collect();
+        let plan = plan::plan(
+            &machines,
+            &node_list,
+            &pod_list,
+            now,
+            &config.timings,
+            &config.kubernetes_version,
+        );
+        issued.retain(|_, at| {
+            now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now
+        });
+        for action in plan.actions {
+            let key = action.key();
+            if issued.contains_key(&key) {
+                continue;
+            }
+            issued.insert(key, now);
+            if let Err(error) = execute(&client, clock.now(), action).await {
+                tracing::debug!(%error, "kubelet action failed; will retry");
+            }
+        }
+        let mut wait = config.machine_poll_interval;
+        if let Some(due) = plan.next_due {
+            let until = due.duration_since(now).unsigned_abs();
+            wait = wait.min(until.max(Duration::from_millis(1)));
+        }
+        if !issued.is_empty() {
+            wait = wait.min(REISSUE_AFTER);
+        }
+        tokio::select! {
+            () = changed.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+fn delete_now() -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    }
+}
+
+async fn execute(
+    client: &Client,
+    now: Timestamp,
+    action: KubeletAction,
+) -> Result<(), kube::Error> {
+    let node_api: Api<Node> = Api::all(client.clone());
+    let params = PatchParams::default();
+    match action {
+        KubeletAction::RegisterNode(node) => {
+            let node: Node = serde_json::from_value(node).map_err(kube::Error::SerdeError)?;
+            node_api.create(&PostParams::default(), &node).await?;
+        }
+        KubeletAction::MarkNodeReady { node } => {
+            let Some(updated) = set_node_ready(&node_api, &node, now, true).await? else {
+                return Ok(());
+            };
+            remove_not_ready_taint(&node_api, updated).await?;
+        }
+        KubeletAction::MarkNodeNotReady { node } => {
+            set_node_ready(&node_api, &node, now, false).await?;
+        }
+        KubeletAction::DeleteNode { node } => {
+            ignore_missing(node_api.delete(&node, &DeleteParams::default()).await.map(|_| ()))?;
+        }
+        KubeletAction::StartPod {
+            namespace,
+            name,
+            status,
+        } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            ignore_missing(
+                api.patch_status(&name, &params, &Patch::Merge(json!({"status": status})))
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        KubeletAction::MarkPodNotReady { namespace, name } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            let Some(pod) = ignore_missing_value(api.get(&name).await)? else {
+                return Ok(());
+            };
+            let mut conditions: Vec<Value> = pod
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect();
+            for condition in &mut conditions {
+                if matches!(condition.get("type").and_then(Value::as_str), Some("Ready" | "ContainersReady"))
+                    && let Some(map) = condition.as_object_mut()
+                {
+                    map.insert("status".into(), json!("False"));
+                    map.insert("reason".into(), json!("NodeNotReady"));
+                }
+            }
+            ignore_missing(
+                api.patch_status(&name, &params, &Patch::Merge(json!({"status": {"conditions": conditions}})))
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        KubeletAction::RemovePod { namespace, name } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            ignore_missing(api.delete(&name, &delete_now()).await.map(|_| ()))?;
+        }
+        KubeletAction::CollectOrphan {
+            namespace,
+            name,
+            node,
+        } => {
+            if ignore_missing_value(node_api.get(&node).await)?.is_none() {
+                let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+                ignore_missing(api.delete(&name, &delete_now()).await.map(|_| ()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Set the Ready condition (True, or Unknown when the kubelet went away) under the node's
+/// current resourceVersion. Returns the updated node (None if the node is gone).
+async fn set_node_ready(
+    api: &Api<Node>,
+    name: &str,
+    now: Timestamp,
+    ready: bool,
+) -> Result<Option<Node>, kube::Error> {
+    let Some(node) = ignore_missing_value(api.get(name).await)? else {
+        return Ok(None);
+    };
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let patched = plan::with_ready_condition(conditions, ready, now);
+    let patch = json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "status": {"conditions": patched},
+    });
+    ignore_missing_value(
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await,
+    )
+}
+
+/// Drop the not-ready taint (as the node lifecycle controller does once the node is Ready).
+async fn remove_not_ready_taint(api: &Api<Node>, node: Node) -> Result<(), kube::Error> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let kept: Vec<_> = taints
+        .iter()
+        .filter(|t| t.key != TAINT_NODE_NOT_READY)
+        .cloned()
+        .collect();
+    if kept.len() == taints.len() {
+        return Ok(());
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": kept},
+    });
+    ignore_missing(
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(|_| ()),
+    )
+}
+
+fn ignore_missing(result: Result<(), kube::Error>) -> Result<(), kube::Error> {
+    ignore_missing_value(result).map(|_| ())
+}
+
+fn ignore_missing_value<T>(result: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(error),
+    }
+}

@@ -1,0 +1,278 @@
+//! The scheduler's decisions, as a pure function of the Nodes and Pods: which node each pending
+//! pod is bound to (fit by driftwood-scheduling's rules, least-allocated node first, then by
+//! name), and for pods that fit nowhere a kube-scheduler-style explanation.
+
+use std::collections::BTreeMap;
+
+use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
+use driftwood_scheduling::taints::first_untolerated;
+use driftwood_scheduling::{ExistingNode, SimPod, SimulationInput, Taint, schedule};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+/// The scheduler name pods must ask for (or leave empty).
+pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// What happens to one pending pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Bind the pod to the node.
+    Bind {
+        /// Namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// Node name.
+        node: String,
+    },
+    /// The pod fits nowhere now.
+    Unschedulable {
+        /// Namespace.
+        namespace: String,
+        /// Pod name.
+        name: String,
+        /// kube-scheduler style, e.g. `0/3 nodes are available: 3 Insufficient cpu.`
+        message: String,
+    },
+}
+
+fn key_of(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn finished(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed")
+}
+
+fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+/// Is this pod waiting for this scheduler?
+pub fn is_pending(pod: &Pod) -> bool {
+    let ours = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .is_none_or(|n| n.is_empty() || n == DEFAULT_SCHEDULER);
+    ours && bound_node(pod).is_none()
+        && pod.metadata.deletion_timestamp.is_none()
+        && !finished(pod)
+}
+
+/// A node as the scheduler sees it.
+struct Candidate {
+    node: ExistingNode,
+    unschedulable: bool,
+}
+
+impl Candidate {
+    fn used(&self) -> driftwood_scheduling::Resources {
+        self.node
+            .pods
+            .iter()
+            .fold(driftwood_scheduling::Resources::new(), |sum, p| {
+                sum.add(&p.requests)
+            })
+    }
+
+    /// Requested share of cpu plus memory (0 = empty), for least-allocated ordering.
+    fn allocated_share(&self, extra: &driftwood_scheduling::Resources) -> f64 {
+        let used = self.used().add(extra);
+        [CPU, MEMORY]
+            .iter()
+            .map(|r| {
+                let capacity = self.node.allocatable.get(r);
+                if capacity <= 0 {
+                    1.0
+                } else {
+                    used.get(r) as f64 / capacity as f64
+                }
+            })
+            .sum()
+    }
+}
+
+/// Why one node cannot take the pod (kube-scheduler's wording; a node may give several).
+fn node_reasons(candidate: &Candidate, pod: &SimPod) -> Vec<String> {
+    if candidate.unschedulable {
+        return vec!["node(s) were unschedulable".to_string()];
+    }
+    let node = &candidate.node;
+    let blocking: Vec<Taint> = node
+        .taints
+        .iter()
+        .filter(|t| t.blocks_scheduling())
+        .cloned()
+        .collect();
+    if let Some(taint) = first_untolerated(&blocking, &pod.constraints.tolerations) {
+        return vec![format!(
+            "node(s) had untolerated taint {{{}: {}}}",
+            taint.key, taint.value
+        )];
+    }
+    let constraints = &pod.constraints;
+    let selected = constraints.node_selector.matches_labels(&node.labels)
+        && (constraints.required_terms.is_empty()
+            || constraints
+                .required_terms
+                .iter()
+                .any(|t| t.matches_labels(&node.labels)));
+    if !selected {
+        return vec!["node(s) didn't match Pod's node affinity/selector".to_string()];
+    }
+    let free = node.allocatable.sub(&candidate.used());
+    let short: Vec<String> = pod
+        .requests
+        .exceeding(&free)
+        .into_iter()
+        .map(|r| {
+            if r == PODS {
+                "Too many pods".to_string()
+            } else {
+                format!("Insufficient {r}")
+            }
+        })
+        .collect();
+    if !short.is_empty() {
+        return short;
+    }
+    vec!["node(s) didn't satisfy the pod's topology spread or pod (anti-)affinity constraints".to_string()]
+}
+
+/// kube-scheduler's FitError message: counts per reason, sorted, e.g.
+/// `0/3 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/disrupted: }, 2 Insufficient cpu.`
+pub fn fit_error_message(node_count: usize, reasons: &BTreeMap<String, usize>) -> String {
+    if node_count == 0 {
+        return "no nodes available to schedule pods".to_string();
+    }
+    let mut parts: Vec<String> = reasons
+        .iter()
+        .map(|(reason, count)| format!("{count} {reason}"))
+        .collect();
+    parts.sort();
+    format!("0/{node_count} nodes are available: {}.", parts.join(", "))
+}
+
+/// Decide for every pending pod. `assumed` maps pod keys (`ns/name`) to the node a binding was
+/// already issued for (the caches may not show it yet); those pods count as bound there.
+pub fn decide(
+    nodes: &[Node],
+    pods: &[Pod],
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    assumed: &BTreeMap<String, String>,
+) -> Vec<Decision> {
+    let mut by_node: BTreeMap<String, Vec<SimPod>> = BTreeMap::new();
+    let mut pending: Vec<&Pod> = Vec::new();
+    for pod in pods {
+        if finished(pod) {
+            continue;
+        }
+        let node = bound_node(pod)
+            .map(str::to_string)
+            .or_else(|| assumed.get(&key_of(pod)).cloned());
+        match node {
+            Some(node) => {
+                if let Ok(sim) = SimPod::from_pod(pod) {
+                    by_node.entry(node).or_default().push(sim);
+                }
+            }
+            None if is_pending(pod) => pending.push(pod),
+            None => {}
+        }
+    }
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut sorted_nodes: Vec<&Node> = nodes.iter().collect();
+    sorted_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for node in sorted_nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let bound = by_node.remove(&name).unwrap_or_default();
+        let Ok(mut existing) = ExistingNode::from_node(node, bound) else {
+            continue;
+        };
+        // kube-scheduler honours every taint, whatever Karpenter would expect to go away.
+        existing.initialized = true;
+        candidates.push(Candidate {
+            node: existing,
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
+        });
+    }
+    pending.sort_by(|a, b| {
+        let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+        priority(b)
+            .cmp(&priority(a))
+            .then_with(|| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp))
+            .then_with(|| key_of(a).cmp(&key_of(b)))
+    });
+
+    let mut decisions = Vec::new();
+    for pod in pending {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let sim = match SimPod::from_pod(pod) {
+            Ok(sim) => sim,
+            Err(error) => {
+                decisions.push(Decision::Unschedulable {
+                    namespace,
+                    name,
+                    message: error.to_string(),
+                });
+                continue;
+            }
+        };
+        let mut order: Vec<(f64, usize)> = candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.unschedulable)
+            .map(|(i, c)| (c.allocated_share(&sim.requests), i))
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let input = SimulationInput {
+            existing_nodes: order.iter().map(|(_, i)| candidates[*i].node.clone()).collect(),
+            pods: vec![sim.clone()],
+            namespace_labels: namespace_labels.clone(),
+            ..SimulationInput::default()
+        };
+        let placed = schedule(&input)
+            .ok()
+            .and_then(|r| r.existing_placements.into_iter().next())
+            .map(|p| p.node);
+        match placed.and_then(|node| candidates.iter_mut().find(|c| c.node.name == node)) {
+            Some(candidate) => {
+                decisions.push(Decision::Bind {
+                    namespace,
+                    name,
+                    node: candidate.node.name.clone(),
+                });
+                candidate.node.pods.push(sim);
+            }
+            None => {
+                let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+                for candidate in &candidates {
+                    for reason in node_reasons(candidate, &sim) {
+                        *reasons.entry(reason).or_default() += 1;
+                    }
+                }
+                decisions.push(Decision::Unschedulable {
+                    namespace,
+                    name,
+                    message: fit_error_message(candidates.len(), &reasons),
+                });
+            }
+        }
+    }
+    decisions
+}

@@ -1,0 +1,193 @@
+//! The kube-scheduler stand-in: watches pending pods and nodes, binds each pod through the
+//! `pods/binding` subresource, and marks pods that fit nowhere `PodScheduled=False`
+//! (`Unschedulable`) through `pods/status` — re-evaluating on every change and periodically.
+
+pub mod decide;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::clock::SharedClock;
+use crate::watch_cache::WatchCache;
+
+pub use decide::{DEFAULT_SCHEDULER, Decision, decide, fit_error_message};
+
+/// Scheduler settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// How often pending pods are retried when nothing changes.
+    pub retry_interval: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            retry_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The running scheduler; dropping this stops it.
+#[derive(Debug)]
+pub struct Scheduler {
+    task: JoinHandle<()>,
+}
+
+impl Scheduler {
+    /// Start the scheduler on the current tokio runtime.
+    pub fn spawn(client: Client, clock: SharedClock, config: SchedulerConfig) -> Self {
+        Self {
+            task: tokio::spawn(run(client, clock, config)),
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// How long an issued binding is assumed before the caches must show it.
+const ASSUME_FOR: Duration = Duration::from_secs(30);
+
+async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
+    let changed = Arc::new(Notify::new());
+    let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let namespaces: WatchCache<Namespace> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    nodes.ready().await;
+    pods.ready().await;
+    namespaces.ready().await;
+    // pod key → (node, when the binding was issued)
+    let mut assumed: BTreeMap<String, (String, tokio::time::Instant)> = BTreeMap::new();
+    loop {
+        let node_list: Vec<Node> = nodes.objects().iter().map(|n| (**n).clone()).collect();
+        let pod_list: Vec<Pod> = pods.objects().iter().map(|p| (**p).clone()).collect();
+        let namespace_labels: BTreeMap<String, BTreeMap<String, String>> = namespaces
+            .objects()
+            .iter()
+            .map(|n| {
+                (
+                    n.metadata.name.clone().unwrap_or_default(),
+                    n.metadata.labels.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        let pending_keys: std::collections::BTreeSet<String> = pod_list
+            .iter()
+            .filter(|p| decide::is_pending(p))
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    p.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        let started = tokio::time::Instant::now();
+        assumed.retain(|key, (_, at)| {
+            pending_keys.contains(key) && started.saturating_duration_since(*at) < ASSUME_FOR
+        });
+        let assumed_nodes: BTreeMap<String, String> = assumed
+            .iter()
+            .map(|(k, (node, _))| (k.clone(), node.clone()))
+            .collect();
+        let decisions = decide(&node_list, &pod_list, &namespace_labels, &assumed_nodes);
+        for decision in decisions {
+            match decision {
+                Decision::Bind {
+                    namespace,
+                    name,
+                    node,
+                } => {
+                    let key = format!("{namespace}/{name}");
+                    match bind(&client, &namespace, &name, &node).await {
+                        Ok(()) => {
+                            assumed.insert(key, (node, started));
+                        }
+                        Err(error) => tracing::debug!(%error, pod = %key, "binding failed"),
+                    }
+                }
+                Decision::Unschedulable {
+                    namespace,
+                    name,
+                    message,
+                } => {
+                    let current = pod_list.iter().find(|p| {
+                        p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                            && p.metadata.name.as_deref() == Some(name.as_str())
+                    });
+                    if current.is_some_and(|p| already_marked(p, &message)) {
+                        continue;
+                    }
+                    if let Err(error) =
+                        mark_unschedulable(&client, &clock, &namespace, &name, &message).await
+                    {
+                        tracing::debug!(%error, pod = %name, "marking unschedulable failed");
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            () = changed.notified() => {}
+            () = tokio::time::sleep(config.retry_interval) => {}
+        }
+    }
+}
+
+fn already_marked(pod: &Pod, message: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+                    && c.message.as_deref() == Some(message)
+            })
+        })
+}
+
+async fn bind(client: &Client, namespace: &str, name: &str, node: &str) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    api.create_subresource::<_, serde_json::Value>("binding", name, &PostParams::default(), &binding)
+        .await?;
+    Ok(())
+}
+
+async fn mark_unschedulable(
+    client: &Client,
+    clock: &SharedClock,
+    namespace: &str,
+    name: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let patch = json!({"status": {"conditions": [{
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastProbeTime": null,
+        "lastTransitionTime": clock.now().to_string(),
+    }]}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await?;
+    Ok(())
+}

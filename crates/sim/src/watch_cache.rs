@@ -1,0 +1,65 @@
+//! A watch-fed cache of one resource kind for the simulated components, waking a shared
+//! `Notify` on every change so a component's loop runs again.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// A running cache; dropping it stops the watch.
+#[derive(Debug)]
+pub struct WatchCache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store: Store<K>,
+    task: JoinHandle<()>,
+}
+
+impl<K> WatchCache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Start watching every object of kind `K` (all namespaces), notifying `changed` on events.
+    pub fn spawn(client: Client, changed: Arc<Notify>) -> Self {
+        let (store, writer) = reflector::store();
+        let api: Api<K> = Api::all(client);
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if let Err(error) = event {
+                    tracing::debug!(%error, "watch cache: watch failed; retrying");
+                }
+                changed.notify_one();
+            }
+        });
+        Self { store, task }
+    }
+
+    /// Wait until the first list has arrived.
+    pub async fn ready(&self) {
+        let _ = self.store.wait_until_ready().await;
+    }
+
+    /// The cached objects (unordered; callers sort).
+    pub fn objects(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+}
+
+impl<K> Drop for WatchCache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
