@@ -70,6 +70,11 @@ pub const ANNOTATION_NODEPOOL_FIELD_HASHES: &str = "driftwood.sh/nodepool-field-
 /// driftwood's per-field hashes of the EC2NodeClass static spec.
 pub const ANNOTATION_EC2NODECLASS_FIELD_HASHES: &str = "driftwood.sh/ec2nodeclass-field-hashes";
 
+/// driftwood's record of a disruption command in flight, on the candidate NodeClaim: the
+/// replacement NodeClaim names (comma-separated) and when the command started (RFC 3339).
+pub const ANNOTATION_DISRUPTION_REPLACEMENTS: &str = "driftwood.sh/disruption-replacements";
+pub const ANNOTATION_DISRUPTION_STARTED: &str = "driftwood.sh/disruption-started";
+
 // ---- taints ----
 /// Taint put on a node chosen for disruption (effect NoSchedule).
 pub const TAINT_DISRUPTED_KEY: &str = "karpenter.sh/disrupted";

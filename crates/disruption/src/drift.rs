@@ -4,14 +4,16 @@
 
 use driftwood_api::condition::Conditions;
 use driftwood_api::hash::{
-    EC2NODECLASS_HASH_VERSION, HashComparison, NODEPOOL_HASH_VERSION, TemplateHashes, compare_stamped,
+    EC2NODECLASS_HASH_VERSION, HashComparison, NODEPOOL_HASH_VERSION, TemplateHashes,
+    compare_stamped,
 };
 use driftwood_api::nodeclaim::NodeClaim;
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::{
-    ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_EC2NODECLASS_HASH_VERSION,
-    ANNOTATION_NODEPOOL_FIELD_HASHES, ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION,
-    CONDITION_DRIFTED, CONDITION_LAUNCHED, DRIFT_NODEPOOL, DRIFT_REQUIREMENTS,
+    ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
+    ANNOTATION_EC2NODECLASS_HASH_VERSION, ANNOTATION_NODEPOOL_FIELD_HASHES,
+    ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, CONDITION_DRIFTED,
+    CONDITION_LAUNCHED, DRIFT_NODEPOOL, DRIFT_REQUIREMENTS,
 };
 use driftwood_scheduling::Requirements;
 use std::collections::BTreeMap;
@@ -196,7 +198,10 @@ pub fn nodepool_restamp(
 }
 
 /// As [`nodepool_restamp`], for the EC2NodeClass hash annotations.
-pub fn nodeclass_restamp(nodeclaim: &NodeClaim, current: &TemplateHashes) -> Option<BTreeMap<String, String>> {
+pub fn nodeclass_restamp(
+    nodeclaim: &NodeClaim,
+    current: &TemplateHashes,
+) -> Option<BTreeMap<String, String>> {
     let comparison = compare_stamped(
         annotation(nodeclaim, ANNOTATION_EC2NODECLASS_HASH),
         annotation(nodeclaim, ANNOTATION_EC2NODECLASS_HASH_VERSION),
@@ -204,7 +209,10 @@ pub fn nodeclass_restamp(nodeclaim: &NodeClaim, current: &TemplateHashes) -> Opt
         current,
         EC2NODECLASS_HASH_VERSION,
     );
-    let needs = matches!(comparison, HashComparison::VersionMismatch | HashComparison::NotStamped);
+    let needs = matches!(
+        comparison,
+        HashComparison::VersionMismatch | HashComparison::NotStamped
+    );
     if !needs || nodeclaim.is_true(CONDITION_DRIFTED) {
         return None;
     }
@@ -214,9 +222,18 @@ pub fn nodeclass_restamp(nodeclaim: &NodeClaim, current: &TemplateHashes) -> Opt
 /// The EC2NodeClass annotations a new NodeClaim is stamped with.
 pub fn nodeclass_stamp(current: &TemplateHashes) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (ANNOTATION_EC2NODECLASS_HASH.to_string(), current.hash.clone()),
-        (ANNOTATION_EC2NODECLASS_HASH_VERSION.to_string(), EC2NODECLASS_HASH_VERSION.to_string()),
-        (ANNOTATION_EC2NODECLASS_FIELD_HASHES.to_string(), current.fields_annotation()),
+        (
+            ANNOTATION_EC2NODECLASS_HASH.to_string(),
+            current.hash.clone(),
+        ),
+        (
+            ANNOTATION_EC2NODECLASS_HASH_VERSION.to_string(),
+            EC2NODECLASS_HASH_VERSION.to_string(),
+        ),
+        (
+            ANNOTATION_EC2NODECLASS_FIELD_HASHES.to_string(),
+            current.fields_annotation(),
+        ),
     ])
 }
 
@@ -468,9 +485,17 @@ mod tests {
         let hashes = driftwood_api::hash::ec2nodeclass_hashes(&class);
         let mut nc = claim_from(&pool());
         assert!(nodeclass_restamp(&nc, &hashes).is_some(), "never stamped");
-        nc.metadata.annotations.as_mut().unwrap().extend(nodeclass_stamp(&hashes));
+        nc.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .extend(nodeclass_stamp(&hashes));
         assert_eq!(nodeclass_restamp(&nc, &hashes), None);
-        nc.metadata.annotations.as_mut().unwrap().insert(ANNOTATION_EC2NODECLASS_HASH_VERSION.into(), "v4".into());
+        nc.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_EC2NODECLASS_HASH_VERSION.into(), "v4".into());
         assert!(nodeclass_restamp(&nc, &hashes).is_some());
     }
 

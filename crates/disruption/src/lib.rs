@@ -5,5 +5,6 @@ pub mod budget;
 pub mod candidate;
 pub mod drain;
 pub mod drift;
+pub mod explain;
 pub mod plan;
 pub mod views;

@@ -39,6 +39,15 @@ enum Command {
     /// broken rule per object, naming the field; other kinds are passed over with a note.
     /// Exits 1 when any object is invalid.
     Validate(cmd::validate::Args),
+    /// Explain a NodeClaim or Node: is it drifted, exactly which fields changed, and what
+    /// blocks its replacement now (budget and its window, PDB, do-not-disrupt, pods that fit
+    /// nowhere, a replacement in flight). Uses KUBECONFIG like kubectl.
+    Explain(cmd::explain::Args),
+    /// Run the controllers against a real cluster (leader election, /metrics, /healthz).
+    Controller(cmd::controller::Args),
+    /// The embedded cluster's tools.
+    #[command(subcommand)]
+    Sim(cmd::sim::SimCommand),
     /// Run the "update nodes using drift" walkthrough on an embedded cluster.
     ///
     /// Not built yet: today it checks the bundled walkthrough manifests against driftwood's
@@ -51,6 +60,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds(args) => cmd::crds::run(&args),
         Command::Validate(args) => cmd::validate::run(&args),
+        Command::Explain(args) => block_on(cmd::explain::run(&args)),
+        Command::Controller(args) => block_on(cmd::controller::run(&args)),
+        Command::Sim(command) => cmd::sim::run(&command),
         Command::Demo => cmd::demo::run(),
     };
     match result {
@@ -60,4 +72,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs an async command on a multi-threaded tokio runtime.
+fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
+    future: F,
+) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(future)
 }

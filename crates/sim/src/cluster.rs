@@ -95,13 +95,21 @@ struct Components {
 
 /// One embedded cluster: API server, controllers, scheduler, kubelets and simulated AWS, all
 /// on one clock.
-#[derive(Debug)]
 pub struct SimCluster {
     api: ApiServer,
     aws: Arc<SimAws>,
     clock: SharedClock,
     options: SimClusterOptions,
     components: Option<Components>,
+}
+
+impl std::fmt::Debug for SimCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimCluster")
+            .field("options", &self.options)
+            .field("running", &self.components.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 fn signed(duration: Duration) -> SignedDuration {

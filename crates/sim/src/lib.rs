@@ -1,7 +1,6 @@
 //! driftwood-sim: the embedded cluster. This crate provides the Kubernetes-compatible API
-//! server (in-process and over HTTP), the workload controllers (Deployment, ReplicaSet,
-//! DaemonSet), the scheduler, kubelets over simulated EC2, the clock abstraction the
-//! simulation runs on, and `SimCluster` assembling them all.
+//! server (in-process and over HTTP), the workload controllers (Deployment, ReplicaSet) and
+//! the clock abstraction the simulation runs on.
 
 pub mod apiserver;
 pub mod clock;

@@ -27,10 +27,10 @@ use kube::api::PostParams;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Replacement NodeClaim names of a command in flight (comma-separated).
-pub const ANNOTATION_REPLACEMENTS: &str = "driftwood.sh/disruption-replacements";
-/// When the command started (RFC 3339).
-pub const ANNOTATION_STARTED: &str = "driftwood.sh/disruption-started";
+use driftwood_api::wellknown::{
+    ANNOTATION_DISRUPTION_REPLACEMENTS as ANNOTATION_REPLACEMENTS,
+    ANNOTATION_DISRUPTION_STARTED as ANNOTATION_STARTED,
+};
 /// How long a replacement may take to become visible before it counts as missing.
 const VISIBILITY_GRACE_SECONDS: i64 = 60;
 

@@ -1,5 +1,8 @@
 //! One module per subcommand.
 
+pub mod controller;
 pub mod crds;
 pub mod demo;
+pub mod explain;
+pub mod sim;
 pub mod validate;

@@ -276,3 +276,125 @@ pub fn decide(
     }
     decisions
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, cpu: &str, taints: serde_json::Value) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "us-west-2a"}},
+            "spec": {"taints": taints},
+            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, cpu: &str, node: Option<&str>) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}
+        }))
+        .unwrap()
+    }
+
+    fn bound_to(decisions: &[Decision], pod: &str) -> Option<String> {
+        decisions.iter().find_map(|d| match d {
+            Decision::Bind { name, node, .. } if name == pod => Some(node.clone()),
+            _ => None,
+        })
+    }
+
+    fn message_for(decisions: &[Decision], pod: &str) -> Option<String> {
+        decisions.iter().find_map(|d| match d {
+            Decision::Unschedulable { name, message, .. } if name == pod => Some(message.clone()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn the_least_allocated_node_wins_then_the_name() {
+        let nodes = [node("b", "2", json!([])), node("a", "2", json!([])), node("c", "2", json!([]))];
+        let pods = [pod("busy", "1", Some("a")), pod("new", "100m", None), pod("next", "100m", None)];
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(bound_to(&decisions, "new").as_deref(), Some("b"));
+        assert_eq!(bound_to(&decisions, "next").as_deref(), Some("c"), "b now holds 'new'");
+    }
+
+    #[test]
+    fn pods_placed_in_one_pass_use_up_capacity() {
+        let nodes = [node("a", "1", json!([]))];
+        let pods = [pod("first", "600m", None), pod("second", "600m", None)];
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(bound_to(&decisions, "first").as_deref(), Some("a"));
+        assert_eq!(message_for(&decisions, "second").as_deref(), Some("0/1 nodes are available: 1 Insufficient cpu."));
+    }
+
+    #[test]
+    fn assumed_bindings_count_as_bound() {
+        let nodes = [node("a", "1", json!([]))];
+        let pods = [pod("first", "600m", None), pod("second", "600m", None)];
+        let assumed = BTreeMap::from([("default/first".to_string(), "a".to_string())]);
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &assumed);
+        assert_eq!(decisions.len(), 1);
+        assert!(message_for(&decisions, "second").is_some());
+    }
+
+    #[test]
+    fn the_message_counts_each_reason_like_kube_scheduler() {
+        let nodes = [
+            node("a", "4", json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])),
+            node("b", "1", json!([])),
+            node("c", "1", json!([{"key": "soft", "effect": "PreferNoSchedule"}])),
+        ];
+        let pods = [pod("big", "2", None)];
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(
+            message_for(&decisions, "big").as_deref(),
+            Some("0/3 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/disrupted: }, 2 Insufficient cpu.")
+        );
+    }
+
+    #[test]
+    fn cordoned_nodes_and_selectors_keep_pods_off() {
+        let mut cordoned = node("a", "4", json!([]));
+        cordoned.spec.as_mut().unwrap().unschedulable = Some(true);
+        let nodes = [cordoned, node("b", "4", json!([]))];
+        let mut picky = pod("picky", "100m", None);
+        picky.spec.as_mut().unwrap().node_selector =
+            Some(BTreeMap::from([("kubernetes.io/arch".to_string(), "arm64".to_string())]));
+        let decisions = decide(&nodes, &[picky, pod("plain", "100m", None)], &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(
+            message_for(&decisions, "picky").as_deref(),
+            Some("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable.")
+        );
+        assert_eq!(bound_to(&decisions, "plain").as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn tolerated_taints_and_no_execute_taints_are_honoured() {
+        let nodes = [node("a", "4", json!([{"key": "dedicated", "value": "gpu", "effect": "NoExecute"}]))];
+        let mut tolerant = pod("tolerant", "100m", None);
+        tolerant.spec.as_mut().unwrap().tolerations = Some(vec![serde_json::from_value(
+            json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"}),
+        )
+        .unwrap()]);
+        let decisions = decide(&nodes, &[tolerant, pod("plain", "100m", None)], &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(bound_to(&decisions, "tolerant").as_deref(), Some("a"));
+        assert_eq!(
+            message_for(&decisions, "plain").as_deref(),
+            Some("0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}.")
+        );
+    }
+
+    #[test]
+    fn bound_terminating_and_foreign_pods_are_not_pending() {
+        let mut foreign = pod("foreign", "100m", None);
+        foreign.spec.as_mut().unwrap().scheduler_name = Some("other".to_string());
+        assert!(!is_pending(&foreign));
+        assert!(!is_pending(&pod("bound", "100m", Some("a"))));
+        assert!(is_pending(&pod("waiting", "100m", None)));
+        assert_eq!(fit_error_message(0, &BTreeMap::new()), "no nodes available to schedule pods");
+    }
+}

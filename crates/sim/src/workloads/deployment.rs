@@ -109,8 +109,12 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
     let mut plan = DeploymentPlan::default();
     let paused = spec.paused == Some(true);
 
+    // A conservative count of a ReplicaSet's pods: its spec, or more while its controller
+    // has not yet removed pods above a lowered spec.
+    let actual = |rs: &ReplicaSet| spec_replicas(rs).max(status_field(rs, |s| Some(s.replicas)));
     let new_current = current.map_or(0, spec_replicas);
     let old_total: i32 = old.iter().map(|rs| spec_replicas(rs)).sum();
+    let old_actual: i32 = old.iter().map(|rs| actual(rs)).sum();
     let old_pods: i32 = old.iter().map(|rs| status_field(rs, |s| Some(s.replicas))).sum();
     let new_target = if paused {
         new_current
@@ -119,7 +123,7 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
     } else if new_current >= desired {
         desired
     } else {
-        let room = desired + surge - (old_total + new_current);
+        let room = desired + surge - (old_actual + current.map_or(0, actual));
         new_current + room.clamp(0, desired - new_current)
     };
     match current {
@@ -132,22 +136,34 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
     }
 
     if !paused {
-        let min_available = desired - unavailable;
-        let new_available = current.map_or(0, |rs| status_field(rs, |s| s.available_replicas));
-        let old_available: i32 = old.iter().map(|rs| status_field(rs, |s| s.available_replicas)).sum();
-        let mut budget = if recreate { i32::MAX } else { (new_available + old_available - min_available).max(0) };
-        for rs in &old {
-            let replicas = spec_replicas(rs);
-            if replicas == 0 {
-                continue;
+        let mut targets: Vec<(String, i32, i32)> = old
+            .iter()
+            .map(|rs| (rs.name_any(), spec_replicas(rs), status_field(rs, |s| s.available_replicas).min(spec_replicas(rs))))
+            .collect();
+        if recreate {
+            for target in &mut targets {
+                target.1 = 0;
             }
-            let available = status_field(rs, |s| s.available_replicas).min(replicas);
-            let free = replicas - available;
-            let from_budget = budget.min(available);
-            budget -= from_budget;
-            let target = replicas - free - from_budget;
-            if target != replicas {
-                plan.scale.push((rs.name_any(), target));
+        } else {
+            let min_available = desired - unavailable;
+            let new_available = current.map_or(0, |rs| status_field(rs, |s| s.available_replicas)).min(new_target);
+            let mut max_down = old_total + new_target - min_available - (new_target - new_available).max(0);
+            for (_, target, available) in &mut targets {
+                let cut = (*target - *available).clamp(0, max_down.max(0));
+                *target -= cut;
+                max_down -= cut;
+            }
+            let available_all: i32 = targets.iter().map(|(_, target, available)| (*available).min(*target)).sum::<i32>() + new_available;
+            let mut scale_down = (available_all - min_available).min(max_down).max(0);
+            for (_, target, _) in &mut targets {
+                let cut = (*target).min(scale_down);
+                *target -= cut;
+                scale_down -= cut;
+            }
+        }
+        for (rs, (name, target, _)) in old.iter().zip(&targets) {
+            if *target != spec_replicas(rs) {
+                plan.scale.push((name.clone(), *target));
             }
         }
         let history = usize::try_from(spec.revision_history_limit.unwrap_or(10).max(0)).unwrap_or(0);

@@ -68,3 +68,4 @@ pub fn code_of(error: kube::Error) -> u16 {
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+mod cluster;

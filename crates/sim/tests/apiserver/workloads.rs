@@ -41,6 +41,21 @@ where
     waited.await.expect("condition reached in time").unwrap().unwrap()
 }
 
+/// Wait until the pods matching `selector` satisfy `condition` (re-listed on every pod event).
+async fn wait_for_pods(pods: &Api<Pod>, selector: &str, condition: impl Fn(&[Pod]) -> bool) {
+    let mut events = kube::runtime::watcher(pods.clone(), Default::default()).boxed();
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let listed = pods.list(&ListParams::default().labels(selector)).await.unwrap();
+            if condition(&listed.items) {
+                return;
+            }
+            events.next().await;
+        }
+    });
+    waited.await.expect("pods reached the condition in time");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_sets_keep_their_pod_count() {
     let api = server();
@@ -64,14 +79,12 @@ async fn replica_sets_keep_their_pod_count() {
 
     let victim = listed.items[0].name_any();
     pods.delete(&victim, &DeleteParams::default()).await.unwrap();
-    wait_for(&replica_sets, "cache", |rs: &ReplicaSet| rs.status.as_ref().is_some_and(|s| s.ready_replicas == Some(3)) && rs.metadata.resource_version.is_some()).await;
-    let names: BTreeSet<String> = pods.list(&ListParams::default().labels("app=cache")).await.unwrap().items.iter().map(ResourceExt::name_any).collect();
-    assert_eq!(names.len(), 3);
-    assert!(!names.contains(&victim));
+    let replaced = |pods: &[Pod]| pods.len() == 3 && pods.iter().all(|p| p.name_any() != victim && driftwood_sim::workloads::pod_is_ready(p));
+    wait_for_pods(&pods, "app=cache", replaced).await;
 
     replica_sets.patch("cache", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": 1}}))).await.unwrap();
+    wait_for_pods(&pods, "app=cache", |pods| pods.len() == 1).await;
     wait_for(&replica_sets, "cache", |rs: &ReplicaSet| rs.status.as_ref().is_some_and(|s| s.replicas == 1)).await;
-    assert_eq!(pods.list(&ListParams::default().labels("app=cache")).await.unwrap().items.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,390 @@
+//! `driftwood explain`: for one NodeClaim, whether it is drifted and exactly what moved (from
+//! the stamped per-field hashes and the class status), and what blocks its replacement now
+//! (in-flight command, candidate filters, budget and its window, the controller's last
+//! simulation verdict).
+
+use crate::budget::{allowed_disruptions, format_utc};
+use crate::candidate::{NodeView, check_candidate};
+use driftwood_api::condition::Conditions;
+use driftwood_api::hash::{
+    EC2NODECLASS_HASH_VERSION, HashComparison, NODEPOOL_HASH_VERSION, compare_stamped,
+    ec2nodeclass_hashes, nodepool_hashes,
+};
+use driftwood_api::wellknown::{
+    ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
+    ANNOTATION_EC2NODECLASS_HASH_VERSION, ANNOTATION_NODEPOOL_FIELD_HASHES,
+    ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, CONDITION_DISRUPTION_REASON,
+    CONDITION_DRIFTED, REASON_DRIFTED,
+};
+use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Everything explain looks at.
+pub struct ExplainInput<'a> {
+    pub nodeclaim: &'a NodeClaim,
+    pub view: &'a NodeView,
+    pub nodepool: Option<&'a NodePool>,
+    pub nodeclass: Option<&'a EC2NodeClass>,
+    /// Views of every NodeClaim of the same NodePool (for the budget).
+    pub pool_views: &'a [NodeView],
+    pub pdb_allowed: &'a BTreeMap<String, i32>,
+    /// The controller's last DisruptionBlocked message for this NodeClaim, if any.
+    pub last_blocked_event: Option<&'a str>,
+    /// UTC seconds.
+    pub now: i64,
+}
+
+/// Renders the explanation as text.
+pub fn explain(input: &ExplainInput<'_>) -> String {
+    let claim = input.nodeclaim;
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let mut out = String::new();
+    let node = input.view.node.as_deref().unwrap_or("(not registered)");
+    let _ = writeln!(
+        out,
+        "NodeClaim {name} (node {node}, nodepool {:?})",
+        input.view.nodepool
+    );
+
+    // Drift.
+    match claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
+        Some(c) => {
+            let since = c
+                .last_transition_time
+                .as_ref()
+                .map(|t| format_utc(t.0.as_second()))
+                .unwrap_or_default();
+            let _ = writeln!(out, "Drifted: yes, since {since}");
+            let _ = writeln!(
+                out,
+                "  reason:  {}",
+                c.reason.as_deref().unwrap_or_default()
+            );
+            let _ = writeln!(
+                out,
+                "  message: {}",
+                c.message.as_deref().unwrap_or_default()
+            );
+        }
+        None => {
+            let _ = writeln!(out, "Drifted: no");
+        }
+    }
+    for line in what_moved(input) {
+        let _ = writeln!(out, "  {line}");
+    }
+
+    // Blockers.
+    let _ = writeln!(out, "Replacement:");
+    if let Some(c) = claim.condition(CONDITION_DISRUPTION_REASON) {
+        let replacements = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(driftwood_api::wellknown::ANNOTATION_DISRUPTION_REPLACEMENTS))
+            .cloned()
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  in flight: {} — waiting for replacement(s) [{replacements}] to initialize, then this node is drained and deleted",
+            c.message.as_deref().unwrap_or_default()
+        );
+        return out;
+    }
+    if claim.metadata.deletion_timestamp.is_some() {
+        let _ = writeln!(out, "  being deleted: draining and terminating");
+        return out;
+    }
+    if input.view.drift.is_none() {
+        let _ = writeln!(out, "  nothing to do: the node is not drifted");
+        return out;
+    }
+    let mut blocked = false;
+    if let Err(reason) = check_candidate(input.view, input.pdb_allowed) {
+        let _ = writeln!(out, "  blocked: {reason}");
+        blocked = true;
+    }
+    if let Some(pool) = input.nodepool {
+        let members = input.pool_views.iter().filter(|v| v.initialized);
+        let total = members.clone().count();
+        let disrupting = members
+            .filter(|v| !v.ready || v.deleting || v.disrupting)
+            .count();
+        let budget = allowed_disruptions(pool, REASON_DRIFTED, total, disrupting, input.now);
+        let _ = writeln!(out, "  budget: {budget}");
+        for b in budget.budgets.iter().filter(|b| b.applies && !b.active) {
+            if let Some(at) = b.window_change_at {
+                let _ = writeln!(
+                    out,
+                    "    budget[{}] (nodes: {:?}) is outside its window; it opens at {}",
+                    b.index,
+                    b.nodes,
+                    format_utc(at)
+                );
+            }
+        }
+        if budget.allowed == 0 {
+            let _ = writeln!(
+                out,
+                "  blocked: no allowed disruptions for reason Drifted in nodepool {:?} right now",
+                budget.nodepool
+            );
+            blocked = true;
+        }
+    }
+    if let Some(event) = input.last_blocked_event {
+        let _ = writeln!(out, "  last controller verdict: {event}");
+        blocked |= event.contains("not all pods would schedule");
+    }
+    if !blocked {
+        let _ = writeln!(
+            out,
+            "  nothing blocks it: it will be replaced in the next disruption pass (about every 10s)"
+        );
+    }
+    out
+}
+
+/// The fields that moved, from the stamped per-field hashes and the class status.
+fn what_moved(input: &ExplainInput<'_>) -> Vec<String> {
+    let claim = input.nodeclaim;
+    let annotation = |key: &str| {
+        claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    };
+    let mut lines = Vec::new();
+    if let Some(pool) = input.nodepool {
+        let comparison = compare_stamped(
+            annotation(ANNOTATION_NODEPOOL_HASH),
+            annotation(ANNOTATION_NODEPOOL_HASH_VERSION),
+            annotation(ANNOTATION_NODEPOOL_FIELD_HASHES),
+            &nodepool_hashes(pool),
+            NODEPOOL_HASH_VERSION,
+        );
+        if let HashComparison::Changed { changed } = comparison {
+            let fields = if changed.is_empty() {
+                "unknown fields".to_string()
+            } else {
+                changed.join(", ")
+            };
+            lines.push(format!("NodePool template changed since launch: {fields}"));
+        }
+    }
+    if let Some(class) = input.nodeclass {
+        let comparison = compare_stamped(
+            annotation(ANNOTATION_EC2NODECLASS_HASH),
+            annotation(ANNOTATION_EC2NODECLASS_HASH_VERSION),
+            annotation(ANNOTATION_EC2NODECLASS_FIELD_HASHES),
+            &ec2nodeclass_hashes(class),
+            EC2NODECLASS_HASH_VERSION,
+        );
+        if let HashComparison::Changed { changed } = comparison {
+            let fields = if changed.is_empty() {
+                "unknown fields".to_string()
+            } else {
+                changed.join(", ")
+            };
+            lines.push(format!("EC2NodeClass spec changed since launch: {fields}"));
+        }
+        let image = claim.status.as_ref().and_then(|s| s.image_id.clone());
+        let amis: Vec<String> = class
+            .status
+            .iter()
+            .flat_map(|s| s.amis.iter().map(|a| a.id.clone()))
+            .collect();
+        if let Some(image) = image
+            && !amis.is_empty()
+            && !amis.contains(&image)
+        {
+            lines.push(format!(
+                "AMI: node runs {image}; the class now resolves to {}",
+                amis.join(", ")
+            ));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drift::{DriftFinding, nodepool_stamp};
+    use driftwood_api::condition::{STATUS_TRUE, set_condition};
+    use driftwood_api::nodeclaim::{NodeClaimSpec, NodeClaimStatus};
+    use driftwood_api::nodepool::{Budget, NodePoolSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn time(s: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    fn setup() -> (NodePool, NodeClaim, NodeView) {
+        let pool = NodePool::new("default", NodePoolSpec::default());
+        let mut claim = NodeClaim::new("default-abcde", NodeClaimSpec::default());
+        claim.metadata.annotations = Some(nodepool_stamp(&nodepool_hashes(&pool)));
+        let mut status = NodeClaimStatus::default();
+        set_condition(
+            &mut status.conditions,
+            CONDITION_DRIFTED,
+            STATUS_TRUE,
+            "NodePoolDrifted",
+            "NodePool \"default\" template changed: spec.template.metadata.labels",
+            time(1000),
+            None,
+        );
+        claim.status = Some(status);
+        let view = NodeView {
+            nodeclaim: "default-abcde".into(),
+            node: Some("ip-10-0-1-1".into()),
+            nodepool: "default".into(),
+            initialized: true,
+            ready: true,
+            drift: Some((
+                1000,
+                DriftFinding {
+                    reason: "NodePoolDrifted".into(),
+                    message: "m".into(),
+                },
+            )),
+            ..Default::default()
+        };
+        (pool, claim, view)
+    }
+
+    #[test]
+    fn names_the_changed_field_and_the_blocking_window() {
+        let (mut pool, claim, view) = setup();
+        pool.spec
+            .template
+            .metadata
+            .labels
+            .insert("team".into(), "x".into());
+        pool.spec.disruption.budgets = vec![Budget {
+            nodes: "0".into(),
+            schedule: Some("0 9 * * *".into()),
+            duration: Some("8h".into()),
+            reasons: Some(vec!["Drifted".into()]),
+        }];
+        let now = driftwood_api::cron::days_from_civil(2026, 11, 21) * 86_400 + 10 * 3600;
+        let text = explain(&ExplainInput {
+            nodeclaim: &claim,
+            view: &view,
+            nodepool: Some(&pool),
+            nodeclass: None,
+            pool_views: std::slice::from_ref(&view),
+            pdb_allowed: &BTreeMap::new(),
+            last_blocked_event: None,
+            now,
+        });
+        assert!(
+            text.contains("Drifted: yes, since 1970-01-01T00:16:40Z"),
+            "{text}"
+        );
+        assert!(
+            text.contains("NodePool template changed since launch: labels"),
+            "{text}"
+        );
+        assert!(text.contains("blocked: no allowed disruptions"), "{text}");
+        assert!(
+            text.contains("window closes at 2026-11-21T17:00:00Z"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn pdb_and_do_not_disrupt_are_named() {
+        let (pool, claim, mut view) = setup();
+        view.pods = vec![crate::candidate::PodView {
+            key: "default/web-1".into(),
+            reschedulable: true,
+            pdbs: vec!["default/web".into()],
+            ..Default::default()
+        }];
+        let pdbs = BTreeMap::from([("default/web".to_string(), 0)]);
+        let text = explain(&ExplainInput {
+            nodeclaim: &claim,
+            view: &view,
+            nodepool: Some(&pool),
+            nodeclass: None,
+            pool_views: std::slice::from_ref(&view),
+            pdb_allowed: &pdbs,
+            last_blocked_event: None,
+            now: 2000,
+        });
+        assert!(
+            text.contains(
+                "blocked: Cannot disrupt NodeClaim: pdb \"default/web\" prevents pod evictions"
+            ),
+            "{text}"
+        );
+        view.pods[0].do_not_disrupt = true;
+        let text = explain(&ExplainInput {
+            nodeclaim: &claim,
+            view: &view,
+            nodepool: Some(&pool),
+            nodeclass: None,
+            pool_views: std::slice::from_ref(&view),
+            pdb_allowed: &pdbs,
+            last_blocked_event: Some(
+                "Cannot disrupt NodeClaim: not all pods would schedule, default/web-1 => incompatible",
+            ),
+            now: 2000,
+        });
+        assert!(
+            text.contains("has \"karpenter.sh/do-not-disrupt\" annotation"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "last controller verdict: Cannot disrupt NodeClaim: not all pods would schedule"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn free_to_go_and_in_flight() {
+        let (pool, mut claim, view) = setup();
+        let input = |claim: &NodeClaim| {
+            explain(&ExplainInput {
+                nodeclaim: claim,
+                view: &view,
+                nodepool: Some(&pool),
+                nodeclass: None,
+                pool_views: std::slice::from_ref(&view),
+                pdb_allowed: &BTreeMap::new(),
+                last_blocked_event: None,
+                now: 2000,
+            })
+        };
+        assert!(
+            input(&claim).contains("nothing blocks it"),
+            "{}",
+            input(&claim)
+        );
+        let status = claim.status.as_mut().unwrap();
+        set_condition(
+            &mut status.conditions,
+            CONDITION_DISRUPTION_REASON,
+            STATUS_TRUE,
+            "Drifted",
+            "NodePoolDrifted: m",
+            time(1500),
+            None,
+        );
+        claim.metadata.annotations.as_mut().unwrap().insert(
+            driftwood_api::wellknown::ANNOTATION_DISRUPTION_REPLACEMENTS.into(),
+            "default-xyz12".into(),
+        );
+        let text = input(&claim);
+        assert!(
+            text.contains("in flight") && text.contains("[default-xyz12]"),
+            "{text}"
+        );
+    }
+}
