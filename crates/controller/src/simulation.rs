@@ -256,9 +256,15 @@ fn nodepool_spec(
     let remaining_limits = if pool.spec.limits.is_empty() {
         None
     } else {
+        // Only the resources the NodePool limits are limited; usage of others does not count.
         let limits = Resources::from_quantities(&pool.spec.limits)
             .map_err(|e| format!("spec.limits: {e}"))?;
-        Some(limits.sub(&nodepool_usage(snapshot, name)))
+        let usage = nodepool_usage(snapshot, name);
+        let mut remaining = Resources::new();
+        for resource in limits.names() {
+            remaining.set(resource, limits.get(resource) - usage.get(resource));
+        }
+        Some(remaining)
     };
     Ok(NodePoolSpec {
         name: name.to_string(),

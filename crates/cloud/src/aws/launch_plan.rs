@@ -102,9 +102,19 @@ pub fn plan_launch(
         LABEL_CAPACITY_TYPE,
         [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND],
     );
+    // Requirements on labels an instance type does not carry (a NodePool's custom labels, the
+    // nodepool label) are met by the NodeClaim's own labels, not by the instance type.
     let candidates: Vec<&InstanceTypeInfo> = catalog
         .iter()
-        .filter(|it| requirements_allow(requirements, &it.label_values()))
+        .filter(|it| {
+            let labels = it.label_values();
+            let defined: Vec<Requirement> = requirements
+                .iter()
+                .filter(|r| labels.contains_key(&r.key))
+                .cloned()
+                .collect();
+            requirements_allow(&defined, &labels)
+        })
         .filter(|it| fits(requests, &it.allocatable()))
         .collect();
     let offered = |it: &InstanceTypeInfo, ct: &str| -> Vec<(String, f64)> {

@@ -99,6 +99,7 @@ impl DisruptionController {
 
         for (name, blocked) in &plan.blocked {
             let message = blocked.to_string();
+            tracing::debug!(nodeclaim = %name, reason = %message, "disruption blocked");
             if self.last_blocked.get(name) != Some(&message) {
                 if let Some(claim) = snapshot.store.nodeclaims.get(name) {
                     ctx.events

@@ -143,7 +143,25 @@ async fn launch(ctx: &Context, name: &str, claim: &NodeClaim) {
             &format!("NodeClaim {name} event: creating instance, {message}"),
         )
         .await;
-    tracing::warn!(nodeclaim = %name, error = %message, "deleting nodeclaim: no capacity to launch it");
+    let requirements: Vec<String> = claim
+        .spec
+        .requirements
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} [{}]",
+                r.key,
+                r.operator,
+                r.values
+                    .iter()
+                    .take(8)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        })
+        .collect();
+    tracing::warn!(nodeclaim = %name, error = %message, requirements = %requirements.join("; "), "deleting nodeclaim: no capacity to launch it");
     let _ = delete(&nodeclaims(&ctx.client), name).await;
 }
 

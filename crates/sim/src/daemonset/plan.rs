@@ -45,7 +45,8 @@ pub enum DaemonSetAction {
 
 /// Tolerations the DaemonSet controller adds to every daemon pod.
 fn automatic_tolerations() -> Vec<Value> {
-    let exists = |key: &str, effect: &str| json!({"key": key, "operator": "Exists", "effect": effect});
+    let exists =
+        |key: &str, effect: &str| json!({"key": key, "operator": "Exists", "effect": effect});
     vec![
         exists("node.kubernetes.io/not-ready", "NoExecute"),
         exists("node.kubernetes.io/unreachable", "NoExecute"),
@@ -60,7 +61,11 @@ fn automatic_tolerations() -> Vec<Value> {
 pub fn daemon_pod(ds: &DaemonSet, node: &str) -> Value {
     let name = ds.metadata.name.clone().unwrap_or_default();
     let namespace = ds.metadata.namespace.clone().unwrap_or_default();
-    let template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let template = ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     let revision = template_hash(&template);
     let mut template = serde_json::to_value(&template).unwrap_or_else(|_| json!({}));
     let mut metadata = template
@@ -167,7 +172,11 @@ pub fn plan(daemon_sets: &[DaemonSet], nodes: &[Node], pods: &[Pod]) -> Vec<Daem
         let namespace = ds.metadata.namespace.clone().unwrap_or_default();
         let name = ds.metadata.name.clone().unwrap_or_default();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let template = ds.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+        let template = ds
+            .spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default();
         let revision = template_hash(&template);
         let Some(sim) = serde_json::from_value::<Pod>(daemon_pod(ds, ""))
             .ok()
@@ -189,7 +198,14 @@ pub fn plan(daemon_sets: &[DaemonSet], nodes: &[Node], pods: &[Pod]) -> Vec<Daem
             by_node.entry(node).or_default().push(pod);
         }
         for list in by_node.values_mut() {
-            list.sort_by_key(|p| (p.metadata.creation_timestamp.clone(), pod_name(p)));
+            // Keep a ready pod first, then the oldest.
+            list.sort_by_key(|p| {
+                (
+                    !pod_is_ready(p),
+                    p.metadata.creation_timestamp.clone(),
+                    pod_name(p),
+                )
+            });
         }
         let mut desired = 0;
         let mut scheduled = 0;
@@ -299,4 +315,167 @@ fn same_status(current: &Value, wanted: &Value) -> bool {
             have == *v
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, zone: &str, taints: Value) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}},
+            "spec": {"taints": taints}
+        }))
+        .unwrap()
+    }
+
+    fn daemon_set(selector: Value) -> DaemonSet {
+        serde_json::from_value(json!({
+            "metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-uid", "generation": 1},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                     "template": {"metadata": {"labels": {"app": "agent"}},
+                                  "spec": {"nodeSelector": selector, "containers": [{"name": "a", "image": "agent:1"}]}}}
+        }))
+        .unwrap()
+    }
+
+    fn existing(ds: &DaemonSet, name: &str, node: &str) -> Pod {
+        let mut pod = daemon_pod(ds, node);
+        pod["metadata"]["name"] = json!(name);
+        serde_json::from_value(pod).unwrap()
+    }
+
+    fn created_on(actions: &[DaemonSetAction]) -> Vec<String> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                DaemonSetAction::CreatePod { pod, .. } => {
+                    pod["spec"]["nodeName"].as_str().map(str::to_string)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn deleted(actions: &[DaemonSetAction]) -> Vec<String> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                DaemonSetAction::DeletePod { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_pod_per_selected_node_that_tolerates() {
+        let ds = daemon_set(json!({"topology.kubernetes.io/zone": "a"}));
+        let nodes = [
+            node("n1", "a", json!([])),
+            node("n2", "b", json!([])),
+            node(
+                "n3",
+                "a",
+                json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]),
+            ),
+            node(
+                "n4",
+                "a",
+                json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]),
+            ),
+        ];
+        let actions = plan(&[ds], &nodes, &[]);
+        assert_eq!(created_on(&actions), vec!["n1", "n4"]);
+        let DaemonSetAction::CreatePod { pod, .. } = &actions[0] else {
+            panic!()
+        };
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "DaemonSet");
+        assert_eq!(pod["metadata"]["generateName"], "agent-");
+        assert!(pod["metadata"]["labels"][REVISION_LABEL].is_string());
+    }
+
+    #[test]
+    fn pods_that_no_longer_belong_are_deleted_and_status_counts() {
+        let ds = daemon_set(json!({}));
+        let nodes = [
+            node("n1", "a", json!([])),
+            node(
+                "n2",
+                "a",
+                json!([{"key": "dedicated", "effect": "NoExecute"}]),
+            ),
+            node(
+                "n3",
+                "a",
+                json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]),
+            ),
+        ];
+        let pods = [
+            {
+                let mut first = existing(&ds, "keep", "n1");
+                first.metadata.creation_timestamp =
+                    serde_json::from_value(json!("2024-08-20T00:00:01Z")).unwrap();
+                first
+            },
+            {
+                let mut later = existing(&ds, "duplicate", "n1");
+                later.metadata.creation_timestamp =
+                    serde_json::from_value(json!("2024-08-20T00:00:09Z")).unwrap();
+                later
+            },
+            existing(&ds, "evicted-by-taint", "n2"),
+            existing(&ds, "stays-despite-no-schedule", "n3"),
+            existing(&ds, "node-gone", "n9"),
+        ];
+        let actions = plan(std::slice::from_ref(&ds), &nodes, &pods);
+        let mut gone = deleted(&actions);
+        gone.sort();
+        assert_eq!(gone, vec!["duplicate", "evicted-by-taint", "node-gone"]);
+        assert!(created_on(&actions).is_empty());
+        let status = actions.iter().find_map(|a| match a {
+            DaemonSetAction::UpdateStatus { status, .. } => Some(status.clone()),
+            _ => None,
+        });
+        let status = status.unwrap();
+        assert_eq!(status["desiredNumberScheduled"], 2);
+        assert_eq!(status["currentNumberScheduled"], 2);
+        assert_eq!(status["numberMisscheduled"], 1);
+        assert_eq!(status["numberReady"], 0);
+    }
+
+    #[test]
+    fn template_changes_roll_one_ready_pod_at_a_time() {
+        let old = daemon_set(json!({}));
+        let mut new = old.clone();
+        new.spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("agent:2".to_string());
+        let nodes = [node("n1", "a", json!([])), node("n2", "a", json!([]))];
+        let ready = |name: &str, node: &str| {
+            let mut pod = existing(&old, name, node);
+            pod.status = serde_json::from_value(
+                json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+            )
+            .unwrap();
+            pod
+        };
+        let actions = plan(
+            std::slice::from_ref(&new),
+            &nodes,
+            &[ready("p1", "n1"), ready("p2", "n2")],
+        );
+        assert_eq!(deleted(&actions), vec!["p1"]);
+        let unready = existing(&old, "p1", "n1");
+        let actions = plan(&[new], &nodes, &[unready, ready("p2", "n2")]);
+        assert!(
+            deleted(&actions).is_empty(),
+            "wait while a pod is unavailable"
+        );
+    }
 }

@@ -120,7 +120,12 @@ fn facts_for(fleet: &dyn MachineFleet, machine: &Machine) -> MachineFacts {
     }
 }
 
-async fn run(client: Client, fleet: Arc<dyn MachineFleet>, clock: SharedClock, config: KubeletConfig) {
+async fn run(
+    client: Client,
+    fleet: Arc<dyn MachineFleet>,
+    clock: SharedClock,
+    config: KubeletConfig,
+) {
     let changed = Arc::new(Notify::new());
     let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
     let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
@@ -147,9 +152,7 @@ async fn run(client: Client, fleet: Arc<dyn MachineFleet>, clock: SharedClock, c
             &config.timings,
             &config.kubernetes_version,
         );
-        issued.retain(|_, at| {
-            now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now
-        });
+        issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
         for action in plan.actions {
             let key = action.key();
             if issued.contains_key(&key) {
@@ -204,7 +207,12 @@ async fn execute(
             set_node_ready(&node_api, &node, now, false).await?;
         }
         KubeletAction::DeleteNode { node } => {
-            ignore_missing(node_api.delete(&node, &DeleteParams::default()).await.map(|_| ()))?;
+            ignore_missing(
+                node_api
+                    .delete(&node, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
         }
         KubeletAction::StartPod {
             namespace,
@@ -231,17 +239,23 @@ async fn execute(
                 .filter_map(|c| serde_json::to_value(c).ok())
                 .collect();
             for condition in &mut conditions {
-                if matches!(condition.get("type").and_then(Value::as_str), Some("Ready" | "ContainersReady"))
-                    && let Some(map) = condition.as_object_mut()
+                if matches!(
+                    condition.get("type").and_then(Value::as_str),
+                    Some("Ready" | "ContainersReady")
+                ) && let Some(map) = condition.as_object_mut()
                 {
                     map.insert("status".into(), json!("False"));
                     map.insert("reason".into(), json!("NodeNotReady"));
                 }
             }
             ignore_missing(
-                api.patch_status(&name, &params, &Patch::Merge(json!({"status": {"conditions": conditions}})))
-                    .await
-                    .map(|_| ()),
+                api.patch_status(
+                    &name,
+                    &params,
+                    &Patch::Merge(json!({"status": {"conditions": conditions}})),
+                )
+                .await
+                .map(|_| ()),
             )?;
         }
         KubeletAction::RemovePod { namespace, name } => {

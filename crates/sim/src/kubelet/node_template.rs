@@ -70,7 +70,10 @@ pub fn os_image_and_kernel(image_name: &str, arch: &str) -> (String, String) {
                     .filter(|v| v.starts_with(|c: char| c.is_ascii_digit()))
             })
             .unwrap_or("1.21.0");
-        (format!("Bottlerocket OS {version} (aws-k8s)"), "6.1.102".to_string())
+        (
+            format!("Bottlerocket OS {version} (aws-k8s)"),
+            "6.1.102".to_string(),
+        )
     } else if image_name.contains("al2023") {
         (
             "Amazon Linux 2023.5.20240805".to_string(),
@@ -182,7 +185,9 @@ pub fn node_for_machine(
     if launched_by_karpenter(machine) {
         taints.push(json!({"key": TAINT_UNREGISTERED_KEY, "effect": "NoExecute"}));
     }
-    taints.push(json!({"key": TAINT_NODE_NOT_READY, "effect": "NoSchedule", "timeAdded": now.to_string()}));
+    taints.push(
+        json!({"key": TAINT_NODE_NOT_READY, "effect": "NoSchedule", "timeAdded": now.to_string()}),
+    );
     let version = machine
         .kubernetes_version
         .as_deref()
@@ -278,23 +283,42 @@ mod tests {
 
     #[test]
     fn os_images_follow_the_image_family() {
-        assert_eq!(os_image_and_kernel("amazon-eks-node-1.29-v20240817", "amd64").0, "Amazon Linux 2");
-        assert!(os_image_and_kernel("amazon-eks-node-al2023-x86_64-standard-1.29-v20240817", "amd64").0.starts_with("Amazon Linux 2023"));
         assert_eq!(
-            os_image_and_kernel("bottlerocket-aws-k8s-1.29-aarch64-v1.21.0-abcd1234", "arm64").0,
+            os_image_and_kernel("amazon-eks-node-1.29-v20240817", "amd64").0,
+            "Amazon Linux 2"
+        );
+        assert!(
+            os_image_and_kernel(
+                "amazon-eks-node-al2023-x86_64-standard-1.29-v20240817",
+                "amd64"
+            )
+            .0
+            .starts_with("Amazon Linux 2023")
+        );
+        assert_eq!(
+            os_image_and_kernel(
+                "bottlerocket-aws-k8s-1.29-aarch64-v1.21.0-abcd1234",
+                "arm64"
+            )
+            .0,
             "Bottlerocket OS 1.21.0 (aws-k8s)"
         );
     }
 
     #[test]
     fn karpenter_machines_register_with_the_unregistered_taint() {
-        let facts = MachineFacts { resources: node_resources_from_labels(&BTreeMap::new()), image_name: String::new() };
+        let facts = MachineFacts {
+            resources: node_resources_from_labels(&BTreeMap::new()),
+            image_name: String::new(),
+        };
         let plain = node_for_machine(&machine(), &facts, "1.29", Timestamp::UNIX_EPOCH);
         let taints = plain["spec"]["taints"].as_array().unwrap();
         assert_eq!(taints.len(), 1);
         assert_eq!(taints[0]["key"], TAINT_NODE_NOT_READY);
         let mut managed = machine();
-        managed.tags.insert(LABEL_NODEPOOL.to_string(), "default".to_string());
+        managed
+            .tags
+            .insert(LABEL_NODEPOOL.to_string(), "default".to_string());
         let node = node_for_machine(&managed, &facts, "1.29", Timestamp::UNIX_EPOCH);
         assert_eq!(node["spec"]["taints"][0]["key"], TAINT_UNREGISTERED_KEY);
         assert_eq!(node["metadata"]["labels"][LABEL_ARCH], "arm64");

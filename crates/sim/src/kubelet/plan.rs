@@ -203,7 +203,11 @@ pub fn with_ready_condition(
     let (status, reason, message) = if ready {
         ("True", "KubeletReady", "kubelet is posting ready status")
     } else {
-        ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+        (
+            "Unknown",
+            "NodeStatusUnknown",
+            "Kubelet stopped posting node status.",
+        )
     };
     let now = now.to_string();
     let mut out: Vec<Value> = conditions
@@ -307,7 +311,10 @@ pub fn plan(
     default_kubernetes_version: &str,
 ) -> KubeletPlan {
     let mut out = KubeletPlan::default();
-    let running: BTreeSet<&str> = machines.iter().map(|(m, _)| m.provider_id.as_str()).collect();
+    let running: BTreeSet<&str> = machines
+        .iter()
+        .map(|(m, _)| m.provider_id.as_str())
+        .collect();
     let by_name: BTreeMap<&str, &Node> = nodes
         .iter()
         .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
@@ -320,7 +327,10 @@ pub fn plan(
     for (machine, facts) in machines {
         if !registered.contains(machine.provider_id.as_str()) {
             let node = node_for_machine(machine, facts, default_kubernetes_version, now);
-            let name = node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            let name = node
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if !by_name.contains_key(name) {
                 out.actions.push(KubeletAction::RegisterNode(node));
             }
@@ -352,9 +362,7 @@ pub fn plan(
             continue;
         }
         if is_ready {
-            let since = ready
-                .and_then(|(_, t)| t)
-                .unwrap_or(Timestamp::UNIX_EPOCH);
+            let since = ready.and_then(|(_, t)| t).unwrap_or(Timestamp::UNIX_EPOCH);
             ready_since.insert(name, since);
         } else if running.contains(provider_id) {
             let created = node
@@ -387,15 +395,25 @@ pub fn plan(
             continue;
         };
         let node = by_name.get(node_name);
-        if let Some(deleted_at) = pod.metadata.deletion_timestamp.as_ref().and_then(to_timestamp) {
-            let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0);
+        if let Some(deleted_at) = pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .and_then(to_timestamp)
+        {
+            let grace = pod
+                .metadata
+                .deletion_grace_period_seconds
+                .unwrap_or(0)
+                .max(0);
             let requested = deleted_at
                 .checked_sub(SignedDuration::from_secs(grace))
                 .unwrap_or(deleted_at);
             let keep = Duration::from_secs(grace.unsigned_abs()).min(timings.pod_termination_cap);
             let due = plus(requested, keep);
             if node.is_none() || due <= now {
-                out.actions.push(KubeletAction::RemovePod { namespace, name });
+                out.actions
+                    .push(KubeletAction::RemovePod { namespace, name });
             } else {
                 out.due_at(due);
             }
@@ -421,7 +439,12 @@ pub fn plan(
                     .filter(|c| c.status == "True")
                     .and_then(|c| c.last_transition_time.as_ref())
                     .and_then(to_timestamp)
-                    .or_else(|| pod.metadata.creation_timestamp.as_ref().and_then(to_timestamp))
+                    .or_else(|| {
+                        pod.metadata
+                            .creation_timestamp
+                            .as_ref()
+                            .and_then(to_timestamp)
+                    })
                     .unwrap_or(now);
                 let due = plus(bound.max(*since), timings.pod_start_delay);
                 if due <= now {
@@ -436,10 +459,223 @@ pub fn plan(
             }
             None => {
                 if pod_ready(pod) {
-                    out.actions.push(KubeletAction::MarkPodNotReady { namespace, name });
+                    out.actions
+                        .push(KubeletAction::MarkPodNotReady { namespace, name });
                 }
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubelet::node_template::node_resources_from_labels;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_724_112_000 + seconds).unwrap()
+    }
+
+    fn machine(id: &str) -> (Machine, MachineFacts) {
+        let machine = Machine {
+            instance_id: id.to_string(),
+            provider_id: format!("aws:///us-west-2a/{id}"),
+            instance_type: "m5.large".to_string(),
+            zone: "us-west-2a".to_string(),
+            capacity_type: "on-demand".to_string(),
+            image_id: "ami-1".to_string(),
+            kubernetes_version: Some("1.29".to_string()),
+            launch_time: at(0),
+            private_dns_name: format!("ip-{id}.us-west-2.compute.internal"),
+            private_ip: "10.0.1.5".to_string(),
+            labels: BTreeMap::new(),
+            tags: BTreeMap::new(),
+        };
+        let facts = MachineFacts {
+            resources: node_resources_from_labels(&BTreeMap::new()),
+            image_name: "amazon-eks-node-1.29-v20240817".to_string(),
+        };
+        (machine, facts)
+    }
+
+    fn registered(id: &str, created: i64, ready_since: Option<i64>) -> Node {
+        let (m, facts) = machine(id);
+        let mut node = node_for_machine(&m, &facts, "1.29", at(created));
+        node["metadata"]["creationTimestamp"] = json!(at(created).to_string());
+        if let Some(since) = ready_since {
+            node["status"]["conditions"] = json!([{"type": "Ready", "status": "True", "lastTransitionTime": at(since).to_string()}]);
+        }
+        serde_json::from_value(node).unwrap()
+    }
+
+    fn pod(name: &str, node: &str, bound_at: i64) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"), "creationTimestamp": at(bound_at).to_string()},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause:3.9"}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at(bound_at).to_string()}]}
+        }))
+        .unwrap()
+    }
+
+    fn timings() -> KubeletTimings {
+        KubeletTimings::default()
+    }
+
+    #[test]
+    fn a_running_machine_without_a_node_registers_one() {
+        let plan = plan(&[machine("i-1")], &[], &[], at(0), &timings(), "1.29");
+        assert!(
+            matches!(&plan.actions[..], [KubeletAction::RegisterNode(n)] if n["metadata"]["name"] == "ip-i-1.us-west-2.compute.internal")
+        );
+        let again = super::plan(
+            &[machine("i-1")],
+            &[registered("i-1", 0, None)],
+            &[],
+            at(1),
+            &timings(),
+            "1.29",
+        );
+        assert!(again.actions.is_empty());
+        assert_eq!(
+            again.next_due,
+            Some(at(5)),
+            "Ready is due five seconds after registration"
+        );
+    }
+
+    #[test]
+    fn nodes_become_ready_after_the_delay() {
+        let nodes = [registered("i-1", 0, None)];
+        let plan = plan(&[machine("i-1")], &nodes, &[], at(5), &timings(), "1.29");
+        assert_eq!(
+            plan.actions,
+            vec![KubeletAction::MarkNodeReady {
+                node: "ip-i-1.us-west-2.compute.internal".to_string()
+            }]
+        );
+    }
+
+    #[test]
+    fn bound_pods_start_after_the_delay_on_ready_nodes_only() {
+        let name = "ip-i-1.us-west-2.compute.internal";
+        let early = plan(
+            &[machine("i-1")],
+            &[registered("i-1", 0, Some(5))],
+            &[pod("p", name, 6)],
+            at(7),
+            &timings(),
+            "1.29",
+        );
+        assert!(early.actions.is_empty());
+        assert_eq!(early.next_due, Some(at(8)));
+        let due = plan(
+            &[machine("i-1")],
+            &[registered("i-1", 0, Some(5))],
+            &[pod("p", name, 6)],
+            at(8),
+            &timings(),
+            "1.29",
+        );
+        let [KubeletAction::StartPod { status, .. }] = &due.actions[..] else {
+            panic!("{:?}", due.actions)
+        };
+        assert_eq!(status["phase"], "Running");
+        assert_eq!(status["containerStatuses"][0]["ready"], true);
+        let not_ready = plan(
+            &[machine("i-1")],
+            &[registered("i-1", 0, None)],
+            &[pod("p", name, 1)],
+            at(4),
+            &timings(),
+            "1.29",
+        );
+        assert!(
+            not_ready
+                .actions
+                .iter()
+                .all(|a| !matches!(a, KubeletAction::StartPod { .. }))
+        );
+    }
+
+    #[test]
+    fn terminating_pods_go_after_the_shorter_of_grace_and_cap() {
+        let name = "ip-i-1.us-west-2.compute.internal";
+        let mut terminating = pod("p", name, 0);
+        // Deleted at 10 s with a 30 s grace period: deletionTimestamp is the deadline, 40 s.
+        terminating.metadata.deletion_timestamp =
+            serde_json::from_value(json!(at(40).to_string())).unwrap();
+        terminating.metadata.deletion_grace_period_seconds = Some(30);
+        let nodes = [registered("i-1", 0, Some(5))];
+        let waiting = plan(
+            &[machine("i-1")],
+            &nodes,
+            std::slice::from_ref(&terminating),
+            at(11),
+            &timings(),
+            "1.29",
+        );
+        assert!(waiting.actions.is_empty());
+        assert_eq!(waiting.next_due, Some(at(12)));
+        let done = plan(
+            &[machine("i-1")],
+            &nodes,
+            &[terminating],
+            at(12),
+            &timings(),
+            "1.29",
+        );
+        assert_eq!(
+            done.actions,
+            vec![KubeletAction::RemovePod {
+                namespace: "default".into(),
+                name: "p".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_gone_machine_takes_its_node_and_orphans_its_pods() {
+        let name = "ip-i-1.us-west-2.compute.internal";
+        let nodes = [registered("i-1", 0, Some(5))];
+        let mut ready = pod("p", name, 6);
+        ready.status = serde_json::from_value(
+            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+        )
+        .unwrap();
+        let plan = plan(&[], &nodes, &[ready], at(20), &timings(), "1.29");
+        assert_eq!(
+            plan.actions,
+            vec![
+                KubeletAction::MarkNodeNotReady {
+                    node: name.to_string()
+                },
+                KubeletAction::DeleteNode {
+                    node: name.to_string()
+                },
+                KubeletAction::MarkPodNotReady {
+                    namespace: "default".into(),
+                    name: "p".into()
+                },
+            ]
+        );
+        let orphan = super::plan(&[], &[], &[pod("p", name, 6)], at(20), &timings(), "1.29");
+        assert_eq!(
+            orphan.actions,
+            vec![KubeletAction::CollectOrphan {
+                namespace: "default".into(),
+                name: "p".into(),
+                node: name.to_string()
+            }]
+        );
+        let mut held = registered("i-1", 0, None);
+        held.metadata.deletion_timestamp =
+            serde_json::from_value(json!(at(15).to_string())).unwrap();
+        let held_plan = super::plan(&[], &[held], &[], at(20), &timings(), "1.29");
+        assert!(
+            held_plan.actions.is_empty(),
+            "a node kept by finalizers is not deleted again: {:?}",
+            held_plan.actions
+        );
+    }
 }

@@ -64,9 +64,7 @@ pub fn is_pending(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.scheduler_name.as_deref())
         .is_none_or(|n| n.is_empty() || n == DEFAULT_SCHEDULER);
-    ours && bound_node(pod).is_none()
-        && pod.metadata.deletion_timestamp.is_none()
-        && !finished(pod)
+    ours && bound_node(pod).is_none() && pod.metadata.deletion_timestamp.is_none() && !finished(pod)
 }
 
 /// A node as the scheduler sees it.
@@ -146,7 +144,10 @@ fn node_reasons(candidate: &Candidate, pod: &SimPod) -> Vec<String> {
     if !short.is_empty() {
         return short;
     }
-    vec!["node(s) didn't satisfy the pod's topology spread or pod (anti-)affinity constraints".to_string()]
+    vec![
+        "node(s) didn't satisfy the pod's topology spread or pod (anti-)affinity constraints"
+            .to_string(),
+    ]
 }
 
 /// kube-scheduler's FitError message: counts per reason, sorted, e.g.
@@ -214,7 +215,11 @@ pub fn decide(
         let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
         priority(b)
             .cmp(&priority(a))
-            .then_with(|| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp))
+            .then_with(|| {
+                a.metadata
+                    .creation_timestamp
+                    .cmp(&b.metadata.creation_timestamp)
+            })
             .then_with(|| key_of(a).cmp(&key_of(b)))
     });
 
@@ -241,7 +246,10 @@ pub fn decide(
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let input = SimulationInput {
-            existing_nodes: order.iter().map(|(_, i)| candidates[*i].node.clone()).collect(),
+            existing_nodes: order
+                .iter()
+                .map(|(_, i)| candidates[*i].node.clone())
+                .collect(),
             pods: vec![sim.clone()],
             namespace_labels: namespace_labels.clone(),
             ..SimulationInput::default()
@@ -315,11 +323,23 @@ mod tests {
 
     #[test]
     fn the_least_allocated_node_wins_then_the_name() {
-        let nodes = [node("b", "2", json!([])), node("a", "2", json!([])), node("c", "2", json!([]))];
-        let pods = [pod("busy", "1", Some("a")), pod("new", "100m", None), pod("next", "100m", None)];
+        let nodes = [
+            node("b", "2", json!([])),
+            node("a", "2", json!([])),
+            node("c", "2", json!([])),
+        ];
+        let pods = [
+            pod("busy", "1", Some("a")),
+            pod("new", "100m", None),
+            pod("next", "100m", None),
+        ];
         let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
         assert_eq!(bound_to(&decisions, "new").as_deref(), Some("b"));
-        assert_eq!(bound_to(&decisions, "next").as_deref(), Some("c"), "b now holds 'new'");
+        assert_eq!(
+            bound_to(&decisions, "next").as_deref(),
+            Some("c"),
+            "b now holds 'new'"
+        );
     }
 
     #[test]
@@ -328,7 +348,10 @@ mod tests {
         let pods = [pod("first", "600m", None), pod("second", "600m", None)];
         let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
         assert_eq!(bound_to(&decisions, "first").as_deref(), Some("a"));
-        assert_eq!(message_for(&decisions, "second").as_deref(), Some("0/1 nodes are available: 1 Insufficient cpu."));
+        assert_eq!(
+            message_for(&decisions, "second").as_deref(),
+            Some("0/1 nodes are available: 1 Insufficient cpu.")
+        );
     }
 
     #[test]
@@ -344,15 +367,25 @@ mod tests {
     #[test]
     fn the_message_counts_each_reason_like_kube_scheduler() {
         let nodes = [
-            node("a", "4", json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])),
+            node(
+                "a",
+                "4",
+                json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]),
+            ),
             node("b", "1", json!([])),
-            node("c", "1", json!([{"key": "soft", "effect": "PreferNoSchedule"}])),
+            node(
+                "c",
+                "1",
+                json!([{"key": "soft", "effect": "PreferNoSchedule"}]),
+            ),
         ];
         let pods = [pod("big", "2", None)];
         let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
         assert_eq!(
             message_for(&decisions, "big").as_deref(),
-            Some("0/3 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/disrupted: }, 2 Insufficient cpu.")
+            Some(
+                "0/3 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/disrupted: }, 2 Insufficient cpu."
+            )
         );
     }
 
@@ -362,30 +395,74 @@ mod tests {
         cordoned.spec.as_mut().unwrap().unschedulable = Some(true);
         let nodes = [cordoned, node("b", "4", json!([]))];
         let mut picky = pod("picky", "100m", None);
-        picky.spec.as_mut().unwrap().node_selector =
-            Some(BTreeMap::from([("kubernetes.io/arch".to_string(), "arm64".to_string())]));
-        let decisions = decide(&nodes, &[picky, pod("plain", "100m", None)], &BTreeMap::new(), &BTreeMap::new());
+        picky.spec.as_mut().unwrap().node_selector = Some(BTreeMap::from([(
+            "kubernetes.io/arch".to_string(),
+            "arm64".to_string(),
+        )]));
+        let decisions = decide(
+            &nodes,
+            &[picky, pod("plain", "100m", None)],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert_eq!(
             message_for(&decisions, "picky").as_deref(),
-            Some("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable.")
+            Some(
+                "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable."
+            )
         );
         assert_eq!(bound_to(&decisions, "plain").as_deref(), Some("b"));
     }
 
     #[test]
     fn tolerated_taints_and_no_execute_taints_are_honoured() {
-        let nodes = [node("a", "4", json!([{"key": "dedicated", "value": "gpu", "effect": "NoExecute"}]))];
+        let nodes = [node(
+            "a",
+            "4",
+            json!([{"key": "dedicated", "value": "gpu", "effect": "NoExecute"}]),
+        )];
         let mut tolerant = pod("tolerant", "100m", None);
         tolerant.spec.as_mut().unwrap().tolerations = Some(vec![serde_json::from_value(
             json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"}),
         )
         .unwrap()]);
-        let decisions = decide(&nodes, &[tolerant, pod("plain", "100m", None)], &BTreeMap::new(), &BTreeMap::new());
+        let decisions = decide(
+            &nodes,
+            &[tolerant, pod("plain", "100m", None)],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert_eq!(bound_to(&decisions, "tolerant").as_deref(), Some("a"));
         assert_eq!(
             message_for(&decisions, "plain").as_deref(),
             Some("0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}.")
         );
+    }
+
+    #[test]
+    fn required_anti_affinity_spreads_replicas_over_hostnames() {
+        let nodes = [node("a", "4", json!([])), node("b", "4", json!([]))];
+        let replica = |name: &str| {
+            let mut p = pod(name, "100m", None);
+            p.metadata.labels = Some(BTreeMap::from([("app".to_string(), "web".to_string())]));
+            p.spec.as_mut().unwrap().affinity = Some(serde_json::from_value(json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app": "web"}}}]}})).unwrap());
+            p
+        };
+        let decisions = decide(
+            &nodes,
+            &[replica("r1"), replica("r2"), replica("r3")],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        let mut placed: Vec<String> = ["r1", "r2"]
+            .iter()
+            .filter_map(|r| bound_to(&decisions, r))
+            .collect();
+        placed.sort();
+        assert_eq!(placed, vec!["a", "b"]);
+        assert!(message_for(&decisions, "r3").is_some_and(|m| m.starts_with("0/2 nodes are available: 2 node(s) didn't satisfy")));
     }
 
     #[test]
@@ -395,6 +472,9 @@ mod tests {
         assert!(!is_pending(&foreign));
         assert!(!is_pending(&pod("bound", "100m", Some("a"))));
         assert!(is_pending(&pod("waiting", "100m", None)));
-        assert_eq!(fit_error_message(0, &BTreeMap::new()), "no nodes available to schedule pods");
+        assert_eq!(
+            fit_error_message(0, &BTreeMap::new()),
+            "no nodes available to schedule pods"
+        );
     }
 }

@@ -101,7 +101,11 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
             .iter()
             .map(|(k, (node, _))| (k.clone(), node.clone()))
             .collect();
-        let decisions = decide(&node_list, &pod_list, &namespace_labels, &assumed_nodes);
+        let decisions = if pending_keys.len() > assumed.len() {
+            decide(&node_list, &pod_list, &namespace_labels, &assumed_nodes)
+        } else {
+            Vec::new()
+        };
         for decision in decisions {
             match decision {
                 Decision::Bind {
@@ -166,8 +170,13 @@ async fn bind(client: &Client, namespace: &str, name: &str, node: &str) -> Resul
         "metadata": {"name": name, "namespace": namespace},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     });
-    api.create_subresource::<_, serde_json::Value>("binding", name, &PostParams::default(), &binding)
-        .await?;
+    api.create_subresource::<_, serde_json::Value>(
+        "binding",
+        name,
+        &PostParams::default(),
+        &binding,
+    )
+    .await?;
     Ok(())
 }
 

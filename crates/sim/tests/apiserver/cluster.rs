@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use driftwood_cloud::ports::{
-    CreateFleetInput, CreateLaunchTemplateInput, Ec2Api, FleetLaunchTemplateConfig,
-    FleetOverride, LaunchTemplateData, Tag, TagSpecification,
+    CreateFleetInput, CreateLaunchTemplateInput, Ec2Api, FleetLaunchTemplateConfig, FleetOverride,
+    LaunchTemplateData, Tag, TagSpecification,
 };
 use driftwood_sim::{SimCluster, SimClusterOptions};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -27,20 +27,43 @@ async fn eventually<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
 }
 
 /// Launch one on-demand instance in `zone` through CreateFleet; returns its instance id.
-async fn launch(cluster: &SimCluster, instance_type: &str, zone: &str, tags: &[(&str, &str)]) -> String {
+async fn launch(
+    cluster: &SimCluster,
+    instance_type: &str,
+    zone: &str,
+    tags: &[(&str, &str)],
+) -> String {
     let aws = cluster.aws();
     let image = aws.eks_ami("al2", "latest", "1.29", "amd64").unwrap();
-    let subnet = aws.subnets().into_iter().find(|s| s.availability_zone == zone).unwrap();
-    let groups: Vec<String> = aws.security_groups().into_iter().map(|g| g.group_id).collect();
+    let subnet = aws
+        .subnets()
+        .into_iter()
+        .find(|s| s.availability_zone == zone)
+        .unwrap();
+    let groups: Vec<String> = aws
+        .security_groups()
+        .into_iter()
+        .map(|g| g.group_id)
+        .collect();
     let template = format!("lt-{instance_type}-{zone}-{}", tags.len());
     let _ = aws
         .create_launch_template(CreateLaunchTemplateInput {
             launch_template_name: template.clone(),
-            launch_template_data: LaunchTemplateData { image_id: image, security_group_ids: groups, ..Default::default() },
+            launch_template_data: LaunchTemplateData {
+                image_id: image,
+                security_group_ids: groups,
+                ..Default::default()
+            },
             tag_specifications: vec![],
         })
         .await;
-    let tags = tags.iter().map(|(k, v)| Tag { key: (*k).to_string(), value: (*v).to_string() }).collect();
+    let tags = tags
+        .iter()
+        .map(|(k, v)| Tag {
+            key: (*k).to_string(),
+            value: (*v).to_string(),
+        })
+        .collect();
     let output = aws
         .create_fleet(CreateFleetInput {
             type_: "instant".to_string(),
@@ -56,7 +79,10 @@ async fn launch(cluster: &SimCluster, instance_type: &str, zone: &str, tags: &[(
             }],
             total_target_capacity: 1,
             default_target_capacity_type: "on-demand".to_string(),
-            tag_specifications: vec![TagSpecification { resource_type: "instance".to_string(), tags }],
+            tag_specifications: vec![TagSpecification {
+                resource_type: "instance".to_string(),
+                tags,
+            }],
             ..Default::default()
         })
         .await
@@ -66,9 +92,16 @@ async fn launch(cluster: &SimCluster, instance_type: &str, zone: &str, tags: &[(
 }
 
 fn node_of(cluster: &SimCluster, instance_id: &str) -> Option<Node> {
-    cluster.api_server().list::<Node>(None).into_iter().find(|n| {
-        n.spec.as_ref().and_then(|s| s.provider_id.as_deref()).is_some_and(|p| p.ends_with(instance_id))
-    })
+    cluster
+        .api_server()
+        .list::<Node>(None)
+        .into_iter()
+        .find(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| p.ends_with(instance_id))
+        })
 }
 
 fn is_ready(node: &Node) -> bool {
@@ -79,11 +112,18 @@ fn is_ready(node: &Node) -> bool {
 }
 
 fn taint_keys(node: &Node) -> BTreeSet<String> {
-    node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().into_iter().map(|t| t.key).collect()
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.key)
+        .collect()
 }
 
 fn pod_running(pod: &Pod) -> bool {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") && driftwood_sim::workloads::pod_is_ready(pod)
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        && driftwood_sim::workloads::pod_is_ready(pod)
 }
 
 fn pods_with(cluster: &SimCluster, app: &str) -> Vec<Pod> {
@@ -91,13 +131,22 @@ fn pods_with(cluster: &SimCluster, app: &str) -> Vec<Pod> {
         .api_server()
         .list::<Pod>(Some("default"))
         .into_iter()
-        .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get("app")).is_some_and(|a| a == app))
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .is_some_and(|a| a == app)
+        })
         .collect()
 }
 
 async fn ready_node(cluster: &SimCluster, instance_type: &str, zone: &str) -> Node {
     let id = launch(cluster, instance_type, zone, &[]).await;
-    eventually("the node to be Ready", || node_of(cluster, &id).filter(is_ready)).await
+    eventually("the node to be Ready", || {
+        node_of(cluster, &id).filter(is_ready)
+    })
+    .await
 }
 
 fn deployment(name: &str, replicas: i32, cpu: &str) -> Deployment {
@@ -112,24 +161,47 @@ fn deployment(name: &str, replicas: i32, cpu: &str) -> Deployment {
 }
 
 fn unschedulable_message(pod: &Pod) -> Option<String> {
-    pod.status.as_ref()?.conditions.as_ref()?.iter().find_map(|c| {
-        (c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find_map(|c| {
+            (c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable"))
             .then(|| c.message.clone().unwrap_or_default())
-    })
+        })
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_launched_machine_joins_becomes_ready_and_runs_a_deployment() {
-    let cluster = SimCluster::start(SimClusterOptions::default()).await.unwrap();
+    let cluster = SimCluster::start(SimClusterOptions::default())
+        .await
+        .unwrap();
     let start = cluster.clock().now();
     let id = launch(&cluster, "m5.large", "us-west-2a", &[]).await;
     let node = eventually("the node to join", || node_of(&cluster, &id)).await;
-    let info = node.status.as_ref().and_then(|s| s.node_info.clone()).unwrap();
-    assert!(info.kubelet_version.starts_with("v1.29."), "{}", info.kubelet_version);
+    let info = node
+        .status
+        .as_ref()
+        .and_then(|s| s.node_info.clone())
+        .unwrap();
+    assert!(
+        info.kubelet_version.starts_with("v1.29."),
+        "{}",
+        info.kubelet_version
+    );
     assert_eq!(info.os_image, "Amazon Linux 2");
-    assert!(info.container_runtime_version.starts_with("containerd://1.7."));
+    assert!(
+        info.container_runtime_version
+            .starts_with("containerd://1.7.")
+    );
     let name = node.metadata.name.clone().unwrap();
-    assert!(name.starts_with("ip-10-") && name.ends_with(".us-west-2.compute.internal"), "{name}");
+    assert!(
+        name.starts_with("ip-10-") && name.ends_with(".us-west-2.compute.internal"),
+        "{name}"
+    );
     let labels = node.metadata.labels.clone().unwrap();
     assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
     assert_eq!(labels["topology.kubernetes.io/zone"], "us-west-2a");
@@ -137,47 +209,82 @@ async fn a_launched_machine_joins_becomes_ready_and_runs_a_deployment() {
     assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
     assert!(!is_ready(&node), "a node starts NotReady");
     assert!(taint_keys(&node).contains("node.kubernetes.io/not-ready"));
-    assert!(!taint_keys(&node).contains("karpenter.sh/unregistered"), "not launched by a provisioner");
+    assert!(
+        !taint_keys(&node).contains("karpenter.sh/unregistered"),
+        "not launched by a provisioner"
+    );
     // The machine needed its 30 s launch delay on the same clock the API server stamps with.
-    let joined: jiff::Timestamp = node.metadata.creation_timestamp.clone().unwrap().0.to_string().parse().unwrap();
+    let joined: jiff::Timestamp = node
+        .metadata
+        .creation_timestamp
+        .clone()
+        .unwrap()
+        .0
+        .to_string()
+        .parse()
+        .unwrap();
     assert!(joined.duration_since(start) >= jiff::SignedDuration::from_secs(30));
 
-    let node = eventually("the node to be Ready", || node_of(&cluster, &id).filter(is_ready)).await;
+    let node = eventually("the node to be Ready", || {
+        node_of(&cluster, &id).filter(is_ready)
+    })
+    .await;
     assert!(taint_keys(&node).is_empty(), "{:?}", taint_keys(&node));
-    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap();
+    let allocatable = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.clone())
+        .unwrap();
     assert_eq!(allocatable["pods"].0, "29");
 
     let deployments: Api<Deployment> = Api::namespaced(cluster.client(), "default");
-    deployments.create(&PostParams::default(), &deployment("web", 3, "512m")).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment("web", 3, "512m"))
+        .await
+        .unwrap();
     let pods = eventually("three running pods", || {
         let pods = pods_with(&cluster, "web");
         (pods.len() == 3 && pods.iter().all(pod_running)).then_some(pods)
     })
     .await;
     for pod in &pods {
-        assert_eq!(pod.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(name.as_str()));
+        assert_eq!(
+            pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+            Some(name.as_str())
+        );
         let status = pod.status.clone().unwrap();
         assert!(status.pod_ip.is_some());
         let containers = status.container_statuses.unwrap();
         assert!(containers[0].ready && containers[0].started == Some(true));
         assert!(containers[0].image.contains("pause"));
     }
-    let ips: BTreeSet<_> = pods.iter().filter_map(|p| p.status.as_ref()?.pod_ip.clone()).collect();
+    let ips: BTreeSet<_> = pods
+        .iter()
+        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .collect();
     assert_eq!(ips.len(), 3, "pod IPs are distinct");
 }
 
 #[tokio::test(start_paused = true)]
 async fn pods_that_fit_nowhere_are_marked_unschedulable_and_retried_when_nodes_change() {
-    let cluster = SimCluster::start(SimClusterOptions::default()).await.unwrap();
+    let cluster = SimCluster::start(SimClusterOptions::default())
+        .await
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     let pod = |name: &str, cpu: &str| -> Pod {
         serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": name}},
             "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}}))
         .unwrap()
     };
-    pods.create(&PostParams::default(), &pod("early", "100m")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("early", "100m"))
+        .await
+        .unwrap();
     let message = eventually("early to be unschedulable", || {
-        cluster.api_server().get::<Pod>("default", "early").as_ref().and_then(unschedulable_message)
+        cluster
+            .api_server()
+            .get::<Pod>("default", "early")
+            .as_ref()
+            .and_then(unschedulable_message)
     })
     .await;
     assert_eq!(message, "no nodes available to schedule pods");
@@ -185,45 +292,88 @@ async fn pods_that_fit_nowhere_are_marked_unschedulable_and_retried_when_nodes_c
     let node = ready_node(&cluster, "m5.large", "us-west-2a").await;
     let name = node.metadata.name.clone().unwrap();
     eventually("early to run once a node is there", || {
-        cluster.api_server().get::<Pod>("default", "early").filter(pod_running)
+        cluster
+            .api_server()
+            .get::<Pod>("default", "early")
+            .filter(pod_running)
     })
     .await;
 
-    pods.create(&PostParams::default(), &pod("huge", "64")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("huge", "64"))
+        .await
+        .unwrap();
     let message = eventually("huge to be unschedulable", || {
-        cluster.api_server().get::<Pod>("default", "huge").as_ref().and_then(unschedulable_message)
+        cluster
+            .api_server()
+            .get::<Pod>("default", "huge")
+            .as_ref()
+            .and_then(unschedulable_message)
     })
     .await;
     assert_eq!(message, "0/1 nodes are available: 1 Insufficient cpu.");
 
     let nodes: Api<Node> = Api::all(cluster.client());
-    let taint = json!({"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}});
-    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&taint)).await.unwrap();
-    pods.create(&PostParams::default(), &pod("late", "100m")).await.unwrap();
+    let taint =
+        json!({"spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}});
+    nodes
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&taint))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod("late", "100m"))
+        .await
+        .unwrap();
     let message = eventually("late to be unschedulable", || {
-        cluster.api_server().get::<Pod>("default", "late").as_ref().and_then(unschedulable_message)
+        cluster
+            .api_server()
+            .get::<Pod>("default", "late")
+            .as_ref()
+            .and_then(unschedulable_message)
     })
     .await;
-    assert_eq!(message, "0/1 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/disrupted: }.");
+    assert_eq!(
+        message,
+        "0/1 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/disrupted: }."
+    );
 
-    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"taints": null}}))).await.unwrap();
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"taints": null}})),
+        )
+        .await
+        .unwrap();
     let late = eventually("late to run once the taint is gone", || {
-        cluster.api_server().get::<Pod>("default", "late").filter(pod_running)
+        cluster
+            .api_server()
+            .get::<Pod>("default", "late")
+            .filter(pod_running)
     })
     .await;
     assert_eq!(late.spec.unwrap().node_name.as_deref(), Some(name.as_str()));
     let huge = cluster.api_server().get::<Pod>("default", "huge").unwrap();
-    assert!(huge.spec.unwrap().node_name.is_none(), "the huge pod still fits nowhere");
+    assert!(
+        huge.spec.unwrap().node_name.is_none(),
+        "the huge pod still fits nowhere"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn evicted_pods_are_replaced_and_a_terminated_machine_takes_its_pods_away() {
-    let cluster = SimCluster::start(SimClusterOptions::default()).await.unwrap();
+    let cluster = SimCluster::start(SimClusterOptions::default())
+        .await
+        .unwrap();
     let id = launch(&cluster, "m5.large", "us-west-2b", &[]).await;
-    let node = eventually("the node to be Ready", || node_of(&cluster, &id).filter(is_ready)).await;
+    let node = eventually("the node to be Ready", || {
+        node_of(&cluster, &id).filter(is_ready)
+    })
+    .await;
     let node_name = node.metadata.name.clone().unwrap();
     let deployments: Api<Deployment> = Api::namespaced(cluster.client(), "default");
-    deployments.create(&PostParams::default(), &deployment("api", 2, "250m")).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment("api", 2, "250m"))
+        .await
+        .unwrap();
     let before = eventually("two running pods", || {
         let pods = pods_with(&cluster, "api");
         (pods.len() == 2 && pods.iter().all(pod_running)).then_some(pods)
@@ -232,28 +382,56 @@ async fn evicted_pods_are_replaced_and_a_terminated_machine_takes_its_pods_away(
     let victim = before[0].metadata.name.clone().unwrap();
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     pods.evict(&victim, &EvictParams::default()).await.unwrap();
-    let after = eventually("a replacement to run and the evicted pod to be gone", || {
-        let pods = pods_with(&cluster, "api");
-        let names: BTreeSet<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
-        (pods.len() == 2 && !names.contains(&victim) && pods.iter().all(pod_running)).then_some(names)
-    })
+    let after = eventually(
+        "a replacement to run and the evicted pod to be gone",
+        || {
+            let pods = pods_with(&cluster, "api");
+            let names: BTreeSet<String> = pods
+                .iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            (pods.len() == 2 && !names.contains(&victim) && pods.iter().all(pod_running))
+                .then_some(names)
+        },
+    )
     .await;
     assert!(after.contains(before[1].metadata.name.as_ref().unwrap()));
 
-    cluster.aws().terminate_instances(vec![id.clone()]).await.unwrap();
-    eventually("the node to go away", || node_of(&cluster, &id).is_none().then_some(())).await;
-    let replacements = eventually("pods of the gone node deleted and replacements pending", || {
-        let pods = pods_with(&cluster, "api");
-        let none_on_node = pods.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node_name.as_str()));
-        (pods.len() == 2 && none_on_node && pods.iter().all(|p| unschedulable_message(p).is_some())).then_some(pods)
+    cluster
+        .aws()
+        .terminate_instances(vec![id.clone()])
+        .await
+        .unwrap();
+    eventually("the node to go away", || {
+        node_of(&cluster, &id).is_none().then_some(())
     })
     .await;
-    assert!(replacements.iter().all(|p| !after.contains(p.metadata.name.as_ref().unwrap())));
+    let replacements = eventually(
+        "pods of the gone node deleted and replacements pending",
+        || {
+            let pods = pods_with(&cluster, "api");
+            let none_on_node = pods.iter().all(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(node_name.as_str())
+            });
+            (pods.len() == 2
+                && none_on_node
+                && pods.iter().all(|p| unschedulable_message(p).is_some()))
+            .then_some(pods)
+        },
+    )
+    .await;
+    assert!(
+        replacements
+            .iter()
+            .all(|p| !after.contains(p.metadata.name.as_ref().unwrap()))
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn daemon_sets_run_one_pod_on_every_node_they_select() {
-    let cluster = SimCluster::start(SimClusterOptions::default()).await.unwrap();
+    let cluster = SimCluster::start(SimClusterOptions::default())
+        .await
+        .unwrap();
     let a = ready_node(&cluster, "m5.large", "us-west-2a").await;
     let b = ready_node(&cluster, "c5.xlarge", "us-west-2b").await;
     let daemon_sets: Api<DaemonSet> = Api::namespaced(cluster.client(), "default");
@@ -267,9 +445,18 @@ async fn daemon_sets_run_one_pod_on_every_node_they_select() {
         }))
         .unwrap()
     };
-    daemon_sets.create(&PostParams::default(), &ds("logs", json!({}))).await.unwrap();
     daemon_sets
-        .create(&PostParams::default(), &ds("zonal", json!({"topology.kubernetes.io/zone": "us-west-2b"})))
+        .create(&PostParams::default(), &ds("logs", json!({})))
+        .await
+        .unwrap();
+    daemon_sets
+        .create(
+            &PostParams::default(),
+            &ds(
+                "zonal",
+                json!({"topology.kubernetes.io/zone": "us-west-2b"}),
+            ),
+        )
         .await
         .unwrap();
     let logs = eventually("a running logs pod per node", || {
@@ -277,9 +464,21 @@ async fn daemon_sets_run_one_pod_on_every_node_they_select() {
         (pods.len() == 2 && pods.iter().all(pod_running)).then_some(pods)
     })
     .await;
-    let nodes: BTreeSet<String> = logs.iter().filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
-    assert_eq!(nodes, BTreeSet::from([a.metadata.name.clone().unwrap(), b.metadata.name.clone().unwrap()]));
-    assert!(logs.iter().all(|p| p.metadata.owner_references.as_ref().unwrap()[0].kind == "DaemonSet"));
+    let nodes: BTreeSet<String> = logs
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(
+        nodes,
+        BTreeSet::from([
+            a.metadata.name.clone().unwrap(),
+            b.metadata.name.clone().unwrap()
+        ])
+    );
+    assert!(
+        logs.iter()
+            .all(|p| p.metadata.owner_references.as_ref().unwrap()[0].kind == "DaemonSet")
+    );
     let zonal = eventually("one zonal pod", || {
         let pods = pods_with(&cluster, "zonal");
         (pods.len() == 1 && pods.iter().all(pod_running)).then_some(pods)
@@ -310,16 +509,68 @@ async fn daemon_sets_run_one_pod_on_every_node_they_select() {
 
 #[tokio::test(start_paused = true)]
 async fn provisioner_launched_machines_register_with_the_unregistered_taint() {
-    let cluster = SimCluster::start(SimClusterOptions::default()).await.unwrap();
-    let id = launch(&cluster, "m5.large", "us-west-2a", &[("karpenter.sh/nodepool", "default")]).await;
-    let node = eventually("the node to be Ready", || node_of(&cluster, &id).filter(is_ready)).await;
-    assert_eq!(taint_keys(&node), BTreeSet::from(["karpenter.sh/unregistered".to_string()]));
-    assert_eq!(node.metadata.labels.as_ref().unwrap()["karpenter.sh/nodepool"], "default");
-    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), "default");
-    deployments.create(&PostParams::default(), &deployment("held", 1, "100m")).await.unwrap();
-    let message = eventually("the pod to wait for registration", || {
-        pods_with(&cluster, "held").first().and_then(unschedulable_message)
+    let cluster = SimCluster::start(SimClusterOptions::default())
+        .await
+        .unwrap();
+    let id = launch(
+        &cluster,
+        "m5.large",
+        "us-west-2a",
+        &[("karpenter.sh/nodepool", "default")],
+    )
+    .await;
+    let node = eventually("the node to be Ready", || {
+        node_of(&cluster, &id).filter(is_ready)
     })
     .await;
-    assert_eq!(message, "0/1 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/unregistered: }.");
+    assert_eq!(
+        taint_keys(&node),
+        BTreeSet::from(["karpenter.sh/unregistered".to_string()])
+    );
+    assert_eq!(
+        node.metadata.labels.as_ref().unwrap()["karpenter.sh/nodepool"],
+        "default"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), "default");
+    deployments
+        .create(&PostParams::default(), &deployment("held", 1, "100m"))
+        .await
+        .unwrap();
+    let message = eventually("the pod to wait for registration", || {
+        pods_with(&cluster, "held")
+            .first()
+            .and_then(unschedulable_message)
+    })
+    .await;
+    assert_eq!(
+        message,
+        "0/1 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/unregistered: }."
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn zz_scale_probe() {
+    let wall = std::time::Instant::now();
+    let cluster = SimCluster::start(SimClusterOptions::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let zone = ["us-west-2a", "us-west-2b", "us-west-2c"][i % 3];
+        ids.push(launch(&cluster, "m5.2xlarge", zone, &[("n", &i.to_string())]).await);
+    }
+    eventually("nodes ready", || {
+        (cluster.api_server().list::<Node>(None).iter().filter(|n| is_ready(n)).count() == 40).then_some(())
+    })
+    .await;
+    eprintln!("nodes ready after {:?} wall, virtual {}", wall.elapsed(), cluster.clock().now());
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), "default");
+    deployments.create(&PostParams::default(), &deployment("big", 600, "250m")).await.unwrap();
+    eventually("pods running", || {
+        let pods = pods_with(&cluster, "big");
+        (pods.len() == 600 && pods.iter().all(pod_running)).then_some(())
+    })
+    .await;
+    eprintln!("600 pods running after {:?} wall, virtual {}", wall.elapsed(), cluster.clock().now());
+    let before = cluster.clock().now();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    eprintln!("10 idle virtual minutes took {:?} wall (virtual {} -> {})", wall.elapsed(), before, cluster.clock().now());
 }

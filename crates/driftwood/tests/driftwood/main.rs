@@ -1,10 +1,11 @@
-//! End-to-end tests of the driftwood binary's offline commands (one test binary, modules per
-//! command).
+//! driftwood's end-to-end tests, in one test binary: the offline commands (crds, validate,
+//! demo) run as a process, and the controllers on the embedded cluster (e2e).
 
 #![allow(clippy::unwrap_used)] // test helpers may unwrap
 
 mod crds;
 mod demo;
+mod e2e;
 mod validate;
 
 use std::path::{Path, PathBuf};

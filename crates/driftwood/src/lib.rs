@@ -1,0 +1,4 @@
+//! The driftwood program's library half: wiring the embedded cluster to the real controllers
+//! (used by `driftwood demo`, `driftwood sim serve` and the end-to-end tests).
+
+pub mod embedded;

@@ -1,0 +1,339 @@
+//! Test harness: an embedded cluster with the controllers, an independent observer cache, and
+//! the invariants checked at every step.
+
+use driftwood::embedded::{Embedded, fill};
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::{
+    ANNOTATION_DISRUPTION_REPLACEMENTS, CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED,
+    LABEL_NODEPOOL, REASON_DRIFTED,
+};
+use driftwood_controller::state::{Snapshot, spawn_watchers};
+use driftwood_controller::{ClusterState, Settings};
+use driftwood_disruption::budget::allowed_disruptions;
+use driftwood_sim::SimClusterOptions;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub struct Harness {
+    pub embedded: Embedded,
+    pub observer: ClusterState,
+    observer_tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The largest number of ready pods each PDB has had (invariants start once satisfied).
+    pdb_armed: BTreeMap<String, bool>,
+    pub steps: usize,
+    /// The fewest ready pods of each Deployment seen once it was first fully ready.
+    pub min_ready: BTreeMap<String, i32>,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        for t in &self.observer_tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Harness {
+    pub async fn start(kubernetes_version: &str, settings: Settings) -> Self {
+        // RUST_LOG=info shows the controllers' log lines in a failing test's output.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let options = SimClusterOptions {
+            kubernetes_version: kubernetes_version.to_string(),
+            ..SimClusterOptions::default()
+        };
+        let embedded = Embedded::start(options, settings)
+            .await
+            .expect("embedded cluster starts");
+        let observer = ClusterState::new();
+        let observer_tasks = spawn_watchers(&embedded.cluster.client(), &observer);
+        observer.wait_synced().await;
+        Self {
+            embedded,
+            observer,
+            observer_tasks,
+            pdb_armed: BTreeMap::new(),
+            steps: 0,
+            min_ready: BTreeMap::new(),
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.observer.snapshot()
+    }
+
+    /// Applies a YAML file from ../shared/fixtures/blueprints with `values` filled in.
+    pub async fn apply_fixture(&self, path: &str, values: &BTreeMap<String, String>) {
+        let full = super::super::blueprints().join(path);
+        let text =
+            std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
+        self.embedded
+            .apply_yaml(&fill(&text, values))
+            .await
+            .unwrap_or_else(|e| panic!("applying {path}: {e:#}"));
+    }
+
+    pub async fn apply(&self, yaml: &str) {
+        self.embedded
+            .apply_yaml(yaml)
+            .await
+            .unwrap_or_else(|e| panic!("applying: {e:#}\n{yaml}"));
+    }
+
+    /// Advances virtual time one second at a time until `done` holds, checking the invariants
+    /// at every step. Panics naming `what` after `max` of virtual time.
+    pub async fn wait_until(
+        &mut self,
+        what: &str,
+        max: Duration,
+        mut done: impl FnMut(&Snapshot) -> bool,
+    ) {
+        let steps = max.as_secs().max(1);
+        for _ in 0..steps {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let snapshot = self.snapshot();
+            self.check_invariants(&snapshot);
+            self.steps += 1;
+            if done(&snapshot) {
+                return;
+            }
+        }
+        panic!(
+            "timed out after {max:?} of virtual time waiting for: {what}\n{}",
+            describe(&self.snapshot())
+        );
+    }
+
+    /// The safety invariants: no PDB below its minimum once met, no NodePool disrupting more
+    /// nodes than its budgets allow, no drifted node deleted before its replacements were
+    /// initialized.
+    pub fn check_invariants(&mut self, snapshot: &Snapshot) {
+        let now = self.embedded.cluster.cloud_clock().now().as_second();
+        // PDBs.
+        for (key, pdb) in &snapshot.store.pdbs {
+            let Some(min) = pdb.spec.as_ref().and_then(|s| s.min_available.as_ref()) else {
+                continue;
+            };
+            let k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(min) = min else {
+                continue;
+            };
+            let selector = pdb
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .and_then(|s| s.match_labels.clone())
+                .unwrap_or_default();
+            let ready = snapshot
+                .store
+                .pods
+                .values()
+                .filter(|p| p.metadata.namespace == pdb.metadata.namespace)
+                .filter(|p| {
+                    selector
+                        .iter()
+                        .all(|(k, v)| p.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
+                })
+                .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
+                .count() as i32;
+            let armed = self.pdb_armed.entry(key.clone()).or_insert(false);
+            if ready >= *min {
+                *armed = true;
+            }
+            assert!(
+                !*armed || ready >= *min,
+                "PDB {key} violated: {ready} ready pods < minAvailable {min}\n{}",
+                describe(snapshot)
+            );
+        }
+        // Budgets.
+        for (name, pool) in &snapshot.store.nodepools {
+            let claims: Vec<_> = snapshot
+                .store
+                .nodeclaims
+                .values()
+                .filter(|c| {
+                    c.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(LABEL_NODEPOOL))
+                        == Some(name)
+                })
+                .collect();
+            let initialized: Vec<_> = claims
+                .iter()
+                .filter(|c| c.is_true(CONDITION_INITIALIZED))
+                .collect();
+            let disrupting = initialized
+                .iter()
+                .filter(|c| c.condition(CONDITION_DISRUPTION_REASON).is_some())
+                .count();
+            let budget = allowed_disruptions(pool, REASON_DRIFTED, initialized.len(), 0, now);
+            if let Some(limit) = budget.limit {
+                assert!(
+                    disrupting <= limit,
+                    "nodepool {name}: {disrupting} nodes disrupting > budget {limit}\n{}",
+                    describe(snapshot)
+                );
+            }
+        }
+        // Replacements first.
+        for (name, claim) in &snapshot.store.nodeclaims {
+            if claim.metadata.deletion_timestamp.is_none() {
+                continue;
+            }
+            let replacements = claim
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS));
+            for replacement in replacements
+                .into_iter()
+                .flat_map(|r| r.split(','))
+                .filter(|r| !r.is_empty())
+            {
+                if let Some(r) = snapshot.store.nodeclaims.get(replacement) {
+                    assert!(
+                        r.is_true(CONDITION_INITIALIZED),
+                        "nodeclaim {name} deleted before its replacement {replacement} was initialized"
+                    );
+                }
+            }
+        }
+        // Availability: the fewest ready pods per app once any was ready.
+        for (app, ready) in ready_by_app(snapshot) {
+            let entry = self.min_ready.entry(app).or_insert(i32::MAX);
+            if *entry != i32::MAX || ready > 0 {
+                *entry = (*entry).min(ready);
+            }
+        }
+    }
+}
+
+/// Ready, non-terminating pods per `app` label.
+pub fn ready_by_app(snapshot: &Snapshot) -> BTreeMap<String, i32> {
+    let mut out = BTreeMap::new();
+    for pod in snapshot.store.pods.values() {
+        let Some(app) = pod.metadata.labels.as_ref().and_then(|l| l.get("app")) else {
+            continue;
+        };
+        let entry = out.entry(app.clone()).or_insert(0);
+        if pod.metadata.deletion_timestamp.is_none() && pod_ready(pod) {
+            *entry += 1;
+        }
+    }
+    out
+}
+
+pub fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// A one-screen description of the cluster for failure messages.
+pub fn describe(snapshot: &Snapshot) -> String {
+    let mut out = String::from("nodeclaims:\n");
+    for (name, claim) in &snapshot.store.nodeclaims {
+        let conditions: Vec<String> = claim
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter())
+            .map(|c| {
+                format!(
+                    "{}={}({})",
+                    c.type_,
+                    c.status,
+                    c.reason.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "  {name} deleting={} {}\n",
+            claim.metadata.deletion_timestamp.is_some(),
+            conditions.join(" ")
+        ));
+    }
+    out.push_str("nodes:\n");
+    for (name, node) in &snapshot.store.nodes {
+        let version = node
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.kubelet_version.clone())
+            .unwrap_or_default();
+        let taints: Vec<String> = node
+            .spec
+            .iter()
+            .flat_map(|s| s.taints.iter().flatten())
+            .map(|t| t.key.clone())
+            .collect();
+        out.push_str(&format!("  {name} {version} taints={taints:?}\n"));
+    }
+    out.push_str("pods:\n");
+    for (key, pod) in &snapshot.store.pods {
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        let conditions: Vec<String> = pod
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .map(|c| {
+                format!(
+                    "{}={}({}: {})",
+                    c.type_,
+                    c.status,
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "  {key} node={node} phase={phase} ready={} {}\n",
+            pod_ready(pod),
+            conditions.join(" ")
+        ));
+    }
+    out.push_str("ec2nodeclasses:\n");
+    for (name, class) in &snapshot.store.nodeclasses {
+        let conditions: Vec<String> = class
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter())
+            .map(|c| {
+                format!(
+                    "{}={}({}: {})",
+                    c.type_,
+                    c.status,
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        out.push_str(&format!("  {name} {}\n", conditions.join(" ")));
+    }
+    out.push_str(&format!(
+        "nodepools: {:?}\n",
+        snapshot.store.nodepools.keys().collect::<Vec<_>>()
+    ));
+    out
+}
+
+/// The kubelet version of a node.
+pub fn kubelet_version(node: &k8s_openapi::api::core::v1::Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.kubelet_version.clone())
+        .unwrap_or_default()
+}
