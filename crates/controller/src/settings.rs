@@ -83,6 +83,9 @@ pub struct Settings {
     pub gc_grace: Duration,
     /// Seed for generated names (NodeClaims), so a simulation is repeatable.
     pub name_seed: u64,
+    /// Pacing of pods no PDB protects during drain (at most 25% of a controller's pods
+    /// unavailable at once, at least one); `None` evicts them all at once, as Karpenter does.
+    pub unprotected_pacing: Option<driftwood_disruption::drain::UnprotectedPacing>,
 }
 
 /// The shortest replacement timeout driftwood accepts.
@@ -102,6 +105,7 @@ impl Default for Settings {
             registration_ttl: Duration::from_secs(900),
             gc_grace: Duration::from_secs(30),
             name_seed: 0,
+            unprotected_pacing: Some(driftwood_disruption::drain::UnprotectedPacing::default()),
         }
     }
 }

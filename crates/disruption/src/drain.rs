@@ -26,6 +26,46 @@ pub struct DrainPod {
     pub do_not_disrupt: bool,
     /// The pod's own terminationGracePeriodSeconds (Kubernetes default 30).
     pub grace_period_seconds: i64,
+    /// Its controller (`Kind/namespace/name` of a ReplicaSet or StatefulSet), if any.
+    pub owner: Option<String>,
+    /// Selected by a PodDisruptionBudget (the Eviction API then paces it).
+    pub pdb_protected: bool,
+}
+
+/// How many pods of one controller exist cluster-wide and how many are not Ready (or are
+/// terminating) right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OwnerAvailability {
+    pub total: usize,
+    pub unavailable: usize,
+}
+
+/// driftwood's pacing of pods no PodDisruptionBudget protects: at most this percentage of a
+/// controller's pods (at least one) may be unavailable while its pods are evicted — the
+/// default a Deployment's own rolling update allows. `None` evicts them all at once, as
+/// Karpenter does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnprotectedPacing {
+    pub max_unavailable_percent: u32,
+}
+
+impl Default for UnprotectedPacing {
+    fn default() -> Self {
+        Self {
+            max_unavailable_percent: 25,
+        }
+    }
+}
+
+/// The context of a drain beyond the node's own pods.
+#[derive(Debug, Clone, Default)]
+pub struct DrainContext {
+    /// When the NodeClaim's terminationGracePeriod ends (UTC seconds), if it has one.
+    pub deadline: Option<i64>,
+    /// Availability of each controller, by the `owner` key of [`DrainPod`].
+    pub owners: std::collections::BTreeMap<String, OwnerAvailability>,
+    /// Pacing of unprotected pods; `None` evicts them all at once.
+    pub pacing: Option<UnprotectedPacing>,
 }
 
 impl DrainPod {
@@ -101,6 +141,22 @@ pub struct DrainPlan {
 /// them out. With a deadline, any pod whose own grace period would overrun it is deleted
 /// now with the time that remains, so everything is gone when the deadline comes.
 pub fn plan_drain(pods: &[DrainPod], deadline: Option<i64>, now: i64) -> DrainPlan {
+    plan_drain_with(
+        pods,
+        &DrainContext {
+            deadline,
+            ..Default::default()
+        },
+        now,
+    )
+}
+
+/// As [`plan_drain`], with controller availability and pacing of unprotected pods: a pod no
+/// PDB selects is evicted only while its controller has fewer unavailable pods than the
+/// pacing allows (percent of its pods, rounded up, at least one), so a workload without a PDB
+/// keeps serving while it moves.
+pub fn plan_drain_with(pods: &[DrainPod], context: &DrainContext, now: i64) -> DrainPlan {
+    let deadline = context.deadline;
     let mut plan = DrainPlan::default();
     let remaining: Vec<&DrainPod> = pods.iter().filter(|p| !p.left_alone()).collect();
     if remaining.is_empty() {
@@ -127,12 +183,33 @@ pub fn plan_drain(pods: &[DrainPod], deadline: Option<i64>, now: i64) -> DrainPl
         .map(|p| DrainWave::of(p))
         .min();
     if let Some(wave) = plan.wave {
-        plan.evict = remaining
+        let mut unavailable: std::collections::BTreeMap<&str, usize> = context
+            .owners
+            .iter()
+            .map(|(k, a)| (k.as_str(), a.unavailable))
+            .collect();
+        for pod in remaining
             .iter()
             .filter(|p| DrainWave::of(p) == wave && !p.terminating && !p.do_not_disrupt)
-            .map(|p| p.key())
-            .filter(|k| !forced.contains(&k.as_str()))
-            .collect();
+        {
+            if forced.contains(&pod.key().as_str()) {
+                continue;
+            }
+            if let (Some(pacing), Some(owner), false) =
+                (context.pacing, pod.owner.as_deref(), pod.pdb_protected)
+            {
+                let total = context.owners.get(owner).map_or(1, |a| a.total.max(1));
+                let allowed = (total * pacing.max_unavailable_percent as usize)
+                    .div_ceil(100)
+                    .max(1);
+                let down = unavailable.entry(owner).or_insert(0);
+                if *down >= allowed {
+                    continue;
+                }
+                *down += 1;
+            }
+            plan.evict.push(pod.key());
+        }
     }
     plan.waiting_for = remaining
         .iter()
@@ -268,6 +345,66 @@ mod tests {
         assert_eq!(plan.waiting_for, vec!["default/ds", "default/precious"]);
         let plan = plan_drain(&pods[..1], None, 1_000_000);
         assert!(plan.evict.is_empty() && plan.delete.is_empty() && !plan.drained);
+    }
+
+    #[test]
+    fn unprotected_pods_of_one_controller_move_a_quarter_at_a_time() {
+        let owner = Some("ReplicaSet/default/web".to_string());
+        let pods: Vec<DrainPod> = (0..3)
+            .map(|i| DrainPod {
+                owner: owner.clone(),
+                ..pod(&format!("web-{i}"))
+            })
+            .collect();
+        let mut context = DrainContext {
+            pacing: Some(UnprotectedPacing::default()),
+            ..Default::default()
+        };
+        context.owners.insert(
+            "ReplicaSet/default/web".into(),
+            OwnerAvailability {
+                total: 3,
+                unavailable: 0,
+            },
+        );
+        let plan = plan_drain_with(&pods, &context, 0);
+        assert_eq!(plan.evict, vec!["default/web-0"], "25% of 3 rounds up to 1");
+        assert_eq!(plan.waiting_for, vec!["default/web-1", "default/web-2"]);
+        // While one is still unavailable (its replacement not Ready yet), nothing more goes.
+        context.owners.insert(
+            "ReplicaSet/default/web".into(),
+            OwnerAvailability {
+                total: 3,
+                unavailable: 1,
+            },
+        );
+        assert!(plan_drain_with(&pods[1..], &context, 0).evict.is_empty());
+        // A controller with 8 pods may lose 2 at once.
+        let many: Vec<DrainPod> = (0..8)
+            .map(|i| DrainPod {
+                owner: owner.clone(),
+                ..pod(&format!("web-{i}"))
+            })
+            .collect();
+        context.owners.insert(
+            "ReplicaSet/default/web".into(),
+            OwnerAvailability {
+                total: 8,
+                unavailable: 0,
+            },
+        );
+        assert_eq!(plan_drain_with(&many, &context, 0).evict.len(), 2);
+        // PDB-protected pods are paced by the Eviction API instead; without pacing all go.
+        let protected: Vec<DrainPod> = many
+            .iter()
+            .map(|p| DrainPod {
+                pdb_protected: true,
+                ..p.clone()
+            })
+            .collect();
+        assert_eq!(plan_drain_with(&protected, &context, 0).evict.len(), 8);
+        context.pacing = None;
+        assert_eq!(plan_drain_with(&many, &context, 0).evict.len(), 8);
     }
 
     #[test]

@@ -139,7 +139,64 @@ pub fn drain_pod(pod: &Pod) -> DrainPod {
         grace_period_seconds: spec
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(30),
+        owner: controller_key(pod),
+        pdb_protected: false,
     }
+}
+
+/// `Kind/namespace/name` of the pod's ReplicaSet or StatefulSet controller.
+pub fn controller_key(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| matches!(o.kind.as_str(), "ReplicaSet" | "StatefulSet"))
+        .map(|o| {
+            format!(
+                "{}/{}/{}",
+                o.kind,
+                pod.metadata.namespace.as_deref().unwrap_or_default(),
+                o.name
+            )
+        })
+}
+
+/// How long a pod may be not Ready and still count as "on its way" (a replacement starting).
+/// Pods not Ready for longer are broken for reasons of their own and do not hold a drain.
+pub const STARTING_WINDOW_SECONDS: i64 = 300;
+
+/// Availability of every ReplicaSet/StatefulSet from all pods at `now` (UTC seconds): how many
+/// exist, and how many are terminating or are not Ready yet but were created within the
+/// starting window.
+pub fn owner_availability<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    now: i64,
+) -> BTreeMap<String, crate::drain::OwnerAvailability> {
+    let mut out: BTreeMap<String, crate::drain::OwnerAvailability> = BTreeMap::new();
+    for pod in pods {
+        if is_terminal_pod(pod) {
+            continue;
+        }
+        let Some(owner) = controller_key(pod) else {
+            continue;
+        };
+        let ready = pod.metadata.deletion_timestamp.is_none()
+            && pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let young = pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .is_some_and(|t| now - t.0.as_second() < STARTING_WINDOW_SECONDS);
+        let entry = out.entry(owner).or_default();
+        entry.total += 1;
+        entry.unavailable += usize::from(terminating || (!ready && young));
+    }
+    out
 }
 
 /// A managed node as the disruption planner sees it.
@@ -266,6 +323,34 @@ mod tests {
             "metadata: {name: static, namespace: kube-system, annotations: {kubernetes.io/config.mirror: abc}}\nspec: {containers: [{name: c}]}",
         );
         assert!(drain_pod(&mirror).mirror && !pod_view(&mirror, &[]).reschedulable);
+    }
+
+    #[test]
+    fn owner_availability_counts_starting_and_terminating_pods_only() {
+        let at = |name: &str, created: &str, ready: bool, deleting: bool| {
+            pod(&format!(
+                "metadata: {{name: {name}, namespace: default, creationTimestamp: \"{created}\", {}ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: u, controller: true}}]}}\nspec: {{containers: [{{name: c}}]}}\nstatus: {{phase: Running, conditions: [{{type: Ready, status: \"{}\"}}]}}",
+                if deleting {
+                    "deletionTimestamp: \"2026-11-21T10:00:00Z\", "
+                } else {
+                    ""
+                },
+                if ready { "True" } else { "False" }
+            ))
+        };
+        let now = "2026-11-21T10:00:00Z"
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .as_second();
+        let pods = [
+            at("ready", "2026-11-21T09:00:00Z", true, false),
+            at("starting", "2026-11-21T09:59:00Z", false, false),
+            at("crashlooping", "2026-11-21T08:00:00Z", false, false),
+            at("leaving", "2026-11-21T09:00:00Z", true, true),
+        ];
+        let availability = owner_availability(pods.iter(), now);
+        let web = availability["ReplicaSet/default/web"];
+        assert_eq!((web.total, web.unavailable), (4, 2));
     }
 
     #[test]

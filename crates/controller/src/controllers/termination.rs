@@ -19,8 +19,8 @@ use driftwood_api::wellknown::{
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DISRUPTION_REASON,
     CONDITION_INSTANCE_TERMINATING, FINALIZER_TERMINATION, LABEL_NODEPOOL,
 };
-use driftwood_disruption::drain::plan_drain;
-use driftwood_disruption::views::drain_pod;
+use driftwood_disruption::drain::{DrainContext, DrainPod, plan_drain_with};
+use driftwood_disruption::views::{drain_pod, matching_pdbs, owner_availability};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, EvictParams};
 use std::collections::BTreeMap;
@@ -180,8 +180,28 @@ async fn terminate(
         }
         let deadline = deadline(ctx, name, claim).await;
         let pods: Vec<&std::sync::Arc<Pod>> = snapshot.pods_on(&node_name);
-        let views: Vec<_> = pods.iter().map(|p| drain_pod(p)).collect();
-        let plan = plan_drain(&views, deadline, ctx.now_seconds());
+        let pdbs: Vec<_> = snapshot
+            .store
+            .pdbs
+            .values()
+            .map(|p| (**p).clone())
+            .collect();
+        let views: Vec<_> = pods
+            .iter()
+            .map(|p| DrainPod {
+                pdb_protected: !matching_pdbs(p, &pdbs).is_empty(),
+                ..drain_pod(p)
+            })
+            .collect();
+        let context = DrainContext {
+            deadline,
+            owners: owner_availability(
+                snapshot.store.pods.values().map(|p| p.as_ref()),
+                ctx.now_seconds(),
+            ),
+            pacing: ctx.settings.unprotected_pacing,
+        };
+        let plan = plan_drain_with(&views, &context, ctx.now_seconds());
         if !plan.drained {
             let mut refused = 0;
             for key in &plan.evict {

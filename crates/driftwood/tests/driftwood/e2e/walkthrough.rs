@@ -97,6 +97,7 @@ async fn walkthrough_upgrade_replaces_the_node_without_downtime() {
     )
     .unwrap()
     .replace("KubernetesVersion: \"1.31\"", "KubernetesVersion: \"1.32\"");
+    h.min_ready.clear();
     h.apply(&driftwood::embedded::fill(&text, &values)).await;
     h.wait_until(
         "the old node gone and 3 pods on a v1.30 node",
@@ -112,9 +113,21 @@ async fn walkthrough_upgrade_replaces_the_node_without_downtime() {
     .await;
     let s = h.snapshot();
     assert_eq!(s.store.nodeclaims.len(), 1, "{}", describe(&s));
+    // No PDB: driftwood moves a quarter of the controller's pods at a time (at least one), so
+    // at least 2 of the 3 stayed Ready throughout.
     assert_eq!(
         h.min_ready.get("latest-current-ami").copied(),
-        Some(3),
-        "pods stayed available throughout"
+        Some(2),
+        "availability during the rollout"
+    );
+    let claim = s.store.nodeclaims.values().next().unwrap();
+    let image = claim
+        .status
+        .as_ref()
+        .and_then(|st| st.image_id.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        image, values["<<AMD64PREVAMI>>"],
+        "the new node runs the 1.30 amd64 AMI"
     );
 }
