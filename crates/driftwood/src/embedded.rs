@@ -4,7 +4,7 @@
 //! through the production AWS provider.
 
 use anyhow::Context as _;
-use driftwood_cloud::{AwsProvider, AwsSettings};
+use driftwood_cloud::{AwsPorts, AwsProvider, AwsSettings};
 use driftwood_controller::events::Events;
 use driftwood_controller::metrics::Metrics;
 use driftwood_controller::{ClusterState, Context, NameGenerator, Settings};
@@ -12,7 +12,8 @@ use driftwood_sim::{SimCluster, SimClusterOptions};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// The embedded cluster plus controllers.
@@ -36,6 +37,82 @@ impl Drop for Running {
     }
 }
 
+/// Everything a controller process is built from.
+struct ProcessTemplate {
+    client: kube::Client,
+    clock: Arc<dyn driftwood_cloud::Clock>,
+    ports: AwsPorts,
+    /// The simulated account's cluster name (discovery tags).
+    cluster_name: String,
+    kubernetes_version: String,
+    settings: Settings,
+}
+
+impl ProcessTemplate {
+    /// A fresh controller process: new cache, provider, context and controller tasks.
+    fn start(&self, seed: u64) -> Running {
+        let state = ClusterState::new();
+        let aws_settings =
+            AwsSettings::new(&self.cluster_name, "us-west-2", &self.kubernetes_version);
+        let provider = Arc::new(AwsProvider::new(
+            self.ports.clone(),
+            aws_settings,
+            self.clock.clone(),
+            Arc::new(state.clone()),
+        ));
+        let ctx = Context {
+            client: self.client.clone(),
+            state: state.clone(),
+            clock: self.clock.clone(),
+            cloud: provider.clone(),
+            nodeclasses: provider,
+            events: Events::new(self.client.clone(), self.clock.clone()),
+            metrics: Metrics::new(),
+            names: Arc::new(NameGenerator::new(self.settings.name_seed ^ seed)),
+            settings: Arc::new(self.settings.clone()),
+        };
+        let mut handles = driftwood_controller::state::spawn_watchers(&self.client, &state);
+        handles.extend(driftwood_controller::runtime::spawn_controllers(&ctx));
+        Running { ctx, handles }
+    }
+}
+
+/// A controller replica under leader election (see [`Embedded::start_replica`]).
+pub struct Replica {
+    pub identity: String,
+    election: JoinHandle<()>,
+    running: Arc<Mutex<Option<Running>>>,
+}
+
+impl Replica {
+    /// Whether this replica holds the lease and runs the controllers.
+    pub fn is_leading(&self) -> bool {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// The leading replica's metrics in the Prometheus text format (None while standing by).
+    pub fn metrics_text(&self) -> Option<String> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|r| r.ctx.metrics.render())
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.election.abort();
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+}
+
 impl Embedded {
     /// Starts the simulated cluster and the controllers.
     pub async fn start(options: SimClusterOptions, settings: Settings) -> anyhow::Result<Self> {
@@ -53,41 +130,54 @@ impl Embedded {
 
     /// Starts a fresh controller process (new cache, new tasks), as after a restart.
     pub fn start_controllers(&mut self) {
-        let client = self.cluster.client();
-        let clock = self.cluster.cloud_clock();
-        let state = ClusterState::new();
+        let seed = rand_seed(&self.controllers);
+        self.controllers = Some(self.process_template().start(seed));
+    }
+
+    /// What starting a controller process needs, detached from `self`.
+    fn process_template(&self) -> ProcessTemplate {
         let options = self.cluster.options();
-        let aws_settings = AwsSettings::new(
-            &options.cluster_name,
-            "us-west-2",
-            &options.kubernetes_version,
-        );
-        let provider = Arc::new(AwsProvider::new(
-            self.cluster.aws_ports(),
-            aws_settings,
-            clock.clone(),
-            Arc::new(state.clone()),
-        ));
         let mut settings = self.settings.clone();
         if settings.cluster_name.is_empty() {
             settings.cluster_name.clone_from(&options.cluster_name);
         }
-        let ctx = Context {
-            client: client.clone(),
-            state: state.clone(),
-            clock: clock.clone(),
-            cloud: provider.clone(),
-            nodeclasses: provider,
-            events: Events::new(client.clone(), clock),
-            metrics: Metrics::new(),
-            names: Arc::new(NameGenerator::new(
-                settings.name_seed ^ rand_seed(&self.controllers),
-            )),
-            settings: Arc::new(settings),
-        };
-        let mut handles = driftwood_controller::state::spawn_watchers(&client, &state);
-        handles.extend(driftwood_controller::runtime::spawn_controllers(&ctx));
-        self.controllers = Some(Running { ctx, handles });
+        ProcessTemplate {
+            client: self.cluster.client(),
+            clock: self.cluster.cloud_clock(),
+            ports: self.cluster.aws_ports(),
+            cluster_name: options.cluster_name.clone(),
+            kubernetes_version: options.kubernetes_version.clone(),
+            settings,
+        }
+    }
+
+    /// Starts a controller replica that campaigns for the leader Lease (in `kube-system`) and
+    /// runs the controllers only while it leads, as one replica of a Deployment would. Stop the
+    /// default controllers first (`kill_controllers`) to run only replicas. Dropping the
+    /// replica kills it: its controllers stop and its lease is left to lapse.
+    pub fn start_replica(&self, identity: &str, lease_duration: Duration) -> Replica {
+        let running: Arc<Mutex<Option<Running>>> = Arc::new(Mutex::new(None));
+        let slot = running.clone();
+        let template = self.process_template();
+        let seed = identity.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let election = tokio::spawn(driftwood_controller::leader::run_election(
+            self.cluster.client(),
+            "kube-system",
+            identity.to_string(),
+            self.cluster.cloud_clock(),
+            lease_duration,
+            move |leading| {
+                let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                *slot = leading.then(|| template.start(seed));
+            },
+        ));
+        Replica {
+            identity: identity.to_string(),
+            election,
+            running,
+        }
     }
 
     /// Stops the controllers abruptly (a crash): whatever they were doing is cut off.

@@ -48,11 +48,13 @@ enum Command {
     /// The embedded cluster's tools.
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
-    /// Run the "update nodes using drift" walkthrough on an embedded cluster.
+    /// Run the "update nodes using drift" walkthrough (or another scenario) on an embedded
+    /// cluster with a simulated EC2 and the real controllers, on a virtual clock.
     ///
-    /// Not built yet: today it checks the bundled walkthrough manifests against driftwood's
-    /// rules and says what the full demo will do.
-    Demo,
+    /// Prints `kubectl get pods/nodes` before and after, the controllers' log lines, and a
+    /// timeline of the rollout; exits 1 if the rollout did not finish or availability fell
+    /// below what the scenario allows. `--list` shows the bundled scenarios.
+    Demo(cmd::demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,7 +65,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => block_on(cmd::explain::run(&args)),
         Command::Controller(args) => block_on(cmd::controller::run(&args)),
         Command::Sim(command) => cmd::sim::run(&command),
-        Command::Demo => cmd::demo::run(),
+        Command::Demo(args) => cmd::demo::run_command(&args),
     };
     match result {
         Ok(code) => code,

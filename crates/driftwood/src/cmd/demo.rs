@@ -1,74 +1,154 @@
-//! `driftwood demo`: today a preview that checks the bundled walkthrough manifests; the
-//! embedded-cluster rollout lands with the demo issue.
+//! `driftwood demo`: runs a scenario (by default the public "update nodes using drift"
+//! walkthrough) on the embedded cluster with the simulated EC2 and the real controllers, on a
+//! virtual clock; prints kubectl-style tables, the controllers' log lines, a timeline and a
+//! verdict; exits 1 when the rollout did not finish or an expectation failed.
 
-use driftwood_api::manifest::{Document, parse_documents};
+use driftwood::demo::bundle::{self, DEFAULT_SCENARIO, SCENARIOS};
+use driftwood::demo::logs::{self, LogClock};
+use driftwood::demo::{Pace, RunConfig, parse_scenario, run};
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The walkthrough's manifests, bundled so the demo needs no checkout.
-const WALKTHROUGH: &[(&str, &str)] = &[
-    (
-        "update-nodes-with-drift/latest-current-ami.yaml",
-        include_str!("../../../../examples/update-nodes-with-drift/latest-current-ami.yaml"),
-    ),
-    (
-        "update-nodes-with-drift/workload.yaml",
-        include_str!("../../../../examples/update-nodes-with-drift/workload.yaml"),
-    ),
-];
-
-/// Fills the walkthrough's placeholders as its instructions do with sed.
-fn fill(text: &str) -> String {
-    text.replace("<<CLUSTER_NAME>>", "driftwood-demo")
-        .replace(
-            "<<KARPENTER_NODE_IAM_ROLE_NAME>>",
-            "KarpenterNodeRole-driftwood-demo",
-        )
-        .replace("<<AMD64PREVAMI>>", "ami-00000000000000129")
-        .replace("<<ARM64PREVAMI>>", "ami-10000000000000129")
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A scenario file (YAML), or the name of a bundled example (see --list).
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<String>,
+    /// List the bundled example scenarios and exit.
+    #[arg(long)]
+    list: bool,
+    /// Watch it live: this many virtual seconds per wall second (e.g. 10).
+    #[arg(long, value_name = "X", conflicts_with = "realtime")]
+    speed: Option<f64>,
+    /// Run on wall-clock time (a two-minute wait takes two minutes).
+    #[arg(long)]
+    realtime: bool,
+    /// Keep the cluster up afterwards and print the `export KUBECONFIG=...` line, until Ctrl-C.
+    #[arg(long)]
+    serve: bool,
+    /// Write summary.json and rollout.svg (nodes by state, ready pods) to this directory.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Leave out the controllers' log lines.
+    #[arg(long)]
+    quiet: bool,
 }
 
-pub fn run() -> anyhow::Result<ExitCode> {
-    println!("driftwood demo");
-    println!();
-    println!(
-        "The full demo — the \"update nodes using drift\" walkthrough replayed on an embedded"
-    );
-    println!("cluster with a simulated EC2 on a virtual clock — is not built yet. For now this");
-    println!("checks the walkthrough's manifests (placeholders filled) against driftwood's rules:");
-    println!();
-    let mut invalid = 0;
-    for (name, text) in WALKTHROUGH {
-        for document in parse_documents(&fill(text)) {
-            match document {
-                Ok(Document::Karpenter(object)) => {
-                    let report = object.validate();
-                    let verdict = if report.is_valid() { "ok" } else { "invalid" };
-                    println!("  {} ({name}): {verdict}", report.object);
-                    for e in &report.errors {
-                        println!("    error: {e}");
-                    }
-                    for w in &report.warnings {
-                        println!("    warning: {w}");
-                    }
-                    invalid += usize::from(!report.is_valid());
-                }
-                Ok(Document::Other {
-                    kind, name: object, ..
-                }) => println!("  {kind} {object:?} ({name}): passed over"),
-                Err(e) => {
-                    invalid += 1;
-                    println!("  {name}: {e}");
-                }
-            }
-        }
+pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.list {
+        return list();
     }
-    println!();
-    println!(
-        "Next: `driftwood validate -f <your manifests>`, `driftwood crds | kubectl apply -f -`."
-    );
-    Ok(if invalid == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    if let Some(speed) = args.speed
+        && !(speed.is_finite() && speed > 0.0)
+    {
+        anyhow::bail!("--speed {speed}: must be a positive number of virtual seconds per second");
+    }
+    let name = args.scenario.as_deref().unwrap_or(DEFAULT_SCENARIO);
+    let (text, files) = bundle::locate(name).map_err(anyhow::Error::msg)?;
+    let scenario = parse_scenario(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let progress = std::io::stdout().is_terminal();
+    let log_clock = LogClock::default();
+    if !args.quiet {
+        logs::install(log_clock.clone(), progress);
+    }
+    let pace = match (args.realtime, args.speed) {
+        (true, _) => Pace::Realtime,
+        (false, Some(x)) => Pace::Speed(x),
+        (false, None) => Pace::Virtual,
+    };
+    let config = RunConfig {
+        pace,
+        progress,
+        log_clock: Some(log_clock),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(pace != Pace::Realtime)
+        .build()?;
+    runtime.block_on(async {
+        let wall = std::time::Instant::now();
+        let mut stdout = std::io::stdout();
+        let outcome = run(&scenario, &files, &config, &mut stdout).await?;
+        print!("{}", outcome.summary.text());
+        println!(
+            "({} of cluster time in {:.1}s of wall time)",
+            driftwood::demo::duration::compact(
+                outcome.embedded.cluster.clock().now().as_second()
+                    - scenario_start(&outcome.summary)
+            ),
+            wall.elapsed().as_secs_f64()
+        );
+        if let Some(dir) = &args.report {
+            write_report(dir, &outcome.summary)?;
+        }
+        if args.serve {
+            serve(&outcome, pace).await?;
+        }
+        Ok(if outcome.failure.is_none() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
     })
+}
+
+fn scenario_start(summary: &driftwood::demo::Summary) -> i64 {
+    summary
+        .started_at
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .map(|t| t.as_second())
+        .unwrap_or_default()
+}
+
+fn list() -> anyhow::Result<ExitCode> {
+    let width = SCENARIOS.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, text) in SCENARIOS {
+        let description = parse_scenario(text)
+            .map(|s| s.description)
+            .unwrap_or_else(|e| format!("(does not parse: {e})"));
+        let first = description.split(". ").next().unwrap_or_default();
+        println!("{name:<width$}  {}", first.trim_end_matches('.'));
+    }
+    println!(
+        "\nRun one with `driftwood demo --scenario NAME` (or a path to your own scenario file)."
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_report(dir: &std::path::Path, summary: &driftwood::demo::Summary) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = dir.join("summary.json");
+    std::fs::write(&json, serde_json::to_string_pretty(summary)?)
+        .with_context(|| format!("writing {}", json.display()))?;
+    let svg = dir.join("rollout.svg");
+    std::fs::write(&svg, summary.svg()).with_context(|| format!("writing {}", svg.display()))?;
+    println!("Report: {} and {}", json.display(), svg.display());
+    Ok(())
+}
+
+/// Serves the API over HTTP until Ctrl-C; virtual time then follows the wall clock.
+async fn serve(outcome: &driftwood::demo::Outcome, pace: Pace) -> anyhow::Result<()> {
+    if pace != Pace::Realtime {
+        // From here on the cluster lives at wall-clock pace, so kubectl sees a steady cluster.
+        tokio::time::resume();
+    }
+    let dir = std::env::temp_dir().join(format!("driftwood-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("kubeconfig");
+    let server = outcome
+        .embedded
+        .cluster
+        .serve_with_kubeconfig(&path)
+        .await?;
+    println!(
+        "\nThe cluster is still up at {}. In another shell:",
+        server.url()
+    );
+    println!("  export KUBECONFIG={}", path.display());
+    println!("  kubectl get nodes,nodeclaims,pods");
+    println!("Press Ctrl-C to stop.");
+    tokio::signal::ctrl_c().await?;
+    Ok(())
 }

@@ -4,5 +4,6 @@ pub mod controller;
 pub mod crds;
 pub mod demo;
 pub mod explain;
+pub mod logging;
 pub mod sim;
 pub mod validate;

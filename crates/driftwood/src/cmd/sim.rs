@@ -1,13 +1,21 @@
-//! `driftwood sim ...`: the embedded cluster's tools. `sim ssm get-parameter` reads the
-//! simulated SSM public parameters (the walkthrough's `aws ssm get-parameter` step, offline).
+//! `driftwood sim ...`: the embedded cluster. `sim serve` runs it (with the controllers) for
+//! kubectl; `sim ssm get-parameter` reads the simulated SSM public parameters (the
+//! walkthrough's `aws ssm get-parameter` step, offline).
 
 use driftwood_cloud::ManualClock;
 use driftwood_sim_aws::{SimAws, SimConfig};
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum SimCommand {
+    /// Run the embedded cluster (API server, scheduler, kubelets, workload controllers,
+    /// simulated EC2) with driftwood's controllers, and serve it to kubectl.
+    ///
+    /// Prints an `export KUBECONFIG=...` line; follow the walkthrough with kubectl from
+    /// another terminal. Time follows the wall clock. Stops on Ctrl-C or SIGTERM.
+    Serve(ServeArgs),
     /// The simulated AWS Systems Manager Parameter Store.
     #[command(subcommand)]
     Ssm(SsmCommand),
@@ -41,9 +49,134 @@ pub struct GetParameterArgs {
     cluster_name: String,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Listen on another address (e.g. 0.0.0.0); only when asked.
+    #[arg(long, default_value = "127.0.0.1")]
+    address: std::net::IpAddr,
+    /// Where to write the kubeconfig.
+    #[arg(long, default_value = "driftwood-sim.kubeconfig")]
+    kubeconfig: std::path::PathBuf,
+    /// The cluster's Kubernetes minor version (AMIs and kubelets follow it).
+    #[arg(long, default_value = "1.29")]
+    kubernetes_version: String,
+    /// The simulated cluster's name (discovery tags, node role).
+    #[arg(long, default_value = "driftwood-demo")]
+    cluster_name: String,
+    /// Seed of the simulated AWS account.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Run only the cluster, without driftwood's controllers.
+    #[arg(long)]
+    no_controller: bool,
+    /// Feature gates of the controllers, e.g. Drift=true.
+    #[arg(long, env = "FEATURE_GATES", default_value = "")]
+    feature_gates: String,
+    /// Log level (error, warn, info, debug).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    log_level: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: super::logging::LogFormat,
+    /// Seconds from launch until a simulated instance runs (EC2 takes about 30).
+    #[arg(long, default_value_t = 30)]
+    instance_launch_seconds: u64,
+    /// Seconds from termination until a simulated instance is gone.
+    #[arg(long, default_value_t = 30)]
+    instance_termination_seconds: u64,
+    /// Seconds from a Node joining until it is Ready.
+    #[arg(long, default_value_t = 5)]
+    node_ready_seconds: u64,
+}
+
 pub fn run(command: &SimCommand) -> anyhow::Result<ExitCode> {
     match command {
         SimCommand::Ssm(SsmCommand::GetParameter(args)) => get_parameter(args),
+        SimCommand::Serve(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(serve(args)),
+    }
+}
+
+async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    super::logging::init(args.log_format, &args.log_level);
+    let options = driftwood_sim::SimClusterOptions {
+        kubernetes_version: args.kubernetes_version.clone(),
+        cluster_name: args.cluster_name.clone(),
+        seed: args.seed,
+        start_time: k8s_openapi::jiff::Timestamp::now(),
+        machine_launch_delay: std::time::Duration::from_secs(args.instance_launch_seconds),
+        machine_termination_delay: std::time::Duration::from_secs(
+            args.instance_termination_seconds,
+        ),
+        node_ready_delay: std::time::Duration::from_secs(args.node_ready_seconds),
+        ..Default::default()
+    };
+    let settings = driftwood_controller::Settings {
+        feature_gates: driftwood_controller::FeatureGates::parse(&args.feature_gates)?,
+        ..Default::default()
+    };
+    let mut embedded = driftwood::embedded::Embedded::start(options, settings).await?;
+    if args.no_controller {
+        embedded.kill_controllers();
+    }
+    let server = embedded
+        .cluster
+        .serve_http(std::net::SocketAddr::new(args.address, args.port))
+        .await?;
+    let kubeconfig = std::path::absolute(&args.kubeconfig)?;
+    driftwood_sim::apiserver::http::write_kubeconfig(&kubeconfig, &server.url())?;
+    // Write errors are ignored: the cluster keeps serving if whoever started us closed stdout.
+    let mut out = std::io::stdout();
+    let _ = writeln!(
+        out,
+        "driftwood sim serve: embedded cluster {:?} (Kubernetes {}) at {}{}",
+        args.cluster_name,
+        args.kubernetes_version,
+        server.url(),
+        if args.no_controller {
+            ", controllers off"
+        } else {
+            ", driftwood controllers running"
+        }
+    );
+    let _ = writeln!(out, "export KUBECONFIG={}", kubeconfig.display());
+    let _ = writeln!(
+        out,
+        "(the walkthrough's AMIs: driftwood sim ssm get-parameter --seed {} --name /aws/service/eks/optimized-ami/{}/amazon-linux-2/recommended/image_id --query Parameter.Value --output text)",
+        args.seed, args.kubernetes_version
+    );
+    let _ = out.flush();
+    wait_for_shutdown().await;
+    eprintln!("driftwood sim serve: stopping");
+    server.shutdown();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn wait_for_shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -6,6 +6,7 @@
 mod crds;
 mod demo;
 mod e2e;
+mod kubectl;
 mod validate;
 
 use std::path::{Path, PathBuf};

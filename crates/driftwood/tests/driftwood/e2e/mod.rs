@@ -1,5 +1,8 @@
 //! The controllers on the embedded cluster, on virtual time, with the safety invariants checked
 //! at every step.
 
+mod drift;
 mod harness;
+mod provisioning;
+mod support;
 mod walkthrough;

@@ -1,0 +1,265 @@
+//! Deciding `waitFor` conditions and `expect` assertions over a snapshot and what the tracker
+//! saw. Pure: each returns what does not hold, in words.
+
+use super::scenario::{Expect, WaitFor};
+use super::track::{Tracker, is_pool_node, ready_by_app};
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::{CONDITION_DRIFTED, LABEL_NODE_INITIALIZED};
+use driftwood_controller::state::Snapshot;
+use k8s_openapi::api::core::v1::Node;
+use std::collections::BTreeMap;
+
+/// Ready and desired replicas of each Deployment (by name), as the runner read them.
+pub type DeploymentReadiness = BTreeMap<String, (i32, i32)>;
+
+/// A node's kubelet version (e.g. `v1.30.4-eks-...`).
+pub fn kubelet_version(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.kubelet_version.clone())
+        .unwrap_or_default()
+}
+
+/// Whether a kubelet version string is on minor `version` (`1.30` matches `v1.30.4-eks`).
+pub fn on_version(kubelet: &str, version: &str) -> bool {
+    kubelet
+        .trim_start_matches('v')
+        .strip_prefix(version)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('-'))
+}
+
+/// NodePool nodes by kubelet version.
+pub fn pool_versions(snapshot: &Snapshot) -> Vec<String> {
+    snapshot
+        .store
+        .nodes
+        .values()
+        .filter(|n| is_pool_node(n))
+        .map(|n| kubelet_version(n))
+        .collect()
+}
+
+fn all_on_version(snapshot: &Snapshot, version: &str) -> Option<String> {
+    let versions = pool_versions(snapshot);
+    if !versions.is_empty() && versions.iter().all(|v| on_version(v, version)) {
+        None
+    } else {
+        Some(format!(
+            "all NodePool nodes on v{version} (now: {})",
+            if versions.is_empty() {
+                "no nodes".to_string()
+            } else {
+                versions.join(", ")
+            }
+        ))
+    }
+}
+
+/// Initialized NodePool nodes not being deleted.
+pub fn initialized_nodes(snapshot: &Snapshot) -> Vec<&Node> {
+    snapshot
+        .store
+        .nodes
+        .values()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_NODE_INITIALIZED))
+                .is_some_and(|v| v == "true")
+        })
+        .map(|n| n.as_ref())
+        .collect()
+}
+
+/// The conditions of `wait` that do not hold yet (empty: done).
+pub fn unmet(
+    wait: &WaitFor,
+    snapshot: &Snapshot,
+    tracker: &Tracker,
+    deployments: &DeploymentReadiness,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(version) = &wait.all_nodes_on_version {
+        out.extend(all_on_version(snapshot, version));
+    }
+    if let Some(count) = wait.initialized_nodes {
+        let now = initialized_nodes(snapshot).len();
+        if now != count {
+            out.push(format!("{count} initialized nodes (now {now})"));
+        }
+    }
+    if let Some(want) = &wait.ready_pods {
+        let now = ready_by_app(snapshot).get(&want.app).copied().unwrap_or(0);
+        if now < want.count {
+            out.push(format!(
+                "{} ready pods of app {} (now {now})",
+                want.count, want.app
+            ));
+        }
+    }
+    if let Some(name) = &wait.deployment_ready {
+        match deployments.get(name) {
+            Some((ready, desired)) if ready >= desired => {}
+            Some((ready, desired)) => {
+                out.push(format!("deployment {name} ready ({ready}/{desired})"))
+            }
+            None => out.push(format!("deployment {name} ready (not found)")),
+        }
+    }
+    if wait.old_nodes_gone == Some(true) {
+        let left: Vec<&String> = tracker
+            .initial_nodes()
+            .iter()
+            .filter(|n| snapshot.store.nodes.contains_key(*n))
+            .collect();
+        if !tracker.started() {
+            out.push("the rollout's old nodes gone (no rollout started: apply, patch or publishAmi first)".into());
+        } else if !left.is_empty() {
+            out.push(format!(
+                "the rollout's old nodes gone ({} left)",
+                left.len()
+            ));
+        }
+    }
+    if let Some(count) = wait.drifted_nodes {
+        let now = snapshot
+            .store
+            .nodeclaims
+            .values()
+            .filter(|c| c.is_true(CONDITION_DRIFTED))
+            .count();
+        if now < count {
+            out.push(format!("{count} drifted nodeclaims (now {now})"));
+        }
+    }
+    out
+}
+
+/// The assertions of `expect` that fail now (empty: all hold).
+pub fn failed(expect: &Expect, snapshot: &Snapshot, tracker: &Tracker) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(want) = &expect.min_ready_pods {
+        match tracker.min_ready.get(&want.app) {
+            Some(min) if *min >= want.count => {}
+            Some(min) => out.push(format!(
+                "minReadyPods: app {} fell to {min} ready pods during the rollout (at least {} required)",
+                want.app, want.count
+            )),
+            None => out.push(format!(
+                "minReadyPods: no ready pod of app {} was seen during the rollout",
+                want.app
+            )),
+        }
+    }
+    if let Some(max) = expect.max_disrupting
+        && tracker.max_disrupting > max
+    {
+        out.push(format!(
+            "maxDisrupting: {} nodes were disrupting at once (at most {max} allowed)",
+            tracker.max_disrupting
+        ));
+    }
+    if let Some(count) = expect.nodes {
+        let now = snapshot
+            .store
+            .nodes
+            .values()
+            .filter(|n| is_pool_node(n))
+            .count();
+        if now != count {
+            out.push(format!("nodes: {now} NodePool nodes (expected {count})"));
+        }
+    }
+    if let Some(count) = expect.replaced_nodes {
+        let now = tracker.replaced();
+        if now != count {
+            out.push(format!(
+                "replacedNodes: {now} old nodes gone (expected {count})"
+            ));
+        }
+    }
+    if let Some(reason) = &expect.drift_reason_seen
+        && !tracker.drift_reasons.contains(reason)
+    {
+        let seen: Vec<&String> = tracker.drift_reasons.iter().collect();
+        out.push(format!(
+            "driftReasonSeen: {reason} was not seen (seen: {seen:?})"
+        ));
+    }
+    if let Some(text) = &expect.no_disruption_before {
+        match text.parse::<k8s_openapi::jiff::Timestamp>() {
+            Err(e) => out.push(format!(
+                "noDisruptionBefore: {text:?} is not an RFC 3339 time: {e}"
+            )),
+            Ok(limit) => {
+                if let Some(first) = tracker.first_disruption
+                    && first < limit.as_second()
+                {
+                    let at = k8s_openapi::jiff::Timestamp::from_second(first)
+                        .map(|t| t.to_string())
+                        .unwrap_or_default();
+                    out.push(format!(
+                        "noDisruptionBefore: a node was disrupted at {at}, before {limit}"
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(version) = &expect.all_nodes_on_version {
+        out.extend(all_on_version(snapshot, version).map(|m| format!("allNodesOnVersion: {m}")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_match_on_the_minor() {
+        assert!(on_version("v1.30.4-eks-a737599", "1.30"));
+        assert!(on_version("v1.30", "1.30"));
+        assert!(!on_version("v1.300.1", "1.30"));
+        assert!(!on_version("v1.29.6", "1.30"));
+    }
+
+    #[test]
+    fn empty_cluster_meets_nothing_it_waits_for() {
+        let snapshot = Snapshot::default();
+        let tracker = Tracker::new();
+        let wait = WaitFor {
+            all_nodes_on_version: Some("1.30".into()),
+            initialized_nodes: Some(1),
+            old_nodes_gone: Some(true),
+            ..WaitFor::default()
+        };
+        let unmet = unmet(&wait, &snapshot, &tracker, &BTreeMap::new());
+        assert_eq!(unmet.len(), 3, "{unmet:?}");
+        assert!(unmet[0].contains("no nodes"));
+    }
+
+    #[test]
+    fn expectations_report_what_was_seen() {
+        let snapshot = Snapshot::default();
+        let mut tracker = Tracker::new();
+        tracker.min_ready.insert("web".into(), 1);
+        tracker.max_disrupting = 3;
+        tracker.drift_reasons.insert("NodeClassDrift".into());
+        let expect = Expect {
+            min_ready_pods: Some(super::super::scenario::AppCount {
+                app: "web".into(),
+                count: 2,
+            }),
+            max_disrupting: Some(2),
+            drift_reason_seen: Some("AMIDrift".into()),
+            ..Expect::default()
+        };
+        let failed = failed(&expect, &snapshot, &tracker);
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        assert!(failed[0].contains("fell to 1"));
+        assert!(failed[2].contains("NodeClassDrift"));
+    }
+}

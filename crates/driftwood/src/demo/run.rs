@@ -1,0 +1,499 @@
+//! Runs a scenario on the embedded cluster with the real controllers: applies its manifests,
+//! then its steps one virtual second at a time, observing the cluster after every second
+//! (timeline, node states, availability) and failing with the step's name when a `waitFor`
+//! times out or an `expect` does not hold.
+
+use super::bundle::Files;
+use super::check::{self, DeploymentReadiness};
+use super::logs::LogClock;
+use super::report::Summary;
+use super::scenario::{Action, PatchStep, Scenario, Source, Step, default_api_version};
+use super::tables;
+use super::template::{apply_edits, fill_expressions};
+use super::track::{EventKind, Frame, Tracker};
+use crate::embedded::{Embedded, fill};
+use anyhow::Context as _;
+use driftwood_controller::state::{Snapshot, spawn_watchers};
+use driftwood_controller::{ClusterState, FeatureGates, Settings};
+use driftwood_sim::SimClusterOptions;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::Duration;
+
+/// How virtual time relates to wall time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// As fast as the machine goes (tokio paused time).
+    Virtual,
+    /// Paused time, with this many virtual seconds per wall second.
+    Speed(f64),
+    /// The runtime is not paused: virtual time is wall time.
+    Realtime,
+}
+
+/// How to run.
+#[derive(Clone)]
+pub struct RunConfig {
+    pub pace: Pace,
+    /// Redraw a one-line progress display after every virtual second.
+    pub progress: bool,
+    /// Where the log layer reads its timestamps from (set once the cluster's clock exists).
+    pub log_clock: Option<LogClock>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            pace: Pace::Virtual,
+            progress: false,
+            log_clock: None,
+        }
+    }
+}
+
+/// A step (or the scenario's setup) that did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("step {index} ({name}): {message}")]
+pub struct StepFailure {
+    /// 1-based; 0 for the scenario's `manifests`.
+    pub index: usize,
+    pub name: String,
+    pub message: String,
+}
+
+/// A finished run: the summary, and the cluster (still running, for `--serve`).
+pub struct Outcome {
+    pub summary: Summary,
+    pub failure: Option<StepFailure>,
+    pub embedded: Embedded,
+    pub observer: ClusterState,
+    observer_tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Outcome {
+    fn drop(&mut self) {
+        for task in &self.observer_tasks {
+            task.abort();
+        }
+    }
+}
+
+/// The scenario's cluster options.
+pub fn cluster_options(scenario: &Scenario) -> anyhow::Result<SimClusterOptions> {
+    let defaults = SimClusterOptions::default();
+    let cloud = &scenario.cloud;
+    let start_time = match &cloud.start_time {
+        Some(text) => text
+            .parse()
+            .with_context(|| format!("cloud.startTime: {text:?} is not an RFC 3339 time"))?,
+        None => defaults.start_time,
+    };
+    Ok(SimClusterOptions {
+        kubernetes_version: scenario.kubernetes_version.clone(),
+        seed: cloud.seed,
+        cluster_name: cloud.cluster_name.clone(),
+        start_time,
+        node_ready_delay: cloud.node_ready_delay.unwrap_or(defaults.node_ready_delay),
+        pod_start_delay: cloud.pod_start_delay.unwrap_or(defaults.pod_start_delay),
+        machine_launch_delay: cloud
+            .machine_launch_delay
+            .unwrap_or(defaults.machine_launch_delay),
+        machine_termination_delay: cloud
+            .machine_termination_delay
+            .unwrap_or(defaults.machine_termination_delay),
+        ..defaults
+    })
+}
+
+/// The scenario's controller settings.
+pub fn controller_settings(scenario: &Scenario) -> anyhow::Result<Settings> {
+    let mut settings = Settings::default();
+    if let Some(gates) = &scenario.controller.feature_gates {
+        settings.feature_gates = FeatureGates::parse(gates).context("controller.featureGates")?;
+    }
+    if scenario.controller.evict_unprotected_at_once {
+        settings.unprotected_pacing = None;
+    }
+    Ok(settings)
+}
+
+/// The state of a run between steps.
+struct Runner<'a> {
+    scenario: &'a Scenario,
+    files: &'a Files,
+    config: &'a RunConfig,
+    out: &'a mut dyn Write,
+    embedded: Embedded,
+    observer: ClusterState,
+    tracker: Tracker,
+}
+
+/// Runs `scenario`, printing what a user should see to `out`.
+pub async fn run(
+    scenario: &Scenario,
+    files: &Files,
+    config: &RunConfig,
+    out: &mut dyn Write,
+) -> anyhow::Result<Outcome> {
+    let options = cluster_options(scenario)?;
+    let settings = controller_settings(scenario)?;
+    let embedded = Embedded::start(options, settings).await?;
+    if let Some(log_clock) = &config.log_clock {
+        log_clock.set(embedded.cluster.clock());
+    }
+    let observer = ClusterState::new();
+    let observer_tasks = spawn_watchers(&embedded.cluster.client(), &observer);
+    observer.wait_synced().await;
+    let mut runner = Runner {
+        scenario,
+        files,
+        config,
+        out,
+        embedded,
+        observer,
+        tracker: Tracker::new(),
+    };
+    let started = runner.now();
+    let failure = runner.run_all().await;
+    runner.clear_progress();
+    let summary = Summary::new(
+        scenario,
+        started,
+        runner.now(),
+        &runner.tracker,
+        failure.as_ref().map(ToString::to_string),
+    );
+    Ok(Outcome {
+        summary,
+        failure,
+        embedded: runner.embedded,
+        observer: runner.observer,
+        observer_tasks,
+    })
+}
+
+impl Runner<'_> {
+    fn now(&self) -> i64 {
+        self.embedded.cluster.clock().now().as_second()
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.observer.snapshot()
+    }
+
+    fn say(&mut self, text: &str) {
+        self.clear_progress();
+        let _ = writeln!(self.out, "{text}");
+    }
+
+    fn clear_progress(&mut self) {
+        if self.config.progress {
+            let _ = write!(self.out, "\r\x1b[K");
+            let _ = self.out.flush();
+        }
+    }
+
+    async fn run_all(&mut self) -> Option<StepFailure> {
+        let scenario = self.scenario;
+        let clock = super::report::clock_time(self.now());
+        self.say(&format!(
+            "{clock} driftwood demo: {} (Kubernetes {}, simulated EC2, virtual clock)",
+            scenario.name, scenario.kubernetes_version
+        ));
+        for (i, source) in scenario.manifests.iter().enumerate() {
+            if let Err(message) = self.apply(source).await {
+                return Some(StepFailure {
+                    index: 0,
+                    name: format!("manifests[{i}]"),
+                    message,
+                });
+            }
+        }
+        for (i, step) in scenario.steps.iter().enumerate() {
+            if let Err(message) = self.step(step).await {
+                return Some(StepFailure {
+                    index: i + 1,
+                    name: step.name.clone(),
+                    message,
+                });
+            }
+        }
+        None
+    }
+
+    async fn step(&mut self, step: &Step) -> Result<(), String> {
+        match &step.action {
+            Action::Apply(source) => {
+                self.begin_rollout();
+                let applied = self.apply(source).await?;
+                let at = self.now();
+                self.tracker.note(
+                    at,
+                    EventKind::ChangeApplied,
+                    &applied.join(", "),
+                    &step.name,
+                );
+                Ok(())
+            }
+            Action::Patch(patch) => {
+                self.begin_rollout();
+                self.patch(patch).await?;
+                let at = self.now();
+                let subject = format!("{}/{}", patch.kind, patch.name);
+                self.tracker
+                    .note(at, EventKind::ChangeApplied, &subject, &step.name);
+                Ok(())
+            }
+            Action::PublishAmi(publish) => {
+                self.begin_rollout();
+                let at = self.embedded.cluster.clock().now()
+                    + k8s_openapi::jiff::SignedDuration::try_from(
+                        publish.after.unwrap_or_default(),
+                    )
+                    .unwrap_or_default();
+                self.embedded.cluster.aws().publish_release_at(
+                    &publish.release,
+                    &publish.bottlerocket,
+                    at,
+                );
+                let clock = super::report::clock_time(self.now());
+                self.say(&format!(
+                    "{clock} published EKS AMI release {} (Bottlerocket {}) in the simulated account",
+                    publish.release, publish.bottlerocket
+                ));
+                self.tracker.note(
+                    at.as_second(),
+                    EventKind::AmiPublished,
+                    &publish.release,
+                    &step.name,
+                );
+                Ok(())
+            }
+            Action::WaitFor(wait) => {
+                let limit = step.timeout.as_secs();
+                let mut waited = 0;
+                loop {
+                    let deployments = self.deployments(wait.deployment_ready.as_deref());
+                    let unmet = check::unmet(wait, &self.snapshot(), &self.tracker, &deployments);
+                    if unmet.is_empty() {
+                        return Ok(());
+                    }
+                    if waited >= limit {
+                        return Err(format!(
+                            "timed out after {} of virtual time waiting for: {}",
+                            super::duration::compact(limit as i64),
+                            unmet.join("; ")
+                        ));
+                    }
+                    self.tick().await;
+                    waited += 1;
+                }
+            }
+            Action::AdvanceTime(duration) => {
+                for _ in 0..duration.as_secs() {
+                    self.tick().await;
+                }
+                Ok(())
+            }
+            Action::Expect(expect) => {
+                let failed = check::failed(expect, &self.snapshot(), &self.tracker);
+                if failed.is_empty() {
+                    Ok(())
+                } else {
+                    Err(failed.join("; "))
+                }
+            }
+            Action::Show(_) => {
+                self.show_tables();
+                Ok(())
+            }
+        }
+    }
+
+    /// The first change of the scenario's steps starts the rollout.
+    fn begin_rollout(&mut self) {
+        let at = self.now();
+        let snapshot = self.snapshot();
+        self.tracker.start_rollout(at, &snapshot);
+    }
+
+    /// One virtual second: sleep, observe, redraw progress.
+    async fn tick(&mut self) {
+        if let Pace::Speed(speed) = self.config.pace
+            && speed > 0.0
+        {
+            std::thread::sleep(Duration::from_secs_f64(1.0 / speed));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let at = self.now();
+        let snapshot = self.snapshot();
+        self.tracker.observe(at, &snapshot);
+        if self.config.progress
+            && let Some(frame) = self.tracker.frames.last().cloned()
+        {
+            self.draw_progress(&frame);
+        }
+    }
+
+    fn draw_progress(&mut self, frame: &Frame) {
+        let elapsed = frame.at - self.tracker.rollout_start.unwrap_or(frame.at);
+        let line = format!(
+            "{} +{:<8} old {} · drifted {} · replacing {} · draining {} · new {} · done {} · ready pods {}",
+            super::report::clock_time(frame.at),
+            super::duration::compact(elapsed),
+            frame.old,
+            frame.drifted,
+            frame.replacing,
+            frame.draining,
+            frame.new,
+            frame.done,
+            frame.ready_pods
+        );
+        let _ = write!(self.out, "\r\x1b[K{line}");
+        let _ = self.out.flush();
+    }
+
+    fn deployments(&self, name: Option<&str>) -> DeploymentReadiness {
+        let mut out = BTreeMap::new();
+        if let Some(name) = name
+            && let Some(d) = self
+                .embedded
+                .cluster
+                .api_server()
+                .get::<Deployment>("default", name)
+        {
+            let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let ready = d
+                .status
+                .as_ref()
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0);
+            out.insert(name.to_string(), (ready, desired));
+        }
+        out
+    }
+
+    /// Reads, edits, fills and applies a manifest source; returns `Kind/name` applied.
+    async fn apply(&mut self, source: &Source) -> Result<Vec<String>, String> {
+        let (label, text) = match (&source.file, &source.inline) {
+            (Some(file), _) => (file.clone(), self.files.read(file)?),
+            (None, Some(inline)) => ("(inline)".to_string(), inline.clone()),
+            (None, None) => return Err("no file or inline manifest".into()),
+        };
+        let edits: Vec<(String, String)> = source
+            .edits
+            .iter()
+            .map(|e| (e.from.clone(), e.to.clone()))
+            .collect();
+        let text = apply_edits(&text, &edits)?;
+        let text = self.fill(&text, source.ami_version.as_deref())?;
+        let clock = super::report::clock_time(self.now());
+        let applied = self
+            .embedded
+            .apply_yaml(&text)
+            .await
+            .map_err(|e| format!("applying {label}: {e:#}"))?;
+        let shown = label.trim_start_matches("../");
+        let mut lines = vec![format!("{clock} $ kubectl apply -f {shown}")];
+        lines.extend(
+            applied
+                .iter()
+                .map(|a| format!("{clock}   {a} serverside-applied")),
+        );
+        self.say(&lines.join("\n"));
+        Ok(applied)
+    }
+
+    /// Fills the walkthrough placeholders (AMI ids of `ami_version`, default the cluster's)
+    /// and `{{...}}` expressions.
+    fn fill(&self, text: &str, ami_version: Option<&str>) -> Result<String, String> {
+        let version = ami_version.unwrap_or(&self.scenario.kubernetes_version);
+        let text = if text.contains("<<") {
+            let values = self
+                .embedded
+                .walkthrough_values(version)
+                .map_err(|e| format!("reading the {version} AMI ids from SSM: {e:#}"))?;
+            fill(text, &values)
+        } else {
+            text.to_string()
+        };
+        let aws = self.embedded.cluster.aws();
+        let cluster = self.embedded.cluster.options().cluster_name.clone();
+        fill_expressions(&text, |name, arg| match (name, arg) {
+            ("cluster_name", None) => Some(cluster.clone()),
+            ("node_role", None) => Some(format!("KarpenterNodeRole-{cluster}")),
+            ("amd64_ami", Some(v)) => aws.eks_ami("al2", "latest", v, "amd64"),
+            ("arm64_ami", Some(v)) => aws.eks_ami("al2", "latest", v, "arm64"),
+            ("al2023_amd64_ami", Some(v)) => aws.eks_ami("al2023", "latest", v, "amd64"),
+            ("al2023_arm64_ami", Some(v)) => aws.eks_ami("al2023", "latest", v, "arm64"),
+            _ => None,
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    async fn patch(&mut self, patch: &PatchStep) -> Result<(), String> {
+        let api_version = patch
+            .api_version
+            .clone()
+            .or_else(|| default_api_version(&patch.kind).map(str::to_string))
+            .ok_or_else(|| format!("patch: apiVersion is required for kind {}", patch.kind))?;
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), api_version.clone()),
+        };
+        let gvk = GroupVersionKind::gvk(&group, &version, &patch.kind);
+        let client = self.embedded.cluster.client();
+        let (resource, capabilities) =
+            kube::discovery::pinned_kind(&client, &gvk)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "patch: the cluster does not serve {api_version} {}: {e}",
+                        patch.kind
+                    )
+                })?;
+        let api: Api<DynamicObject> = if capabilities.scope == kube::discovery::Scope::Namespaced {
+            let ns = patch.namespace.clone().unwrap_or_else(|| "default".into());
+            Api::namespaced_with(client, &ns, &resource)
+        } else {
+            Api::all_with(client, &resource)
+        };
+        api.patch(
+            &patch.name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch.patch),
+        )
+        .await
+        .map_err(|e| format!("patch {} {}: {e}", patch.kind, patch.name))?;
+        let clock = super::report::clock_time(self.now());
+        self.say(&format!(
+            "{clock} $ kubectl patch {} {} --type merge -p '{}'",
+            patch.kind.to_lowercase(),
+            patch.name,
+            patch.patch
+        ));
+        Ok(())
+    }
+
+    fn show_tables(&mut self) {
+        let snapshot = self.snapshot();
+        let now = self.now();
+        let pods = snapshot
+            .store
+            .pods
+            .values()
+            .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == "default")
+            .map(AsRef::as_ref);
+        let nodes = check::initialized_nodes(&snapshot);
+        let clock = super::report::clock_time(now);
+        let text = format!(
+            "\n{clock} $ kubectl get pods\n{}\n{clock} $ kubectl get nodes -l karpenter.sh/initialized=true\n{}",
+            tables::pods_table(pods, now),
+            tables::nodes_table(nodes, now)
+        );
+        self.say(&text);
+    }
+}

@@ -1,0 +1,405 @@
+//! What the demo observes each virtual second, derived from the API objects alone: the rollout
+//! timeline (drift detected and why, disruption decided, replacement launched and initialized,
+//! old node tainted, drained, terminated), the nodes by state over time, and the fewest ready
+//! pods per app. Pure: fed snapshots and times, no I/O.
+
+use driftwood_api::NodeClaim;
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::{
+    CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED, CONDITION_INITIALIZED, CONDITION_LAUNCHED,
+    LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
+};
+use driftwood_controller::state::Snapshot;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    ChangeApplied,
+    AmiPublished,
+    DriftDetected,
+    DisruptionStarted,
+    ReplacementLaunched,
+    ReplacementInitialized,
+    Tainted,
+    Drained,
+    Terminated,
+}
+
+impl EventKind {
+    /// How the timeline says it.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            EventKind::ChangeApplied => "change applied",
+            EventKind::AmiPublished => "AMI release published",
+            EventKind::DriftDetected => "drift detected",
+            EventKind::DisruptionStarted => "disruption started",
+            EventKind::ReplacementLaunched => "replacement launched",
+            EventKind::ReplacementInitialized => "replacement initialized",
+            EventKind::Tainted => "old node tainted",
+            EventKind::Drained => "old node drained",
+            EventKind::Terminated => "old node terminated",
+        }
+    }
+}
+
+/// One timeline entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TimelineEvent {
+    /// Unix seconds on the virtual clock.
+    pub at: i64,
+    pub kind: EventKind,
+    /// The object (NodeClaim, Node or manifest) it is about.
+    pub subject: String,
+    pub detail: String,
+}
+
+/// The rollout's nodes by state, and ready pods, at one second.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Frame {
+    pub at: i64,
+    /// Nodes from before the rollout, not (yet) drifted.
+    pub old: usize,
+    /// Old nodes marked drifted, waiting for their turn.
+    pub drifted: usize,
+    /// Old nodes whose replacement is being launched.
+    pub replacing: usize,
+    /// Old nodes being drained and terminated.
+    pub draining: usize,
+    /// Nodes launched during the rollout.
+    pub new: usize,
+    /// Old nodes gone.
+    pub done: usize,
+    /// Ready, non-terminating pods carrying an `app` label.
+    pub ready_pods: i32,
+}
+
+impl Frame {
+    /// Old nodes being disrupted right now.
+    pub fn disrupting(&self) -> usize {
+        self.replacing + self.draining
+    }
+}
+
+/// The observer's memory.
+#[derive(Debug, Clone, Default)]
+pub struct Tracker {
+    pub rollout_start: Option<i64>,
+    initial_nodes: BTreeSet<String>,
+    initial_claims: BTreeSet<String>,
+    recorded: BTreeSet<(EventKind, String)>,
+    pub timeline: Vec<TimelineEvent>,
+    pub frames: Vec<Frame>,
+    /// The fewest ready pods per `app` label since the rollout started (once one was ready).
+    pub min_ready: BTreeMap<String, i32>,
+    pub max_disrupting: usize,
+    /// Every Drifted reason seen.
+    pub drift_reasons: BTreeSet<String>,
+    /// When the first node was disrupted.
+    pub first_disruption: Option<i64>,
+}
+
+/// Whether a node belongs to a NodePool.
+pub fn is_pool_node(node: &Node) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(LABEL_NODEPOOL))
+}
+
+/// Whether a pod is Ready and not terminating.
+pub fn pod_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The pod's `app` label.
+pub fn pod_app(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app"))
+        .map(String::as_str)
+}
+
+/// Ready pods per `app` label (apps with pods but none ready count 0).
+pub fn ready_by_app(snapshot: &Snapshot) -> BTreeMap<String, i32> {
+    let mut out = BTreeMap::new();
+    for pod in snapshot.store.pods.values() {
+        if let Some(app) = pod_app(pod) {
+            *out.entry(app.to_string()).or_insert(0) += i32::from(pod_ready(pod));
+        }
+    }
+    out
+}
+
+fn has_disrupted_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED_KEY))
+}
+
+fn is_daemon_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet")
+}
+
+fn claim_detail(claim: &NodeClaim) -> String {
+    let instance_type = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_INSTANCE_TYPE))
+        .cloned()
+        .unwrap_or_default();
+    let image = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.image_id.clone())
+        .unwrap_or_default();
+    format!("{instance_type} {image}").trim().to_string()
+}
+
+/// How one rollout node stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeState {
+    Old,
+    Drifted,
+    Replacing,
+    Draining,
+    New,
+}
+
+impl Tracker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Marks the start of the rollout: the nodes and NodeClaims now are the "old" ones.
+    pub fn start_rollout(&mut self, at: i64, snapshot: &Snapshot) {
+        if self.rollout_start.is_some() {
+            return;
+        }
+        self.rollout_start = Some(at);
+        self.initial_nodes = snapshot
+            .store
+            .nodes
+            .iter()
+            .filter(|(_, n)| is_pool_node(n))
+            .map(|(name, _)| name.clone())
+            .collect();
+        self.initial_claims = snapshot.store.nodeclaims.keys().cloned().collect();
+    }
+
+    /// Whether the rollout has started.
+    pub fn started(&self) -> bool {
+        self.rollout_start.is_some()
+    }
+
+    /// The nodes that existed when the rollout started.
+    pub fn initial_nodes(&self) -> &BTreeSet<String> {
+        &self.initial_nodes
+    }
+
+    /// Records an event the runner caused (a change applied, a release published).
+    pub fn note(&mut self, at: i64, kind: EventKind, subject: &str, detail: &str) {
+        self.timeline.push(TimelineEvent {
+            at,
+            kind,
+            subject: subject.to_string(),
+            detail: detail.to_string(),
+        });
+    }
+
+    fn record(&mut self, at: i64, kind: EventKind, subject: &str, detail: String) {
+        if self.recorded.insert((kind, subject.to_string())) {
+            self.timeline.push(TimelineEvent {
+                at,
+                kind,
+                subject: subject.to_string(),
+                detail,
+            });
+        }
+    }
+
+    fn node_state(&self, snapshot: &Snapshot, name: &str, node: &Node) -> NodeState {
+        if !self.initial_nodes.contains(name) {
+            return NodeState::New;
+        }
+        let claim = snapshot.nodeclaim_of(node);
+        let deleting = node.metadata.deletion_timestamp.is_some()
+            || claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        if deleting {
+            NodeState::Draining
+        } else if has_disrupted_taint(node)
+            || claim.is_some_and(|c| c.is_true(CONDITION_DISRUPTION_REASON))
+        {
+            NodeState::Replacing
+        } else if claim.is_some_and(|c| c.is_true(CONDITION_DRIFTED)) {
+            NodeState::Drifted
+        } else {
+            NodeState::Old
+        }
+    }
+
+    /// Observes the cluster at `at` (after the rollout started; before, only availability
+    /// bookkeeping is skipped too).
+    pub fn observe(&mut self, at: i64, snapshot: &Snapshot) {
+        if !self.started() {
+            return;
+        }
+        let mut frame = Frame {
+            at,
+            ..Frame::default()
+        };
+        // Claims: drift, disruption, replacements.
+        for (name, claim) in &snapshot.store.nodeclaims {
+            if let Some(drifted) = claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
+                let reason = drifted.reason.clone().unwrap_or_default();
+                self.drift_reasons.insert(reason.clone());
+                let message = drifted.message.clone().unwrap_or_default();
+                self.record(
+                    at,
+                    EventKind::DriftDetected,
+                    name,
+                    format!("{reason}: {message}"),
+                );
+            }
+            if let Some(reason) = claim
+                .condition(CONDITION_DISRUPTION_REASON)
+                .filter(|c| c.is_true())
+            {
+                self.first_disruption.get_or_insert(at);
+                let node = claim
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
+                let why = reason.reason.clone().unwrap_or_default();
+                self.record(
+                    at,
+                    EventKind::DisruptionStarted,
+                    name,
+                    format!("reason={why} node={node}"),
+                );
+            }
+            if self.initial_claims.contains(name) {
+                continue;
+            }
+            if claim.is_true(CONDITION_LAUNCHED) {
+                self.record(
+                    at,
+                    EventKind::ReplacementLaunched,
+                    name,
+                    claim_detail(claim),
+                );
+            }
+            if claim.is_true(CONDITION_INITIALIZED) {
+                let node = claim
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
+                self.record(
+                    at,
+                    EventKind::ReplacementInitialized,
+                    name,
+                    format!("node {node}"),
+                );
+            }
+        }
+        // Nodes.
+        for (name, node) in &snapshot.store.nodes {
+            if !is_pool_node(node) {
+                continue;
+            }
+            let state = self.node_state(snapshot, name, node);
+            match state {
+                NodeState::Old => frame.old += 1,
+                NodeState::Drifted => frame.drifted += 1,
+                NodeState::Replacing => frame.replacing += 1,
+                NodeState::Draining => frame.draining += 1,
+                NodeState::New => frame.new += 1,
+            }
+            if !self.initial_nodes.contains(name) {
+                continue;
+            }
+            if has_disrupted_taint(node) {
+                self.record(
+                    at,
+                    EventKind::Tainted,
+                    name,
+                    TAINT_DISRUPTED_KEY.to_string(),
+                );
+            }
+            if state == NodeState::Draining {
+                let remaining = snapshot
+                    .pods_on(name)
+                    .iter()
+                    .filter(|p| !is_daemon_pod(p))
+                    .count();
+                if remaining == 0 {
+                    self.record(at, EventKind::Drained, name, "no workload pods left".into());
+                }
+            }
+        }
+        let gone: Vec<String> = self
+            .initial_nodes
+            .iter()
+            .filter(|n| !snapshot.store.nodes.contains_key(*n))
+            .cloned()
+            .collect();
+        frame.done = gone.len();
+        for name in gone {
+            self.record(at, EventKind::Terminated, &name, "node deleted".into());
+        }
+        // Availability.
+        for (app, ready) in ready_by_app(snapshot) {
+            frame.ready_pods += ready;
+            let entry = self.min_ready.entry(app);
+            match entry {
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    let v = e.get_mut();
+                    *v = (*v).min(ready);
+                }
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    if ready > 0 {
+                        e.insert(ready);
+                    }
+                }
+            }
+        }
+        self.max_disrupting = self.max_disrupting.max(frame.disrupting());
+        self.frames.push(frame);
+    }
+
+    /// When the last node event (replacement initialized, node terminated) happened.
+    pub fn last_node_event(&self) -> Option<i64> {
+        self.timeline
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::Terminated | EventKind::ReplacementInitialized
+                )
+            })
+            .map(|e| e.at)
+            .max()
+    }
+
+    /// Old nodes gone so far.
+    pub fn replaced(&self) -> usize {
+        self.frames.last().map_or(0, |f| f.done)
+    }
+}

@@ -1,0 +1,339 @@
+//! Provisioning and NodeClaim lifecycle: unsatisfiable pods, NodePool limits and weights, a
+//! controller crash between NodeClaim creation and launch, and leader election handover.
+
+use super::harness::describe;
+use super::support::{
+    MINUTE, claims_of, cluster, deployment, events_about, idle, initialized_of, nodepool,
+    ready_pods,
+};
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::CONDITION_LAUNCHED;
+use driftwood_controller::Settings;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The names of the pending pods of `app`.
+fn pending_pods(h: &super::harness::Harness, app: &str) -> Vec<String> {
+    h.snapshot()
+        .store
+        .pods
+        .values()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .is_some_and(|a| a == app)
+        })
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty))
+        })
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
+/// Advances time until every named pod has a FailedScheduling event; returns their notes.
+async fn failed_scheduling_notes(
+    h: &mut super::harness::Harness,
+    pods: &[String],
+    max: Duration,
+) -> Vec<String> {
+    for _ in 0..max.as_secs() {
+        let mut notes = Vec::new();
+        for pod in pods {
+            if let Some((_, note)) = events_about(h, "default", pod)
+                .await
+                .into_iter()
+                .filter(|(reason, _)| reason == "FailedScheduling")
+                .last()
+            {
+                notes.push(note);
+            }
+        }
+        if notes.len() == pods.len() {
+            return notes;
+        }
+        idle(h, Duration::from_secs(1)).await;
+    }
+    panic!(
+        "no FailedScheduling event for all of {pods:?}\n{}",
+        describe(&h.snapshot())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unsatisfiable_pods_get_failed_scheduling_and_no_nodeclaim() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    // A label no pool offers, and a request no instance type holds.
+    h.apply(&deployment("nowhere", 1, "500m", "does-not-exist", ""))
+        .await;
+    h.apply(&deployment("huge", 1, "1000", "", "")).await;
+    idle(&mut h, Duration::from_secs(5)).await;
+    let mut pods = pending_pods(&h, "nowhere");
+    pods.extend(pending_pods(&h, "huge"));
+    assert_eq!(pods.len(), 2, "{}", describe(&h.snapshot()));
+    let notes = failed_scheduling_notes(&mut h, &pods, MINUTE).await;
+    for note in &notes {
+        assert!(note.starts_with("Failed to schedule pod, "), "{note}");
+        assert!(!note.contains("not considered"), "{note}");
+    }
+    let nowhere = &notes[0];
+    assert!(
+        nowhere.contains("does-not-exist"),
+        "the note names the selector that fails: {nowhere}"
+    );
+    let huge = &notes[1];
+    assert!(
+        huge.contains("cpu") || huge.contains("instance type"),
+        "the note names the resource that does not fit: {huge}"
+    );
+    idle(&mut h, 2 * MINUTE).await;
+    let s = h.snapshot();
+    assert!(
+        s.store.nodeclaims.is_empty(),
+        "no NodeClaim for unsatisfiable pods\n{}",
+        describe(&s)
+    );
+    assert_eq!(h.embedded.cluster.aws().fleet_calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nodepool_limits_stop_provisioning_at_the_limit() {
+    let mut h = cluster(Settings::default()).await;
+    // 4-cpu instances and an 8-cpu limit: two nodes at most.
+    h.apply(&nodepool("limited", "  limits:\n    cpu: \"8\"", ""))
+        .await;
+    // One 3-cpu pod per node: four pods want four nodes.
+    h.apply(&deployment("wide", 4, "3", "limited", "")).await;
+    h.wait_until("two pods running", 5 * MINUTE, |s| {
+        ready_pods(s, "wide") == 2
+    })
+    .await;
+    let pending = pending_pods(&h, "wide");
+    assert_eq!(pending.len(), 2, "{}", describe(&h.snapshot()));
+    let notes = failed_scheduling_notes(&mut h, &pending, MINUTE).await;
+    for note in &notes {
+        assert!(note.starts_with("Failed to schedule pod, "), "{note}");
+    }
+    idle(&mut h, 5 * MINUTE).await;
+    let s = h.snapshot();
+    assert_eq!(claims_of(&s, "limited").len(), 2, "{}", describe(&s));
+    assert_eq!(ready_pods(&s, "wide"), 2);
+    assert_eq!(h.embedded.cluster.aws().instances().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_heavier_nodepool_is_used_first() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("light", "  weight: 10", "")).await;
+    h.apply(&nodepool("heavy", "  weight: 100", "")).await;
+    h.apply(&nodepool("unweighted", "", "")).await;
+    // No node selector: every pool can take the pods.
+    h.apply(&deployment("any", 3, "3", "", "")).await;
+    h.wait_until("three pods running", 5 * MINUTE, |s| {
+        ready_pods(s, "any") == 3
+    })
+    .await;
+    let s = h.snapshot();
+    assert_eq!(initialized_of(&s, "heavy").len(), 3, "{}", describe(&s));
+    assert!(claims_of(&s, "light").is_empty(), "{}", describe(&s));
+    assert!(claims_of(&s, "unweighted").is_empty(), "{}", describe(&s));
+}
+
+/// The provider IDs' instance ids of every NodeClaim.
+fn claimed_instances(h: &super::harness::Harness) -> BTreeSet<String> {
+    h.snapshot()
+        .store
+        .nodeclaims
+        .values()
+        .filter_map(|c| c.status.as_ref().and_then(|s| s.provider_id.clone()))
+        .filter_map(|id| id.rsplit('/').next().map(str::to_string))
+        .collect()
+}
+
+fn live_instances(h: &super::harness::Harness) -> BTreeSet<String> {
+    h.embedded
+        .cluster
+        .aws()
+        .instances()
+        .into_iter()
+        .filter(|i| i.state == "pending" || i.state == "running")
+        .map(|i| i.instance_id)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_between_nodeclaim_creation_and_launch_leaves_one_instance_per_claim() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment("app", 2, "3", "general", "")).await;
+    // Step in small increments until the provisioner created the NodeClaims, and kill the
+    // controllers before the lifecycle controller (200 ms debounce) launches them.
+    let api = driftwood_controller::api::nodeclaims(&h.embedded.cluster.client());
+    let mut created = Vec::new();
+    for _ in 0..2000 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        created = api
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        if !created.is_empty() {
+            break;
+        }
+    }
+    assert!(!created.is_empty(), "the provisioner created NodeClaims");
+    h.embedded.kill_controllers();
+    let launched_before = created
+        .iter()
+        .filter(|c| c.is_true(CONDITION_LAUNCHED))
+        .count();
+    assert_eq!(launched_before, 0, "killed before launch");
+    idle(&mut h, MINUTE).await;
+    let fleet_calls_while_dead = h.embedded.cluster.aws().fleet_calls();
+    assert_eq!(fleet_calls_while_dead, 0, "nothing launches while dead");
+
+    h.embedded.start_controllers();
+    h.wait_until("both pods running", 5 * MINUTE, |s| {
+        ready_pods(s, "app") == 2
+    })
+    .await;
+    // Past the GC grace (30 s) and at least one GC period (120 s).
+    idle(&mut h, 3 * MINUTE).await;
+    let s = h.snapshot();
+    let claims = claims_of(&s, "general");
+    assert_eq!(claims.len(), 2, "{}", describe(&s));
+    assert!(claims.iter().all(|c| c.is_true(CONDITION_LAUNCHED)));
+    assert_eq!(
+        live_instances(&h),
+        claimed_instances(&h),
+        "exactly one live instance per NodeClaim, no orphan"
+    );
+    let names: BTreeSet<String> = created
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    let now: BTreeSet<String> = claims.iter().map(|c| super::support::name(c)).collect();
+    assert!(
+        names.is_subset(&now) || names.is_disjoint(&now),
+        "claims either resumed or were replaced wholesale: before {names:?}, after {now:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_instance_whose_nodeclaim_vanished_during_a_crash_is_garbage_collected() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("the pod running", 5 * MINUTE, |s| ready_pods(s, "app") == 1)
+        .await;
+    let orphan = claimed_instances(&h);
+    assert_eq!(orphan.len(), 1);
+    // While the controller is down its NodeClaim disappears without the finalizer running
+    // (as if the crash cut off a launch whose record was never written): the instance is
+    // left with no NodeClaim.
+    h.embedded.kill_controllers();
+    let api = driftwood_controller::api::nodeclaims(&h.embedded.cluster.client());
+    let name = super::support::name(claims_of(&h.snapshot(), "general")[0]);
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    api.delete(&name, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    idle(&mut h, Duration::from_secs(5)).await;
+    assert!(h.snapshot().store.nodeclaims.is_empty());
+    assert_eq!(
+        live_instances(&h),
+        orphan,
+        "the instance outlives its NodeClaim"
+    );
+
+    h.embedded.start_controllers();
+    // Past the GC grace (30 s) and one GC period (120 s), plus the termination delay.
+    idle(&mut h, 3 * MINUTE).await;
+    let live = live_instances(&h);
+    assert!(
+        live.is_disjoint(&orphan),
+        "the orphaned instance is terminated: live {live:?}"
+    );
+    h.wait_until("the pod running again", 5 * MINUTE, |s| {
+        ready_pods(s, "app") == 1
+    })
+    .await;
+    assert_eq!(
+        live_instances(&h),
+        claimed_instances(&h),
+        "exactly one live instance per NodeClaim"
+    );
+    assert_eq!(claimed_instances(&h).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_leader_acts_and_a_standby_takes_over() {
+    let lease = Duration::from_secs(15);
+    let mut h = cluster(Settings::default()).await;
+    h.embedded.kill_controllers();
+    let a = h.embedded.start_replica("replica-a", lease);
+    idle(&mut h, Duration::from_secs(2)).await;
+    let b = h.embedded.start_replica("replica-b", lease);
+    idle(&mut h, Duration::from_secs(20)).await;
+    assert!(a.is_leading(), "the first replica leads");
+    assert!(!b.is_leading(), "the second stands by");
+    assert!(b.metrics_text().is_none(), "a standby runs no controllers");
+
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("the pod running", 5 * MINUTE, |s| ready_pods(s, "app") == 1)
+        .await;
+    let metrics = a.metrics_text().unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("karpenter_nodeclaims_created") && l.contains("provisioning")),
+        "the leader provisioned:\n{metrics}"
+    );
+    assert!(!b.is_leading());
+    assert_eq!(h.snapshot().store.nodeclaims.len(), 1);
+
+    // The leader dies; the standby acquires the lapsed lease.
+    drop(a);
+    let killed = super::support::now(&h);
+    let mut took = None;
+    for second in 1..=60 {
+        idle(&mut h, Duration::from_secs(1)).await;
+        if b.is_leading() {
+            took = Some(second);
+            break;
+        }
+    }
+    let took = took.expect("the standby takes over");
+    // The lease lapses 15 s after the last renewal (at most 5 s before the kill); the standby
+    // retries every 5 s.
+    assert!(
+        took <= 15 + 5,
+        "took over {took} s after the leader died (lease 15 s, retry 5 s)"
+    );
+    eprintln!("standby took over {took} s after the leader died at {killed}; lease {lease:?}");
+    // And acts: a second replica needs a second node.
+    h.apply(&deployment("app", 2, "3", "general", "")).await;
+    h.wait_until("both pods running", 5 * MINUTE, |s| {
+        ready_pods(s, "app") == 2
+    })
+    .await;
+    let metrics = b.metrics_text().unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("karpenter_nodeclaims_created") && l.contains("provisioning")),
+        "the new leader provisioned:\n{metrics}"
+    );
+    assert_eq!(h.snapshot().store.nodeclaims.len(), 2);
+}

@@ -1,0 +1,238 @@
+//! The walkthrough by hand with kubectl (a real client) against `driftwood sim serve`, in wall
+//! time with short simulated delays: apply, `kubectl get nodes -l karpenter.sh/initialized=true`,
+//! edit the class with `kubectl get ec2nodeclass ... -o yaml | sed ... | kubectl apply -f -` as
+//! the older walkthrough does, and the node is replaced.
+
+use super::blueprints;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// kubectl as installed by scripts/test (DRIFTWOOD_TEST_KUBECTL) or on PATH. A missing kubectl
+/// fails the test: it is a required tool, never a skip.
+fn kubectl_binary() -> String {
+    let candidate =
+        std::env::var("DRIFTWOOD_TEST_KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
+    let found = Command::new(&candidate)
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "kubectl is required by this test (scripts/test installs it); {candidate:?} did not run"
+    );
+    candidate
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let mut child = Command::new(kubectl_binary())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write");
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("kubectl finishes");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Polls `kubectl args` until `done(output)`, at most `limit` of wall time.
+fn wait_for(
+    kubeconfig: &Path,
+    args: &[&str],
+    limit: Duration,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let start = Instant::now();
+    loop {
+        let out = kubectl(kubeconfig, args, None);
+        if done(&out) {
+            return out;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "kubectl {args:?} never satisfied the condition within {limit:?}; last output:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn ssm(version: &str, arch_path: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_driftwood"))
+        .args(["sim", "ssm", "get-parameter", "--name"])
+        .arg(format!(
+            "/aws/service/eks/optimized-ami/{version}/{arch_path}/recommended/image_id"
+        ))
+        .args(["--query", "Parameter.Value", "--output", "text"])
+        .output()
+        .expect("driftwood runs");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_driftwood"))
+        .args([
+            "sim",
+            "serve",
+            "--port",
+            "0",
+            "--instance-launch-seconds",
+            "1",
+            "--instance-termination-seconds",
+            "1",
+            "--node-ready-seconds",
+            "1",
+            "--log-level",
+            "warn",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sim serve starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let _server = Server(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let export = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("export KUBECONFIG="))
+        .expect("export line");
+    // Keep reading what the server prints, so its stdout never closes under it.
+    std::thread::spawn(move || lines.for_each(drop));
+    assert!(
+        export.ends_with(&kubeconfig.display().to_string()),
+        "{export}"
+    );
+
+    // The walkthrough: fill the placeholders with sed-like replacement and apply.
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).unwrap();
+    let (amd, arm) = (
+        ssm("1.29", "amazon-linux-2"),
+        ssm("1.29", "amazon-linux-2-arm64"),
+    );
+    assert!(
+        amd.starts_with("ami-") && arm.starts_with("ami-"),
+        "{amd} {arm}"
+    );
+    for file in ["latest-current-ami.yaml", "workload.yaml"] {
+        let text = std::fs::read_to_string(blueprints().join("update-nodes-with-drift").join(file))
+            .unwrap();
+        let filled = text
+            .replace("<<CLUSTER_NAME>>", "driftwood-demo")
+            .replace(
+                "<<KARPENTER_NODE_IAM_ROLE_NAME>>",
+                "KarpenterNodeRole-driftwood-demo",
+            )
+            .replace("<<AMD64PREVAMI>>", &amd)
+            .replace("<<ARM64PREVAMI>>", &arm);
+        std::fs::write(manifests.join(file), filled).unwrap();
+    }
+    let applied = kubectl(
+        &kubeconfig,
+        &["apply", "-f", manifests.to_str().unwrap()],
+        None,
+    );
+    assert!(
+        applied.contains("ec2nodeclass.karpenter.k8s.aws/latest-current-ami created"),
+        "{applied}"
+    );
+    assert!(
+        applied.contains("nodepool.karpenter.sh/latest-current-ami created"),
+        "{applied}"
+    );
+
+    let nodes = wait_for(
+        &kubeconfig,
+        &["get", "nodes", "-l", "karpenter.sh/initialized=true"],
+        Duration::from_secs(60),
+        |o| o.contains(" Ready ") && o.contains("v1.29."),
+    );
+    assert!(nodes.starts_with("NAME"), "{nodes}");
+    assert!(
+        nodes
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .eq(["NAME", "STATUS", "ROLES", "AGE", "VERSION"]),
+        "{nodes}"
+    );
+    let old_node = nodes
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    wait_for(
+        &kubeconfig,
+        &["get", "pods"],
+        Duration::from_secs(60),
+        |o| o.matches("1/1     Running").count() == 3,
+    );
+
+    // The older walkthrough's edit: get the class as YAML, change the AMIs, apply it back.
+    let (amd30, arm30) = (
+        ssm("1.30", "amazon-linux-2"),
+        ssm("1.30", "amazon-linux-2-arm64"),
+    );
+    let class = kubectl(
+        &kubeconfig,
+        &["get", "ec2nodeclass", "latest-current-ami", "-o", "yaml"],
+        None,
+    );
+    assert!(class.contains(&amd), "{class}");
+    let edited = class
+        .replace(&amd, &amd30)
+        .replace(&arm, &arm30)
+        .replace("KubernetesVersion: \"1.31\"", "KubernetesVersion: \"1.32\"");
+    let out = kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&edited));
+    assert!(out.contains("configured"), "{out}");
+
+    let nodes = wait_for(
+        &kubeconfig,
+        &["get", "nodes", "-l", "karpenter.sh/initialized=true"],
+        Duration::from_secs(120),
+        |o| o.contains("v1.30.") && !o.contains(&old_node),
+    );
+    assert_eq!(nodes.lines().count(), 2, "one node, on v1.30: {nodes}");
+    wait_for(
+        &kubeconfig,
+        &["get", "pods", "-o", "wide"],
+        Duration::from_secs(60),
+        |o| o.matches(" Running ").count() == 3 && !o.contains(&old_node),
+    );
+}
