@@ -84,6 +84,33 @@ impl fmt::Display for AllowedDisruptions {
     }
 }
 
+/// How a budget counts one node of its pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetMember {
+    pub initialized: bool,
+    pub ready: bool,
+    /// Being deleted, or a disruption command is in flight for it.
+    pub marked: bool,
+    /// It is the replacement of a node whose disruption command is in flight.
+    pub stands_in: bool,
+}
+
+/// The node counts a budget is computed from: `(total, disrupting)`. The total counts the pool's
+/// initialized nodes except replacements standing in for nodes still being disrupted, so a
+/// percentage does not grow mid-rollout (10% of 30 nodes stays 3 while their replacements
+/// join). Disrupting counts initialized nodes that are marked or NotReady.
+pub fn budget_counts(members: impl IntoIterator<Item = BudgetMember>) -> (usize, usize) {
+    members
+        .into_iter()
+        .filter(|m| m.initialized)
+        .fold((0, 0), |(total, disrupting), m| {
+            (
+                total + usize::from(!m.stands_in),
+                disrupting + usize::from(m.marked || !m.ready),
+            )
+        })
+}
+
 /// Computes the allowed disruptions of a NodePool for `reason` (Drifted, Empty, Underutilized)
 /// at `now` (UTC seconds), given its initialized node count and how many are disrupting.
 ///
@@ -363,6 +390,46 @@ mod tests {
     fn no_budgets_means_no_limit() {
         let np = pool(vec![]);
         assert_eq!(allowed_disruptions(&np, "Drifted", 7, 2, 0).allowed, 5);
+    }
+
+    #[test]
+    fn replacements_do_not_inflate_a_percentage_mid_rollout() {
+        let member = |marked, stands_in| BudgetMember {
+            initialized: true,
+            ready: true,
+            marked,
+            stands_in,
+        };
+        // 30 originals, 3 of them being replaced, their 3 replacements already initialized.
+        let members = (0..30)
+            .map(|i| member(i < 3, false))
+            .chain((0..3).map(|_| member(false, true)));
+        let (total, disrupting) = budget_counts(members);
+        assert_eq!((total, disrupting), (30, 3));
+        let np = NodePool::new("default", NodePoolSpec::default());
+        assert_eq!(
+            allowed_disruptions(&np, "Drifted", total, disrupting, 0).allowed,
+            0,
+            "10% of 30 = 3, all in use"
+        );
+        // A single node being replaced still counts until it goes: its budget stays 1.
+        assert_eq!(
+            budget_counts([member(true, false), member(false, true)]),
+            (1, 1)
+        );
+        let not_ready = BudgetMember {
+            initialized: true,
+            ready: false,
+            marked: false,
+            stands_in: false,
+        };
+        let launching = BudgetMember {
+            initialized: false,
+            ready: false,
+            marked: false,
+            stands_in: false,
+        };
+        assert_eq!(budget_counts([not_ready, launching]), (1, 1));
     }
 
     #[test]

@@ -26,6 +26,27 @@ pub struct NodeView {
     pub drift: Option<(i64, DriftFinding)>,
     /// The pods bound to the node.
     pub pods: Vec<PodView>,
+    /// The replacement NodeClaims of its disruption command in flight, if any.
+    pub replacements: Vec<String>,
+}
+
+/// How budgets count each node of `views` (one NodePool's): replacements named by a node whose
+/// command is in flight stand in for it and are not counted twice.
+pub fn budget_members(views: &[&NodeView]) -> Vec<crate::budget::BudgetMember> {
+    let standing_in: std::collections::BTreeSet<&str> = views
+        .iter()
+        .filter(|v| v.deleting || v.disrupting)
+        .flat_map(|v| v.replacements.iter().map(String::as_str))
+        .collect();
+    views
+        .iter()
+        .map(|v| crate::budget::BudgetMember {
+            initialized: v.initialized,
+            ready: v.ready,
+            marked: v.deleting || v.disrupting,
+            stands_in: standing_in.contains(v.nodeclaim.as_str()),
+        })
+        .collect()
 }
 
 /// A pod on a candidate node.

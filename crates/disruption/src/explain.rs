@@ -3,8 +3,8 @@
 //! (in-flight command, candidate filters, budget and its window, the controller's last
 //! simulation verdict).
 
-use crate::budget::{allowed_disruptions, format_utc};
-use crate::candidate::{NodeView, check_candidate};
+use crate::budget::{allowed_disruptions, budget_counts, format_utc};
+use crate::candidate::{NodeView, budget_members, check_candidate};
 use driftwood_api::condition::Conditions;
 use driftwood_api::hash::{
     EC2NODECLASS_HASH_VERSION, HashComparison, NODEPOOL_HASH_VERSION, compare_stamped,
@@ -106,11 +106,8 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
         blocked = true;
     }
     if let Some(pool) = input.nodepool {
-        let members = input.pool_views.iter().filter(|v| v.initialized);
-        let total = members.clone().count();
-        let disrupting = members
-            .filter(|v| !v.ready || v.deleting || v.disrupting)
-            .count();
+        let members: Vec<&NodeView> = input.pool_views.iter().collect();
+        let (total, disrupting) = budget_counts(budget_members(&members));
         let budget = allowed_disruptions(pool, REASON_DRIFTED, total, disrupting, input.now);
         let _ = writeln!(out, "  budget: {budget}");
         for b in budget.budgets.iter().filter(|b| b.applies && !b.active) {

@@ -259,6 +259,13 @@ pub fn node_view(
         do_not_disrupt,
         drift,
         pods: pods.iter().map(|p| pod_view(p, pdbs)).collect(),
+        replacements: nodeclaim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(driftwood_api::wellknown::ANNOTATION_DISRUPTION_REPLACEMENTS))
+            .map(|r| r.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default(),
     }
 }
 

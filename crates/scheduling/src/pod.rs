@@ -112,6 +112,19 @@ pub struct PodConstraints {
     pub host_ports: Vec<HostPort>,
 }
 
+impl PodConstraints {
+    /// Whether where this pod may go depends on other pods (topology spread, pod affinity or
+    /// anti-affinity, required or preferred). Pods without such constraints can be placed by
+    /// looking only at the nodes they could land on.
+    pub fn depends_on_other_pods(&self) -> bool {
+        !(self.spreads.is_empty()
+            && self.affinity.is_empty()
+            && self.anti_affinity.is_empty()
+            && self.preferred_affinity.is_empty()
+            && self.preferred_anti_affinity.is_empty())
+    }
+}
+
 /// A pod as the simulation sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimPod {

@@ -3,6 +3,7 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -53,6 +54,19 @@ where
     pub fn objects(&self) -> Vec<Arc<K>> {
         self.store.state()
     }
+}
+
+/// How long a component lets a burst of changes settle before acting on them. On paused tokio
+/// time this sleep only ends once every other task is idle, so one pass sees the whole burst.
+pub const SETTLE: Duration = Duration::from_millis(5);
+
+/// Wait until `changed` is notified or `timeout` passes, then let the burst settle.
+pub async fn wait_for_change(changed: &Notify, timeout: Duration) {
+    tokio::select! {
+        () = changed.notified() => {}
+        () = tokio::time::sleep(timeout) => {}
+    }
+    tokio::time::sleep(SETTLE).await;
 }
 
 impl<K> Drop for WatchCache<K>

@@ -10,6 +10,20 @@ use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Prints to stdout, ignoring write errors (a closed pipe must not panic the demo).
+fn say(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(text.as_bytes());
+}
+
+/// `println!` that ignores write errors.
+macro_rules! sayln {
+    ($($arg:tt)*) => {{
+        say(&format!($($arg)*));
+        say("\n");
+    }};
+}
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// A scenario file (YAML), or the name of a bundled example (see --list).
@@ -70,8 +84,8 @@ pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
         let wall = std::time::Instant::now();
         let mut stdout = std::io::stdout();
         let outcome = run(&scenario, &files, &config, &mut stdout).await?;
-        print!("{}", outcome.summary.text());
-        println!(
+        say(&outcome.summary.text());
+        sayln!(
             "({} of cluster time in {:.1}s of wall time)",
             driftwood::demo::duration::compact(
                 outcome.embedded.cluster.clock().now().as_second()
@@ -108,9 +122,9 @@ fn list() -> anyhow::Result<ExitCode> {
             .map(|s| s.description)
             .unwrap_or_else(|e| format!("(does not parse: {e})"));
         let first = description.split(". ").next().unwrap_or_default();
-        println!("{name:<width$}  {}", first.trim_end_matches('.'));
+        sayln!("{name:<width$}  {}", first.trim_end_matches('.'));
     }
-    println!(
+    sayln!(
         "\nRun one with `driftwood demo --scenario NAME` (or a path to your own scenario file)."
     );
     Ok(ExitCode::SUCCESS)
@@ -124,7 +138,7 @@ fn write_report(dir: &std::path::Path, summary: &driftwood::demo::Summary) -> an
         .with_context(|| format!("writing {}", json.display()))?;
     let svg = dir.join("rollout.svg");
     std::fs::write(&svg, summary.svg()).with_context(|| format!("writing {}", svg.display()))?;
-    println!("Report: {} and {}", json.display(), svg.display());
+    sayln!("Report: {} and {}", json.display(), svg.display());
     Ok(())
 }
 
@@ -142,13 +156,13 @@ async fn serve(outcome: &driftwood::demo::Outcome, pace: Pace) -> anyhow::Result
         .cluster
         .serve_with_kubeconfig(&path)
         .await?;
-    println!(
+    sayln!(
         "\nThe cluster is still up at {}. In another shell:",
         server.url()
     );
-    println!("  export KUBECONFIG={}", path.display());
-    println!("  kubectl get nodes,nodeclaims,pods");
-    println!("Press Ctrl-C to stop.");
+    sayln!("  export KUBECONFIG={}", path.display());
+    sayln!("  kubectl get nodes,nodeclaims,pods");
+    sayln!("Press Ctrl-C to stop.");
     tokio::signal::ctrl_c().await?;
     Ok(())
 }

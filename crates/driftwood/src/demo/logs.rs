@@ -69,10 +69,12 @@ impl Visit for Fields {
 
 impl Fields {
     fn record(&mut self, name: &str, value: String) {
-        if name == "message" {
+        if name == "message" && self.message.is_empty() {
             self.message = value;
-        } else if !DROPPED_FIELDS.contains(&name) {
-            let value = value.trim_matches('"');
+            return;
+        }
+        let value = value.trim_matches('"');
+        if !value.is_empty() && !DROPPED_FIELDS.contains(&name) {
             let _ = write!(self.rest, " {name}={value}");
         }
     }
@@ -154,7 +156,9 @@ mod tests {
         f.record("nodeclaim", "a".into());
         f.record("allocatable", "cpu: 3".into());
         f.record("reason", "\"drifted\"".into());
+        f.record("message", "AMI changed".into());
+        f.record("message", String::new());
         assert_eq!(f.message, "initialized nodeclaim");
-        assert_eq!(f.rest, " nodeclaim=a reason=drifted");
+        assert_eq!(f.rest, " nodeclaim=a reason=drifted message=AMI changed");
     }
 }

@@ -182,6 +182,9 @@ const RIGHT: f64 = 60.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 50.0;
 
+/// One stacked layer: name, colour, and its value in a frame.
+type Layer = (&'static str, &'static str, fn(&Frame) -> usize);
+
 /// At most this many points per series.
 const MAX_POINTS: usize = 600;
 
@@ -191,7 +194,11 @@ pub fn chart_svg(title: &str, frames: &[Frame]) -> String {
     let sampled: Vec<&Frame> = frames
         .iter()
         .step_by(step)
-        .chain(frames.last().filter(|_| (frames.len() - 1) % step != 0))
+        .chain(
+            frames
+                .last()
+                .filter(|_| !(frames.len() - 1).is_multiple_of(step)),
+        )
         .collect();
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{LEFT}\" y=\"18\" font-size=\"14\">{}: nodes by state and ready pods</text>\n",
@@ -220,7 +227,7 @@ pub fn chart_svg(title: &str, frames: &[Frame]) -> String {
     let x = |at: i64| LEFT + (at - t0) as f64 / span * plot_w;
     let y = |v: f64, max: f64| TOP + plot_h - v / max * plot_h;
     // Stacked layers, bottom to top.
-    let layers: [(&str, &str, fn(&Frame) -> usize); 4] = [
+    let layers: [Layer; 4] = [
         ("old", "#9e9e9e", |f| f.old + f.drifted),
         ("replacing", "#ffb300", |f| f.replacing),
         ("draining", "#e53935", |f| f.draining),
@@ -372,7 +379,7 @@ mod tests {
         let summary = Summary::new(&scenario, 0, 200, &tracker, None);
         let text = summary.text();
         assert!(
-            text.contains("old node terminated       4 × a, b, c and 1 more"),
+            text.contains("old node terminated      4 × a, b, c and 1 more"),
             "{text}"
         );
         assert!(text.contains("+1m00s"), "{text}");

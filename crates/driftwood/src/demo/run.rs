@@ -199,8 +199,13 @@ impl Runner<'_> {
     async fn run_all(&mut self) -> Option<StepFailure> {
         let scenario = self.scenario;
         let clock = super::report::clock_time(self.now());
+        let pace = match self.config.pace {
+            Pace::Virtual => "virtual clock".to_string(),
+            Pace::Speed(x) => format!("virtual clock at {x}x"),
+            Pace::Realtime => "wall-clock time".to_string(),
+        };
         self.say(&format!(
-            "{clock} driftwood demo: {} (Kubernetes {}, simulated EC2, virtual clock)",
+            "{clock} driftwood demo: {} (Kubernetes {}, simulated EC2, {pace})",
             scenario.name, scenario.kubernetes_version
         ));
         for (i, source) in scenario.manifests.iter().enumerate() {
@@ -495,5 +500,37 @@ impl Runner<'_> {
             tables::nodes_table(nodes, now)
         );
         self.say(&text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::parse_scenario;
+
+    #[test]
+    fn scenario_settings_reach_the_cluster_and_controllers() {
+        let s = parse_scenario(
+            "name: s\nkubernetesVersion: \"1.27\"\ncloud: {seed: 9, startTime: \"2024-08-20T09:00:00Z\", nodeReadyDelay: 7s}\ncontroller: {featureGates: Drift=false, evictUnprotectedAtOnce: true}\n",
+        )
+        .unwrap();
+        let options = cluster_options(&s).unwrap();
+        assert_eq!(options.kubernetes_version, "1.27");
+        assert_eq!(options.seed, 9);
+        assert_eq!(options.node_ready_delay, Duration::from_secs(7));
+        assert_eq!(options.start_time.to_string(), "2024-08-20T09:00:00Z");
+        let settings = controller_settings(&s).unwrap();
+        assert!(!settings.feature_gates.drift);
+        assert!(settings.unprotected_pacing.is_none());
+    }
+
+    #[test]
+    fn bad_settings_name_the_field() {
+        let s = parse_scenario("name: s\ncloud: {startTime: yesterday}\n").unwrap();
+        let e = format!("{:#}", cluster_options(&s).unwrap_err());
+        assert!(e.contains("cloud.startTime"), "{e}");
+        let s = parse_scenario("name: s\ncontroller: {featureGates: Drift=maybe}\n").unwrap();
+        let e = format!("{:#}", controller_settings(&s).unwrap_err());
+        assert!(e.contains("controller.featureGates"), "{e}");
     }
 }

@@ -128,8 +128,7 @@ pub struct Step {
 }
 
 /// What a step does.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Apply manifests (server-side apply); the first apply, patch or publish starts the rollout.
     Apply(Source),
@@ -142,7 +141,7 @@ pub enum Action {
     /// Check assertions now; the scenario fails naming this step if one does not hold.
     Expect(Expect),
     /// Let virtual time pass (e.g. `advanceTime: 10m`).
-    AdvanceTime(#[serde(with = "duration")] Duration),
+    AdvanceTime(Duration),
     /// Print `kubectl get pods` and `kubectl get nodes -l karpenter.sh/initialized=true`.
     Show(ShowWhat),
 }
@@ -353,8 +352,11 @@ fn parse_step(index: usize, value: &serde_yaml::Value) -> Result<Step, ScenarioE
             ),
         ));
     }
-    let action: Action = serde_yaml::from_value(serde_yaml::Value::Mapping(action))
-        .map_err(|e| fail(&label, e.to_string()))?;
+    let Some((key, value)) = action.into_iter().next() else {
+        return Err(fail(&label, "a step needs an action".into()));
+    };
+    let action =
+        parse_action(key.as_str().unwrap_or_default(), value).map_err(|e| fail(&label, e))?;
     if let Action::Apply(source) = &action {
         check_source(source).map_err(|m| fail(&label, format!("apply: {m}")))?;
     }
@@ -365,13 +367,30 @@ fn parse_step(index: usize, value: &serde_yaml::Value) -> Result<Step, ScenarioE
     })
 }
 
-/// serde adapters for durations written as strings.
-mod duration {
-    use super::*;
-
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        parse_duration(&text).map_err(|e: DurationError| serde::de::Error::custom(e.to_string()))
+/// The action named `key` with its value.
+fn parse_action(key: &str, value: serde_yaml::Value) -> Result<Action, String> {
+    fn typed<T: serde::de::DeserializeOwned>(
+        key: &str,
+        value: serde_yaml::Value,
+    ) -> Result<T, String> {
+        serde_yaml::from_value(value).map_err(|e| format!("{key}: {e}"))
+    }
+    match key {
+        "apply" => typed(key, value).map(Action::Apply),
+        "patch" => typed(key, value).map(Action::Patch),
+        "publishAmi" => typed(key, value).map(Action::PublishAmi),
+        "waitFor" => typed(key, value).map(Action::WaitFor),
+        "expect" => typed(key, value).map(Action::Expect),
+        "advanceTime" => {
+            let text: String = typed(key, value)?;
+            parse_duration(&text)
+                .map(Action::AdvanceTime)
+                .map_err(|e: DurationError| format!("{key}: {e}"))
+        }
+        "show" => typed(key, value).map(Action::Show),
+        other => Err(format!(
+            "unknown action {other:?} (expected one of apply, patch, publishAmi, waitFor, expect, advanceTime, show)"
+        )),
     }
 }
 
@@ -464,7 +483,7 @@ steps:
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("step 1 (bogus)") && e.contains("unknown variant"),
+            e.contains("step 1 (bogus)") && e.contains("unknown action"),
             "{e}"
         );
     }

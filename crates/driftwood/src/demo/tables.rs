@@ -232,7 +232,7 @@ mod tests {
         let table = nodes_table([&node], 45);
         assert_eq!(
             table,
-            "NAME                                      STATUS   ROLES    AGE   VERSION\n\
+            "NAME                                     STATUS   ROLES    AGE   VERSION\n\
              ip-10-0-1-2.us-west-2.compute.internal   Ready    <none>   45s   v1.29.6-eks-1552ad0\n"
         );
     }

@@ -171,6 +171,14 @@ fn claim_detail(claim: &NodeClaim) -> String {
     format!("{instance_type} {image}").trim().to_string()
 }
 
+/// When a condition last transitioned (not later than `at`, when it was observed).
+fn transition(condition: &driftwood_api::condition::Condition, at: i64) -> i64 {
+    condition
+        .last_transition_time
+        .as_ref()
+        .map_or(at, |t| t.0.as_second().min(at))
+}
+
 /// How one rollout node stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NodeState {
@@ -263,60 +271,55 @@ impl Tracker {
             at,
             ..Frame::default()
         };
-        // Claims: drift, disruption, replacements.
+        // Claims: drift, disruption, replacements (timed by the condition's transition).
         for (name, claim) in &snapshot.store.nodeclaims {
             if let Some(drifted) = claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
                 let reason = drifted.reason.clone().unwrap_or_default();
                 self.drift_reasons.insert(reason.clone());
                 let message = drifted.message.clone().unwrap_or_default();
+                let when = transition(drifted, at);
                 self.record(
-                    at,
+                    when,
                     EventKind::DriftDetected,
                     name,
                     format!("{reason}: {message}"),
                 );
             }
+            let node = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
             if let Some(reason) = claim
                 .condition(CONDITION_DISRUPTION_REASON)
                 .filter(|c| c.is_true())
             {
-                self.first_disruption.get_or_insert(at);
-                let node = claim
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_default();
+                let when = transition(reason, at);
+                let first = self.first_disruption.get_or_insert(when);
+                *first = (*first).min(when);
                 let why = reason.reason.clone().unwrap_or_default();
-                self.record(
-                    at,
-                    EventKind::DisruptionStarted,
-                    name,
-                    format!("reason={why} node={node}"),
-                );
+                let detail = format!("reason={why} node={node}");
+                self.record(when, EventKind::DisruptionStarted, name, detail);
             }
             if self.initial_claims.contains(name) {
                 continue;
             }
-            if claim.is_true(CONDITION_LAUNCHED) {
+            if let Some(launched) = claim.condition(CONDITION_LAUNCHED).filter(|c| c.is_true()) {
+                let when = transition(launched, at);
                 self.record(
-                    at,
+                    when,
                     EventKind::ReplacementLaunched,
                     name,
                     claim_detail(claim),
                 );
             }
-            if claim.is_true(CONDITION_INITIALIZED) {
-                let node = claim
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_default();
-                self.record(
-                    at,
-                    EventKind::ReplacementInitialized,
-                    name,
-                    format!("node {node}"),
-                );
+            if let Some(initialized) = claim
+                .condition(CONDITION_INITIALIZED)
+                .filter(|c| c.is_true())
+            {
+                let when = transition(initialized, at);
+                let detail = format!("node {node}");
+                self.record(when, EventKind::ReplacementInitialized, name, detail);
             }
         }
         // Nodes.
@@ -347,10 +350,15 @@ impl Tracker {
                 let remaining = snapshot
                     .pods_on(name)
                     .iter()
-                    .filter(|p| !is_daemon_pod(p))
+                    .filter(|p| !is_daemon_pod(p) && p.metadata.deletion_timestamp.is_none())
                     .count();
                 if remaining == 0 {
-                    self.record(at, EventKind::Drained, name, "no workload pods left".into());
+                    self.record(
+                        at,
+                        EventKind::Drained,
+                        name,
+                        "every workload pod evicted".into(),
+                    );
                 }
             }
         }
@@ -362,6 +370,12 @@ impl Tracker {
             .collect();
         frame.done = gone.len();
         for name in gone {
+            self.record(
+                at,
+                EventKind::Drained,
+                &name,
+                "every workload pod evicted".into(),
+            );
             self.record(at, EventKind::Terminated, &name, "node deleted".into());
         }
         // Availability.
@@ -401,5 +415,71 @@ impl Tracker {
     /// Old nodes gone so far.
     pub fn replaced(&self) -> usize {
         self.frames.last().map_or(0, |f| f.done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use driftwood_controller::state::Store;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::sync::Arc;
+
+    fn pool_node(name: &str) -> Arc<Node> {
+        Arc::new(Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([(LABEL_NODEPOOL.to_string(), "default".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn snapshot(nodes: &[&str]) -> Snapshot {
+        let mut store = Store::default();
+        for n in nodes {
+            store.nodes.insert(n.to_string(), pool_node(n));
+        }
+        Snapshot::new(store)
+    }
+
+    #[test]
+    fn nothing_is_tracked_before_the_rollout() {
+        let mut tracker = Tracker::new();
+        tracker.observe(1, &snapshot(&["a"]));
+        assert!(tracker.frames.is_empty() && tracker.timeline.is_empty());
+    }
+
+    #[test]
+    fn old_nodes_that_disappear_are_drained_and_terminated_once() {
+        let mut tracker = Tracker::new();
+        tracker.start_rollout(10, &snapshot(&["a", "b"]));
+        tracker.observe(11, &snapshot(&["a", "b", "c"]));
+        assert_eq!(
+            tracker.frames[0],
+            Frame {
+                at: 11,
+                old: 2,
+                new: 1,
+                ..Frame::default()
+            }
+        );
+        tracker.observe(12, &snapshot(&["b", "c"]));
+        tracker.observe(13, &snapshot(&["b", "c"]));
+        let kinds: Vec<(i64, EventKind, &str)> = tracker
+            .timeline
+            .iter()
+            .map(|e| (e.at, e.kind, e.subject.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (12, EventKind::Drained, "a"),
+                (12, EventKind::Terminated, "a")
+            ]
+        );
+        assert_eq!(tracker.replaced(), 1);
+        assert_eq!(tracker.last_node_event(), Some(12));
     }
 }

@@ -7,6 +7,7 @@ mod crds;
 mod demo;
 mod e2e;
 mod kubectl;
+mod scenarios;
 mod validate;
 
 use std::path::{Path, PathBuf};

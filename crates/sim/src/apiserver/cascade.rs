@@ -6,26 +6,14 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::core::{ApiCore, metadata};
+use super::core::ApiCore;
 use super::crd;
 use super::pdb;
 use super::resources::{ResourceInfo, ResourceKey};
-use super::store::name_of;
+use super::store::{name_of, owner_uids};
 
 /// Safety bound on cascade rounds (each round handles all queued work).
 const MAX_ROUNDS: usize = 1_000;
-
-fn owner_uids(object: &Value) -> Vec<String> {
-    metadata(object)
-        .get("ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 impl ApiCore {
     /// Run the cascade until nothing is left to do.
@@ -109,19 +97,19 @@ impl ApiCore {
             .filter(|(_, orphan)| *orphan)
             .map(|(uid, _)| uid.as_str())
             .collect();
+        let mut found: BTreeSet<(ResourceKey, (String, String))> = BTreeSet::new();
+        for uid in &removed_uids {
+            found.extend(self.store.dependents_of(uid));
+        }
         let mut dependents: Vec<(ResourceInfo, Arc<Value>)> = Vec::new();
-        for key in self.store.resources() {
-            let Some(info) = self.registry.get(&key).cloned() else {
+        for (key, (namespace, name)) in found {
+            let (Some(info), Some(object)) = (
+                self.registry.get(&key),
+                self.store.get(&key, &namespace, &name),
+            ) else {
                 continue;
             };
-            for (_, object) in self.store.list(&key, None) {
-                if owner_uids(object)
-                    .iter()
-                    .any(|uid| removed_uids.contains(uid.as_str()))
-                {
-                    dependents.push((info.clone(), Arc::clone(object)));
-                }
-            }
+            dependents.push((info.clone(), Arc::clone(object)));
         }
         for (info, object) in dependents {
             let owners = owner_uids(&object);

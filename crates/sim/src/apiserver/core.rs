@@ -20,6 +20,9 @@ use super::table;
 use super::watch::{WatchFilter, WatchOutput, WatchPlan};
 use crate::clock::SharedClock;
 
+/// Longest watch a client may ask for (one week).
+const MAX_WATCH_SECONDS: u64 = 7 * 24 * 3600;
+
 /// What happens to a pod deleted with a grace period while bound to a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PodTermination {
@@ -665,7 +668,7 @@ impl ApiCore {
             Some("true" | "1")
         );
         let timeout = match query.get("timeoutSeconds").map(|t| t.parse::<u64>()) {
-            Some(Ok(seconds)) if seconds > 0 => Duration::from_secs(seconds),
+            Some(Ok(seconds)) if seconds > 0 => Duration::from_secs(seconds.min(MAX_WATCH_SECONDS)),
             Some(Err(_)) => {
                 return Err(ApiError::bad_request(
                     "timeoutSeconds must be a non-negative integer",

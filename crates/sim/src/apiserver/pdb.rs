@@ -43,7 +43,7 @@ fn scaled(value: &Value, total: i64) -> Option<i64> {
         Value::Number(n) => n.as_i64(),
         Value::String(s) => {
             let percent: i64 = s.strip_suffix('%')?.trim().parse().ok()?;
-            Some((percent * total + 99) / 100)
+            Some(percent.saturating_mul(total).saturating_add(99) / 100)
         }
         _ => None,
     }
@@ -105,10 +105,11 @@ pub fn compute_status(
             match controller_of(pod) {
                 Some(controller) => {
                     if controllers.insert(controller.clone()) {
-                        total += scale_of(&controller.0, &controller.1).unwrap_or(1);
+                        total = total
+                            .saturating_add(scale_of(&controller.0, &controller.1).unwrap_or(1));
                     }
                 }
-                None => total += 1,
+                None => total = total.saturating_add(1),
             }
         }
         total
@@ -116,7 +117,7 @@ pub fn compute_status(
         i64::try_from(pods.len()).unwrap_or(i64::MAX)
     };
     let desired = match (min_available, max_unavailable) {
-        (_, Some(max)) => expected - scaled(max, expected).unwrap_or(0),
+        (_, Some(max)) => expected.saturating_sub(scaled(max, expected).unwrap_or(0)),
         (Some(min), None) => scaled(min, expected).unwrap_or(0),
         (None, None) => expected,
     }
@@ -129,7 +130,7 @@ pub fn compute_status(
             .count(),
     )
     .unwrap_or(i64::MAX);
-    let allowed = (healthy - desired).max(0);
+    let allowed = healthy.saturating_sub(desired).max(0);
     let (condition_status, reason, message) = if allowed > 0 {
         ("True", "SufficientPods", String::new())
     } else {
@@ -280,6 +281,16 @@ mod tests {
         );
         assert_eq!(status["expectedPods"], 4);
         assert_eq!(status["desiredHealthy"], 3);
+        assert_eq!(status["disruptionsAllowed"], 0);
+    }
+
+    #[test]
+    fn absurd_budgets_do_not_overflow() {
+        let pods = [pod("a", true, Some("rs"))];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let budget = pdb(json!({"maxUnavailable": "9223372036854775807%"}));
+        let status = compute_status(&budget, &refs, &|_, _| Some(i64::MAX), "t");
+        assert_eq!(status["expectedPods"], i64::MAX);
         assert_eq!(status["disruptionsAllowed"], 0);
     }
 

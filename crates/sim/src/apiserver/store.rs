@@ -1,7 +1,7 @@
 //! The in-memory object store: objects by (resource, namespace, name), one global
 //! monotonically increasing resourceVersion, and a bounded event log that watches replay.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -53,6 +53,7 @@ pub struct StoredEvent {
 pub struct Store {
     objects: BTreeMap<ResourceKey, BTreeMap<ObjectName, Arc<Value>>>,
     uids: HashMap<String, (ResourceKey, ObjectName)>,
+    dependents: HashMap<String, BTreeSet<(ResourceKey, ObjectName)>>,
     resource_version: u64,
     log: VecDeque<Arc<StoredEvent>>,
     log_capacity: usize,
@@ -73,6 +74,7 @@ impl Store {
         Self {
             objects: BTreeMap::new(),
             uids: HashMap::new(),
+            dependents: HashMap::new(),
             resource_version: 0,
             log: VecDeque::new(),
             log_capacity: log_capacity.max(1),
@@ -120,6 +122,34 @@ impl Store {
         self.objects.keys().cloned().collect()
     }
 
+    /// Objects whose ownerReferences name `owner_uid`, sorted.
+    pub fn dependents_of(&self, owner_uid: &str) -> Vec<(ResourceKey, ObjectName)> {
+        self.dependents
+            .get(owner_uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn unindex_owners(&mut self, resource: &ResourceKey, name: &ObjectName, object: &Value) {
+        for owner in owner_uids(object) {
+            if let Some(set) = self.dependents.get_mut(&owner) {
+                set.remove(&(resource.clone(), name.clone()));
+                if set.is_empty() {
+                    self.dependents.remove(&owner);
+                }
+            }
+        }
+    }
+
+    fn index_owners(&mut self, resource: &ResourceKey, name: &ObjectName, object: &Value) {
+        for owner in owner_uids(object) {
+            self.dependents
+                .entry(owner)
+                .or_default()
+                .insert((resource.clone(), name.clone()));
+        }
+    }
+
     /// Where the object with this uid lives.
     pub fn locate_uid(&self, uid: &str) -> Option<&(ResourceKey, ObjectName)> {
         self.uids.get(uid)
@@ -153,6 +183,10 @@ impl Store {
             .entry(resource.clone())
             .or_default()
             .insert(name.clone(), Arc::clone(&object));
+        if let Some(previous) = &previous {
+            self.unindex_owners(resource, &name, previous);
+        }
+        self.index_owners(resource, &name, &object);
         if !uid.is_empty() {
             self.uids.insert(uid, (resource.clone(), name));
         }
@@ -181,6 +215,7 @@ impl Store {
         let key = (namespace.to_string(), name.to_string());
         let removed = self.objects.get_mut(resource)?.remove(&key)?;
         self.uids.remove(uid_of(&removed));
+        self.unindex_owners(resource, &key, &removed);
         let version = self.next_version();
         let mut last = (*removed).clone();
         if let Some(metadata) = last.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -207,6 +242,19 @@ impl Store {
             .partition_point(|event| event.resource_version <= after);
         Some(self.log.range(start..).cloned().collect())
     }
+}
+
+/// The uids named in an object's `metadata.ownerReferences`.
+pub fn owner_uids(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// (namespace, name) of an object.
@@ -256,6 +304,26 @@ mod tests {
             "3"
         );
         assert!(store.locate_uid("uid-b").is_none());
+    }
+
+    #[test]
+    fn owner_index_follows_writes_and_removals() {
+        let pods = ResourceKey::new("", "pods");
+        let mut store = Store::new(100);
+        let mut child = pod("child");
+        child["metadata"]["ownerReferences"] = json!([{"uid": "owner-1"}]);
+        store.put(&pods, child.clone());
+        let name = ("default".to_string(), "child".to_string());
+        assert_eq!(
+            store.dependents_of("owner-1"),
+            vec![(pods.clone(), name.clone())]
+        );
+        child["metadata"]["ownerReferences"] = json!([{"uid": "owner-2"}]);
+        store.put(&pods, child);
+        assert!(store.dependents_of("owner-1").is_empty());
+        assert_eq!(store.dependents_of("owner-2").len(), 1);
+        store.remove(&pods, "default", "child");
+        assert!(store.dependents_of("owner-2").is_empty());
     }
 
     #[test]

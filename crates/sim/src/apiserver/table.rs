@@ -238,7 +238,11 @@ fn pod_cells(pod: &Value) -> Vec<Value> {
             .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
             .count()
     });
-    let restarts: i64 = statuses.map_or(0, |s| s.iter().map(|c| int_at(c, "/restartCount")).sum());
+    let restarts: i64 = statuses.map_or(0, |s| {
+        s.iter()
+            .map(|c| int_at(c, "/restartCount"))
+            .fold(0i64, i64::saturating_add)
+    });
     let gates = pod
         .pointer("/spec/readinessGates")
         .and_then(Value::as_array)

@@ -138,6 +138,13 @@ fn bookmark(filter: &WatchFilter, resource_version: u64, initial_end: bool) -> V
     )
 }
 
+/// Now plus `after`, saturating instead of overflowing.
+fn far_future_safe(after: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(after)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
 /// Flush threshold for batching events into one body chunk.
 const CHUNK_BYTES: usize = 256 * 1024;
 
@@ -201,7 +208,7 @@ pub async fn run(
         flush(&tx, &mut buffer).await;
         return;
     }
-    let deadline = tokio::time::Instant::now() + plan.timeout;
+    let deadline = far_future_safe(plan.timeout);
     for object in &plan.initial {
         buffer.extend(line("ADDED", &renderer.render(object, plan.start_after)));
         if buffer.len() > CHUNK_BYTES && !flush(&tx, &mut buffer).await {
@@ -216,7 +223,7 @@ pub async fn run(
     }
     let mut cursor = plan.start_after;
     let interval = plan.bookmark_interval.max(Duration::from_millis(10));
-    let mut next_bookmark = tokio::time::Instant::now() + interval;
+    let mut next_bookmark = far_future_safe(interval);
     loop {
         changes.borrow_and_update();
         let events = shared.lock().store().events_after(cursor);
@@ -252,7 +259,7 @@ pub async fn run(
                 }
             }
             () = tokio::time::sleep_until(next_bookmark), if plan.bookmarks => {
-                next_bookmark = tokio::time::Instant::now() + interval;
+                next_bookmark = far_future_safe(interval);
                 buffer.extend(bookmark(filter, cursor, false));
                 if !flush(&tx, &mut buffer).await {
                     return;

@@ -54,9 +54,9 @@ async fn run(client: Client) {
     // Creations issued but not yet visible in the pod cache, by (namespace, node, set uid).
     let mut in_flight: Vec<(String, tokio::time::Instant)> = Vec::new();
     loop {
-        let set_list: Vec<DaemonSet> = sets.objects().iter().map(|s| (**s).clone()).collect();
-        let node_list: Vec<Node> = nodes.objects().iter().map(|n| (**n).clone()).collect();
-        let pod_list: Vec<Pod> = pods.objects().iter().map(|p| (**p).clone()).collect();
+        let set_list = sets.objects();
+        let node_list = nodes.objects();
+        let pod_list = pods.objects();
         let now = tokio::time::Instant::now();
         in_flight.retain(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
         for action in plan(&set_list, &node_list, &pod_list) {
@@ -69,10 +69,7 @@ async fn run(client: Client) {
                 tracing::debug!(%error, "daemonset action failed; will retry");
             }
         }
-        tokio::select! {
-            () = changed.notified() => {}
-            () = tokio::time::sleep(RESYNC) => {}
-        }
+        crate::watch_cache::wait_for_change(&changed, RESYNC).await;
     }
 }
 

@@ -1,6 +1,7 @@
 //! The DaemonSet controller's decisions, as a pure function of DaemonSets, Nodes and Pods:
 //! which daemon pods to create (pinned with `spec.nodeName`), which to delete, and the status.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use driftwood_scheduling::taints::first_untolerated;
@@ -157,13 +158,20 @@ fn pod_name(pod: &Pod) -> String {
 }
 
 /// Decide for every DaemonSet.
-pub fn plan(daemon_sets: &[DaemonSet], nodes: &[Node], pods: &[Pod]) -> Vec<DaemonSetAction> {
+pub fn plan<D: Borrow<DaemonSet>, N: Borrow<Node>, P: Borrow<Pod>>(
+    daemon_sets: &[D],
+    nodes: &[N],
+    pods: &[P],
+) -> Vec<DaemonSetAction> {
+    let daemon_sets: Vec<&DaemonSet> = daemon_sets.iter().map(Borrow::borrow).collect();
+    let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
+    let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
     let mut actions = Vec::new();
-    let mut sorted_sets: Vec<&DaemonSet> = daemon_sets.iter().collect();
+    let mut sorted_sets: Vec<&DaemonSet> = daemon_sets.clone();
     sorted_sets.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
-    let mut sorted_nodes: Vec<&Node> = nodes.iter().collect();
+    let mut sorted_nodes: Vec<&Node> = nodes.clone();
     sorted_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for ds in sorted_sets {
         if ds.metadata.deletion_timestamp.is_some() {
@@ -384,7 +392,7 @@ mod tests {
                 json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]),
             ),
         ];
-        let actions = plan(&[ds], &nodes, &[]);
+        let actions = plan(&[ds], &nodes, &[] as &[Pod]);
         assert_eq!(created_on(&actions), vec!["n1", "n4"]);
         let DaemonSetAction::CreatePod { pod, .. } = &actions[0] else {
             panic!()

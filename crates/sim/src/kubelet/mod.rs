@@ -142,8 +142,8 @@ async fn run(
                 (m, facts)
             })
             .collect();
-        let node_list: Vec<Node> = nodes.objects().iter().map(|n| (**n).clone()).collect();
-        let pod_list: Vec<Pod> = pods.objects().iter().map(|p| (**p).clone()).collect();
+        let node_list = nodes.objects();
+        let pod_list = pods.objects();
         let plan = plan::plan(
             &machines,
             &node_list,
@@ -171,10 +171,7 @@ async fn run(
         if !issued.is_empty() {
             wait = wait.min(REISSUE_AFTER);
         }
-        tokio::select! {
-            () = changed.notified() => {}
-            () = tokio::time::sleep(wait) => {}
-        }
+        crate::watch_cache::wait_for_change(&changed, wait).await;
     }
 }
 

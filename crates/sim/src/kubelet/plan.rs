@@ -2,6 +2,7 @@
 //! API server holds, and the time: which Nodes to register, mark Ready/NotReady or delete, and
 //! which Pods to start, mark not ready, remove after termination or collect as orphans.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -302,14 +303,16 @@ fn pod_key(pod: &Pod) -> (String, String) {
 }
 
 /// Decide what the kubelets do at `now`.
-pub fn plan(
+pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
     machines: &[(Machine, MachineFacts)],
-    nodes: &[Node],
-    pods: &[Pod],
+    nodes: &[N],
+    pods: &[P],
     now: Timestamp,
     timings: &KubeletTimings,
     default_kubernetes_version: &str,
 ) -> KubeletPlan {
+    let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
+    let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
     let mut out = KubeletPlan::default();
     let running: BTreeSet<&str> = machines
         .iter()
@@ -317,7 +320,7 @@ pub fn plan(
         .collect();
     let by_name: BTreeMap<&str, &Node> = nodes
         .iter()
-        .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
+        .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, *n)))
         .collect();
     let registered: BTreeSet<&str> = nodes
         .iter()
@@ -382,8 +385,11 @@ pub fn plan(
         }
     }
 
-    let mut sorted: Vec<&Pod> = pods.iter().collect();
-    sorted.sort_by_key(|p| pod_key(p));
+    let mut sorted: Vec<&Pod> = pods.clone();
+    sorted.sort_by(|a, b| {
+        (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+            .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+    });
     for pod in sorted {
         let (namespace, name) = pod_key(pod);
         let Some(node_name) = pod
@@ -473,6 +479,9 @@ mod tests {
     use super::*;
     use crate::kubelet::node_template::node_resources_from_labels;
 
+    const NO_NODES: &[Node] = &[];
+    const NO_PODS: &[Pod] = &[];
+
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_724_112_000 + seconds).unwrap()
     }
@@ -524,14 +533,21 @@ mod tests {
 
     #[test]
     fn a_running_machine_without_a_node_registers_one() {
-        let plan = plan(&[machine("i-1")], &[], &[], at(0), &timings(), "1.29");
+        let plan = plan(
+            &[machine("i-1")],
+            NO_NODES,
+            NO_PODS,
+            at(0),
+            &timings(),
+            "1.29",
+        );
         assert!(
             matches!(&plan.actions[..], [KubeletAction::RegisterNode(n)] if n["metadata"]["name"] == "ip-i-1.us-west-2.compute.internal")
         );
         let again = super::plan(
             &[machine("i-1")],
             &[registered("i-1", 0, None)],
-            &[],
+            NO_PODS,
             at(1),
             &timings(),
             "1.29",
@@ -547,7 +563,14 @@ mod tests {
     #[test]
     fn nodes_become_ready_after_the_delay() {
         let nodes = [registered("i-1", 0, None)];
-        let plan = plan(&[machine("i-1")], &nodes, &[], at(5), &timings(), "1.29");
+        let plan = plan(
+            &[machine("i-1")],
+            &nodes,
+            NO_PODS,
+            at(5),
+            &timings(),
+            "1.29",
+        );
         assert_eq!(
             plan.actions,
             vec![KubeletAction::MarkNodeReady {
@@ -659,7 +682,14 @@ mod tests {
                 },
             ]
         );
-        let orphan = super::plan(&[], &[], &[pod("p", name, 6)], at(20), &timings(), "1.29");
+        let orphan = super::plan(
+            &[],
+            NO_NODES,
+            &[pod("p", name, 6)],
+            at(20),
+            &timings(),
+            "1.29",
+        );
         assert_eq!(
             orphan.actions,
             vec![KubeletAction::CollectOrphan {
@@ -671,7 +701,7 @@ mod tests {
         let mut held = registered("i-1", 0, None);
         held.metadata.deletion_timestamp =
             serde_json::from_value(json!(at(15).to_string())).unwrap();
-        let held_plan = super::plan(&[], &[held], &[], at(20), &timings(), "1.29");
+        let held_plan = super::plan(&[], &[held], NO_PODS, at(20), &timings(), "1.29");
         assert!(
             held_plan.actions.is_empty(),
             "a node kept by finalizers is not deleted again: {:?}",

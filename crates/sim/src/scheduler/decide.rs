@@ -2,6 +2,7 @@
 //! pod is bound to (fit by driftwood-scheduling's rules, least-allocated node first, then by
 //! name), and for pods that fit nowhere a kube-scheduler-style explanation.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
@@ -166,12 +167,14 @@ pub fn fit_error_message(node_count: usize, reasons: &BTreeMap<String, usize>) -
 
 /// Decide for every pending pod. `assumed` maps pod keys (`ns/name`) to the node a binding was
 /// already issued for (the caches may not show it yet); those pods count as bound there.
-pub fn decide(
-    nodes: &[Node],
-    pods: &[Pod],
+pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
+    nodes: &[N],
+    pods: &[P],
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
 ) -> Vec<Decision> {
+    let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
+    let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
     let mut by_node: BTreeMap<String, Vec<SimPod>> = BTreeMap::new();
     let mut pending: Vec<&Pod> = Vec::new();
     for pod in pods {
@@ -192,7 +195,7 @@ pub fn decide(
         }
     }
     let mut candidates: Vec<Candidate> = Vec::new();
-    let mut sorted_nodes: Vec<&Node> = nodes.iter().collect();
+    let mut sorted_nodes: Vec<&Node> = nodes.clone();
     sorted_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for node in sorted_nodes {
         let name = node.metadata.name.clone().unwrap_or_default();

@@ -70,8 +70,8 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
     // pod key → (node, when the binding was issued)
     let mut assumed: BTreeMap<String, (String, tokio::time::Instant)> = BTreeMap::new();
     loop {
-        let node_list: Vec<Node> = nodes.objects().iter().map(|n| (**n).clone()).collect();
-        let pod_list: Vec<Pod> = pods.objects().iter().map(|p| (**p).clone()).collect();
+        let node_list = nodes.objects();
+        let pod_list = pods.objects();
         let namespace_labels: BTreeMap<String, BTreeMap<String, String>> = namespaces
             .objects()
             .iter()
@@ -141,10 +141,7 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
                 }
             }
         }
-        tokio::select! {
-            () = changed.notified() => {}
-            () = tokio::time::sleep(config.retry_interval) => {}
-        }
+        crate::watch_cache::wait_for_change(&changed, config.retry_interval).await;
     }
 }
 

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentCondition, DeploymentStatus, ReplicaSet, ReplicaSetSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -33,43 +35,91 @@ pub struct DeploymentPlan {
 fn resolve(value: Option<&IntOrString>, total: i32, round_up: bool, default_percent: i32) -> i32 {
     let percent = |p: i32| {
         let scaled = i64::from(p) * i64::from(total);
-        let value = if round_up { (scaled + 99) / 100 } else { scaled / 100 };
-        i32::try_from(value).unwrap_or(i32::MAX)
+        let value = if round_up {
+            (scaled + 99) / 100
+        } else {
+            scaled / 100
+        };
+        i32::try_from(value.clamp(0, i64::from(MAX_REPLICAS))).unwrap_or(MAX_REPLICAS)
     };
     match value {
-        Some(IntOrString::Int(n)) => (*n).max(0),
-        Some(IntOrString::String(s)) => s.trim_end_matches('%').trim().parse::<i32>().map(percent).unwrap_or(0).max(0),
+        Some(IntOrString::Int(n)) => (*n).clamp(0, MAX_REPLICAS),
+        Some(IntOrString::String(s)) => s
+            .trim_end_matches('%')
+            .trim()
+            .parse::<i32>()
+            .map(percent)
+            .unwrap_or(0)
+            .max(0),
         None => percent(default_percent),
     }
 }
 
+/// Replica counts are clamped to this so the arithmetic below cannot overflow.
+const MAX_REPLICAS: i32 = 100_000;
+
 fn spec_replicas(rs: &ReplicaSet) -> i32 {
-    rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0)
+    rs.spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(0)
+        .clamp(0, MAX_REPLICAS)
 }
 
-fn status_field(rs: &ReplicaSet, field: fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> Option<i32>) -> i32 {
-    rs.status.as_ref().and_then(field).unwrap_or(0)
+fn status_field(
+    rs: &ReplicaSet,
+    field: fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> Option<i32>,
+) -> i32 {
+    rs.status
+        .as_ref()
+        .and_then(field)
+        .unwrap_or(0)
+        .clamp(0, MAX_REPLICAS)
 }
 
 fn revision(rs: &ReplicaSet) -> i64 {
-    rs.annotations().get(REVISION).and_then(|r| r.parse().ok()).unwrap_or(0)
+    rs.annotations()
+        .get(REVISION)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The ReplicaSet a Deployment creates for its current template.
-pub fn new_replica_set(deployment: &Deployment, hash: &str, replicas: i32, revision: i64) -> ReplicaSet {
+pub fn new_replica_set(
+    deployment: &Deployment,
+    hash: &str,
+    replicas: i32,
+    revision: i64,
+) -> ReplicaSet {
     let spec = deployment.spec.clone().unwrap_or_default();
     let mut template = spec.template.clone();
-    template.metadata.get_or_insert_default().labels.get_or_insert_default().insert(POD_TEMPLATE_HASH.into(), hash.into());
+    template
+        .metadata
+        .get_or_insert_default()
+        .labels
+        .get_or_insert_default()
+        .insert(POD_TEMPLATE_HASH.into(), hash.into());
     let mut selector = spec.selector.clone();
-    selector.match_labels.get_or_insert_default().insert(POD_TEMPLATE_HASH.into(), hash.into());
-    let mut labels = template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+    selector
+        .match_labels
+        .get_or_insert_default()
+        .insert(POD_TEMPLATE_HASH.into(), hash.into());
+    let mut labels = template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
     labels.insert(POD_TEMPLATE_HASH.into(), hash.into());
     ReplicaSet {
         metadata: ObjectMeta {
             name: Some(format!("{}-{hash}", deployment.name_any())),
             namespace: deployment.namespace(),
             labels: Some(labels),
-            annotations: Some([(REVISION.to_string(), revision.to_string())].into_iter().collect()),
+            annotations: Some(
+                [(REVISION.to_string(), revision.to_string())]
+                    .into_iter()
+                    .collect(),
+            ),
             owner_references: Some(vec![OwnerReference {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
@@ -93,7 +143,7 @@ pub fn new_replica_set(deployment: &Deployment, hash: &str, replicas: i32, revis
 /// Plan one Deployment given the ReplicaSets it owns.
 pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> DeploymentPlan {
     let spec = deployment.spec.clone().unwrap_or_default();
-    let desired = spec.replicas.unwrap_or(1).max(0);
+    let desired = spec.replicas.unwrap_or(1).clamp(0, MAX_REPLICAS);
     let hash = template_hash(&spec.template);
     let strategy = spec.strategy.clone().unwrap_or_default();
     let recreate = strategy.type_.as_deref() == Some("Recreate");
@@ -103,9 +153,16 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
     if surge == 0 && unavailable == 0 {
         unavailable = 1;
     }
-    let mut old: Vec<&ReplicaSet> = owned.iter().copied().filter(|rs| rs.labels().get(POD_TEMPLATE_HASH) != Some(&hash)).collect();
+    let mut old: Vec<&ReplicaSet> = owned
+        .iter()
+        .copied()
+        .filter(|rs| rs.labels().get(POD_TEMPLATE_HASH) != Some(&hash))
+        .collect();
     old.sort_by_key(|rs| (revision(rs), rs.name_any()));
-    let current = owned.iter().copied().find(|rs| rs.labels().get(POD_TEMPLATE_HASH) == Some(&hash));
+    let current = owned
+        .iter()
+        .copied()
+        .find(|rs| rs.labels().get(POD_TEMPLATE_HASH) == Some(&hash));
     let mut plan = DeploymentPlan::default();
     let paused = spec.paused == Some(true);
 
@@ -113,23 +170,38 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
     // has not yet removed pods above a lowered spec.
     let actual = |rs: &ReplicaSet| spec_replicas(rs).max(status_field(rs, |s| Some(s.replicas)));
     let new_current = current.map_or(0, spec_replicas);
-    let old_total: i32 = old.iter().map(|rs| spec_replicas(rs)).sum();
-    let old_actual: i32 = old.iter().map(|rs| actual(rs)).sum();
-    let old_pods: i32 = old.iter().map(|rs| status_field(rs, |s| Some(s.replicas))).sum();
+    let old_total: i32 = old
+        .iter()
+        .map(|rs| spec_replicas(rs))
+        .fold(0, i32::saturating_add);
+    let old_actual: i32 = old.iter().map(|rs| actual(rs)).fold(0, i32::saturating_add);
+    let old_pods: i32 = old
+        .iter()
+        .map(|rs| status_field(rs, |s| Some(s.replicas)))
+        .fold(0, i32::saturating_add);
     let new_target = if paused {
         new_current
     } else if recreate {
-        if old_total > 0 || old_pods > 0 { 0 } else { desired }
+        if old_total > 0 || old_pods > 0 {
+            0
+        } else {
+            desired
+        }
     } else if new_current >= desired {
         desired
     } else {
-        let room = desired + surge - (old_actual + current.map_or(0, actual));
+        let room = desired + surge - old_actual.saturating_add(current.map_or(0, actual));
         new_current + room.clamp(0, desired - new_current)
     };
     match current {
         None => {
             let next_revision = old.iter().map(|rs| revision(rs)).max().unwrap_or(0) + 1;
-            plan.create = Some(new_replica_set(deployment, &hash, new_target, next_revision));
+            plan.create = Some(new_replica_set(
+                deployment,
+                &hash,
+                new_target,
+                next_revision,
+            ));
         }
         Some(rs) if spec_replicas(rs) != new_target => plan.scale.push((rs.name_any(), new_target)),
         Some(_) => {}
@@ -138,7 +210,13 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
     if !paused {
         let mut targets: Vec<(String, i32, i32)> = old
             .iter()
-            .map(|rs| (rs.name_any(), spec_replicas(rs), status_field(rs, |s| s.available_replicas).min(spec_replicas(rs))))
+            .map(|rs| {
+                (
+                    rs.name_any(),
+                    spec_replicas(rs),
+                    status_field(rs, |s| s.available_replicas).min(spec_replicas(rs)),
+                )
+            })
             .collect();
         if recreate {
             for target in &mut targets {
@@ -146,14 +224,23 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
             }
         } else {
             let min_available = desired - unavailable;
-            let new_available = current.map_or(0, |rs| status_field(rs, |s| s.available_replicas)).min(new_target);
-            let mut max_down = old_total + new_target - min_available - (new_target - new_available).max(0);
+            let new_available = current
+                .map_or(0, |rs| status_field(rs, |s| s.available_replicas))
+                .min(new_target);
+            let mut max_down = old_total
+                .saturating_add(new_target)
+                .saturating_sub(min_available)
+                .saturating_sub((new_target - new_available).max(0));
             for (_, target, available) in &mut targets {
                 let cut = (*target - *available).clamp(0, max_down.max(0));
                 *target -= cut;
                 max_down -= cut;
             }
-            let available_all: i32 = targets.iter().map(|(_, target, available)| (*available).min(*target)).sum::<i32>() + new_available;
+            let available_all: i32 = targets
+                .iter()
+                .map(|(_, target, available)| (*available).min(*target))
+                .fold(0, i32::saturating_add)
+                .saturating_add(new_available);
             let mut scale_down = (available_all - min_available).min(max_down).max(0);
             for (_, target, _) in &mut targets {
                 let cut = (*target).min(scale_down);
@@ -166,14 +253,27 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
                 plan.scale.push((name.clone(), *target));
             }
         }
-        let history = usize::try_from(spec.revision_history_limit.unwrap_or(10).max(0)).unwrap_or(0);
-        let empty: Vec<&&ReplicaSet> = old.iter().filter(|rs| spec_replicas(rs) == 0 && status_field(rs, |s| Some(s.replicas)) == 0).collect();
+        let history =
+            usize::try_from(spec.revision_history_limit.unwrap_or(10).max(0)).unwrap_or(0);
+        let empty: Vec<&&ReplicaSet> = old
+            .iter()
+            .filter(|rs| spec_replicas(rs) == 0 && status_field(rs, |s| Some(s.replicas)) == 0)
+            .collect();
         if empty.len() > history {
-            plan.delete = empty.iter().take(empty.len() - history).map(|rs| rs.name_any()).collect();
+            plan.delete = empty
+                .iter()
+                .take(empty.len() - history)
+                .map(|rs| rs.name_any())
+                .collect();
         }
     }
 
-    let sum = |f: fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> Option<i32>| -> i32 { owned.iter().map(|rs| status_field(rs, f)).sum() };
+    let sum = |f: fn(&k8s_openapi::api::apps::v1::ReplicaSetStatus) -> Option<i32>| -> i32 {
+        owned
+            .iter()
+            .map(|rs| status_field(rs, f))
+            .fold(0, i32::saturating_add)
+    };
     let available = sum(|s| s.available_replicas);
     let updated = current.map_or(0, |rs| status_field(rs, |s| Some(s.replicas)));
     let complete = updated == desired && available >= desired && old_pods == 0;
@@ -183,7 +283,13 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
         let kept = previous
             .conditions
             .as_ref()
-            .and_then(|c| c.iter().find(|c| c.type_ == type_ && c.status == status_text && c.reason.as_deref() == Some(reason)))
+            .and_then(|c| {
+                c.iter().find(|c| {
+                    c.type_ == type_
+                        && c.status == status_text
+                        && c.reason.as_deref() == Some(reason)
+                })
+            })
             .cloned();
         kept.unwrap_or(DeploymentCondition {
             type_: type_.into(),
@@ -209,14 +315,32 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
             condition(
                 "Available",
                 has_minimum,
-                if has_minimum { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" },
-                format!("Deployment {} minimum availability.", if has_minimum { "has" } else { "does not have" }),
+                if has_minimum {
+                    "MinimumReplicasAvailable"
+                } else {
+                    "MinimumReplicasUnavailable"
+                },
+                format!(
+                    "Deployment {} minimum availability.",
+                    if has_minimum { "has" } else { "does not have" }
+                ),
             ),
             condition(
                 "Progressing",
                 true,
-                if complete { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" },
-                format!("ReplicaSet \"{name}-{hash}\" {}.", if complete { "has successfully progressed" } else { "is progressing" }),
+                if complete {
+                    "NewReplicaSetAvailable"
+                } else {
+                    "ReplicaSetUpdated"
+                },
+                format!(
+                    "ReplicaSet \"{name}-{hash}\" {}.",
+                    if complete {
+                        "has successfully progressed"
+                    } else {
+                        "is progressing"
+                    }
+                ),
             ),
         ]),
     };
@@ -224,7 +348,10 @@ pub fn plan_deployment(deployment: &Deployment, owned: &[&ReplicaSet]) -> Deploy
 }
 
 /// Reconcile one Deployment against fresh API reads.
-pub async fn reconcile(deployment: Arc<Deployment>, context: Arc<Context>) -> Result<Action, WorkloadError> {
+pub async fn reconcile(
+    deployment: Arc<Deployment>,
+    context: Arc<Context>,
+) -> Result<Action, WorkloadError> {
     let namespace = deployment.namespace().unwrap_or_default();
     let deployments: Api<Deployment> = Api::namespaced(context.client.clone(), &namespace);
     let Some(deployment) = deployments.get_opt(&deployment.name_any()).await? else {
@@ -234,24 +361,44 @@ pub async fn reconcile(deployment: Arc<Deployment>, context: Arc<Context>) -> Re
         return Ok(Action::await_change());
     }
     let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
-    let selector = deployment.spec.as_ref().map(|s| label_selector_string(&s.selector)).unwrap_or_default();
-    let listed = replica_sets.list(&ListParams::default().labels(&selector)).await?;
+    let selector = deployment
+        .spec
+        .as_ref()
+        .map(|s| label_selector_string(&s.selector))
+        .unwrap_or_default();
+    let listed = replica_sets
+        .list(&ListParams::default().labels(&selector))
+        .await?;
     let uid = deployment.metadata.uid.clone().unwrap_or_default();
-    let owned: Vec<&ReplicaSet> = listed.items.iter().filter(|rs| owned_by(rs.meta(), &uid)).collect();
+    let owned: Vec<&ReplicaSet> = listed
+        .items
+        .iter()
+        .filter(|rs| owned_by(rs.meta(), &uid))
+        .collect();
     let plan = plan_deployment(&deployment, &owned);
     if let Some(rs) = &plan.create {
         replica_sets.create(&PostParams::default(), rs).await?;
     }
     for (name, replicas) in &plan.scale {
         let patch = json!({"spec": {"replicas": replicas}});
-        replica_sets.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        replica_sets
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
     for name in &plan.delete {
-        replica_sets.delete(name, &DeleteParams::background()).await?;
+        replica_sets
+            .delete(name, &DeleteParams::background())
+            .await?;
     }
     if deployment.status.as_ref() != Some(&plan.status) {
         let patch = json!({"status": plan.status});
-        deployments.patch_status(&deployment.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        deployments
+            .patch_status(
+                &deployment.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
     }
     Ok(Action::await_change())
 }
@@ -302,13 +449,27 @@ mod tests {
         let old = with_status(new_replica_set(&old_d, &old_hash, 4, 1), 4, 4);
         let d = deployment(4, "nginx:2", rolling(1, 0));
         let plan = plan_deployment(&d, &[&old]);
-        assert_eq!(plan.create.as_ref().unwrap().spec.as_ref().unwrap().replicas, Some(1), "surge of one");
+        assert_eq!(
+            plan.create
+                .as_ref()
+                .unwrap()
+                .spec
+                .as_ref()
+                .unwrap()
+                .replicas,
+            Some(1),
+            "surge of one"
+        );
         assert!(plan.scale.is_empty(), "no availability to spare yet");
 
         let hash = template_hash(&d.spec.as_ref().unwrap().template);
         let new = with_status(new_replica_set(&d, &hash, 1, 2), 1, 1);
         let plan = plan_deployment(&d, &[&old, &new]);
-        assert_eq!(plan.scale, vec![(old.name_any(), 3)], "one new available pod frees one old pod");
+        assert_eq!(
+            plan.scale,
+            vec![(old.name_any(), 3)],
+            "one new available pod frees one old pod"
+        );
 
         let old = with_status(new_replica_set(&old_d, &old_hash, 3, 1), 3, 3);
         let plan = plan_deployment(&d, &[&old, &new]);
@@ -327,6 +488,29 @@ mod tests {
     }
 
     #[test]
+    fn absurd_sizes_do_not_overflow() {
+        let d = deployment(
+            i32::MAX,
+            "nginx:1",
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": i32::MAX, "maxUnavailable": "100%"}}),
+        );
+        let old_d = deployment(1, "nginx:0", rolling(1, 0));
+        let old_hash = template_hash(&old_d.spec.as_ref().unwrap().template);
+        let old = with_status(
+            new_replica_set(&old_d, &old_hash, i32::MAX, 1),
+            i32::MAX,
+            i32::MAX,
+        );
+        let plan = plan_deployment(&d, &[&old, &old]);
+        assert_eq!(
+            plan.create.unwrap().spec.unwrap().replicas,
+            Some(0),
+            "old pods fill the surge"
+        );
+        assert_eq!(plan.status.available_replicas, Some(2 * MAX_REPLICAS));
+    }
+
+    #[test]
     fn status_aggregates_replica_sets() {
         let d = deployment(2, "nginx:1", rolling(1, 0));
         let hash = template_hash(&d.spec.as_ref().unwrap().template);
@@ -336,6 +520,9 @@ mod tests {
         assert_eq!(plan.status.available_replicas, Some(2));
         assert_eq!(plan.status.updated_replicas, Some(2));
         let progressing = &plan.status.conditions.unwrap()[1];
-        assert_eq!(progressing.reason.as_deref(), Some("NewReplicaSetAvailable"));
+        assert_eq!(
+            progressing.reason.as_deref(),
+            Some("NewReplicaSetAvailable")
+        );
     }
 }

@@ -50,7 +50,14 @@ mod tests {
         let a = template_hash(&template("nginx:1"));
         assert_eq!(a, template_hash(&template("nginx:1")));
         let mut labelled = template("nginx:1");
-        labelled.metadata.as_mut().unwrap().labels.as_mut().unwrap().insert(POD_TEMPLATE_HASH.into(), a.clone());
+        labelled
+            .metadata
+            .as_mut()
+            .unwrap()
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(POD_TEMPLATE_HASH.into(), a.clone());
         assert_eq!(a, template_hash(&labelled));
         assert_ne!(a, template_hash(&template("nginx:2")));
         assert!(a.bytes().all(|b| ALPHABET.contains(&b)));

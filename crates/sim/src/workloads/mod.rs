@@ -47,9 +47,10 @@ pub fn is_terminating(pod: &Pod) -> bool {
 
 /// Does the object have a controller owner reference with this uid?
 pub fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
-    meta.owner_references
-        .as_ref()
-        .is_some_and(|refs| refs.iter().any(|r| r.controller == Some(true) && r.uid == uid))
+    meta.owner_references.as_ref().is_some_and(|refs| {
+        refs.iter()
+            .any(|r| r.controller == Some(true) && r.uid == uid)
+    })
 }
 
 /// A structured label selector in query-string syntax.
@@ -92,15 +93,23 @@ pub struct WorkloadControllers {
 impl WorkloadControllers {
     /// Start both controllers on the current tokio runtime.
     pub fn spawn(client: Client) -> Self {
-        let context = Arc::new(Context { client: client.clone() });
-        let replica_sets = Controller::new(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default())
-            .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
-            .run(replicaset::reconcile, retry_soon, Arc::clone(&context))
-            .for_each(|_| futures::future::ready(()));
-        let deployments = Controller::new(Api::<Deployment>::all(client.clone()), watcher::Config::default())
-            .owns(Api::<ReplicaSet>::all(client), watcher::Config::default())
-            .run(deployment::reconcile, retry_soon, context)
-            .for_each(|_| futures::future::ready(()));
+        let context = Arc::new(Context {
+            client: client.clone(),
+        });
+        let replica_sets = Controller::new(
+            Api::<ReplicaSet>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
+        .run(replicaset::reconcile, retry_soon, Arc::clone(&context))
+        .for_each(|_| futures::future::ready(()));
+        let deployments = Controller::new(
+            Api::<Deployment>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .owns(Api::<ReplicaSet>::all(client), watcher::Config::default())
+        .run(deployment::reconcile, retry_soon, context)
+        .for_each(|_| futures::future::ready(()));
         Self {
             tasks: vec![tokio::spawn(replica_sets), tokio::spawn(deployments)],
         }
@@ -126,6 +135,9 @@ mod tests {
             "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}, {"key": "legacy", "operator": "DoesNotExist"}]
         }))
         .unwrap();
-        assert_eq!(label_selector_string(&selector), "app=web,tier in (a,b),!legacy");
+        assert_eq!(
+            label_selector_string(&selector),
+            "app=web,tier in (a,b),!legacy"
+        );
     }
 }

@@ -12,7 +12,9 @@ use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
-use super::{Context, WorkloadError, is_terminating, label_selector_string, owned_by, pod_is_ready};
+use super::{
+    Context, WorkloadError, is_terminating, label_selector_string, owned_by, pod_is_ready,
+};
 
 /// At most this many pods are created per reconcile (like the real controller's burst).
 const CREATE_BURST: usize = 500;
@@ -30,27 +32,61 @@ pub struct ReplicaSetPlan {
 
 /// Deletion preference: unscheduled, then pending, then not ready, then newest first.
 fn deletion_rank(pod: &Pod) -> (u8, u8, u8, std::cmp::Reverse<String>, String) {
-    let scheduled = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+    let scheduled = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some_and(|n| !n.is_empty());
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
-    (u8::from(scheduled), u8::from(running), u8::from(pod_is_ready(pod)), std::cmp::Reverse(created), pod.name_any())
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    (
+        u8::from(scheduled),
+        u8::from(running),
+        u8::from(pod_is_ready(pod)),
+        std::cmp::Reverse(created),
+        pod.name_any(),
+    )
 }
 
 /// Plan one ReplicaSet given the pods it owns (any phase).
 pub fn plan_replica_set(rs: &ReplicaSet, owned: &[&Pod]) -> ReplicaSetPlan {
-    let desired = usize::try_from(rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0)).unwrap_or(0);
+    let desired = usize::try_from(
+        rs.spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1)
+            .max(0),
+    )
+    .unwrap_or(0);
     let active: Vec<&Pod> = owned
         .iter()
         .copied()
         .filter(|p| !is_terminating(p))
-        .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
         .collect();
     let (create, delete) = if active.len() < desired {
         ((desired - active.len()).min(CREATE_BURST), Vec::new())
     } else {
         let mut ranked = active.clone();
         ranked.sort_by_key(|p| deletion_rank(p));
-        (0, ranked.iter().take(active.len() - desired).map(|p| p.name_any()).collect())
+        (
+            0,
+            ranked
+                .iter()
+                .take(active.len() - desired)
+                .map(|p| p.name_any())
+                .collect(),
+        )
     };
     let template_labels: BTreeMap<String, String> = rs
         .spec
@@ -59,23 +95,39 @@ pub fn plan_replica_set(rs: &ReplicaSet, owned: &[&Pod]) -> ReplicaSetPlan {
         .and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
-    let count = |f: &dyn Fn(&Pod) -> bool| i32::try_from(active.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX);
+    let count = |f: &dyn Fn(&Pod) -> bool| {
+        i32::try_from(active.iter().filter(|p| f(p)).count()).unwrap_or(i32::MAX)
+    };
     let ready = count(&pod_is_ready);
     let status = ReplicaSetStatus {
         replicas: count(&|_| true),
-        fully_labeled_replicas: Some(count(&|p| template_labels.iter().all(|(k, v)| p.labels().get(k) == Some(v)))),
+        fully_labeled_replicas: Some(count(&|p| {
+            template_labels
+                .iter()
+                .all(|(k, v)| p.labels().get(k) == Some(v))
+        })),
         ready_replicas: Some(ready),
         available_replicas: Some(ready),
         observed_generation: rs.metadata.generation,
-        terminating_replicas: Some(i32::try_from(owned.iter().filter(|p| is_terminating(p)).count()).unwrap_or(i32::MAX)),
+        terminating_replicas: Some(
+            i32::try_from(owned.iter().filter(|p| is_terminating(p)).count()).unwrap_or(i32::MAX),
+        ),
         conditions: None,
     };
-    ReplicaSetPlan { create, delete, status }
+    ReplicaSetPlan {
+        create,
+        delete,
+        status,
+    }
 }
 
 /// A pod for `rs` from its template.
 pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
-    let template = rs.spec.as_ref().and_then(|s| s.template.clone()).unwrap_or_default();
+    let template = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.clone())
+        .unwrap_or_default();
     let template_meta = template.metadata.unwrap_or_default();
     let owner = OwnerReference {
         api_version: "apps/v1".into(),
@@ -100,7 +152,10 @@ pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
 }
 
 /// Reconcile one ReplicaSet against fresh API reads.
-pub async fn reconcile(rs: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Action, WorkloadError> {
+pub async fn reconcile(
+    rs: Arc<ReplicaSet>,
+    context: Arc<Context>,
+) -> Result<Action, WorkloadError> {
     let namespace = rs.namespace().unwrap_or_default();
     let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
     let Some(rs) = replica_sets.get_opt(&rs.name_any()).await? else {
@@ -110,20 +165,35 @@ pub async fn reconcile(rs: Arc<ReplicaSet>, context: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
     let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let selector = rs.spec.as_ref().map(|s| label_selector_string(&s.selector)).unwrap_or_default();
+    let selector = rs
+        .spec
+        .as_ref()
+        .map(|s| label_selector_string(&s.selector))
+        .unwrap_or_default();
     let listed = pods.list(&ListParams::default().labels(&selector)).await?;
     let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let owned: Vec<&Pod> = listed.items.iter().filter(|p| owned_by(p.meta(), &uid)).collect();
+    let owned: Vec<&Pod> = listed
+        .items
+        .iter()
+        .filter(|p| owned_by(p.meta(), &uid))
+        .collect();
     let plan = plan_replica_set(&rs, &owned);
     for _ in 0..plan.create {
-        pods.create(&PostParams::default(), &pod_from_template(&rs)).await?;
+        pods.create(&PostParams::default(), &pod_from_template(&rs))
+            .await?;
     }
     for name in &plan.delete {
         pods.delete(name, &DeleteParams::default()).await?;
     }
     if rs.status.as_ref() != Some(&plan.status) {
         let patch = json!({"status": plan.status});
-        replica_sets.patch_status(&rs.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        replica_sets
+            .patch_status(
+                &rs.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
     }
     Ok(Action::await_change())
 }
@@ -164,7 +234,11 @@ mod tests {
 
     #[test]
     fn scales_down_unscheduled_and_unready_pods_first() {
-        let pods = [pod("ready", Some("n1"), true), pod("unready", Some("n1"), false), pod("pending", None, false)];
+        let pods = [
+            pod("ready", Some("n1"), true),
+            pod("unready", Some("n1"), false),
+            pod("pending", None, false),
+        ];
         let refs: Vec<&Pod> = pods.iter().collect();
         let plan = plan_replica_set(&rs(1), &refs);
         assert_eq!(plan.delete, vec!["pending", "unready"]);

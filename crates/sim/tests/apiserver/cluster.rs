@@ -547,30 +547,3 @@ async fn provisioner_launched_machines_register_with_the_unregistered_taint() {
         "0/1 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/unregistered: }."
     );
 }
-
-#[tokio::test(start_paused = true)]
-async fn zz_scale_probe() {
-    let wall = std::time::Instant::now();
-    let cluster = SimCluster::start(SimClusterOptions::default()).await.unwrap();
-    let mut ids = Vec::new();
-    for i in 0..40 {
-        let zone = ["us-west-2a", "us-west-2b", "us-west-2c"][i % 3];
-        ids.push(launch(&cluster, "m5.2xlarge", zone, &[("n", &i.to_string())]).await);
-    }
-    eventually("nodes ready", || {
-        (cluster.api_server().list::<Node>(None).iter().filter(|n| is_ready(n)).count() == 40).then_some(())
-    })
-    .await;
-    eprintln!("nodes ready after {:?} wall, virtual {}", wall.elapsed(), cluster.clock().now());
-    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), "default");
-    deployments.create(&PostParams::default(), &deployment("big", 600, "250m")).await.unwrap();
-    eventually("pods running", || {
-        let pods = pods_with(&cluster, "big");
-        (pods.len() == 600 && pods.iter().all(pod_running)).then_some(())
-    })
-    .await;
-    eprintln!("600 pods running after {:?} wall, virtual {}", wall.elapsed(), cluster.clock().now());
-    let before = cluster.clock().now();
-    tokio::time::sleep(Duration::from_secs(600)).await;
-    eprintln!("10 idle virtual minutes took {:?} wall (virtual {} -> {})", wall.elapsed(), before, cluster.clock().now());
-}

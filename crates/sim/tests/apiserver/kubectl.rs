@@ -168,6 +168,31 @@ async fn kubectl_drives_the_embedded_api_server() {
             .contains("widget.example.com/w1 created")
     );
 
+    let resized = kubectl.file(
+        "widget-resized.yaml",
+        &WIDGET.replace("size: 9", "size: 11"),
+    );
+    let out = kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            &resized,
+        ])
+        .await;
+    assert!(
+        out.contains("widget.example.com/w1 serverside-applied"),
+        "{out}"
+    );
+    let out = kubectl
+        .ok(&["get", "widget", "w1", "-o", "jsonpath={.spec.size}"])
+        .await;
+    assert_eq!(out.trim(), "11");
+    kubectl
+        .ok(&["apply", "--server-side", "--force-conflicts", "-f", &widget])
+        .await;
+
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
         .create(&PostParams::default(), &node("ip-10-0-0-7"))
@@ -300,6 +325,13 @@ async fn kubectl_drives_the_embedded_api_server() {
             .is_empty()
     );
 
+    let out = kubectl.ok(&["describe", "pod", "web-b"]).await;
+    assert!(
+        out.contains("web-b") && out.contains("ip-10-0-0-7") && out.contains("Running"),
+        "{out}"
+    );
+    let out = kubectl.ok(&["describe", "node", "ip-10-0-0-7"]).await;
+    assert!(out.contains("Taints:") && out.contains("Ready"), "{out}");
     let (drained, stdout, stderr) = kubectl
         .run(&["drain", "ip-10-0-0-7", "--force", "--timeout=2s"])
         .await;

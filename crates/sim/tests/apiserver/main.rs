@@ -10,8 +10,8 @@ mod patches;
 mod robustness;
 mod stress;
 mod tables;
-mod workloads;
 mod watches;
+mod workloads;
 
 use driftwood_sim::{ApiServer, ApiServerConfig};
 use k8s_openapi::api::core::v1::{Node, Pod};

@@ -169,7 +169,27 @@ impl Harness {
                 .iter()
                 .filter(|c| c.condition(CONDITION_DISRUPTION_REASON).is_some())
                 .count();
-            let budget = allowed_disruptions(pool, REASON_DRIFTED, initialized.len(), 0, now);
+            // The budget's percentage is of the pool's initialized nodes, not counting
+            // replacements that stand in for nodes still being disrupted.
+            let standing_in: std::collections::BTreeSet<&str> = claims
+                .iter()
+                .filter(|c| {
+                    c.condition(CONDITION_DISRUPTION_REASON).is_some()
+                        || c.metadata.deletion_timestamp.is_some()
+                })
+                .filter_map(|c| {
+                    c.metadata
+                        .annotations
+                        .as_ref()?
+                        .get(ANNOTATION_DISRUPTION_REPLACEMENTS)
+                })
+                .flat_map(|r| r.split(','))
+                .collect();
+            let total = initialized
+                .iter()
+                .filter(|c| !standing_in.contains(c.metadata.name.as_deref().unwrap_or_default()))
+                .count();
+            let budget = allowed_disruptions(pool, REASON_DRIFTED, total, 0, now);
             if let Some(limit) = budget.limit {
                 assert!(
                     disrupting <= limit,

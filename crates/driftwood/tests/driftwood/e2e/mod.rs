@@ -4,5 +4,7 @@
 mod drift;
 mod harness;
 mod provisioning;
+mod rollout;
+mod safety;
 mod support;
 mod walkthrough;

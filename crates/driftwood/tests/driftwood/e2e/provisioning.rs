@@ -46,8 +46,7 @@ async fn failed_scheduling_notes(
             if let Some((_, note)) = events_about(h, "default", pod)
                 .await
                 .into_iter()
-                .filter(|(reason, _)| reason == "FailedScheduling")
-                .last()
+                .rfind(|(reason, _)| reason == "FailedScheduling")
             {
                 notes.push(note);
             }
@@ -276,6 +275,20 @@ async fn an_instance_whose_nodeclaim_vanished_during_a_crash_is_garbage_collecte
     assert_eq!(claimed_instances(&h).len(), 1);
 }
 
+/// The holder of the leader-election Lease.
+async fn lease_holder(h: &super::harness::Harness) -> String {
+    kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        h.embedded.cluster.client(),
+        "kube-system",
+    )
+    .get(driftwood_controller::leader::LEASE_NAME)
+    .await
+    .unwrap()
+    .spec
+    .and_then(|s| s.holder_identity)
+    .unwrap_or_default()
+}
+
 #[tokio::test(start_paused = true)]
 async fn only_the_leader_acts_and_a_standby_takes_over() {
     let lease = Duration::from_secs(15);
@@ -288,6 +301,7 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     assert!(a.is_leading(), "the first replica leads");
     assert!(!b.is_leading(), "the second stands by");
     assert!(b.metrics_text().is_none(), "a standby runs no controllers");
+    assert_eq!(lease_holder(&h).await, "replica-a");
 
     h.apply(&nodepool("general", "", "")).await;
     h.apply(&deployment("app", 1, "3", "general", "")).await;
@@ -315,6 +329,7 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
         }
     }
     let took = took.expect("the standby takes over");
+    assert_eq!(lease_holder(&h).await, "replica-b");
     // The lease lapses 15 s after the last renewal (at most 5 s before the kill); the standby
     // retries every 5 s.
     assert!(

@@ -11,7 +11,6 @@ use driftwood_controller::Settings;
 use driftwood_controller::state::Snapshot;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub const MINUTE: Duration = Duration::from_secs(60);
@@ -216,22 +215,6 @@ pub fn ready_pods(s: &Snapshot, app: &str) -> usize {
         .count()
 }
 
-/// The node (name) a pod of `app` runs on, for every pod bound.
-pub fn nodes_of_app(s: &Snapshot, app: &str) -> Vec<String> {
-    s.store
-        .pods
-        .values()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .is_some_and(|a| a == app)
-        })
-        .filter_map(|p| p.spec.as_ref().and_then(|sp| sp.node_name.clone()))
-        .collect()
-}
-
 /// Every events.k8s.io/v1 Event in `namespace`.
 pub async fn events(h: &Harness, namespace: &str) -> Vec<Event> {
     Api::<Event>::namespaced(h.embedded.cluster.client(), namespace)
@@ -259,15 +242,6 @@ pub async fn idle(h: &mut Harness, d: Duration) {
         let s = h.snapshot();
         h.check_invariants(&s);
     }
-}
-
-/// Counts the instances of the simulated account by state.
-pub fn instances_by_state(h: &Harness) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for i in h.embedded.cluster.aws().instances() {
-        *out.entry(i.state).or_insert(0) += 1;
-    }
-    out
 }
 
 /// Seconds of virtual time now.

@@ -1,0 +1,355 @@
+//! Replacement safety: PDBs hold during a rollout, do-not-disrupt pods hold their node (until
+//! they leave, or a terminationGracePeriod forces them out), a replacement that never
+//! initializes is rolled back, a crash mid-command resumes without a duplicate, and `explain`
+//! names the blocker in each case.
+
+use super::harness::{Harness, describe};
+use super::support::{
+    MINUTE, claims_of, cluster, deployment, deployment_annotated, disrupting, drift, edit,
+    events_about, explain, idle, initialized_of, name, nodepool, now, pdb, ready_pods,
+};
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::{
+    ANNOTATION_DISRUPTION_REPLACEMENTS, CONDITION_INITIALIZED, TAINT_DISRUPTED_KEY,
+};
+use driftwood_controller::Settings;
+use kube::api::{Api, DeleteParams};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const DO_NOT_DISRUPT: &str = "{karpenter.sh/do-not-disrupt: \"true\"}";
+
+fn node_has_disrupted_taint(h: &Harness, node: &str) -> bool {
+    h.snapshot().store.nodes.get(node).is_some_and(|n| {
+        n.spec
+            .iter()
+            .flat_map(|s| s.taints.iter().flatten())
+            .any(|t| t.key == TAINT_DISRUPTED_KEY)
+    })
+}
+
+/// Drifts every node of the pool `general` by adding a template label.
+async fn drift_pool(h: &Harness, pool: &str) -> String {
+    edit(
+        h,
+        pool,
+        "        pool: general\n",
+        "        pool: general\n        rev: \"2\"\n",
+    )
+    .await
+}
+
+fn originals(h: &Harness) -> BTreeSet<String> {
+    claims_of(&h.snapshot(), "general")
+        .into_iter()
+        .map(name)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pdb_holds_while_every_node_is_replaced() {
+    let mut h = cluster(Settings::default()).await;
+    // Budget 100%: only the PDB (minAvailable 2 of 3) paces the rollout.
+    let pool = nodepool(
+        "general",
+        "  disruption:\n    budgets:\n    - nodes: \"100%\"\n",
+        "",
+    );
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 3, "3", "general", "")).await;
+    h.apply(&pdb("app", 2)).await;
+    h.wait_until("three nodes, three pods", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 3 && ready_pods(s, "app") == 3
+    })
+    .await;
+    let before = originals(&h);
+    h.min_ready.clear();
+    drift_pool(&h, &pool).await;
+    // The harness asserts at every step that the PDB's 2 ready pods never drop below.
+    h.wait_until("all three replaced", 60 * MINUTE, |s| {
+        s.store.nodeclaims.keys().all(|n| !before.contains(n))
+            && initialized_of(s, "general").len() == 3
+            && ready_pods(s, "app") == 3
+    })
+    .await;
+    assert!(
+        h.min_ready.get("app").copied().unwrap_or(0) >= 2,
+        "{:?}",
+        h.min_ready
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pdb_at_zero_blocks_and_explain_says_so() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.apply(&pdb("app", 1)).await;
+    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "app") == 1)
+        .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    idle(&mut h, 5 * MINUTE).await;
+    let s = h.snapshot();
+    let c = &s.store.nodeclaims[&claim];
+    assert!(drift(c).is_some(), "{}", describe(&s));
+    assert!(!disrupting(c), "a PDB allowing 0 disruptions blocks it");
+    let text = explain(&h, &claim).await;
+    assert!(text.contains("spec.template.metadata.labels"), "{text}");
+    assert!(text.contains("blocked:"), "{text}");
+    assert!(text.contains("default/app"), "names the PDB: {text}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_do_not_disrupt_pod_holds_its_node_until_it_leaves() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    // Both on one 4-cpu node: a 1-cpu do-not-disrupt pod and a 2-cpu ordinary one.
+    h.apply(&deployment_annotated(
+        "guard",
+        1,
+        "1",
+        "general",
+        "",
+        DO_NOT_DISRUPT,
+    ))
+    .await;
+    h.apply(&deployment("app", 1, "2", "general", "")).await;
+    h.wait_until("both pods on one node", 10 * MINUTE, |s| {
+        ready_pods(s, "guard") == 1
+            && ready_pods(s, "app") == 1
+            && initialized_of(s, "general").len() == 1
+    })
+    .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    idle(&mut h, 10 * MINUTE).await;
+    let s = h.snapshot();
+    let c = &s.store.nodeclaims[&claim];
+    assert!(drift(c).is_some(), "{}", describe(&s));
+    assert!(!disrupting(c), "held by the do-not-disrupt pod");
+    assert_eq!(s.store.nodeclaims.len(), 1, "no replacement launched");
+    let text = explain(&h, &claim).await;
+    assert!(text.contains("spec.template.metadata.labels"), "{text}");
+    assert!(text.contains("blocked:"), "{text}");
+    assert!(text.contains("do-not-disrupt"), "{text}");
+
+    // The pod leaves: the node is replaced.
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+        h.embedded.cluster.client(),
+        "default",
+    )
+    .delete("guard", &DeleteParams::default())
+    .await
+    .unwrap();
+    h.wait_until("the node replaced", 20 * MINUTE, |s| {
+        !s.store.nodeclaims.contains_key(&claim)
+            && initialized_of(s, "general").len() == 1
+            && ready_pods(s, "app") == 1
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn termination_grace_period_forces_a_do_not_disrupt_pod_out() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "      terminationGracePeriod: 5m\n");
+    h.apply(&pool).await;
+    h.apply(&deployment_annotated(
+        "guard",
+        1,
+        "3",
+        "general",
+        "",
+        DO_NOT_DISRUPT,
+    ))
+    .await;
+    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "guard") == 1)
+        .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    let node = h
+        .snapshot()
+        .node_of(&h.snapshot().store.nodeclaims[&claim])
+        .and_then(|n| n.metadata.name.clone())
+        .unwrap();
+    let deleted_at = now(&h);
+    driftwood_controller::api::nodeclaims(&h.embedded.cluster.client())
+        .delete(&claim, &DeleteParams::default())
+        .await
+        .unwrap();
+    // Well before the deadline the pod is still there and the node waits.
+    idle(&mut h, 3 * MINUTE).await;
+    let s = h.snapshot();
+    assert!(s.store.nodes.contains_key(&node), "{}", describe(&s));
+    assert!(
+        s.pods_on(&node).iter().any(|p| p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app"))
+            .is_some_and(|a| a == "guard")),
+        "the do-not-disrupt pod is not evicted: {}",
+        describe(&s)
+    );
+    h.wait_until("the node gone", 10 * MINUTE, |s| {
+        !s.store.nodes.contains_key(&node) && !s.store.nodeclaims.contains_key(&claim)
+    })
+    .await;
+    let gone = now(&h) - deleted_at;
+    // Deadline 5 min; then the instance terminates and the node goes (plus a little slack).
+    assert!(
+        (4 * 60..=5 * 60 + 90).contains(&gone),
+        "the node went {gone} s after deletion (terminationGracePeriod 5m)"
+    );
+    h.wait_until("the pod rescheduled", 10 * MINUTE, |s| {
+        ready_pods(s, "guard") == 1
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_that_never_initializes_is_rolled_back() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "app") == 1)
+        .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    let node = h
+        .snapshot()
+        .node_of(&h.snapshot().store.nodeclaims[&claim])
+        .and_then(|n| n.metadata.name.clone())
+        .unwrap();
+    // A startup taint nothing removes: new nodes never initialize. Adding it also drifts the
+    // existing node (startupTaints are in the template hash).
+    edit(
+        &h,
+        &pool,
+        "      nodeClassRef:\n",
+        "      startupTaints:\n      - key: example.com/never-ready\n        effect: NoSchedule\n      nodeClassRef:\n",
+    )
+    .await;
+    h.wait_until("the command started", 5 * MINUTE, |s| {
+        s.store
+            .nodeclaims
+            .get(&claim)
+            .is_some_and(|c| disrupting(c))
+    })
+    .await;
+    let started = now(&h);
+    let replacement = h.snapshot().store.nodeclaims[&claim]
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS))
+        .cloned()
+        .unwrap();
+    assert!(node_has_disrupted_taint(&h, &node));
+    let text = explain(&h, &claim).await;
+    assert!(
+        text.contains("startupTaints"),
+        "names the drifted field: {text}"
+    );
+    assert!(text.contains("in flight"), "{text}");
+    assert!(text.contains(&replacement), "{text}");
+    h.wait_until("the command rolled back", 20 * MINUTE, |s| {
+        s.store
+            .nodeclaims
+            .get(&claim)
+            .is_some_and(|c| !disrupting(c))
+    })
+    .await;
+    let rolled_back = now(&h) - started;
+    assert!(
+        (600..=630).contains(&rolled_back),
+        "rolled back {rolled_back} s after the command started (timeout 600 s)"
+    );
+    let s = h.snapshot();
+    let c = &s.store.nodeclaims[&claim];
+    assert!(
+        c.metadata.deletion_timestamp.is_none(),
+        "the old node keeps running"
+    );
+    assert!(c.is_true(CONDITION_INITIALIZED));
+    assert!(s.store.nodes.contains_key(&node));
+    assert!(!node_has_disrupted_taint(&h, &node), "its taint is removed");
+    assert!(
+        c.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key(ANNOTATION_DISRUPTION_REPLACEMENTS)),
+        "the command is cleared"
+    );
+    assert_eq!(ready_pods(&s, "app"), 1);
+    assert!(
+        s.store
+            .nodeclaims
+            .get(&replacement)
+            .is_none_or(|r| !r.is_true(CONDITION_INITIALIZED)),
+        "the replacement never initialized"
+    );
+    let events = events_about(&h, "default", &claim).await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "DisruptionBlocked" && note.contains("rolled back")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "app") == 1)
+        .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    h.wait_until("the command started", 5 * MINUTE, |s| {
+        s.store
+            .nodeclaims
+            .get(&claim)
+            .is_some_and(|c| disrupting(c))
+    })
+    .await;
+    let s = h.snapshot();
+    let replacement = s.store.nodeclaims[&claim]
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS))
+        .cloned()
+        .unwrap();
+    assert!(
+        s.store
+            .nodeclaims
+            .get(&replacement)
+            .is_none_or(|r| !r.is_true(CONDITION_INITIALIZED)),
+        "crashing before the replacement initialized"
+    );
+    h.embedded.kill_controllers();
+    idle(&mut h, Duration::from_secs(90)).await;
+    h.embedded.start_controllers();
+    h.wait_until("the old node replaced", 20 * MINUTE, |s| {
+        !s.store.nodeclaims.contains_key(&claim)
+            && initialized_of(s, "general").len() == 1
+            && ready_pods(s, "app") == 1
+    })
+    .await;
+    idle(&mut h, 3 * MINUTE).await;
+    let s = h.snapshot();
+    let names: Vec<String> = s.store.nodeclaims.keys().cloned().collect();
+    assert_eq!(
+        names,
+        vec![replacement],
+        "the recorded replacement, no other"
+    );
+    // Two instances ever: the original and the one replacement.
+    assert_eq!(h.embedded.cluster.aws().instances().len(), 2);
+    assert_eq!(h.embedded.cluster.aws().fleet_calls(), 2);
+}
