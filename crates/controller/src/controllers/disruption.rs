@@ -73,7 +73,7 @@ impl DisruptionController {
             })
             .collect();
         if views.iter().all(|v| v.drift.is_none()) {
-            self.report_gauges(&ctx, &snapshot, 0, &[]);
+            self.report_gauges(&ctx, 0, &[]);
             return if acted {
                 Outcome::again_in(Duration::from_secs(1))
             } else {
@@ -95,7 +95,7 @@ impl DisruptionController {
             nodepools: &pools,
             world,
         });
-        self.report_gauges(&ctx, &snapshot, plan.eligible, &plan.budgets);
+        self.report_gauges(&ctx, plan.eligible, &plan.budgets);
 
         for (name, blocked) in &plan.blocked {
             let message = blocked.to_string();
@@ -133,7 +133,6 @@ impl DisruptionController {
     fn report_gauges(
         &self,
         ctx: &Context,
-        snapshot: &Snapshot,
         eligible: usize,
         budgets: &[driftwood_disruption::budget::AllowedDisruptions],
     ) {
@@ -149,7 +148,6 @@ impl DisruptionController {
                 budget.allowed as i64,
             );
         }
-        let _ = snapshot;
     }
 
     /// Advances every command in flight; returns whether anything was done.
@@ -283,19 +281,20 @@ async fn rollback(
 /// Starts one command. The order makes it resumable: record it on the candidate, mark the
 /// candidate, taint its node, then create the replacements (or delete it outright).
 async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Result<(), kube::Error> {
-    let replacements: Vec<(String, NodeClaim)> = match &command.decision {
-        Decision::Delete => Vec::new(),
-        Decision::Replace(planned) => planned
-            .iter()
-            .filter_map(|p| {
-                let pool = snapshot.nodepool(&p.nodepool)?;
-                let class = snapshot.nodeclass(&pool.spec.template.spec.node_class_ref.name);
-                let name = ctx.names.nodeclaim_name(&p.nodepool);
-                let claim = build_nodeclaim(&name, pool, class.map(|c| c.as_ref()), p);
-                Some((name, claim))
-            })
-            .collect(),
-    };
+    let mut replacements: Vec<(String, NodeClaim)> = Vec::new();
+    if let Decision::Replace(planned) = &command.decision {
+        for p in planned {
+            // A replace whose replacement cannot be built must not become a delete.
+            let Some(pool) = snapshot.nodepool(&p.nodepool) else {
+                tracing::warn!(nodeclaim = %command.nodeclaim, nodepool = %p.nodepool, "replacement's nodepool is gone; not disrupting");
+                return Ok(());
+            };
+            let class = snapshot.nodeclass(&pool.spec.template.spec.node_class_ref.name);
+            let name = ctx.names.nodeclaim_name(&p.nodepool);
+            let claim = build_nodeclaim(&name, pool, class.map(|c| c.as_ref()), p);
+            replacements.push((name, claim));
+        }
+    }
     let names: Vec<String> = replacements.iter().map(|(n, _)| n.clone()).collect();
     let started = ctx.clock.now().to_string();
     let api = nodeclaims(&ctx.client);

@@ -54,8 +54,39 @@ pub fn default_pod_spec(spec: &mut Map<String, Value>) {
     insert_missing(spec, "schedulerName", json!("default-scheduler"));
     insert_missing(spec, "securityContext", json!({}));
     insert_missing(spec, "enableServiceLinks", json!(true));
-    insert_missing(spec, "priority", json!(0));
+    let priority = match spec.get("priorityClassName").and_then(Value::as_str) {
+        Some("system-node-critical") => 2_000_001_000,
+        Some("system-cluster-critical") => 2_000_000_000,
+        _ => 0,
+    };
+    insert_missing(spec, "priority", json!(priority));
     default_containers(spec);
+}
+
+/// The pod's QoS class from its containers' cpu/memory requests and limits.
+pub fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|field| spec.get(*field).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let mut any = false;
+    let mut guaranteed = !containers.is_empty();
+    for container in containers {
+        for resource in ["cpu", "memory"] {
+            let limit = container.pointer(&format!("/resources/limits/{resource}"));
+            let request = container
+                .pointer(&format!("/resources/requests/{resource}"))
+                .or(limit);
+            any |= limit.is_some() || request.is_some();
+            guaranteed &= limit.is_some() && request == limit;
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
 }
 
 fn default_template(object: &mut Value) {
@@ -73,6 +104,10 @@ pub fn apply(group: &str, plural: &str, object: &mut Value) {
         ("", "pods") => {
             if let Some(spec) = object_at(object, "spec") {
                 default_pod_spec(spec);
+            }
+            let qos = qos_class(object.get("spec").unwrap_or(&Value::Null));
+            if let Some(status) = object.get_mut("status").and_then(Value::as_object_mut) {
+                status.insert("qosClass".into(), json!(qos));
             }
         }
         ("", "namespaces") => {
@@ -142,6 +177,23 @@ mod tests {
             deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
             "Always"
         );
+    }
+
+    #[test]
+    fn qos_classes_and_critical_priorities() {
+        let guaranteed =
+            json!({"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
+        assert_eq!(qos_class(&guaranteed), "Guaranteed");
+        let burstable = json!({"containers": [{"resources": {"requests": {"cpu": "100m"}}}]});
+        assert_eq!(qos_class(&burstable), "Burstable");
+        assert_eq!(
+            qos_class(&json!({"containers": [{"name": "a"}]})),
+            "BestEffort"
+        );
+        let mut pod = json!({"spec": {"priorityClassName": "system-node-critical", "containers": []}, "status": {}});
+        apply("", "pods", &mut pod);
+        assert_eq!(pod["spec"]["priority"], 2_000_001_000);
+        assert_eq!(pod["status"]["qosClass"], "BestEffort");
     }
 
     #[test]

@@ -22,10 +22,27 @@ fn parse(path: &str) -> Option<Vec<Step>> {
     let mut rest = path;
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('.') {
-            let end = after.find(['.', '[']).unwrap_or(after.len());
-            let field = &after[..end];
+            // A field runs to the next unescaped '.' or '['; `\.` is a literal dot, as in
+            // `.metadata.labels.karpenter\.sh/nodepool`.
+            let mut field = String::new();
+            let mut end = after.len();
+            let mut chars = after.char_indices().peekable();
+            while let Some((index, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, escaped)) = chars.next() {
+                            field.push(escaped);
+                        }
+                    }
+                    '.' | '[' => {
+                        end = index;
+                        break;
+                    }
+                    other => field.push(other),
+                }
+            }
             if !field.is_empty() {
-                steps.push(Step::Field(field.to_string()));
+                steps.push(Step::Field(field));
             }
             rest = &after[end..];
         } else if let Some(after) = rest.strip_prefix('[') {
@@ -130,6 +147,22 @@ pub fn evaluate_one(object: &Value, path: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escaped_dots_are_part_of_the_field() {
+        let object = serde_json::json!({"metadata": {"labels": {"karpenter.sh/nodepool": "default", "node.kubernetes.io/instance-type": "m5.large"}}});
+        assert_eq!(
+            evaluate_one(&object, ".metadata.labels.karpenter\\.sh/nodepool"),
+            serde_json::json!("default")
+        );
+        assert_eq!(
+            evaluate_one(
+                &object,
+                ".metadata.labels.node\\.kubernetes\\.io/instance-type"
+            ),
+            serde_json::json!("m5.large")
+        );
+    }
     use serde_json::json;
 
     #[test]

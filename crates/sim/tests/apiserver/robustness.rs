@@ -172,3 +172,87 @@ async fn garbage_requests_get_status_errors_and_the_server_keeps_working() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn extreme_numbers_do_not_overflow_anything() {
+    let api = server();
+    let service = api.service();
+    let send = |method: &str, uri: &str, content_type: &str, accept: &str, body: &str| {
+        http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", content_type)
+            .header("accept", accept)
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap()
+    };
+    let pdb = r#"{"metadata": {"name": "huge"}, "spec": {"maxUnavailable": "99999999999999999999%", "selector": {}}}"#;
+    let response = service
+        .handle(send(
+            "POST",
+            "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+            "application/json",
+            "",
+            pdb,
+        ))
+        .await;
+    assert!(response.status().as_u16() < 500);
+    let pod = r#"{"metadata": {"name": "restarts"}, "spec": {"containers": [{"name": "a", "image": "x"}]}}"#;
+    assert_eq!(
+        service
+            .handle(send(
+                "POST",
+                "/api/v1/namespaces/default/pods",
+                "application/json",
+                "",
+                pod
+            ))
+            .await
+            .status()
+            .as_u16(),
+        201
+    );
+    let status = r#"{"status": {"containerStatuses": [{"name": "a", "restartCount": 9223372036854775807}, {"name": "b", "restartCount": 9223372036854775807}]}}"#;
+    let patched = service
+        .handle(send(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/restarts/status",
+            "application/merge-patch+json",
+            "",
+            status,
+        ))
+        .await;
+    assert_eq!(patched.status().as_u16(), 200);
+    let table = service
+        .handle(send(
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            "",
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+            "",
+        ))
+        .await;
+    let body: Value =
+        serde_json::from_slice(&table.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["rows"][0]["cells"][3], "9223372036854775807");
+    let watch = service
+        .handle(send(
+            "GET",
+            "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=18446744073709551615",
+            "",
+            "",
+            "",
+        ))
+        .await;
+    assert_eq!(watch.status().as_u16(), 200);
+    let grace = service
+        .handle(send(
+            "DELETE",
+            "/api/v1/namespaces/default/pods/restarts?gracePeriodSeconds=9223372036854775807",
+            "",
+            "",
+            "",
+        ))
+        .await;
+    assert_eq!(grace.status().as_u16(), 200);
+}
