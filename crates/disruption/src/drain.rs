@@ -222,6 +222,33 @@ pub fn plan_drain_with(pods: &[DrainPod], context: &DrainContext, now: i64) -> D
     plan
 }
 
+/// Plans the drains of several nodes at once (`(pods, deadline)` per node), sharing each
+/// controller's availability across them: a pod evicted from one node counts as unavailable
+/// when the next node is planned, so nodes draining together never take more of a controller
+/// than the pacing allows.
+pub fn plan_drains(
+    nodes: &[(Vec<DrainPod>, Option<i64>)],
+    owners: std::collections::BTreeMap<String, OwnerAvailability>,
+    pacing: Option<UnprotectedPacing>,
+    now: i64,
+) -> Vec<DrainPlan> {
+    let mut context = DrainContext { deadline: None, owners, pacing };
+    nodes
+        .iter()
+        .map(|(pods, deadline)| {
+            context.deadline = *deadline;
+            let plan = plan_drain_with(pods, &context, now);
+            for key in &plan.evict {
+                let paced = pods.iter().find(|p| &p.key() == key).filter(|p| !p.pdb_protected).and_then(|p| p.owner.clone());
+                if let Some(owner) = paced {
+                    context.owners.entry(owner).or_default().unavailable += 1;
+                }
+            }
+            plan
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +432,19 @@ mod tests {
         assert_eq!(plan_drain_with(&protected, &context, 0).evict.len(), 8);
         context.pacing = None;
         assert_eq!(plan_drain_with(&many, &context, 0).evict.len(), 8);
+    }
+
+    #[test]
+    fn nodes_draining_together_share_a_controllers_allowance() {
+        let owner = Some("ReplicaSet/default/web".to_string());
+        let node = |i: usize| (vec![DrainPod { owner: owner.clone(), ..pod(&format!("web-{i}")) }], None);
+        let owners = std::collections::BTreeMap::from([(
+            "ReplicaSet/default/web".to_string(),
+            OwnerAvailability { total: 3, unavailable: 0 },
+        )]);
+        let plans = plan_drains(&[node(0), node(1), node(2)], owners, Some(UnprotectedPacing::default()), 0);
+        let evicted: Vec<usize> = plans.iter().map(|p| p.evict.len()).collect();
+        assert_eq!(evicted, vec![1, 0, 0], "one pod of the three at a time, across nodes");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use driftwood_api::wellknown::{
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DISRUPTION_REASON,
     CONDITION_INSTANCE_TERMINATING, FINALIZER_TERMINATION, LABEL_NODEPOOL,
 };
-use driftwood_disruption::drain::{DrainContext, DrainPod, plan_drain_with};
+use driftwood_disruption::drain::{DrainPlan, DrainPod, plan_drains};
 use driftwood_disruption::views::{drain_pod, matching_pdbs, owner_availability};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, EvictParams};
@@ -95,6 +95,8 @@ pub async fn pass(ctx: Context) -> Outcome {
         }
     }
 
+    // Drain every finalizing node together, so pacing sees all the evictions of this pass.
+    let mut drains = Vec::new();
     for (name, claim) in &snapshot.store.nodeclaims {
         let finalizing = claim.metadata.deletion_timestamp.is_some()
             && claim
@@ -107,7 +109,32 @@ pub async fn pass(ctx: Context) -> Outcome {
             continue;
         }
         busy = true;
-        if let Err(error) = terminate(&ctx, &snapshot, name, claim).await {
+        match prepare_drain(&ctx, &snapshot, name, claim).await {
+            Ok(Some(drain)) => drains.push((name, claim, drain)),
+            Ok(None) => {
+                if let Err(error) = finish(&ctx, &snapshot, name, claim).await {
+                    tracing::warn!(nodeclaim = %name, %error, "termination step failed; will retry");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(nodeclaim = %name, %error, "termination step failed; will retry")
+            }
+        }
+    }
+    let owners = owner_availability(snapshot.store.pods.values().map(|p| p.as_ref()), now);
+    let inputs: Vec<(Vec<DrainPod>, Option<i64>)> =
+        drains.iter().map(|(_, _, d)| d.clone()).collect();
+    let plans = plan_drains(&inputs, owners, ctx.settings.unprotected_pacing, now);
+    for ((name, claim, _), plan) in drains.iter().zip(plans) {
+        let result = if plan.drained {
+            let pool = pool_of(claim);
+            Metrics::inc(&ctx.metrics.nodes_drained, &[("nodepool", &pool)]);
+            finish(&ctx, &snapshot, name, claim).await
+        } else {
+            act_on_drain(&ctx, &snapshot, claim, &plan).await;
+            Ok(())
+        };
+        if let Err(error) = result {
             tracing::warn!(nodeclaim = %name, %error, "termination step failed; will retry");
         }
     }
@@ -154,113 +181,127 @@ async fn deadline(ctx: &Context, name: &str, claim: &NodeClaim) -> Option<i64> {
     Some(at.as_second())
 }
 
-async fn terminate(
-    ctx: &Context,
-    snapshot: &crate::state::Snapshot,
-    name: &str,
-    claim: &NodeClaim,
-) -> Result<(), kube::Error> {
-    let pool = claim
+fn pool_of(claim: &NodeClaim) -> String {
+    claim
         .metadata
         .labels
         .as_ref()
         .and_then(|l| l.get(LABEL_NODEPOOL))
         .cloned()
-        .unwrap_or_default();
-    let node = snapshot.node_of(claim);
-    if let Some(node) = node {
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        if modify(&nodes(&ctx.client), &node_name, |n| {
-            add_taint(n, &disrupted_taint())
-        })
-        .await?
-        .is_some()
-        {
-            tracing::info!(node = %node_name, taint = "karpenter.sh/disrupted:NoSchedule", "tainted node");
-        }
-        let deadline = deadline(ctx, name, claim).await;
-        let pods: Vec<&std::sync::Arc<Pod>> = snapshot.pods_on(&node_name);
-        let pdbs: Vec<_> = snapshot
-            .store
-            .pdbs
-            .values()
-            .map(|p| (**p).clone())
-            .collect();
-        let views: Vec<_> = pods
-            .iter()
-            .map(|p| DrainPod {
-                pdb_protected: !matching_pdbs(p, &pdbs).is_empty(),
-                ..drain_pod(p)
-            })
-            .collect();
-        let context = DrainContext {
-            deadline,
-            owners: owner_availability(
-                snapshot.store.pods.values().map(|p| p.as_ref()),
-                ctx.now_seconds(),
-            ),
-            pacing: ctx.settings.unprotected_pacing,
-        };
-        let plan = plan_drain_with(&views, &context, ctx.now_seconds());
-        if !plan.drained {
-            let mut refused = 0;
-            for key in &plan.evict {
-                let (namespace, pod_name) = key.split_once('/').unwrap_or(("default", key));
-                let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-                match api.evict(pod_name, &EvictParams::default()).await {
-                    Ok(_) => {
-                        Metrics::inc(&ctx.metrics.pods_drained, &[("reason", "drain")]);
-                        if let Some(pod) = pods
-                            .iter()
-                            .find(|p| p.metadata.name.as_deref() == Some(pod_name))
-                        {
-                            ctx.events
-                                .publish(
-                                    pod.as_ref(),
-                                    EventType::Normal,
-                                    "Evicted",
-                                    &format!("Evicted pod: node {node_name} is being terminated"),
-                                )
-                                .await;
-                        }
-                    }
-                    Err(e) if is_too_many_requests(&e) => refused += 1,
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => tracing::warn!(pod = %key, error = %e, "eviction failed"),
-                }
-            }
-            for forced in &plan.delete {
-                let (namespace, pod_name) = forced
-                    .pod
-                    .split_once('/')
-                    .unwrap_or(("default", &forced.pod));
-                let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-                let params = DeleteParams {
-                    grace_period_seconds: u32::try_from(forced.grace_period_seconds).ok(),
-                    ..Default::default()
-                };
-                match api.delete(pod_name, &params).await {
-                    Ok(_) => Metrics::inc(
-                        &ctx.metrics.pods_drained,
-                        &[("reason", "termination-grace-period")],
-                    ),
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => {
-                        tracing::warn!(pod = %forced.pod, error = %e, "forced deletion failed")
-                    }
-                }
-            }
-            if refused > 0 {
-                ctx.events
-                    .publish(node.as_ref(), EventType::Warning, "FailedDraining", &format!("Failed to drain node, {refused} pods are waiting to be evicted (a PodDisruptionBudget allows no disruption now)"))
-                    .await;
-            }
-            return Ok(());
-        }
-        Metrics::inc(&ctx.metrics.nodes_drained, &[("nodepool", &pool)]);
-    }
+        .unwrap_or_default()
+}
 
-    // Drained (or never registered): terminate the instance.
+/// Taints the claim's node and computes what its drain looks at: the node's pods as drain
+/// sees them and the grace-period deadline. None when the claim has no node.
+async fn prepare_drain(
+    ctx: &Context,
+    snapshot: &crate::state::Snapshot,
+    name: &str,
+    claim: &NodeClaim,
+) -> Result<Option<(Vec<DrainPod>, Option<i64>)>, kube::Error> {
+    let Some(node) = snapshot.node_of(claim) else {
+        return Ok(None);
+    };
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    if modify(&nodes(&ctx.client), &node_name, |n| {
+        add_taint(n, &disrupted_taint())
+    })
+    .await?
+    .is_some()
+    {
+        tracing::info!(node = %node_name, taint = "karpenter.sh/disrupted:NoSchedule", "tainted node");
+    }
+    let deadline = deadline(ctx, name, claim).await;
+    let pdbs: Vec<_> = snapshot
+        .store
+        .pdbs
+        .values()
+        .map(|p| (**p).clone())
+        .collect();
+    let views = snapshot
+        .pods_on(&node_name)
+        .iter()
+        .map(|p| DrainPod {
+            pdb_protected: !matching_pdbs(p, &pdbs).is_empty(),
+            ..drain_pod(p)
+        })
+        .collect();
+    Ok(Some((views, deadline)))
+}
+
+/// Carries out one step of a node's drain: evictions (a PDB's 429 means wait) and the
+/// deletions the grace period forces.
+async fn act_on_drain(
+    ctx: &Context,
+    snapshot: &crate::state::Snapshot,
+    claim: &NodeClaim,
+    plan: &DrainPlan,
+) {
+    let Some(node) = snapshot.node_of(claim) else {
+        return;
+    };
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let pods = snapshot.pods_on(&node_name);
+    let mut refused = 0;
+    for key in &plan.evict {
+        let (namespace, pod_name) = key.split_once('/').unwrap_or(("default", key));
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        match api.evict(pod_name, &EvictParams::default()).await {
+            Ok(_) => {
+                Metrics::inc(&ctx.metrics.pods_drained, &[("reason", "drain")]);
+                if let Some(pod) = pods
+                    .iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(pod_name))
+                {
+                    let note = format!("Evicted pod: node {node_name} is being terminated");
+                    ctx.events
+                        .publish(pod.as_ref(), EventType::Normal, "Evicted", &note)
+                        .await;
+                }
+            }
+            Err(e) if is_too_many_requests(&e) => refused += 1,
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => tracing::warn!(pod = %key, error = %e, "eviction failed"),
+        }
+    }
+    for forced in &plan.delete {
+        let (namespace, pod_name) = forced
+            .pod
+            .split_once('/')
+            .unwrap_or(("default", &forced.pod));
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        let params = DeleteParams {
+            grace_period_seconds: u32::try_from(forced.grace_period_seconds).ok(),
+            ..Default::default()
+        };
+        match api.delete(pod_name, &params).await {
+            Ok(_) => Metrics::inc(
+                &ctx.metrics.pods_drained,
+                &[("reason", "termination-grace-period")],
+            ),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => tracing::warn!(pod = %forced.pod, error = %e, "forced deletion failed"),
+        }
+    }
+    if refused > 0 {
+        let note = format!(
+            "Failed to drain node, {refused} pods are waiting to be evicted (a PodDisruptionBudget allows no disruption now)"
+        );
+        ctx.events
+            .publish(node.as_ref(), EventType::Warning, "FailedDraining", &note)
+            .await;
+    }
+}
+
+/// After the drain (or for a claim that never registered): terminate the instance, delete the
+/// Node, release the finalizers.
+async fn finish(
+    ctx: &Context,
+    snapshot: &crate::state::Snapshot,
+    name: &str,
+    claim: &NodeClaim,
+) -> Result<(), kube::Error> {
+    let pool = pool_of(claim);
     if claim
         .status
         .as_ref()
@@ -290,8 +331,7 @@ async fn terminate(
             }
         }
     }
-
-    if let Some(node) = node {
+    if let Some(node) = snapshot.node_of(claim) {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         modify(&nodes(&ctx.client), &node_name, |n| {
             remove_finalizer(n, FINALIZER_TERMINATION)

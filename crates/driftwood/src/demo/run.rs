@@ -385,7 +385,7 @@ impl Runner<'_> {
     async fn apply(&mut self, source: &Source) -> Result<Vec<String>, String> {
         let (label, text) = match (&source.file, &source.inline) {
             (Some(file), _) => (file.clone(), self.files.read(file)?),
-            (None, Some(inline)) => ("(inline)".to_string(), inline.clone()),
+            (None, Some(inline)) => ("- (inline)".to_string(), inline.clone()),
             (None, None) => return Err("no file or inline manifest".into()),
         };
         let edits: Vec<(String, String)> = source

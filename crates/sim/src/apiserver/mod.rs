@@ -1,5 +1,36 @@
 //! The embedded Kubernetes-compatible API server: an in-memory store with watches, served
 //! in-process as a tower service (for `kube::Client`) and over HTTP (for kubectl).
+//!
+//! Typical use:
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use driftwood_sim::{ApiServer, ApiServerConfig};
+//! let api = ApiServer::new(ApiServerConfig::default());
+//! let client = api.client(); // in-process kube::Client, default namespace "default"
+//! let http = api.serve_with_kubeconfig(std::path::Path::new("/tmp/kubeconfig")).await?;
+//! println!("kubectl --kubeconfig /tmp/kubeconfig get nodes  # {}", http.url());
+//! # drop(client); Ok(()) }
+//! ```
+//!
+//! Behaviour worth knowing (all covered by tests in `tests/apiserver`):
+//! * objects are stored per (group, plural) as JSON; custom resources are served at every
+//!   version their CRD serves, with no conversion (only `apiVersion` is rewritten);
+//! * one global resourceVersion; the watch log keeps `event_log_capacity` events, older
+//!   versions get `410 Expired` (kube-runtime watchers then relist);
+//! * create resets server-owned status (pods start `Pending`; nodes and namespaces keep
+//!   what the client sent); main-resource writes ignore status, `/status` writes ignore
+//!   everything else; `generation` moves only when something outside metadata/status does;
+//! * strategic merge patch follows the built-in types' merge keys (containers/env/volumes
+//!   by name, conditions/addresses by type, ports by containerPort, finalizers as a set);
+//!   `taints` and `tolerations` are atomic lists as in Kubernetes. Server-side apply is a
+//!   merge of the applied object (no managedFields / conflict detection);
+//! * bound pods deleted with a grace period keep `deletionTimestamp` until a kubelet deletes
+//!   them with `gracePeriodSeconds=0` ([`PodTermination::Immediate`] removes them at once);
+//! * background garbage collection through ownerReferences; `Orphan` strips the reference;
+//!   `Foreground` behaves like `Background`;
+//! * the PDB controller runs synchronously after every pod/PDB write, so evictions always
+//!   see current budgets.
 
 mod cascade;
 pub mod core;

@@ -2,7 +2,7 @@
 //! monotonically increasing resourceVersion, and a bounded event log that watches replay.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -46,6 +46,17 @@ pub struct StoredEvent {
     pub object: Arc<Value>,
     /// The object before the change (modifications only).
     pub previous: Option<Arc<Value>>,
+    /// `object` serialized once, shared by every watcher that sends it unchanged.
+    pub encoded: OnceLock<bytes::Bytes>,
+}
+
+impl StoredEvent {
+    /// The JSON encoding of `object`, computed on first use.
+    pub fn encoded_object(&self) -> &bytes::Bytes {
+        self.encoded.get_or_init(|| {
+            bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default())
+        })
+    }
 }
 
 /// Objects plus the event log.
@@ -201,6 +212,7 @@ impl Store {
             event_type,
             object: Arc::clone(&object),
             previous,
+            encoded: OnceLock::new(),
         });
         object
     }
@@ -228,6 +240,7 @@ impl Store {
             event_type: EventType::Deleted,
             object: Arc::clone(&last),
             previous: None,
+            encoded: OnceLock::new(),
         });
         Some(last)
     }

@@ -162,6 +162,15 @@ struct Renderer<'a> {
 }
 
 impl Renderer<'_> {
+    /// Whether the stored encoding can be sent as is (full objects at their stored version).
+    fn can_share(&self, object: &Value) -> bool {
+        let filter = &self.plan.filter;
+        self.plan.output == WatchOutput::Object
+            && (!filter.info.custom
+                || object.get("apiVersion").and_then(Value::as_str)
+                    == Some(filter.info.api_version(&filter.version).as_str()))
+    }
+
     fn render(&mut self, object: &Value, resource_version: u64) -> Value {
         let filter = &self.plan.filter;
         let full = filter.render(object);
@@ -237,10 +246,18 @@ pub async fn run(
         for event in &events {
             cursor = event.resource_version;
             if let Some(event_type) = filter.translate(event) {
-                buffer.extend(line(
-                    event_type,
-                    &renderer.render(&event.object, event.resource_version),
-                ));
+                if renderer.can_share(&event.object) {
+                    buffer.extend_from_slice(b"{\"type\":\"");
+                    buffer.extend_from_slice(event_type.as_bytes());
+                    buffer.extend_from_slice(b"\",\"object\":");
+                    buffer.extend_from_slice(event.encoded_object());
+                    buffer.extend_from_slice(b"}\n");
+                } else {
+                    buffer.extend(line(
+                        event_type,
+                        &renderer.render(&event.object, event.resource_version),
+                    ));
+                }
                 if buffer.len() > CHUNK_BYTES && !flush(&tx, &mut buffer).await {
                     return;
                 }
@@ -304,6 +321,7 @@ mod tests {
             event_type,
             object: pod(after),
             previous: before.map(pod),
+            encoded: std::sync::OnceLock::new(),
         }
     }
 
