@@ -232,14 +232,22 @@ pub fn plan_drains(
     pacing: Option<UnprotectedPacing>,
     now: i64,
 ) -> Vec<DrainPlan> {
-    let mut context = DrainContext { deadline: None, owners, pacing };
+    let mut context = DrainContext {
+        deadline: None,
+        owners,
+        pacing,
+    };
     nodes
         .iter()
         .map(|(pods, deadline)| {
             context.deadline = *deadline;
             let plan = plan_drain_with(pods, &context, now);
             for key in &plan.evict {
-                let paced = pods.iter().find(|p| &p.key() == key).filter(|p| !p.pdb_protected).and_then(|p| p.owner.clone());
+                let paced = pods
+                    .iter()
+                    .find(|p| &p.key() == key)
+                    .filter(|p| !p.pdb_protected)
+                    .and_then(|p| p.owner.clone());
                 if let Some(owner) = paced {
                     context.owners.entry(owner).or_default().unavailable += 1;
                 }
@@ -437,14 +445,34 @@ mod tests {
     #[test]
     fn nodes_draining_together_share_a_controllers_allowance() {
         let owner = Some("ReplicaSet/default/web".to_string());
-        let node = |i: usize| (vec![DrainPod { owner: owner.clone(), ..pod(&format!("web-{i}")) }], None);
+        let node = |i: usize| {
+            (
+                vec![DrainPod {
+                    owner: owner.clone(),
+                    ..pod(&format!("web-{i}"))
+                }],
+                None,
+            )
+        };
         let owners = std::collections::BTreeMap::from([(
             "ReplicaSet/default/web".to_string(),
-            OwnerAvailability { total: 3, unavailable: 0 },
+            OwnerAvailability {
+                total: 3,
+                unavailable: 0,
+            },
         )]);
-        let plans = plan_drains(&[node(0), node(1), node(2)], owners, Some(UnprotectedPacing::default()), 0);
+        let plans = plan_drains(
+            &[node(0), node(1), node(2)],
+            owners,
+            Some(UnprotectedPacing::default()),
+            0,
+        );
         let evicted: Vec<usize> = plans.iter().map(|p| p.evict.len()).collect();
-        assert_eq!(evicted, vec![1, 0, 0], "one pod of the three at a time, across nodes");
+        assert_eq!(
+            evicted,
+            vec![1, 0, 0],
+            "one pod of the three at a time, across nodes"
+        );
     }
 
     #[test]

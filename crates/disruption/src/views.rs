@@ -264,7 +264,12 @@ pub fn node_view(
             .annotations
             .as_ref()
             .and_then(|a| a.get(driftwood_api::wellknown::ANNOTATION_DISRUPTION_REPLACEMENTS))
-            .map(|r| r.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+            .map(|r| {
+                r.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default(),
     }
 }
