@@ -90,15 +90,42 @@ pub struct ServeArgs {
     /// Seconds from a Node joining until it is Ready.
     #[arg(long, default_value_t = 5)]
     node_ready_seconds: u64,
+    /// Run cluster time X times faster than the wall clock (timestamps run ahead of your
+    /// machine's clock, so kubectl's AGE column may read <invalid>). Default: wall time.
+    #[arg(long, value_name = "X")]
+    speed: Option<f64>,
 }
 
 pub fn run(command: &SimCommand) -> anyhow::Result<ExitCode> {
     match command {
         SimCommand::Ssm(SsmCommand::GetParameter(args)) => get_parameter(args),
-        SimCommand::Serve(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-            .block_on(serve(args)),
+        SimCommand::Serve(args) => match args.speed {
+            None => tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(serve(args)),
+            Some(speed) if speed.is_finite() && speed > 0.0 => {
+                // Paused time on one thread: time jumps ahead whenever everything is idle, and
+                // a pacer holds the thread 1/X wall seconds after each cluster second.
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .start_paused(true)
+                    .build()?;
+                runtime.block_on(async {
+                    let pace = std::time::Duration::from_secs_f64(1.0 / speed);
+                    let pacer = tokio::spawn(async move {
+                        loop {
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                            std::thread::sleep(pace);
+                        }
+                    });
+                    let result = serve(args).await;
+                    pacer.abort();
+                    result
+                })
+            }
+            Some(speed) => anyhow::bail!("--speed {speed}: must be a positive number"),
+        },
     }
 }
 
