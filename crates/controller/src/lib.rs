@@ -11,6 +11,7 @@ pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod nodeclaim_template;
+pub mod rbac;
 pub mod runtime;
 pub mod settings;
 pub mod simulation;

@@ -7,11 +7,12 @@ use anyhow::Context as _;
 use driftwood_cloud::{AwsPorts, AwsProvider, AwsSettings};
 use driftwood_controller::events::Events;
 use driftwood_controller::metrics::Metrics;
+use driftwood_controller::rbac::ApiCall;
 use driftwood_controller::{ClusterState, Context, NameGenerator, Settings};
 use driftwood_sim::{SimCluster, SimClusterOptions};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -21,6 +22,8 @@ pub struct Embedded {
     pub cluster: SimCluster,
     pub settings: Settings,
     controllers: Option<Running>,
+    /// Every API request the controllers (and replicas) have sent.
+    api_calls: ApiCallRecorder,
 }
 
 /// One incarnation of the controller process (its cache, tasks and context).
@@ -123,6 +126,7 @@ impl Embedded {
             cluster,
             settings,
             controllers: None,
+            api_calls: ApiCallRecorder::default(),
         };
         embedded.start_controllers();
         Ok(embedded)
@@ -142,7 +146,7 @@ impl Embedded {
             settings.cluster_name.clone_from(&options.cluster_name);
         }
         ProcessTemplate {
-            client: self.cluster.client(),
+            client: self.controller_client(),
             clock: self.cluster.cloud_clock(),
             ports: self.cluster.aws_ports(),
             cluster_name: options.cluster_name.clone(),
@@ -163,7 +167,7 @@ impl Embedded {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
         let election = tokio::spawn(driftwood_controller::leader::run_election(
-            self.cluster.client(),
+            self.controller_client(),
             "kube-system",
             identity.to_string(),
             self.cluster.cloud_clock(),
@@ -288,4 +292,54 @@ pub async fn apply_yaml(client: &kube::Client, text: &str) -> anyhow::Result<Vec
         applied.push(format!("{}/{name}", types.kind));
     }
     Ok(applied)
+}
+
+impl Embedded {
+    /// The RBAC attributes of every distinct API request the controllers and replicas have
+    /// sent since the start, sorted (requests through `cluster.client()` are not counted).
+    pub fn recorded_api_calls(&self) -> Vec<ApiCall> {
+        self.api_calls.calls()
+    }
+
+    /// A kube client for the controllers: the in-process API server behind a layer that
+    /// records each request.
+    fn controller_client(&self) -> kube::Client {
+        let recorder = self.api_calls.clone();
+        let service = tower::ServiceBuilder::new()
+            .map_request(move |request: http::Request<kube::client::Body>| {
+                recorder.record(&request);
+                request
+            })
+            .service(self.cluster.api_server().service());
+        kube::Client::new(service, "default")
+    }
+}
+
+/// The distinct API requests seen, as RBAC attributes.
+#[derive(Debug, Clone, Default)]
+struct ApiCallRecorder(Arc<Mutex<BTreeSet<ApiCall>>>);
+
+impl ApiCallRecorder {
+    fn record<B>(&self, request: &http::Request<B>) {
+        let uri = request.uri();
+        if let Some(call) = ApiCall::from_request(
+            request.method().as_str(),
+            uri.path(),
+            uri.query().unwrap_or_default(),
+        ) {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(call);
+        }
+    }
+
+    fn calls(&self) -> Vec<ApiCall> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
 }

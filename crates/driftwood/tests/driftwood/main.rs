@@ -5,6 +5,7 @@
 
 mod crds;
 mod demo;
+mod deploy;
 mod e2e;
 mod kubectl;
 mod scenarios;

@@ -9,11 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use driftwood_api::wellknown::TAINT_NODE_NOT_READY;
 use driftwood_cloud::ports::InstanceTypeDescription;
 use driftwood_sim_aws::{Machine, MachineSource, SimAws};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -198,10 +197,16 @@ async fn execute(
             let Some(updated) = set_node_ready(&node_api, &node, now, true).await? else {
                 return Ok(());
             };
-            remove_not_ready_taint(&node_api, updated).await?;
+            rewrite_taints(&node_api, updated, plan::without_readiness_taints).await?;
         }
         KubeletAction::MarkNodeNotReady { node } => {
-            set_node_ready(&node_api, &node, now, false).await?;
+            let Some(updated) = set_node_ready(&node_api, &node, now, false).await? else {
+                return Ok(());
+            };
+            rewrite_taints(&node_api, updated, |taints| {
+                plan::with_unreachable_taint(taints, now)
+            })
+            .await?;
         }
         KubeletAction::DeleteNode { node } => {
             ignore_missing(
@@ -300,25 +305,26 @@ async fn set_node_ready(
     )
 }
 
-/// Drop the not-ready taint (as the node lifecycle controller does once the node is Ready).
-async fn remove_not_ready_taint(api: &Api<Node>, node: Node) -> Result<(), kube::Error> {
+/// Replace the node's taints with `rewrite(current)` under its resourceVersion (no write when
+/// nothing changes).
+async fn rewrite_taints(
+    api: &Api<Node>,
+    node: Node,
+    rewrite: impl FnOnce(&[Taint]) -> Vec<Taint>,
+) -> Result<(), kube::Error> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let taints = node
         .spec
         .as_ref()
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
-    let kept: Vec<_> = taints
-        .iter()
-        .filter(|t| t.key != TAINT_NODE_NOT_READY)
-        .cloned()
-        .collect();
-    if kept.len() == taints.len() {
+    let rewritten = rewrite(&taints);
+    if rewritten == taints {
         return Ok(());
     }
     let patch = json!({
         "metadata": {"resourceVersion": node.metadata.resource_version},
-        "spec": {"taints": kept},
+        "spec": {"taints": rewritten},
     });
     ignore_missing(
         api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))

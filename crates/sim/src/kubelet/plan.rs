@@ -6,9 +6,10 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use driftwood_api::wellknown::{TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE};
 use driftwood_sim_aws::Machine;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use serde_json::{Value, json};
 
 use super::node_template::{MachineFacts, fnv64, node_for_machine};
@@ -227,6 +228,33 @@ pub fn with_ready_condition(
             }
         }
         None => out.push(fresh),
+    }
+    out
+}
+
+/// The taints without the node lifecycle controller's readiness taints (not-ready, unreachable).
+pub fn without_readiness_taints(taints: &[Taint]) -> Vec<Taint> {
+    taints
+        .iter()
+        .filter(|t| t.key != TAINT_NODE_NOT_READY && t.key != TAINT_NODE_UNREACHABLE)
+        .cloned()
+        .collect()
+}
+
+/// The taints plus `node.kubernetes.io/unreachable:NoSchedule`, as the node lifecycle
+/// controller adds once a kubelet stops reporting.
+pub fn with_unreachable_taint(taints: &[Taint], now: Timestamp) -> Vec<Taint> {
+    let mut out = taints.to_vec();
+    if !out
+        .iter()
+        .any(|t| t.key == TAINT_NODE_UNREACHABLE && t.effect == "NoSchedule")
+    {
+        out.push(Taint {
+            key: TAINT_NODE_UNREACHABLE.to_string(),
+            effect: "NoSchedule".to_string(),
+            time_added: serde_json::from_value(json!(now.to_string())).ok(),
+            value: None,
+        });
     }
     out
 }
@@ -557,6 +585,31 @@ mod tests {
             again.next_due,
             Some(at(5)),
             "Ready is due five seconds after registration"
+        );
+    }
+
+    #[test]
+    fn readiness_taints_come_and_go() {
+        let now = at(3);
+        let tainted = with_unreachable_taint(&[], now);
+        assert_eq!(tainted.len(), 1);
+        assert_eq!(tainted[0].key, TAINT_NODE_UNREACHABLE);
+        assert_eq!(with_unreachable_taint(&tainted, now), tainted, "added once");
+        let mut all = tainted.clone();
+        all.push(Taint {
+            key: "keep".into(),
+            effect: "NoSchedule".into(),
+            ..Taint::default()
+        });
+        all.push(Taint {
+            key: TAINT_NODE_NOT_READY.into(),
+            effect: "NoSchedule".into(),
+            ..Taint::default()
+        });
+        let kept = without_readiness_taints(&all);
+        assert_eq!(
+            kept.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(),
+            vec!["keep"]
         );
     }
 

@@ -397,9 +397,34 @@ async fn evicted_pods_are_replaced_and_a_terminated_machine_takes_its_pods_away(
     .await;
     assert!(after.contains(before[1].metadata.name.as_ref().unwrap()));
 
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    nodes
+        .patch(&node_name, &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
     cluster
         .aws()
         .terminate_instances(vec![id.clone()])
+        .await
+        .unwrap();
+    let held = eventually("the node to be NotReady and held by its finalizer", || {
+        node_of(&cluster, &id).filter(|n| n.metadata.deletion_timestamp.is_some() && !is_ready(n))
+    })
+    .await;
+    assert!(taint_keys(&held).contains("node.kubernetes.io/unreachable"));
+    let ready = held
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready").cloned());
+    assert_eq!(ready.map(|c| c.status).as_deref(), Some("Unknown"));
+    nodes
+        .patch(
+            &node_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
         .await
         .unwrap();
     eventually("the node to go away", || {
