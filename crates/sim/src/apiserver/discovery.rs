@@ -289,7 +289,8 @@ mod tests {
                 "apps",
                 "coordination.k8s.io",
                 "events.k8s.io",
-                "policy"
+                "policy",
+                "rbac.authorization.k8s.io"
             ]
         );
         assert_eq!(version_info("v1.29.15")["minor"], "29");
