@@ -26,6 +26,13 @@ pub struct Embedded {
     api_calls: ApiCallRecorder,
 }
 
+impl Drop for Embedded {
+    /// Stops the controllers before the cluster they watch (see `SimCluster`'s drop).
+    fn drop(&mut self) {
+        self.controllers = None;
+    }
+}
+
 /// One incarnation of the controller process (its cache, tasks and context).
 pub struct Running {
     pub ctx: Context,

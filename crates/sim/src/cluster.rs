@@ -103,6 +103,15 @@ pub struct SimCluster {
     components: Option<Components>,
 }
 
+impl Drop for SimCluster {
+    /// Stops the components before the API server they watch: a watcher outliving its
+    /// in-process server would re-watch in a tight loop and stall a multi-threaded runtime's
+    /// shutdown.
+    fn drop(&mut self) {
+        self.components = None;
+    }
+}
+
 impl std::fmt::Debug for SimCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimCluster")

@@ -100,10 +100,15 @@ pub fn run(command: &SimCommand) -> anyhow::Result<ExitCode> {
     match command {
         SimCommand::Ssm(SsmCommand::GetParameter(args)) => get_parameter(args),
         SimCommand::Serve(args) => match args.speed {
-            None => tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?
-                .block_on(serve(args)),
+            None => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()?;
+                let result = runtime.block_on(serve(args));
+                // Bounded: a task still busy after the cluster is gone must not hold the exit.
+                runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+                result
+            }
             Some(speed) if speed.is_finite() && speed > 0.0 => {
                 // Paused time on one thread: time jumps ahead whenever everything is idle, and
                 // a pacer holds the thread 1/X wall seconds after each cluster second.

@@ -140,6 +140,11 @@ impl ApiService {
         match outcome {
             Ok(CoreResponse::Json(code, body)) => json_response(code, &body),
             Ok(CoreResponse::Watch(plan)) => {
+                // Every watch request yields once. A client that re-watches in a loop (as
+                // kube-runtime's watcher does when a stream ends) then always reaches a yield
+                // point, so it can be cancelled even when the server is going away and every
+                // stream ends at once.
+                tokio::task::yield_now().await;
                 let (tx, rx) = mpsc::channel::<Bytes>(16);
                 let changes = self.shared.changes.subscribe();
                 let disconnects = self.shared.disconnects.subscribe();

@@ -391,7 +391,7 @@ pub async fn reconcile(
             .await?;
     }
     if deployment.status.as_ref() != Some(&plan.status) {
-        let patch = json!({"status": plan.status});
+        let patch = super::exact_status_patch(deployment.status.as_ref(), &plan.status);
         deployments
             .patch_status(
                 &deployment.name_any(),

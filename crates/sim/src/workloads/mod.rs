@@ -141,3 +141,63 @@ mod tests {
         );
     }
 }
+
+/// A JSON merge patch that makes an object's status exactly `desired`: keys the current status
+/// has but `desired` lacks are set to null, since a merge patch otherwise leaves them in place
+/// (and a status that can never match its desired value would be rewritten forever).
+pub fn exact_status_patch<T: serde::Serialize>(
+    current: Option<&T>,
+    desired: &T,
+) -> serde_json::Value {
+    let mut desired = serde_json::to_value(desired).unwrap_or(serde_json::Value::Null);
+    let current = current.and_then(|c| serde_json::to_value(c).ok());
+    null_missing_keys(current.as_ref(), &mut desired);
+    serde_json::json!({ "status": desired })
+}
+
+fn null_missing_keys(current: Option<&serde_json::Value>, desired: &mut serde_json::Value) {
+    let (Some(serde_json::Value::Object(current)), serde_json::Value::Object(desired)) =
+        (current, desired)
+    else {
+        return;
+    };
+    for (key, value) in current {
+        match desired.get_mut(key) {
+            None => {
+                desired.insert(key.clone(), serde_json::Value::Null);
+            }
+            Some(child) => null_missing_keys(Some(value), child),
+        }
+    }
+}
+
+#[cfg(test)]
+mod status_patch_tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSetStatus;
+
+    #[test]
+    fn fields_absent_from_the_desired_status_are_cleared() {
+        let current = ReplicaSetStatus {
+            replicas: 3,
+            ready_replicas: Some(2),
+            available_replicas: Some(2),
+            ..Default::default()
+        };
+        let desired = ReplicaSetStatus {
+            replicas: 3,
+            ready_replicas: Some(3),
+            ..Default::default()
+        };
+        let patch = exact_status_patch(Some(&current), &desired);
+        assert_eq!(
+            patch["status"]["availableReplicas"],
+            serde_json::Value::Null
+        );
+        assert_eq!(patch["status"]["readyReplicas"], serde_json::json!(3));
+        let mut merged = serde_json::to_value(&current).unwrap();
+        json_patch::merge(&mut merged, &patch["status"]);
+        let merged: ReplicaSetStatus = serde_json::from_value(merged).unwrap();
+        assert_eq!(merged, desired);
+    }
+}

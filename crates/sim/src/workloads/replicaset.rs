@@ -10,7 +10,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
 
 use super::{
     Context, WorkloadError, is_terminating, label_selector_string, owned_by, pod_is_ready,
@@ -186,7 +185,7 @@ pub async fn reconcile(
         pods.delete(name, &DeleteParams::default()).await?;
     }
     if rs.status.as_ref() != Some(&plan.status) {
-        let patch = json!({"status": plan.status});
+        let patch = super::exact_status_patch(rs.status.as_ref(), &plan.status);
         replica_sets
             .patch_status(
                 &rs.name_any(),
@@ -201,6 +200,7 @@ pub async fn reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn rs(replicas: i32) -> ReplicaSet {
         serde_json::from_value(json!({

@@ -18,8 +18,19 @@ use serde_json::json;
 use crate::server;
 
 /// Marks every new pod Running and Ready, as kubelets would.
-fn fake_kubelets(client: Client) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+/// Aborts its task when dropped. A detached watcher task outliving the in-process server spins
+/// at runtime shutdown (every watch ends at once and is retried without yielding), so test
+/// helpers must be stopped before the server goes away.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn fake_kubelets(client: Client) -> AbortOnDrop {
+    AbortOnDrop(tokio::spawn(async move {
         let pods: Api<Pod> = Api::all(client.clone());
         let mut events = kube::runtime::watcher(pods, Default::default()).boxed();
         while let Some(event) = events.next().await {
@@ -46,7 +57,7 @@ fn fake_kubelets(client: Client) -> tokio::task::JoinHandle<()> {
                 )
                 .await;
         }
-    })
+    }))
 }
 
 async fn wait_for<K, F>(api: &Api<K>, name: &str, condition: F) -> K
@@ -85,7 +96,7 @@ async fn wait_for_pods(pods: &Api<Pod>, selector: &str, condition: impl Fn(&[Pod
     waited.await.expect("pods reached the condition in time");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn replica_sets_keep_their_pod_count() {
     let api = server();
     let client = api.client();
@@ -148,7 +159,7 @@ async fn replica_sets_keep_their_pod_count() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn deployments_roll_out_within_surge_and_availability_limits() {
     let api = server();
     let client = api.client();
