@@ -28,6 +28,13 @@ pub fn is_too_many_requests(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 429)
 }
 
+/// Which part of an object a read-modify-write writes back.
+#[derive(Clone, Copy)]
+enum WriteTarget {
+    Object,
+    Status,
+}
+
 /// Reads the object, lets `change` edit it (returning false when nothing changed), writes it
 /// back, and retries on conflict. Returns the written object, or None when it is gone or
 /// unchanged.
@@ -39,23 +46,7 @@ pub async fn modify<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    for _ in 0..CONFLICT_RETRIES {
-        let mut object = match api.get(name).await {
-            Ok(o) => o,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        if !change(&mut object) {
-            return Ok(None);
-        }
-        match api.replace(name, &PostParams::default(), &object).await {
-            Ok(written) => return Ok(Some(written)),
-            Err(e) if is_conflict(&e) => continue,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(kube::Error::Api(conflict_status(name)))
+    read_modify_write(api, name, change, WriteTarget::Object).await
 }
 
 /// As [`modify`], through the status subresource.
@@ -63,6 +54,18 @@ pub async fn modify_status<K>(
     api: &Api<K>,
     name: &str,
     change: impl Fn(&mut K) -> bool,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    read_modify_write(api, name, change, WriteTarget::Status).await
+}
+
+async fn read_modify_write<K>(
+    api: &Api<K>,
+    name: &str,
+    change: impl Fn(&mut K) -> bool,
+    target: WriteTarget,
 ) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
@@ -76,10 +79,14 @@ where
         if !change(&mut object) {
             return Ok(None);
         }
-        match api
-            .replace_status(name, &PostParams::default(), &object)
-            .await
-        {
+        let written = match target {
+            WriteTarget::Object => api.replace(name, &PostParams::default(), &object).await,
+            WriteTarget::Status => {
+                api.replace_status(name, &PostParams::default(), &object)
+                    .await
+            }
+        };
+        match written {
             Ok(written) => return Ok(Some(written)),
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(None),

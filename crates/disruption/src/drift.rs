@@ -54,13 +54,7 @@ pub fn nodepool_drift(
     nodepool: &NodePool,
     current: &TemplateHashes,
 ) -> Option<DriftFinding> {
-    let comparison = compare_stamped(
-        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH),
-        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH_VERSION),
-        annotation(nodeclaim, ANNOTATION_NODEPOOL_FIELD_HASHES),
-        current,
-        NODEPOOL_HASH_VERSION,
-    );
+    let comparison = stamp_comparison(nodeclaim, &NODEPOOL_STAMP, current);
     let HashComparison::Changed { changed } = comparison else {
         return None;
     };
@@ -162,94 +156,94 @@ pub fn drift_marking(
     }
 }
 
+/// The annotations one kind of template hash is stamped under, and its current version.
+pub struct StampKeys {
+    pub hash: &'static str,
+    pub version: &'static str,
+    pub fields: &'static str,
+    pub current_version: &'static str,
+}
+
+/// The NodePool template hash stamp.
+pub const NODEPOOL_STAMP: StampKeys = StampKeys {
+    hash: ANNOTATION_NODEPOOL_HASH,
+    version: ANNOTATION_NODEPOOL_HASH_VERSION,
+    fields: ANNOTATION_NODEPOOL_FIELD_HASHES,
+    current_version: NODEPOOL_HASH_VERSION,
+};
+
+/// The EC2NodeClass static hash stamp.
+pub const NODECLASS_STAMP: StampKeys = StampKeys {
+    hash: ANNOTATION_EC2NODECLASS_HASH,
+    version: ANNOTATION_EC2NODECLASS_HASH_VERSION,
+    fields: ANNOTATION_EC2NODECLASS_FIELD_HASHES,
+    current_version: EC2NODECLASS_HASH_VERSION,
+};
+
+/// How the hash stamped on a NodeClaim under `keys` compares with `current`.
+pub fn stamp_comparison(
+    nodeclaim: &NodeClaim,
+    keys: &StampKeys,
+    current: &TemplateHashes,
+) -> HashComparison {
+    compare_stamped(
+        annotation(nodeclaim, keys.hash),
+        annotation(nodeclaim, keys.version),
+        annotation(nodeclaim, keys.fields),
+        current,
+        keys.current_version,
+    )
+}
+
+/// The annotations that stamp `current` under `keys`.
+pub fn stamp(keys: &StampKeys, current: &TemplateHashes) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (keys.hash.to_string(), current.hash.clone()),
+        (keys.version.to_string(), keys.current_version.to_string()),
+        (keys.fields.to_string(), current.fields_annotation()),
+    ])
+}
+
 /// When a NodeClaim was stamped under another hash version (a driftwood upgrade, or adoption
 /// of a NodeClaim Karpenter made) or not at all, and it is not already drifted, the annotations
 /// to write so it is compared under the current version from now on. None when nothing is
 /// to be done.
+pub fn restamp(
+    nodeclaim: &NodeClaim,
+    keys: &StampKeys,
+    current: &TemplateHashes,
+) -> Option<BTreeMap<String, String>> {
+    let needs = matches!(
+        stamp_comparison(nodeclaim, keys, current),
+        HashComparison::VersionMismatch | HashComparison::NotStamped
+    );
+    (needs && !nodeclaim.is_true(CONDITION_DRIFTED)).then(|| stamp(keys, current))
+}
+
+/// [`restamp`] for the NodePool template hash.
 pub fn nodepool_restamp(
     nodeclaim: &NodeClaim,
     current: &TemplateHashes,
 ) -> Option<BTreeMap<String, String>> {
-    let comparison = compare_stamped(
-        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH),
-        annotation(nodeclaim, ANNOTATION_NODEPOOL_HASH_VERSION),
-        annotation(nodeclaim, ANNOTATION_NODEPOOL_FIELD_HASHES),
-        current,
-        NODEPOOL_HASH_VERSION,
-    );
-    let needs = matches!(
-        comparison,
-        HashComparison::VersionMismatch | HashComparison::NotStamped
-    );
-    if !needs || nodeclaim.is_true(CONDITION_DRIFTED) {
-        return None;
-    }
-    Some(BTreeMap::from([
-        (ANNOTATION_NODEPOOL_HASH.to_string(), current.hash.clone()),
-        (
-            ANNOTATION_NODEPOOL_HASH_VERSION.to_string(),
-            NODEPOOL_HASH_VERSION.to_string(),
-        ),
-        (
-            ANNOTATION_NODEPOOL_FIELD_HASHES.to_string(),
-            current.fields_annotation(),
-        ),
-    ]))
+    restamp(nodeclaim, &NODEPOOL_STAMP, current)
 }
 
-/// As [`nodepool_restamp`], for the EC2NodeClass hash annotations.
+/// [`restamp`] for the EC2NodeClass static hash.
 pub fn nodeclass_restamp(
     nodeclaim: &NodeClaim,
     current: &TemplateHashes,
 ) -> Option<BTreeMap<String, String>> {
-    let comparison = compare_stamped(
-        annotation(nodeclaim, ANNOTATION_EC2NODECLASS_HASH),
-        annotation(nodeclaim, ANNOTATION_EC2NODECLASS_HASH_VERSION),
-        annotation(nodeclaim, ANNOTATION_EC2NODECLASS_FIELD_HASHES),
-        current,
-        EC2NODECLASS_HASH_VERSION,
-    );
-    let needs = matches!(
-        comparison,
-        HashComparison::VersionMismatch | HashComparison::NotStamped
-    );
-    if !needs || nodeclaim.is_true(CONDITION_DRIFTED) {
-        return None;
-    }
-    Some(nodeclass_stamp(current))
+    restamp(nodeclaim, &NODECLASS_STAMP, current)
 }
 
 /// The EC2NodeClass annotations a new NodeClaim is stamped with.
 pub fn nodeclass_stamp(current: &TemplateHashes) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (
-            ANNOTATION_EC2NODECLASS_HASH.to_string(),
-            current.hash.clone(),
-        ),
-        (
-            ANNOTATION_EC2NODECLASS_HASH_VERSION.to_string(),
-            EC2NODECLASS_HASH_VERSION.to_string(),
-        ),
-        (
-            ANNOTATION_EC2NODECLASS_FIELD_HASHES.to_string(),
-            current.fields_annotation(),
-        ),
-    ])
+    stamp(&NODECLASS_STAMP, current)
 }
 
-/// The annotations a new NodeClaim made from `nodepool` is stamped with.
+/// The NodePool annotations a new NodeClaim is stamped with.
 pub fn nodepool_stamp(current: &TemplateHashes) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (ANNOTATION_NODEPOOL_HASH.to_string(), current.hash.clone()),
-        (
-            ANNOTATION_NODEPOOL_HASH_VERSION.to_string(),
-            NODEPOOL_HASH_VERSION.to_string(),
-        ),
-        (
-            ANNOTATION_NODEPOOL_FIELD_HASHES.to_string(),
-            current.fields_annotation(),
-        ),
-    ])
+    stamp(&NODEPOOL_STAMP, current)
 }
 
 #[cfg(test)]

@@ -5,17 +5,10 @@
 
 use crate::budget::{allowed_disruptions, budget_counts, format_utc};
 use crate::candidate::{NodeView, budget_members, check_candidate};
+use crate::drift::{NODECLASS_STAMP, NODEPOOL_STAMP, StampKeys, stamp_comparison};
 use driftwood_api::condition::Conditions;
-use driftwood_api::hash::{
-    EC2NODECLASS_HASH_VERSION, HashComparison, NODEPOOL_HASH_VERSION, compare_stamped,
-    ec2nodeclass_hashes, nodepool_hashes,
-};
-use driftwood_api::wellknown::{
-    ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
-    ANNOTATION_EC2NODECLASS_HASH_VERSION, ANNOTATION_NODEPOOL_FIELD_HASHES,
-    ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, CONDITION_DISRUPTION_REASON,
-    CONDITION_DRIFTED, REASON_DRIFTED,
-};
+use driftwood_api::hash::{HashComparison, ec2nodeclass_hashes, nodepool_hashes};
+use driftwood_api::wellknown::{CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED, REASON_DRIFTED};
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -146,48 +139,32 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
 /// The fields that moved, from the stamped per-field hashes and the class status.
 fn what_moved(input: &ExplainInput<'_>) -> Vec<String> {
     let claim = input.nodeclaim;
-    let annotation = |key: &str| {
-        claim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(String::as_str)
+    let changed = |keys: &StampKeys, current: &driftwood_api::hash::TemplateHashes, what: &str| {
+        match stamp_comparison(claim, keys, current) {
+            HashComparison::Changed { changed } if changed.is_empty() => {
+                Some(format!("{what} changed since launch: unknown fields"))
+            }
+            HashComparison::Changed { changed } => Some(format!(
+                "{what} changed since launch: {}",
+                changed.join(", ")
+            )),
+            _ => None,
+        }
     };
     let mut lines = Vec::new();
     if let Some(pool) = input.nodepool {
-        let comparison = compare_stamped(
-            annotation(ANNOTATION_NODEPOOL_HASH),
-            annotation(ANNOTATION_NODEPOOL_HASH_VERSION),
-            annotation(ANNOTATION_NODEPOOL_FIELD_HASHES),
+        lines.extend(changed(
+            &NODEPOOL_STAMP,
             &nodepool_hashes(pool),
-            NODEPOOL_HASH_VERSION,
-        );
-        if let HashComparison::Changed { changed } = comparison {
-            let fields = if changed.is_empty() {
-                "unknown fields".to_string()
-            } else {
-                changed.join(", ")
-            };
-            lines.push(format!("NodePool template changed since launch: {fields}"));
-        }
+            "NodePool template",
+        ));
     }
     if let Some(class) = input.nodeclass {
-        let comparison = compare_stamped(
-            annotation(ANNOTATION_EC2NODECLASS_HASH),
-            annotation(ANNOTATION_EC2NODECLASS_HASH_VERSION),
-            annotation(ANNOTATION_EC2NODECLASS_FIELD_HASHES),
+        lines.extend(changed(
+            &NODECLASS_STAMP,
             &ec2nodeclass_hashes(class),
-            EC2NODECLASS_HASH_VERSION,
-        );
-        if let HashComparison::Changed { changed } = comparison {
-            let fields = if changed.is_empty() {
-                "unknown fields".to_string()
-            } else {
-                changed.join(", ")
-            };
-            lines.push(format!("EC2NodeClass spec changed since launch: {fields}"));
-        }
+            "EC2NodeClass spec",
+        ));
         let image = claim.status.as_ref().and_then(|s| s.image_id.clone());
         let amis: Vec<String> = class
             .status
