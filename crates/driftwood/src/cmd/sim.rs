@@ -90,6 +90,10 @@ pub struct ServeArgs {
     /// Seconds from a Node joining until it is Ready.
     #[arg(long, default_value_t = 5)]
     node_ready_seconds: u64,
+    /// Serve the controllers' /metrics, /healthz and /readyz on this port of 127.0.0.1
+    /// (0 picks a free one; printed at start).
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// Run cluster time X times faster than the wall clock (timestamps run ahead of your
     /// machine's clock, so kubectl's AGE column may read <invalid>). Default: wall time.
     #[arg(long, value_name = "X")]
@@ -164,6 +168,16 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     driftwood_sim::apiserver::http::write_kubeconfig(&kubeconfig, &server.url())?;
     // Write errors are ignored: the cluster keeps serving if whoever started us closed stdout.
     let mut out = std::io::stdout();
+    if let (Some(port), Some(ctx)) = (args.metrics_port, embedded.ctx()) {
+        let address = std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port);
+        let (bound, _task) =
+            driftwood_controller::health::serve(address, ctx.state.clone(), ctx.metrics.clone())
+                .await?;
+        let _ = writeln!(
+            out,
+            "metrics: http://{bound}/metrics (also /healthz, /readyz)"
+        );
+    }
     let _ = writeln!(
         out,
         "driftwood sim serve: embedded cluster {:?} (Kubernetes {}) at {}{}",

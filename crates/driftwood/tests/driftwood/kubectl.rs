@@ -105,6 +105,8 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
             "serve",
             "--port",
             "0",
+            "--metrics-port",
+            "0",
             "--instance-launch-seconds",
             "1",
             "--instance-termination-seconds",
@@ -123,11 +125,21 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
     let stdout = child.stdout.take().expect("stdout");
     let _server = Server(child);
     let mut lines = BufReader::new(stdout).lines();
+    let mut metrics_url = None;
     let export = lines
         .by_ref()
         .map_while(Result::ok)
+        .inspect(|l| {
+            if let Some(url) = l
+                .strip_prefix("metrics: ")
+                .and_then(|r| r.split_whitespace().next())
+            {
+                metrics_url = Some(url.to_string());
+            }
+        })
         .find(|l| l.starts_with("export KUBECONFIG="))
         .expect("export line");
+    let metrics_url = metrics_url.expect("a metrics line before the export line");
     // Keep reading what the server prints, so its stdout never closes under it.
     std::thread::spawn(move || lines.for_each(drop));
     assert!(
@@ -235,4 +247,25 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
         Duration::from_secs(60),
         |o| o.matches(" Running ").count() == 3 && !o.contains(&old_node),
     );
+    // Karpenter's metric names on the controllers' /metrics.
+    let metrics = http_get(&metrics_url);
+    assert!(metrics.contains("karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"latest-current-ami\"} 1"), "{metrics}");
+    assert!(metrics.contains("karpenter_nodeclaims_created_total{reason=\"disruption\",nodepool=\"latest-current-ami\"} 1"), "{metrics}");
+}
+
+/// A plain HTTP/1.0 GET of `url` (http://host:port/path), returning the body.
+fn http_get(url: &str) -> String {
+    use std::io::Read;
+    let rest = url.strip_prefix("http://").expect("http url");
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = std::net::TcpStream::connect(host).expect("connect to metrics");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").expect("send request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read response");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or(response)
 }
