@@ -24,6 +24,16 @@ pub struct Embedded {
     controllers: Option<Running>,
     /// Every API request the controllers (and replicas) have sent.
     api_calls: ApiCallRecorder,
+    /// Another cloud the controllers launch into instead of the simulated account.
+    cloud: Option<ExternalCloud>,
+}
+
+/// A cloud other than the simulated account (e.g. the aws-sdk-rust adapter pointed at moto's
+/// server): the ports the provider talks through and the settings it runs with.
+#[derive(Clone)]
+pub struct ExternalCloud {
+    pub ports: AwsPorts,
+    pub settings: AwsSettings,
 }
 
 impl Drop for Embedded {
@@ -56,14 +66,17 @@ struct ProcessTemplate {
     cluster_name: String,
     kubernetes_version: String,
     settings: Settings,
+    /// Provider settings for an external cloud (`None`: the simulated account's).
+    aws_settings: Option<AwsSettings>,
 }
 
 impl ProcessTemplate {
     /// A fresh controller process: new cache, provider, context and controller tasks.
     fn start(&self, seed: u64) -> Running {
         let state = ClusterState::new();
-        let aws_settings =
-            AwsSettings::new(&self.cluster_name, "us-west-2", &self.kubernetes_version);
+        let aws_settings = self.aws_settings.clone().unwrap_or_else(|| {
+            AwsSettings::new(&self.cluster_name, "us-west-2", &self.kubernetes_version)
+        });
         let provider = Arc::new(AwsProvider::new(
             self.ports.clone(),
             aws_settings,
@@ -126,7 +139,18 @@ impl Drop for Replica {
 impl Embedded {
     /// Starts the simulated cluster and the controllers.
     pub async fn start(options: SimClusterOptions, settings: Settings) -> anyhow::Result<Self> {
-        let cluster = SimCluster::start(options)
+        Self::start_with_cloud(options, settings, None, None).await
+    }
+
+    /// Starts the cluster with the controllers launching into `cloud` and the kubelets joining
+    /// Nodes for `fleet`'s machines (both `None`: the simulated account, as [`Embedded::start`]).
+    pub async fn start_with_cloud(
+        options: SimClusterOptions,
+        settings: Settings,
+        cloud: Option<ExternalCloud>,
+        fleet: Option<Arc<dyn driftwood_sim::kubelet::MachineFleet>>,
+    ) -> anyhow::Result<Self> {
+        let cluster = SimCluster::start_with_fleet(options, fleet)
             .await
             .context("starting the embedded cluster")?;
         let mut embedded = Self {
@@ -134,6 +158,7 @@ impl Embedded {
             settings,
             controllers: None,
             api_calls: ApiCallRecorder::default(),
+            cloud,
         };
         embedded.start_controllers();
         Ok(embedded)
@@ -155,10 +180,14 @@ impl Embedded {
         ProcessTemplate {
             client: self.controller_client(),
             clock: self.cluster.cloud_clock(),
-            ports: self.cluster.aws_ports(),
+            ports: self
+                .cloud
+                .as_ref()
+                .map_or_else(|| self.cluster.aws_ports(), |c| c.ports.clone()),
             cluster_name: options.cluster_name.clone(),
             kubernetes_version: options.kubernetes_version.clone(),
             settings,
+            aws_settings: self.cloud.as_ref().map(|c| c.settings.clone()),
         }
     }
 

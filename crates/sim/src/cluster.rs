@@ -129,6 +129,16 @@ impl SimCluster {
     /// Build and start everything on the current tokio runtime (pause tokio time first for a
     /// virtual clock that only moves when the runtime is idle).
     pub async fn start(options: SimClusterOptions) -> Result<Self, SimClusterError> {
+        Self::start_with_fleet(options, None).await
+    }
+
+    /// Like [`SimCluster::start`], with the kubelets joining Nodes for the machines of `fleet`
+    /// (another EC2, e.g. moto's server) instead of the simulated account's. The simulated
+    /// account still exists (its ports stay available) but runs no machines of its own.
+    pub async fn start_with_fleet(
+        options: SimClusterOptions,
+        fleet: Option<Arc<dyn crate::kubelet::MachineFleet>>,
+    ) -> Result<Self, SimClusterError> {
         let clock: SharedClock = Arc::new(VirtualClock::starting_at(options.start_time));
         let mut config = ApiServerConfig::with_clock(Arc::clone(&clock));
         config.kubernetes_version = kubelet_version(&options.kubernetes_version);
@@ -169,7 +179,7 @@ impl SimCluster {
             ),
             _kubelets: Kubelets::spawn(
                 client,
-                Arc::clone(&aws) as Arc<dyn crate::kubelet::MachineFleet>,
+                fleet.unwrap_or_else(|| Arc::clone(&aws) as Arc<dyn crate::kubelet::MachineFleet>),
                 Arc::clone(&clock),
                 kubelet_config,
             ),

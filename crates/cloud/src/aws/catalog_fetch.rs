@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 
 use super::instance_types::CatalogData;
+use super::price_estimate::estimate_on_demand_prices;
 use crate::ports::{
     AwsError, DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput,
     DescribeSpotPriceHistoryInput, Ec2Api, PricingApi,
@@ -50,9 +51,25 @@ pub async fn fetch_catalog_data(
         }
     }
     let spot_prices = latest.into_iter().map(|(k, (_, p))| (k, p)).collect();
-    let on_demand_prices = pricing
-        .on_demand_prices(region)
-        .await?
+    let listed = match pricing.on_demand_prices(region).await {
+        Ok(prices) if !prices.is_empty() => prices,
+        Ok(_) => {
+            tracing::warn!(
+                region,
+                "the Pricing API listed no on-demand prices for the region; using prices estimated from vCPU and memory"
+            );
+            estimate_on_demand_prices(&descriptions)
+        }
+        Err(e) => {
+            tracing::warn!(
+                region,
+                error = %e,
+                "the Pricing API is unavailable; using on-demand prices estimated from vCPU and memory"
+            );
+            estimate_on_demand_prices(&descriptions)
+        }
+    };
+    let on_demand_prices = listed
         .into_iter()
         .map(|p| (p.instance_type, p.price_per_hour))
         .collect();

@@ -8,9 +8,9 @@ use super::fnv::fnv1a64;
 use super::launch_plan::LaunchPlan;
 use super::unavailable::OfferingKey;
 use crate::ports::{
-    AwsError, CreateFleetInput, CreateLaunchTemplateInput, DescribeLaunchTemplatesInput, Ec2Api,
-    FleetLaunchTemplateConfig, FleetOverride, LaunchTemplateData, Tag, TagSpecification, codes,
-    is_insufficient_capacity_code,
+    AwsError, CreateFleetInput, CreateFleetOutput, CreateLaunchTemplateInput,
+    DescribeLaunchTemplatesInput, Ec2Api, FleetLaunchTemplateConfig, FleetOverride,
+    LaunchTemplateData, Tag, TagSpecification, codes, is_insufficient_capacity_code,
 };
 
 /// Launch-template data shared by every AMI group; the image id is filled in per group.
@@ -92,6 +92,33 @@ pub async fn ensure_launch_template(
     }
 }
 
+/// Whether a fleet launched nothing because a launch template was gone.
+fn launch_template_missing(out: &CreateFleetOutput) -> bool {
+    out.instances.iter().all(|i| i.instance_ids.is_empty())
+        && out
+            .errors
+            .iter()
+            .any(|e| e.error_code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND)
+}
+
+/// A launch template vanished between its check and the fleet (deleted by hand, or by a class
+/// cleanup racing the launch): create the templates again and retry the fleet once.
+async fn relaunch(
+    ec2: &dyn Ec2Api,
+    input: CreateFleetInput,
+    templates: &[(String, LaunchTemplateData)],
+    tags: &[Tag],
+) -> Result<CreateFleetOutput, AwsError> {
+    tracing::info!(
+        templates = templates.len(),
+        "launch template not found by CreateFleet; recreating it and retrying once"
+    );
+    for (name, data) in templates {
+        ensure_launch_template(ec2, name, data, tags).await?;
+    }
+    ec2.create_fleet(input).await
+}
+
 /// Launches one instance for `plan`.
 pub async fn launch(
     ec2: &dyn Ec2Api,
@@ -103,6 +130,7 @@ pub async fn launch(
         Tag::new("karpenter.k8s.aws/ec2nodeclass", &config.node_class),
     ];
     let mut configs = Vec::new();
+    let mut templates: Vec<(String, LaunchTemplateData)> = Vec::new();
     let mut image_by_template: BTreeMap<String, String> = BTreeMap::new();
     let mut prices: BTreeMap<(String, String), f64> = BTreeMap::new();
     for group in &plan.groups {
@@ -112,6 +140,7 @@ pub async fn launch(
         };
         let name = launch_template_name(&config.cluster_name, &data);
         ensure_launch_template(ec2, &name, &data, &lt_tags).await?;
+        templates.push((name.clone(), data));
         image_by_template.insert(name.clone(), group.ami.id.clone());
         for o in &group.overrides {
             prices.insert((o.instance_type.clone(), o.zone.clone()), o.price);
@@ -150,7 +179,14 @@ pub async fn launch(
         tag_specifications: tag_specs,
         context: config.context.clone(),
     };
-    let out = ec2.create_fleet(input).await?;
+    let out = match ec2.create_fleet(input.clone()).await {
+        Ok(out) if !launch_template_missing(&out) => out,
+        Ok(_) => relaunch(ec2, input, &templates, &lt_tags).await?,
+        Err(e) if e.code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND => {
+            relaunch(ec2, input, &templates, &lt_tags).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
     let refused: Vec<OfferingKey> = out
         .errors
         .iter()

@@ -17,6 +17,7 @@ pub mod launcher;
 pub mod network;
 pub mod node_classes;
 pub mod overhead;
+pub mod price_estimate;
 pub mod provider;
 pub mod quantity;
 pub mod requirements;

@@ -1,45 +1,308 @@
-//! `driftwood controller`: runs the controllers against a real cluster.
+//! `driftwood controller`: runs the controllers against a real cluster and AWS — the kube
+//! client from the standard config (in-cluster or kubeconfig), the aws-sdk-rust ports from the
+//! standard chain, leader election on a Lease, /metrics, /healthz and /readyz.
 
 use driftwood_controller::{FeatureGates, Settings};
 use std::process::ExitCode;
+
+use super::logging::LogFormat;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The EKS cluster's name (tags, discovery, user data).
     #[arg(long, env = "CLUSTER_NAME")]
-    cluster_name: String,
-    /// The cluster's API endpoint nodes join (discovered when unset).
-    #[arg(long, env = "CLUSTER_ENDPOINT")]
-    cluster_endpoint: Option<String>,
+    pub cluster_name: String,
+    /// The cluster's API endpoint nodes join (`aws eks describe-cluster --query
+    /// cluster.endpoint`).
+    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "")]
+    pub cluster_endpoint: String,
+    /// The cluster's CA bundle (base64 PEM) written into user data; read from the service
+    /// account's ca.crt when empty.
+    #[arg(long, env = "CLUSTER_CA_BUNDLE", default_value = "")]
+    pub cluster_ca_bundle: String,
+    /// The cluster DNS service IP written into user data.
+    #[arg(long, env = "CLUSTER_DNS_IP", default_value = "10.100.0.10")]
+    pub cluster_dns_ip: String,
     /// Feature gates, e.g. Drift=true.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
-    feature_gates: String,
+    pub feature_gates: String,
     /// Port of /metrics.
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
-    metrics_port: u16,
+    pub metrics_port: u16,
     /// Port of /healthz and /readyz.
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
-    health_probe_port: u16,
+    pub health_probe_port: u16,
     /// Namespace of the leader-election Lease.
     #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
-    leader_election_namespace: String,
+    pub leader_election_namespace: String,
+    /// This replica's name in the Lease (the pod name in a Deployment).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Seconds a leader's Lease lasts without renewal before a standby takes over.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_seconds: u64,
     /// The cloud provider (aws).
     #[arg(long, default_value = "aws")]
-    cloud_provider: String,
+    pub cloud_provider: String,
+    /// The AWS region (default: the SDK's chain: AWS_REGION, profile, IMDS).
+    #[arg(long, env = "AWS_REGION")]
+    pub region: Option<String>,
+    /// One endpoint for every AWS service (default: the SDK's chain, which also reads
+    /// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_EC2/_SSM/_IAM/_PRICING).
+    #[arg(long)]
+    pub aws_endpoint_url: Option<String>,
+    /// Attempts per AWS call; throttling and transient errors are retried with backoff.
+    #[arg(long, env = "AWS_MAX_ATTEMPTS", default_value_t = 8)]
+    pub aws_max_attempts: u32,
+    /// Log level (error, warn, info, debug) or a tracing filter.
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
 }
 
 pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let gates = FeatureGates::parse(&args.feature_gates)?;
-    let _settings = Settings {
+    let settings = Settings {
         cluster_name: args.cluster_name.clone(),
         feature_gates: gates,
         ..Settings::default()
     };
     match args.cloud_provider.as_str() {
-        "aws" => anyhow::bail!(
-            "the aws-sdk-rust adapter for the EC2/SSM/IAM ports is not built yet, so `driftwood controller` cannot \
-             reach AWS; use `driftwood sim serve` to run the controllers on the embedded cluster with a simulated EC2"
-        ),
+        "aws" => run_aws(args, settings).await,
         other => anyhow::bail!("unknown --cloud-provider {other:?} (supported: aws)"),
+    }
+}
+
+#[cfg(not(feature = "aws"))]
+async fn run_aws(_args: &Args, _settings: Settings) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "this driftwood was built without the `aws` feature (the aws-sdk-rust adapter); rebuild with \
+         default features to run `driftwood controller`, or use `driftwood sim serve`"
+    )
+}
+
+#[cfg(feature = "aws")]
+async fn run_aws(args: &Args, settings: Settings) -> anyhow::Result<ExitCode> {
+    aws::run(args, settings).await
+}
+
+#[cfg(feature = "aws")]
+mod aws {
+    use super::Args;
+    use anyhow::Context as _;
+    use driftwood_cloud::{AwsProvider, AwsSettings, Clock, SystemClock};
+    use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
+    use driftwood_controller::events::Events;
+    use driftwood_controller::metrics::Metrics;
+    use driftwood_controller::{ClusterState, Context, NameGenerator, Settings};
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::process::ExitCode;
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::Duration;
+    use tokio::task::JoinHandle;
+
+    /// Where a pod's service account CA lives.
+    const SERVICE_ACCOUNT_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+
+    /// `major.minor` of the API server's version (`v1.31.2-eks-7f9249a` → `1.31`).
+    fn minor_version(info: &k8s_openapi::apimachinery::pkg::version::Info) -> String {
+        let minor: String = info
+            .minor
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        format!("{}.{minor}", info.major)
+    }
+
+    fn ca_bundle(configured: &str) -> String {
+        use base64::Engine as _;
+        if !configured.is_empty() {
+            return configured.to_string();
+        }
+        match std::fs::read(SERVICE_ACCOUNT_CA) {
+            Ok(pem) => base64::engine::general_purpose::STANDARD.encode(pem),
+            Err(_) => {
+                tracing::warn!(
+                    path = SERVICE_ACCOUNT_CA,
+                    "no cluster CA bundle: set CLUSTER_CA_BUNDLE; nodes' user data will lack it"
+                );
+                String::new()
+            }
+        }
+    }
+
+    pub async fn run(args: &Args, settings: Settings) -> anyhow::Result<ExitCode> {
+        super::super::logging::init(args.log_format, &args.log_level);
+        anyhow::ensure!(
+            !args.cluster_name.is_empty(),
+            "CLUSTER_NAME (--cluster-name) is empty: set it to the EKS cluster's name"
+        );
+        anyhow::ensure!(
+            !args.cluster_endpoint.is_empty(),
+            "CLUSTER_ENDPOINT (--cluster-endpoint) is empty: set it to the cluster's API endpoint \
+             (aws eks describe-cluster --name {} --query cluster.endpoint)",
+            args.cluster_name
+        );
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to the Kubernetes API (in-cluster config or KUBECONFIG)")?;
+        let version = client
+            .apiserver_version()
+            .await
+            .context("reading the Kubernetes API server's version")?;
+        let kubernetes_version = minor_version(&version);
+
+        let sdk = load_sdk_config(&SdkOptions {
+            region: args.region.clone(),
+            endpoint_url: args.aws_endpoint_url.clone(),
+            max_attempts: args.aws_max_attempts,
+            ..SdkOptions::default()
+        })
+        .await?;
+        let region = sdk.region().map(ToString::to_string).unwrap_or_default();
+        let ports = sdk_ports(&sdk, None);
+        let mut aws_settings = AwsSettings::new(&args.cluster_name, &region, &kubernetes_version);
+        aws_settings
+            .cluster_endpoint
+            .clone_from(&args.cluster_endpoint);
+        aws_settings.cluster_ca_bundle = ca_bundle(&args.cluster_ca_bundle);
+        aws_settings.cluster_dns_ip.clone_from(&args.cluster_dns_ip);
+
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let state = ClusterState::new();
+        let metrics = Metrics::new();
+        let provider = Arc::new(AwsProvider::new(
+            ports,
+            aws_settings,
+            clock.clone(),
+            Arc::new(state.clone()),
+        ));
+        let seed = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0)
+            ^ u64::from(std::process::id());
+        let ctx = Context {
+            client: client.clone(),
+            state: state.clone(),
+            clock: clock.clone(),
+            cloud: provider.clone(),
+            nodeclasses: provider,
+            events: Events::new(client.clone(), clock.clone()),
+            metrics: metrics.clone(),
+            names: Arc::new(NameGenerator::new(seed)),
+            settings: Arc::new(settings),
+        };
+
+        let any = Ipv4Addr::UNSPECIFIED.into();
+        let (metrics_addr, metrics_task) = driftwood_controller::health::serve(
+            SocketAddr::new(any, args.metrics_port),
+            state.clone(),
+            metrics.clone(),
+        )
+        .await
+        .with_context(|| format!("serving /metrics on port {}", args.metrics_port))?;
+        let (health_addr, health_task) = driftwood_controller::health::serve(
+            SocketAddr::new(any, args.health_probe_port),
+            state.clone(),
+            metrics.clone(),
+        )
+        .await
+        .with_context(|| format!("serving /healthz on port {}", args.health_probe_port))?;
+        let watchers = driftwood_controller::state::spawn_watchers(&client, &state);
+
+        let identity = args.identity.clone().unwrap_or_else(|| {
+            std::env::var("HOSTNAME")
+                .unwrap_or_else(|_| format!("driftwood-{}", std::process::id()))
+        });
+        tracing::info!(
+            cluster = %args.cluster_name,
+            region = %region,
+            kubernetes_version = %kubernetes_version,
+            identity = %identity,
+            metrics = %metrics_addr,
+            health = %health_addr,
+            "starting driftwood controller"
+        );
+        let controllers: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let slot = controllers.clone();
+        let election_ctx = ctx.clone();
+        let namespace = args.leader_election_namespace.clone();
+        let lease_duration = Duration::from_secs(args.lease_duration_seconds.max(2));
+        let election = tokio::spawn(async move {
+            driftwood_controller::leader::run_election(
+                client,
+                &namespace,
+                identity,
+                clock,
+                lease_duration,
+                move |leading| {
+                    let mut running = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                    for handle in running.drain(..) {
+                        handle.abort();
+                    }
+                    if leading {
+                        tracing::info!("acquired the leader lease; starting the controllers");
+                        *running = driftwood_controller::runtime::spawn_controllers(&election_ctx);
+                    } else {
+                        tracing::info!("lost the leader lease; controllers stopped");
+                    }
+                },
+            )
+            .await;
+        });
+
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        election.abort();
+        for handle in controllers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            handle.abort();
+        }
+        for handle in watchers {
+            handle.abort();
+        }
+        metrics_task.abort();
+        health_task.abort();
+        Ok(ExitCode::SUCCESS)
+    }
+
+    async fn shutdown_signal() {
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(term) => term,
+                    Err(_) => {
+                        let _ = tokio::signal::ctrl_c().await;
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn kubernetes_minor_version_from_the_server_version() {
+            let info = k8s_openapi::apimachinery::pkg::version::Info {
+                major: "1".into(),
+                minor: "31+".into(),
+                ..Default::default()
+            };
+            assert_eq!(minor_version(&info), "1.31");
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 /// kubectl as installed by scripts/test (DRIFTWOOD_TEST_KUBECTL) or on PATH. A missing kubectl
 /// fails the test: it is a required tool, never a skip.
-fn kubectl_binary() -> String {
+pub fn kubectl_binary() -> String {
     let candidate =
         std::env::var("DRIFTWOOD_TEST_KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
     let found = Command::new(&candidate)

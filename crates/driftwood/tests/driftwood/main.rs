@@ -6,8 +6,10 @@
 mod crds;
 mod demo;
 mod deploy;
-mod e2e;
-mod kubectl;
+pub mod e2e;
+pub mod kubectl;
+#[cfg(feature = "aws")]
+mod moto;
 mod scenarios;
 mod validate;
 

@@ -433,3 +433,104 @@ async fn al2023_and_bottlerocket_classes_render_their_user_data() {
         "Bottlerocket OS and data volumes"
     );
 }
+
+#[tokio::test]
+async fn without_the_pricing_api_on_demand_prices_are_estimated_and_launch_still_works() {
+    let (env, _) = walkthrough_env().await;
+    env.sim.inject_error(
+        "GetProducts",
+        driftwood_cloud::ports::AwsError::new(
+            "AccessDeniedException",
+            "not authorized to perform: pricing:GetProducts",
+        ),
+    );
+    let catalog = env
+        .provider
+        .instance_types_for_class("latest-current-ami")
+        .await
+        .unwrap();
+    let m5 = catalog.iter().find(|it| it.name == "m5.xlarge").unwrap();
+    let on_demand = m5
+        .offerings
+        .iter()
+        .find(|o| o.capacity_type == "on-demand")
+        .expect("on-demand offerings survive a Pricing API failure");
+    // 4 vCPU, 16 GiB at the estimate's rates (list price 0.192).
+    assert!(
+        (on_demand.price - 0.192).abs() < 0.01,
+        "{}",
+        on_demand.price
+    );
+
+    let mut reqs = walkthrough_requirements();
+    for r in &mut reqs {
+        if r.key == "karpenter.sh/capacity-type" {
+            r.values = vec!["on-demand".to_string()];
+        }
+    }
+    let launched = env
+        .provider
+        .create(&claim("nc-od", "latest-current-ami", reqs.clone(), "1"))
+        .await
+        .unwrap();
+    // Estimated prices tie between types of one shape (c5/c6a/c6i.xlarge): any of the
+    // cheapest is right.
+    let price_of = |key: &OfferingKey| {
+        catalog
+            .iter()
+            .find(|it| it.name == key.instance_type)
+            .and_then(|it| {
+                it.offerings
+                    .iter()
+                    .find(|o| o.zone == key.zone && o.capacity_type == key.capacity_type)
+            })
+            .map(|o| o.price)
+            .unwrap()
+    };
+    assert_eq!(
+        price_of(&launched_offering(&launched)),
+        price_of(&cheapest(&catalog, &reqs, "on-demand"))
+    );
+}
+
+#[tokio::test]
+async fn a_launch_template_missing_at_create_fleet_is_recreated_and_the_launch_retried_once() {
+    let (env, _) = walkthrough_env().await;
+    let not_found = || {
+        driftwood_cloud::ports::AwsError::new(
+            driftwood_cloud::ports::codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND,
+            "The specified launch template, with template name x, does not exist.",
+        )
+    };
+    env.sim.inject_error("CreateFleet", not_found());
+    let launched = env
+        .provider
+        .create(&claim(
+            "nc-lt",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .expect("recreated and retried once");
+    assert!(launched.status.as_ref().unwrap().provider_id.is_some());
+
+    // Only once: a template still missing on the retry fails the launch.
+    env.sim.inject_error("CreateFleet", not_found());
+    env.sim.inject_error("CreateFleet", not_found());
+    let err = env
+        .provider
+        .create(&claim(
+            "nc-lt2",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("InvalidLaunchTemplateName.NotFoundException"),
+        "{err}"
+    );
+}

@@ -47,6 +47,15 @@ impl Harness {
         let embedded = Embedded::start(options, settings)
             .await
             .expect("embedded cluster starts");
+        Self::watching(embedded).await
+    }
+
+    /// A harness over an embedded cluster already started (e.g. launching into moto).
+    pub async fn watching(embedded: Embedded) -> Self {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         let observer = ClusterState::new();
         let observer_tasks = spawn_watchers(&embedded.cluster.client(), &observer);
         observer.wait_synced().await;

@@ -2,7 +2,7 @@
 //! at every step.
 
 mod drift;
-mod harness;
+pub mod harness;
 mod provisioning;
 mod rollout;
 mod safety;

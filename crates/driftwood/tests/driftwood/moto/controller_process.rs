@@ -1,0 +1,273 @@
+//! The `driftwood controller` binary as deployed: the kube client from KUBECONFIG against
+//! `driftwood sim serve --no-controller`, the AWS SDK from the standard environment
+//! (AWS_REGION, AWS_ENDPOINT_URL, keys) against moto. It takes the leader Lease, serves
+//! /readyz and /metrics, resolves the EC2NodeClass from moto, launches a NodeClaim's instance
+//! into moto, and exits 0 on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Moto, python};
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let mut child = Command::new(crate::kubectl::kubectl_binary())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// Polls `check` every 200 ms of wall time until it returns Some, at most `limit`.
+fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_controller_binary_runs_against_a_cluster_and_moto() {
+    let _ = python();
+    let moto = Moto::start("demo");
+    let seed = moto.seed.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+
+    let mut sim = Command::new(env!("CARGO_BIN_EXE_driftwood"))
+        .args([
+            "sim",
+            "serve",
+            "--port",
+            "0",
+            "--no-controller",
+            "--log-level",
+            "warn",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sim_out = sim.stdout.take().unwrap();
+    let _sim = Process(sim);
+    let mut lines = BufReader::new(sim_out).lines();
+    lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("export KUBECONFIG="))
+        .expect("sim serve prints its kubeconfig");
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let values = [
+        ("<<CLUSTER_NAME>>", seed.cluster.clone()),
+        ("<<KARPENTER_NODE_IAM_ROLE_NAME>>", seed.role.clone()),
+        (
+            "<<AMD64PREVAMI>>",
+            seed.ami("amazon-eks-node-1.29-v20240807"),
+        ),
+        (
+            "<<ARM64PREVAMI>>",
+            seed.ami("amazon-eks-arm64-node-1.29-v20240807"),
+        ),
+    ];
+    let fill = |path: &str| {
+        let mut text = std::fs::read_to_string(crate::blueprints().join(path)).unwrap();
+        for (k, v) in &values {
+            text = text.replace(k, v);
+        }
+        text
+    };
+    kubectl(
+        &kubeconfig,
+        &["apply", "-f", "-"],
+        Some(&fill("update-nodes-with-drift/latest-current-ami.yaml")),
+    );
+
+    let metrics_port = free_port();
+    let health_port = free_port();
+    let log = dir.path().join("controller.log");
+    let controller = Command::new(env!("CARGO_BIN_EXE_driftwood"))
+        .arg("controller")
+        .env_clear()
+        .env("KUBECONFIG", &kubeconfig)
+        .env("CLUSTER_NAME", &seed.cluster)
+        .env("CLUSTER_ENDPOINT", "https://demo.example.eks.amazonaws.com")
+        .env("CLUSTER_CA_BUNDLE", "Y2E=")
+        .env("FEATURE_GATES", "Drift=true")
+        .env("SYSTEM_NAMESPACE", "kube-system")
+        .env("POD_NAME", "driftwood-7d9c-x2")
+        .env("METRICS_PORT", metrics_port.to_string())
+        .env("HEALTH_PROBE_PORT", health_port.to_string())
+        .env("LOG_LEVEL", "info")
+        .env("AWS_REGION", &seed.region)
+        .env("AWS_ENDPOINT_URL", &seed.endpoint)
+        // moto has no Pricing API: a closed port, as a VPC without the Pricing endpoint.
+        .env("AWS_ENDPOINT_URL_PRICING", super::CLOSED_PORT)
+        .env("AWS_ACCESS_KEY_ID", "AKIDMOTO")
+        .env("AWS_SECRET_ACCESS_KEY", "moto")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut controller = Process(controller);
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // Leader, ready, metrics.
+    eventually("the leader lease", Duration::from_secs(60), || {
+        let holder = kubectl(
+            &kubeconfig,
+            &[
+                "-n",
+                "kube-system",
+                "get",
+                "lease",
+                "karpenter-leader-election",
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+                "--ignore-not-found",
+            ],
+            None,
+        );
+        (holder == "driftwood-7d9c-x2").then_some(())
+    });
+    let ready = eventually("/readyz", Duration::from_secs(60), || {
+        http_get(health_port, "/readyz").filter(|r| r.contains(" 200 "))
+    });
+    assert!(ready.ends_with("ok"), "{ready}");
+
+    // The class resolved from moto through the SDK.
+    let amis = eventually(
+        "EC2NodeClass status from moto",
+        Duration::from_secs(60),
+        || {
+            let amis = kubectl(
+                &kubeconfig,
+                &[
+                    "get",
+                    "ec2nodeclass",
+                    "latest-current-ami",
+                    "-o",
+                    "jsonpath={.status.amis[*].id}",
+                ],
+                None,
+            );
+            (!amis.is_empty()).then_some(amis)
+        },
+    );
+    assert!(
+        amis.contains(&values[2].1) && amis.contains(&values[3].1),
+        "{amis}\n{}",
+        log_text()
+    );
+
+    // A pending workload → a NodeClaim whose instance is in moto.
+    kubectl(
+        &kubeconfig,
+        &["apply", "-f", "-"],
+        Some(&fill("update-nodes-with-drift/workload.yaml")),
+    );
+    let provider_id = eventually("a launched NodeClaim", Duration::from_secs(90), || {
+        let ids = kubectl(
+            &kubeconfig,
+            &[
+                "get",
+                "nodeclaims",
+                "-o",
+                "jsonpath={.items[*].status.providerID}",
+            ],
+            None,
+        );
+        (!ids.is_empty()).then_some(ids)
+    });
+    let instance = provider_id.rsplit('/').next().unwrap().to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let described = runtime.block_on(async {
+        moto.ec2()
+            .await
+            .describe_instances()
+            .instance_ids(&instance)
+            .send()
+            .await
+            .unwrap()
+    });
+    let launched = &described.reservations()[0].instances()[0];
+    assert_eq!(launched.image_id(), Some(values[2].1.as_str()));
+    let metrics = http_get(metrics_port, "/metrics").unwrap();
+    assert!(
+        metrics.contains("karpenter_nodeclaims_created_total"),
+        "{metrics}"
+    );
+    assert!(log_text().contains("launched nodeclaim"), "{}", log_text());
+
+    // SIGTERM: a clean exit.
+    let pid = controller.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = eventually("the controller to exit", Duration::from_secs(30), || {
+        controller.0.try_wait().unwrap()
+    });
+    assert!(status.success(), "{status:?}\n{}", log_text());
+}
