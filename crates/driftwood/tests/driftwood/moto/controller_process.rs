@@ -1,8 +1,8 @@
 //! The `driftwood controller` binary as deployed: the kube client from KUBECONFIG against
 //! `driftwood sim serve --no-controller`, the AWS SDK from the standard environment
-//! (AWS_REGION, AWS_ENDPOINT_URL, keys) against moto. It takes the leader Lease, serves
-//! /readyz and /metrics, resolves the EC2NodeClass from moto, launches a NodeClaim's instance
-//! into moto, and exits 0 on SIGTERM.
+//! (AWS_REGION, AWS_ENDPOINT_URL, IRSA's role and token file, nothing else) against moto. It
+//! takes the leader Lease, serves /readyz and /metrics, resolves the EC2NodeClass from moto,
+//! launches a NodeClaim's instance into moto, and exits 0 on SIGTERM.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -137,6 +137,12 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
         Some(&fill("update-nodes-with-drift/latest-current-ami.yaml")),
     );
 
+    let token = dir.path().join("token");
+    std::fs::write(
+        &token,
+        "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6a3ViZS1zeXN0ZW06ZHJpZnR3b29kIn0.c2ln",
+    )
+    .unwrap();
     let metrics_port = free_port();
     let health_port = free_port();
     let log = dir.path().join("controller.log");
@@ -157,8 +163,14 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
         .env("AWS_ENDPOINT_URL", &seed.endpoint)
         // moto has no Pricing API: a closed port, as a VPC without the Pricing endpoint.
         .env("AWS_ENDPOINT_URL_PRICING", super::CLOSED_PORT)
-        .env("AWS_ACCESS_KEY_ID", "AKIDMOTO")
-        .env("AWS_SECRET_ACCESS_KEY", "moto")
+        // Credentials as IRSA provides them: a projected token and a role to assume with it
+        // (STS AssumeRoleWithWebIdentity, answered by moto).
+        .env(
+            "AWS_ROLE_ARN",
+            "arn:aws:iam::123456789012:role/driftwood-controller-demo",
+        )
+        .env("AWS_WEB_IDENTITY_TOKEN_FILE", &token)
+        .env("AWS_ROLE_SESSION_NAME", "driftwood")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
