@@ -251,7 +251,7 @@ mod aws {
             .await;
         });
 
-        shutdown_signal().await;
+        super::super::signal::wait_for_shutdown().await;
         tracing::info!("shutting down");
         election.abort();
         for handle in controllers
@@ -267,28 +267,6 @@ mod aws {
         metrics_task.abort();
         health_task.abort();
         Ok(ExitCode::SUCCESS)
-    }
-
-    async fn shutdown_signal() {
-        #[cfg(unix)]
-        {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(term) => term,
-                    Err(_) => {
-                        let _ = tokio::signal::ctrl_c().await;
-                        return;
-                    }
-                };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
     }
 
     #[cfg(test)]

@@ -5,5 +5,6 @@ pub mod crds;
 pub mod demo;
 pub mod explain;
 pub mod logging;
+pub mod signal;
 pub mod sim;
 pub mod validate;

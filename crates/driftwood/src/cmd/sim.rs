@@ -197,33 +197,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         args.seed, args.kubernetes_version
     );
     let _ = out.flush();
-    wait_for_shutdown().await;
+    super::signal::wait_for_shutdown().await;
     eprintln!("driftwood sim serve: stopping");
     server.shutdown();
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-async fn wait_for_shutdown() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 fn get_parameter(args: &GetParameterArgs) -> anyhow::Result<ExitCode> {

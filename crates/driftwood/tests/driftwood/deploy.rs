@@ -3,6 +3,7 @@
 //! grants exactly the AWS actions the cloud ports call; the rendered manifests apply (server
 //! dry run) against `driftwood sim serve`.
 
+use super::kubectl::{Server, kubectl_binary};
 use super::repo_root;
 use driftwood::embedded::{Embedded, fill};
 use driftwood_api::wellknown::LABEL_NODE_INITIALIZED;
@@ -15,7 +16,7 @@ use serde_yaml::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The namespace deploy/kustomization.yaml installs into (SYSTEM_NAMESPACE, the Role's).
@@ -437,21 +438,6 @@ fn iam_policy_grants_exactly_the_actions_the_cloud_ports_call() {
 // ---------------------------------------------------------------------------------------------
 // kustomize and kubectl
 
-/// kubectl as installed by scripts/test (DRIFTWOOD_TEST_KUBECTL) or on PATH; required.
-fn kubectl_binary() -> String {
-    let candidate =
-        std::env::var("DRIFTWOOD_TEST_KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
-    let found = Command::new(&candidate)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "kubectl is required by this test; {candidate:?} did not run"
-    );
-    candidate
-}
-
 fn rendered() -> String {
     let out = Command::new(kubectl_binary())
         .arg("kustomize")
@@ -616,19 +602,11 @@ fn kustomization_renders_the_controller_deployment() {
     assert_eq!(service["spec"]["ports"][0]["port"].as_i64(), Some(8080));
 }
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `driftwood sim serve` writing its kubeconfig to `kubeconfig`.
-fn sim_serve(kubeconfig: &Path) -> Server {
+/// Starts `driftwood sim serve` with `extra` arguments, writing its kubeconfig to `kubeconfig`.
+pub fn sim_serve(kubeconfig: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_driftwood"))
         .args(["sim", "serve", "--port", "0", "--log-level", "warn"])
+        .args(extra)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .stdout(Stdio::piped())
@@ -653,7 +631,7 @@ fn rendered_manifests_apply_with_server_dry_run_against_sim_serve() {
     let kubeconfig = dir.path().join("kubeconfig");
     let manifests = dir.path().join("driftwood.yaml");
     std::fs::write(&manifests, rendered()).unwrap();
-    let _server = sim_serve(&kubeconfig);
+    let _server = sim_serve(&kubeconfig, &[]);
     let out = Command::new(kubectl_binary())
         .arg("--kubeconfig")
         .arg(&kubeconfig)

@@ -25,7 +25,8 @@ pub fn kubectl_binary() -> String {
     candidate
 }
 
-struct Server(Child);
+/// A child process killed when dropped.
+pub struct Server(pub Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -34,7 +35,7 @@ impl Drop for Server {
     }
 }
 
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
+pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
     let mut child = Command::new(kubectl_binary())
         .arg("--kubeconfig")
         .arg(kubeconfig)

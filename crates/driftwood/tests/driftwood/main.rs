@@ -5,7 +5,7 @@
 
 mod crds;
 mod demo;
-mod deploy;
+pub mod deploy;
 pub mod e2e;
 pub mod kubectl;
 #[cfg(feature = "aws")]

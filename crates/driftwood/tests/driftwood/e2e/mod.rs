@@ -7,4 +7,4 @@ mod provisioning;
 mod rollout;
 mod safety;
 mod support;
-mod walkthrough;
+pub mod walkthrough;

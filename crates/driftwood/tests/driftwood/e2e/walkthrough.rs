@@ -11,7 +11,7 @@ use std::time::Duration;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-fn initialized_nodes(s: &Snapshot) -> Vec<String> {
+pub fn initialized_nodes(s: &Snapshot) -> Vec<String> {
     s.store
         .nodes
         .iter()
@@ -26,7 +26,8 @@ fn initialized_nodes(s: &Snapshot) -> Vec<String> {
         .collect()
 }
 
-fn workload_running_on(s: &Snapshot, node: &str) -> usize {
+/// Ready, non-terminating pods of the walkthrough's workload on `node`.
+pub fn workload_running_on(s: &Snapshot, node: &str) -> usize {
     s.pods_on(node)
         .iter()
         .filter(|p| {

@@ -4,49 +4,12 @@
 //! takes the leader Lease, serves /readyz and /metrics, resolves the EC2NodeClass from moto,
 //! launches a NodeClaim's instance into moto, and exits 0 on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Moto, python};
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> String {
-    let mut child = Command::new(crate::kubectl::kubectl_binary())
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use super::Moto;
+use crate::kubectl::{Server, kubectl};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -80,37 +43,12 @@ fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<
 
 #[test]
 fn the_controller_binary_runs_against_a_cluster_and_moto() {
-    let _ = python();
     let moto = Moto::start("demo");
     let seed = moto.seed.clone();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
 
-    let mut sim = Command::new(env!("CARGO_BIN_EXE_driftwood"))
-        .args([
-            "sim",
-            "serve",
-            "--port",
-            "0",
-            "--no-controller",
-            "--log-level",
-            "warn",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let sim_out = sim.stdout.take().unwrap();
-    let _sim = Process(sim);
-    let mut lines = BufReader::new(sim_out).lines();
-    lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.starts_with("export KUBECONFIG="))
-        .expect("sim serve prints its kubeconfig");
-    std::thread::spawn(move || lines.for_each(drop));
+    let _sim = crate::deploy::sim_serve(&kubeconfig, &["--no-controller"]);
 
     let values = [
         ("<<CLUSTER_NAME>>", seed.cluster.clone()),
@@ -176,7 +114,7 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let mut controller = Process(controller);
+    let mut controller = Server(controller);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
 
     // Leader, ready, metrics.

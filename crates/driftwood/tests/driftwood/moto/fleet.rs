@@ -1,10 +1,8 @@
 //! The sim kubelets' view of moto's EC2: a poller keeps the running instances the cluster
 //! launched (and their instance types and images) so kubelets join Nodes for them.
 
-use driftwood_api::wellknown::{
-    LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
-    LABEL_TOPOLOGY_ZONE_ID,
-};
+use driftwood_api::wellknown::LABEL_NODEPOOL;
+use driftwood_cloud::aws::claim_view::node_labels;
 use driftwood_cloud::aws::instance_types::instance_type_labels;
 use driftwood_cloud::ports::{
     DescribeImagesInput, DescribeInstanceTypesInput, DescribeInstancesInput, DescribeSubnetsInput,
@@ -147,17 +145,21 @@ async fn poll(
                 .instance_lifecycle
                 .clone()
                 .unwrap_or_else(|| "on-demand".to_string());
-            let mut labels = fleet
+            let type_labels = fleet
                 .types
                 .get(&i.instance_type)
                 .and_then(|d| instance_type_labels(d, "linux"))
                 .unwrap_or_default();
-            labels.insert(LABEL_TOPOLOGY_ZONE.to_string(), i.availability_zone.clone());
-            labels.insert(LABEL_TOPOLOGY_REGION.to_string(), region.to_string());
-            if let Some(id) = zone_ids.get(&i.availability_zone) {
-                labels.insert(LABEL_TOPOLOGY_ZONE_ID.to_string(), id.clone());
-            }
-            labels.insert(LABEL_CAPACITY_TYPE.to_string(), capacity_type.clone());
+            let zone_id = zone_ids
+                .get(&i.availability_zone)
+                .map_or("", String::as_str);
+            let mut labels = node_labels(
+                &type_labels,
+                &i.availability_zone,
+                zone_id,
+                region,
+                &capacity_type,
+            );
             if let Some(pool) = tags.get(LABEL_NODEPOOL) {
                 labels.insert(LABEL_NODEPOOL.to_string(), pool.clone());
             }

@@ -125,6 +125,24 @@ fn claim(name: &str) -> NodeClaim {
     c
 }
 
+/// The class's resolved AMI ids, sorted.
+fn sorted_amis(class: &EC2NodeClass) -> Vec<String> {
+    let mut ids: Vec<String> = class
+        .status
+        .iter()
+        .flat_map(|s| s.amis.iter().map(|a| a.id.clone()))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// These seeded AMIs' ids, sorted.
+fn sorted_ids(seed: &Seed, names: &[&str]) -> Vec<String> {
+    let mut ids: Vec<String> = names.iter().map(|n| seed.ami(n)).collect();
+    ids.sort();
+    ids
+}
+
 fn instance_id(claim: &NodeClaim) -> String {
     let provider_id = claim.status.as_ref().unwrap().provider_id.clone().unwrap();
     provider_id.rsplit('/').next().unwrap().to_string()
@@ -145,11 +163,16 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
         ))
         .await;
     let status = resolved.status.clone().unwrap();
-    let mut amis: Vec<_> = status.amis.iter().map(|a| a.id.clone()).collect();
-    amis.sort();
-    let mut expected = vec![old_amd.clone(), old_arm.clone()];
-    expected.sort();
-    assert_eq!(amis, expected);
+    assert_eq!(
+        sorted_amis(&resolved),
+        sorted_ids(
+            &seed,
+            &[
+                "amazon-eks-node-1.29-v20240807",
+                "amazon-eks-arm64-node-1.29-v20240807"
+            ]
+        )
+    );
     let subnets: std::collections::BTreeSet<_> =
         status.subnets.iter().map(|s| s.id.clone()).collect();
     assert_eq!(
@@ -401,20 +424,16 @@ async fn name_terms_and_aliases_resolve_through_describe_images_and_ssm() {
             tagged_subnets(),
         ))
         .await;
-    let mut ids: Vec<_> = by_name
-        .status
-        .unwrap()
-        .amis
-        .iter()
-        .map(|a| a.id.clone())
-        .collect();
-    ids.sort();
-    let mut expected = vec![
-        seed.ami("amazon-eks-node-1.27-v20240501"),
-        seed.ami("amazon-eks-arm64-node-1.27-v20240501"),
-    ];
-    expected.sort();
-    assert_eq!(ids, expected);
+    assert_eq!(
+        sorted_amis(&by_name),
+        sorted_ids(
+            &seed,
+            &[
+                "amazon-eks-node-1.27-v20240501",
+                "amazon-eks-arm64-node-1.27-v20240501"
+            ]
+        )
+    );
 
     // al2@latest for Kubernetes 1.29 through the public SSM parameters (seeded into moto,
     // which has none of its own and refuses PutParameter under /aws/).
@@ -427,20 +446,16 @@ async fn name_terms_and_aliases_resolve_through_describe_images_and_ssm() {
             tagged_subnets(),
         ))
         .await;
-    let mut ids: Vec<_> = by_alias
-        .status
-        .unwrap()
-        .amis
-        .iter()
-        .map(|a| a.id.clone())
-        .collect();
-    ids.sort();
-    let mut expected = vec![
-        seed.ami("amazon-eks-node-1.29-v20240807"),
-        seed.ami("amazon-eks-arm64-node-1.29-v20240807"),
-    ];
-    expected.sort();
-    assert_eq!(ids, expected);
+    assert_eq!(
+        sorted_amis(&by_alias),
+        sorted_ids(
+            &seed,
+            &[
+                "amazon-eks-node-1.29-v20240807",
+                "amazon-eks-arm64-node-1.29-v20240807"
+            ]
+        )
+    );
 }
 
 #[tokio::test]

@@ -2,9 +2,9 @@
 //! through the SDK; sim kubelets join Nodes for moto's running instances; the walkthrough from
 //! ../shared/fixtures runs to the replaced node, with the safety invariants checked each step.
 
-use crate::e2e::harness::{Harness, describe, kubelet_version, pod_ready};
+use crate::e2e::harness::{Harness, describe, kubelet_version};
+use crate::e2e::walkthrough::{initialized_nodes, workload_running_on};
 use driftwood::embedded::{Embedded, ExternalCloud, fill};
-use driftwood_api::wellknown::LABEL_NODE_INITIALIZED;
 use driftwood_cloud::AwsSettings;
 use driftwood_cloud::ports::DescribeInstancesInput;
 use driftwood_controller::Settings;
@@ -18,35 +18,6 @@ use super::Moto;
 use super::fleet::MotoFleet;
 
 const MINUTE: Duration = Duration::from_secs(60);
-
-fn initialized_nodes(s: &Snapshot) -> Vec<String> {
-    s.store
-        .nodes
-        .iter()
-        .filter(|(_, n)| {
-            n.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_NODE_INITIALIZED))
-                .is_some_and(|v| v == "true")
-        })
-        .map(|(name, _)| name.clone())
-        .collect()
-}
-
-fn workload_ready_on(s: &Snapshot, node: &str) -> usize {
-    s.pods_on(node)
-        .iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .is_some_and(|a| a == "latest-current-ami")
-        })
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
-        .count()
-}
 
 fn provider_instance(s: &Snapshot, node: &str) -> String {
     let provider_id = s.store.nodes[node]
@@ -120,7 +91,7 @@ async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
         |s| {
             initialized_nodes(s)
                 .iter()
-                .any(|n| workload_ready_on(s, n) == 3)
+                .any(|n| workload_running_on(s, n) == 3)
         },
     )
     .await;
@@ -159,7 +130,7 @@ async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
             !s.store.nodes.contains_key(&old_node)
                 && initialized_nodes(s).iter().any(|n| {
                     kubelet_version(&s.store.nodes[n]).starts_with("v1.30.")
-                        && workload_ready_on(s, n) == 3
+                        && workload_running_on(s, n) == 3
                 })
         },
     )
