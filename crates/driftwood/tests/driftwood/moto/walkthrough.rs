@@ -123,11 +123,16 @@ async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
     .replace("KubernetesVersion: \"1.31\"", "KubernetesVersion: \"1.32\"");
     h.min_ready.clear();
     h.apply(&fill(&text, &new)).await;
+    // The old NodeClaim must be gone too: the kubelets see moto through a poller up to a
+    // second stale, so a Node deleted while its instance still read as running can be
+    // registered once more until the next poll; the NodeClaim goes only after moto reports
+    // the instance terminating.
     h.wait_until(
-        "the old node gone and 3 pods on a v1.30 node in moto",
+        "the old node and its NodeClaim gone and 3 pods on a v1.30 node in moto",
         30 * MINUTE,
         |s| {
-            !s.store.nodes.contains_key(&old_node)
+            s.store.nodeclaims.len() == 1
+                && !s.store.nodes.contains_key(&old_node)
                 && initialized_nodes(s).iter().any(|n| {
                     kubelet_version(&s.store.nodes[n]).starts_with("v1.30.")
                         && workload_running_on(s, n) == 3
