@@ -156,8 +156,8 @@ fn requirement_rules(s: &mut Schema, path: &str) -> Result<(), String> {
     )?;
     s.cel(
         path,
-        "self.all(x, (x.operator == 'In' || x.operator == 'NotIn') ? has(x.values) && x.values.size() != 0 : true)",
-        "requirements with operator 'In' or 'NotIn' must have a value defined",
+        "self.all(x, x.operator == 'In' ? has(x.values) && x.values.size() != 0 : true)",
+        "requirements with operator 'In' must have a value defined",
     )?;
     s.cel(
         path,

@@ -46,6 +46,18 @@ pub const LABEL_INSTANCE_GPU_NAME: &str = "karpenter.k8s.aws/instance-gpu-name";
 pub const LABEL_INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
 pub const LABEL_INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
 pub const LABEL_INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
+pub const LABEL_INSTANCE_ACCELERATOR_NAME: &str = "karpenter.k8s.aws/instance-accelerator-name";
+pub const LABEL_INSTANCE_ACCELERATOR_MANUFACTURER: &str =
+    "karpenter.k8s.aws/instance-accelerator-manufacturer";
+pub const LABEL_INSTANCE_ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+pub const LABEL_INSTANCE_TENANCY: &str = "karpenter.k8s.aws/instance-tenancy";
+pub const LABEL_INSTANCE_CAPABILITY_FLEX: &str = "karpenter.k8s.aws/instance-capability-flex";
+pub const LABEL_CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+pub const LABEL_CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+pub const LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE: &str =
+    "karpenter.k8s.aws/capacity-reservation-interruptible";
+pub const LABEL_PLACEMENT_GROUP_ID: &str = "karpenter.k8s.aws/placement-group-id";
+pub const LABEL_PLACEMENT_GROUP_PARTITION: &str = "karpenter.k8s.aws/placement-group-partition";
 pub const LABEL_TOPOLOGY_ZONE_ID: &str = "topology.k8s.aws/zone-id";
 
 /// Capacity type values.
@@ -120,6 +132,7 @@ pub const DRIFT_NODECLASS: &str = "NodeClassDrift";
 pub const DRIFT_AMI: &str = "AMIDrift";
 pub const DRIFT_SUBNET: &str = "SubnetDrift";
 pub const DRIFT_SECURITY_GROUP: &str = "SecurityGroupDrift";
+pub const DRIFT_INSTANCE_TYPE_NOT_FOUND: &str = "InstanceTypeNotFound";
 
 // ---- Disruption reasons (budget `reasons`, DisruptionReason condition) ----
 pub const REASON_DRIFTED: &str = "Drifted";
@@ -154,7 +167,58 @@ pub const WELL_KNOWN_LABELS: &[&str] = &[
     LABEL_INSTANCE_GPU_MANUFACTURER,
     LABEL_INSTANCE_GPU_COUNT,
     LABEL_INSTANCE_GPU_MEMORY,
+    LABEL_INSTANCE_ACCELERATOR_NAME,
+    LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+    LABEL_INSTANCE_ACCELERATOR_COUNT,
+    LABEL_INSTANCE_TENANCY,
+    LABEL_INSTANCE_CAPABILITY_FLEX,
+    LABEL_CAPACITY_RESERVATION_ID,
+    LABEL_CAPACITY_RESERVATION_TYPE,
+    LABEL_CAPACITY_RESERVATION_INTERRUPTIBLE,
+    LABEL_PLACEMENT_GROUP_ID,
+    LABEL_PLACEMENT_GROUP_PARTITION,
     LABEL_TOPOLOGY_ZONE_ID,
+];
+
+/// The well-known labels an AWS instance type decides, as Karpenter's instance types carry them:
+/// a type without the feature carries `DoesNotExist` for the label, so `Exists`, `Gt` or `In` on
+/// it rules the type out instead of launching a type that lacks it. (Zone, zone id, capacity
+/// type and the reservation and placement labels come from offerings and the class instead.)
+pub const INSTANCE_TYPE_LABELS: &[&str] = &[
+    LABEL_INSTANCE_TYPE,
+    LABEL_ARCH,
+    LABEL_OS,
+    LABEL_WINDOWS_BUILD,
+    LABEL_INSTANCE_CATEGORY,
+    LABEL_INSTANCE_FAMILY,
+    LABEL_INSTANCE_GENERATION,
+    LABEL_INSTANCE_SIZE,
+    LABEL_INSTANCE_CPU,
+    LABEL_INSTANCE_CPU_MANUFACTURER,
+    LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    LABEL_INSTANCE_MEMORY,
+    LABEL_INSTANCE_EBS_BANDWIDTH,
+    LABEL_INSTANCE_NETWORK_BANDWIDTH,
+    LABEL_INSTANCE_HYPERVISOR,
+    LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+    LABEL_INSTANCE_LOCAL_NVME,
+    LABEL_INSTANCE_GPU_NAME,
+    LABEL_INSTANCE_GPU_MANUFACTURER,
+    LABEL_INSTANCE_GPU_COUNT,
+    LABEL_INSTANCE_GPU_MEMORY,
+    LABEL_INSTANCE_ACCELERATOR_NAME,
+    LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+    LABEL_INSTANCE_ACCELERATOR_COUNT,
+    LABEL_INSTANCE_TENANCY,
+    LABEL_INSTANCE_CAPABILITY_FLEX,
+];
+
+/// Labels a NodeClaim never gets from its requirements: the node's own hostname and the
+/// lifecycle labels Karpenter sets itself.
+pub const NEVER_LAUNCH_LABELS: &[&str] = &[
+    LABEL_HOSTNAME,
+    LABEL_NODE_REGISTERED,
+    LABEL_NODE_INITIALIZED,
 ];
 
 /// Label domains a NodePool may not set in template labels or requirements (except the
@@ -171,6 +235,19 @@ pub const ALLOWED_LABEL_DOMAINS: &[&str] = &[
     "node.kubernetes.io",
     "node-restriction.kubernetes.io",
 ];
+
+/// The label key Karpenter compares under: the deprecated beta aliases of the well-known keys
+/// (and the EBS CSI driver's zone key) map to their current names; others are unchanged.
+pub fn normalized_label_key(key: &str) -> &str {
+    match key {
+        LABEL_TOPOLOGY_ZONE_BETA | "topology.ebs.csi.aws.com/zone" => LABEL_TOPOLOGY_ZONE,
+        LABEL_TOPOLOGY_REGION_BETA => LABEL_TOPOLOGY_REGION,
+        LABEL_ARCH_BETA => LABEL_ARCH,
+        LABEL_OS_BETA => LABEL_OS,
+        LABEL_INSTANCE_TYPE_BETA => LABEL_INSTANCE_TYPE,
+        other => other,
+    }
+}
 
 /// Whether `key` is a well-known label.
 pub fn is_well_known_label(key: &str) -> bool {

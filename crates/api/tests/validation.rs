@@ -177,10 +177,6 @@ fn requirement_operators_and_values() {
             "must have a value defined",
         ),
         (
-            r#"{key: kubernetes.io/arch, operator: NotIn}"#,
-            "must have a value defined",
-        ),
-        (
             r#"{key: kubernetes.io/arch, operator: Exists, values: [amd64]}"#,
             "must not have values",
         ),

@@ -120,12 +120,24 @@ fn instance_type(t: &ec2::InstanceTypeInfo) -> InstanceTypeDescription {
             .and_then(|n| n.network_performance())
             .unwrap_or_default()
             .to_string(),
-        instance_storage_total_gb: t.instance_storage_info().and_then(|s| s.total_size_in_gb()),
-        ebs_baseline_bandwidth_mbps: t
+        // Karpenter labels local NVMe only where the instance store is NVMe.
+        instance_storage_total_gb: t
+            .instance_storage_info()
+            .filter(|s| s.nvme_support() != Some(&ec2::EphemeralNvmeSupport::Unsupported))
+            .and_then(|s| s.total_size_in_gb()),
+        ebs_bandwidth_mbps: t
             .ebs_info()
+            .filter(|e| e.ebs_optimized_support() == Some(&ec2::EbsOptimizedSupport::Default))
             .and_then(|e| e.ebs_optimized_info())
-            .and_then(|o| o.baseline_bandwidth_in_mbps())
+            .and_then(|o| o.maximum_bandwidth_in_mbps())
             .map(i64::from),
+        network_bandwidth_mbps: network
+            .and_then(|n| n.network_cards().first())
+            .and_then(|c| c.baseline_bandwidth_in_gbps())
+            .map(|gbps| (gbps * 1000.0).round() as i64),
+        encryption_in_transit_supported: network
+            .and_then(|n| n.encryption_in_transit_supported())
+            .unwrap_or(false),
         gpus: t
             .gpu_info()
             .map(|g| {

@@ -26,6 +26,10 @@ pub enum CloudError {
     /// The request itself is unusable (bad provider ID, unparsable requests, ...).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// What the answer depends on is not resolved yet (e.g. an EC2NodeClass status list is
+    /// empty), so no answer can be given now.
+    #[error("{0}")]
+    Unresolved(String),
     /// An AWS call failed.
     #[error("AWS call failed: {0}")]
     Api(#[from] AwsError),

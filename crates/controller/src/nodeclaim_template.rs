@@ -2,26 +2,44 @@
 //! labels, annotations, taints; requirements narrowed by the pods; the instance types offered;
 //! resource requests; hash stamps; owner and finalizer.
 
-use driftwood_api::hash::{TemplateHashes, ec2nodeclass_hashes, nodepool_hashes};
+use driftwood_api::hash::{fnv1a64, nodepool_hashes};
 use driftwood_api::nodeclaim::{NodeClaimSpec, ResourceRequirements};
 use driftwood_api::requirement::{NodeSelectorRequirementWithMinValues, OP_IN};
-use driftwood_api::wellknown::{FINALIZER_TERMINATION, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL};
-use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
-use driftwood_disruption::drift::{nodeclass_stamp, nodepool_stamp};
-use driftwood_scheduling::NewNodeClaim;
+use driftwood_api::wellknown::{
+    FINALIZER_TERMINATION, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, NEVER_LAUNCH_LABELS,
+    is_well_known_label,
+};
+use driftwood_api::{NodeClaim, NodePool};
+use driftwood_disruption::drift::nodepool_stamp;
 use driftwood_scheduling::resources::format_amount;
+use driftwood_scheduling::{NewNodeClaim, Requirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use std::collections::BTreeMap;
 
-/// The NodeClaim named `name` for `planned`, made from `pool` (and its class, for the hash
-/// stamps).
-pub fn build_nodeclaim(
-    name: &str,
-    pool: &NodePool,
-    class: Option<&EC2NodeClass>,
-    planned: &NewNodeClaim,
-) -> NodeClaim {
+/// The custom labels a NodeClaim named `name` gets from its requirements, as Karpenter resolves
+/// them when it creates the NodeClaim: every key that is not well-known (those come from the
+/// instance type and offering the cloud launches) nor the hostname or a lifecycle label gets one
+/// value its requirement admits: the value of a single `In`, one of several, or a generated
+/// integer for `Exists`, `NotIn`, `Gt`, `Lt`, `Gte`, `Lte`; `DoesNotExist` gets none. The
+/// generated values are stable for a name (a hash of name and key), so a NodeClaim built twice
+/// is built the same.
+pub fn launch_labels(name: &str, requirements: &Requirements) -> BTreeMap<String, String> {
+    requirements
+        .iter()
+        .filter(|(key, _)| !is_well_known_label(key) && !NEVER_LAUNCH_LABELS.contains(key))
+        .filter_map(|(key, requirement)| {
+            let seed = fnv1a64(format!("{name}/{key}").as_bytes());
+            requirement
+                .any_value(seed)
+                .map(|value| (key.to_string(), value))
+        })
+        .collect()
+}
+
+/// The NodeClaim named `name` for `planned`, made from `pool`. (The EC2NodeClass hash is
+/// stamped by the cloud provider when it launches, as Karpenter's provider does.)
+pub fn build_nodeclaim(name: &str, pool: &NodePool, planned: &NewNodeClaim) -> NodeClaim {
     let template = &pool.spec.template;
     let pool_name = pool.metadata.name.clone().unwrap_or_default();
 
@@ -66,19 +84,11 @@ pub fn build_nodeclaim(
     requirements.sort_by(|a, b| a.key.cmp(&b.key));
 
     let mut labels = template.metadata.labels.clone();
-    for r in &requirements {
-        if r.operator == OP_IN && r.values.len() == 1 {
-            labels.insert(r.key.clone(), r.values[0].clone());
-        }
-    }
+    labels.extend(launch_labels(name, &planned.requirements));
     labels.insert(LABEL_NODEPOOL.to_string(), pool_name.clone());
 
     let mut annotations = template.metadata.annotations.clone();
     annotations.extend(nodepool_stamp(&nodepool_hashes(pool)));
-    if let Some(class) = class {
-        let hashes: TemplateHashes = ec2nodeclass_hashes(class);
-        annotations.extend(nodeclass_stamp(&hashes));
-    }
 
     let requests: BTreeMap<String, Quantity> = planned
         .requests
@@ -170,7 +180,7 @@ mod tests {
             ]),
             daemonset_requests: Resources::new(),
         };
-        let claim = build_nodeclaim("latest-current-ami-abcde", &pool, None, &planned);
+        let claim = build_nodeclaim("latest-current-ami-abcde", &pool, &planned);
         let labels = claim.metadata.labels.as_ref().unwrap();
         assert_eq!(labels["karpenter.sh/nodepool"], "latest-current-ami");
         assert_eq!(labels["intent"], "latest-current-ami");

@@ -48,13 +48,16 @@ pub fn spawn_controllers(ctx: &Context) -> Vec<JoinHandle<()>> {
             Duration::from_secs(1),
             nodeclass::pass,
         )),
-        tokio::spawn(run_loop(
-            ctx.clone(),
-            "drift",
-            s.drift_interval,
-            Duration::from_secs(1),
-            drift::pass,
-        )),
+        tokio::spawn({
+            let checks = drift::InstanceTypeChecks::default();
+            run_loop(
+                ctx.clone(),
+                "drift",
+                s.drift_interval,
+                Duration::from_secs(1),
+                move |ctx| drift::pass(ctx, checks.clone()),
+            )
+        }),
         tokio::spawn(run_loop(
             ctx.clone(),
             "termination",

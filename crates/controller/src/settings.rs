@@ -32,6 +32,22 @@ impl Default for FeatureGates {
 }
 
 impl FeatureGates {
+    /// Logs, once at start, that `Drift=false` is honoured here although Karpenter v1 removed
+    /// the gate (it is accepted there and ignored: drift is always on). Returns whether it
+    /// warned.
+    pub fn warn_if_drift_disabled(&self) -> bool {
+        if self.drift {
+            return false;
+        }
+        tracing::warn!(
+            "feature gate Drift=false: driftwood will not mark NodeClaims drifted, as older \
+             Karpenter releases did; Karpenter v1 removed this gate and ignores it (drift is \
+             always on there). To stop drift replacing nodes with Karpenter v1 semantics, use a \
+             disruption budget with reasons [Drifted] and nodes \"0\" instead"
+        );
+        true
+    }
+
     pub fn parse(input: &str) -> Result<Self, FeatureGateError> {
         let mut gates = Self::default();
         for part in input.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -64,6 +80,9 @@ impl FeatureGates {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub cluster_name: String,
+    /// The cluster CA bundle nodes bootstrap with (base64); part of the EC2NodeClass hash, so a
+    /// new CA drifts every node, as in Karpenter v1.12+.
+    pub cluster_ca_bundle: String,
     pub feature_gates: FeatureGates,
     /// Provisioning batches pending pods until none arrived for this long...
     pub batch_idle: Duration,
@@ -95,6 +114,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             cluster_name: String::new(),
+            cluster_ca_bundle: String::new(),
             feature_gates: FeatureGates::default(),
             batch_idle: Duration::from_secs(1),
             batch_max: Duration::from_secs(10),
@@ -124,5 +144,20 @@ mod tests {
         let err = FeatureGates::parse("Drift=maybe").unwrap_err();
         assert!(err.to_string().contains("Drift"), "{err}");
         assert!(FeatureGates::parse("Drift").is_err());
+    }
+
+    #[test]
+    fn only_a_disabled_drift_gate_warns() {
+        assert!(
+            FeatureGates::parse("Drift=false")
+                .unwrap()
+                .warn_if_drift_disabled()
+        );
+        assert!(
+            !FeatureGates::parse("Drift=true")
+                .unwrap()
+                .warn_if_drift_disabled()
+        );
+        assert!(!FeatureGates::default().warn_if_drift_disabled());
     }
 }

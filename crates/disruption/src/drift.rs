@@ -12,8 +12,10 @@ use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::{
     ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
     ANNOTATION_EC2NODECLASS_HASH_VERSION, ANNOTATION_NODEPOOL_FIELD_HASHES,
-    ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, CONDITION_DRIFTED,
-    CONDITION_LAUNCHED, DRIFT_NODEPOOL, DRIFT_REQUIREMENTS,
+    ANNOTATION_NODEPOOL_HASH, ANNOTATION_NODEPOOL_HASH_VERSION, CAPACITY_TYPE_ON_DEMAND,
+    CAPACITY_TYPE_RESERVED, CONDITION_DRIFTED, CONDITION_LAUNCHED, DRIFT_INSTANCE_TYPE_NOT_FOUND,
+    DRIFT_NODEPOOL, DRIFT_REQUIREMENTS, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE,
+    LABEL_TOPOLOGY_ZONE, normalized_label_key,
 };
 use driftwood_scheduling::Requirements;
 use std::collections::BTreeMap;
@@ -24,6 +26,31 @@ pub struct DriftFinding {
     /// NodePoolDrifted, RequirementsDrifted, NodeClassDrift, AMIDrift, SubnetDrift, ...
     pub reason: String,
     pub message: String,
+}
+
+/// What one drift check concluded: drifted (and why), not drifted, or unknown (the check could
+/// not run: a provider error, a class whose status lists are empty). An unknown verdict leaves
+/// the Drifted condition as it is, never clears it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Drifted(DriftFinding),
+    NotDrifted,
+    Unknown(String),
+}
+
+impl Verdict {
+    /// `Drifted` for `Some`, `NotDrifted` for `None`.
+    pub fn from_finding(finding: Option<DriftFinding>) -> Self {
+        finding.map_or(Self::NotDrifted, Self::Drifted)
+    }
+
+    /// The finding, when drifted.
+    pub fn finding(&self) -> Option<&DriftFinding> {
+        match self {
+            Self::Drifted(f) => Some(f),
+            _ => None,
+        }
+    }
 }
 
 /// How the Drifted condition of a NodeClaim must change.
@@ -84,18 +111,20 @@ fn template_path(field: &str) -> String {
     }
 }
 
-/// RequirementsDrifted: the NodeClaim's labels no longer satisfy the NodePool's requirements
-/// (strictly: a requirement on a key the node lacks drifts it unless the operator is NotIn or
-/// DoesNotExist). Widening an `In` list never drifts.
+/// RequirementsDrifted: the NodeClaim's labels no longer satisfy the NodePool's requirements,
+/// compared as Karpenter does: strictly (a requirement on a key the NodeClaim lacks drifts it,
+/// well-known or not, unless the operator is NotIn or DoesNotExist), requirements on the same key
+/// intersected first, minValues ignored, beta label keys read as their current names. Widening
+/// an `In` list never drifts; keys only the NodeClaim has are ignored.
 pub fn requirements_drift(nodeclaim: &NodeClaim, nodepool: &NodePool) -> Option<DriftFinding> {
     let name = nodepool.metadata.name.as_deref().unwrap_or_default();
     let pool_requirements = match Requirements::from_node_selector_requirements(
         nodepool.spec.template.spec.requirements.iter().map(|r| {
             (
-                r.key.as_str(),
+                normalized_label_key(&r.key),
                 r.operator.as_str(),
                 r.values.as_slice(),
-                r.min_values,
+                None,
             )
         }),
     ) {
@@ -103,7 +132,13 @@ pub fn requirements_drift(nodeclaim: &NodeClaim, nodepool: &NodePool) -> Option<
         // An unreadable NodePool is reported by validation; it drifts nothing.
         Err(_) => return None,
     };
-    let labels: BTreeMap<String, String> = nodeclaim.metadata.labels.clone().unwrap_or_default();
+    let labels: BTreeMap<String, String> = nodeclaim
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| (normalized_label_key(k).to_string(), v.clone()))
+        .collect();
     let node_requirements = Requirements::from_labels(labels.iter());
     node_requirements
         .strictly_compatible(&pool_requirements)
@@ -116,29 +151,108 @@ pub fn requirements_drift(nodeclaim: &NodeClaim, nodepool: &NodePool) -> Option<
         })
 }
 
-/// The first drift of a NodeClaim in DESIGN order: NodePoolDrifted, RequirementsDrifted, then
-/// the provider's verdict (NodeClassDrift, AMIDrift, SubnetDrift, SecurityGroupDrift).
+/// How old a NodeClaim must be before InstanceTypeNotFound is checked (Karpenter's grace:
+/// a type briefly missing from a fresh catalog must not drift a node just launched).
+pub const INSTANCE_TYPE_CHECK_MIN_AGE_SECONDS: i64 = 3600;
+/// How long a NodeClaim whose instance type was found is not checked again.
+pub const INSTANCE_TYPE_CHECK_TTL_SECONDS: i64 = 1800;
+
+/// InstanceTypeNotFound: the NodeClaim's instance type is no longer one its NodePool may launch
+/// (no `node.kubernetes.io/instance-type` label, or no such type), or none of that type's
+/// offerings, available or not, matches the NodeClaim's zone and capacity type. A `reserved`
+/// NodeClaim also matches on-demand offerings (a reservation may end). Offerings are compared
+/// to the NodeClaim's labels where it has them; a well-known key it lacks is not held against it.
+pub fn instance_type_drift(
+    nodeclaim: &NodeClaim,
+    instance_types: &[driftwood_scheduling::InstanceType],
+) -> Option<DriftFinding> {
+    let labels = nodeclaim.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    let not_found = |message: String| {
+        Some(DriftFinding {
+            reason: DRIFT_INSTANCE_TYPE_NOT_FOUND.to_string(),
+            message,
+        })
+    };
+    let Some(type_name) = label(LABEL_INSTANCE_TYPE) else {
+        return not_found(format!("the NodeClaim has no {LABEL_INSTANCE_TYPE} label"));
+    };
+    let Some(instance_type) = instance_types.iter().find(|t| t.name == type_name) else {
+        return not_found(format!(
+            "instance type {type_name} is no longer offered to this NodePool"
+        ));
+    };
+    let zone = label(LABEL_TOPOLOGY_ZONE);
+    let capacity_type = label(LABEL_CAPACITY_TYPE);
+    let capacity_ok = |offered: &str| match capacity_type {
+        None => true,
+        Some(CAPACITY_TYPE_RESERVED) => {
+            offered == CAPACITY_TYPE_RESERVED || offered == CAPACITY_TYPE_ON_DEMAND
+        }
+        Some(ct) => offered == ct,
+    };
+    let compatible = instance_type
+        .offerings
+        .iter()
+        .any(|o| zone.is_none_or(|z| z == o.zone) && capacity_ok(&o.capacity_type));
+    if compatible {
+        return None;
+    }
+    not_found(format!(
+        "instance type {type_name} has no offering in zone {} with capacity type {}",
+        zone.unwrap_or("(any)"),
+        capacity_type.unwrap_or("(any)")
+    ))
+}
+
+/// The drift of a NodeClaim in Karpenter's order, the first hit winning: NodePoolDrifted,
+/// RequirementsDrifted, then InstanceTypeNotFound, then the provider's verdict (NodeClassDrift,
+/// AMIDrift, SecurityGroupDrift, SubnetDrift). A check that could not run (`Unknown`) stops the
+/// search there, as Karpenter returns the error: what comes after it is not looked at.
 pub fn find_drift(
     nodeclaim: &NodeClaim,
     nodepool: &NodePool,
     nodepool_hashes: &TemplateHashes,
-    provider: Option<DriftFinding>,
-) -> Option<DriftFinding> {
-    nodepool_drift(nodeclaim, nodepool, nodepool_hashes)
-        .or_else(|| requirements_drift(nodeclaim, nodepool))
-        .or(provider)
+    instance_type: Verdict,
+    provider: Verdict,
+) -> Verdict {
+    match core_drift(nodeclaim, nodepool, nodepool_hashes, instance_type) {
+        Verdict::NotDrifted => provider,
+        decided => decided,
+    }
 }
 
-/// Decides the Drifted condition. Only launched NodeClaims can be drifted; with the Drift
-/// feature gate off, any Drifted condition is removed.
+/// The checks before the provider's (NodePoolDrifted, RequirementsDrifted, then the given
+/// InstanceTypeNotFound verdict). `NotDrifted` means the provider decides: only then need it
+/// be asked.
+pub fn core_drift(
+    nodeclaim: &NodeClaim,
+    nodepool: &NodePool,
+    nodepool_hashes: &TemplateHashes,
+    instance_type: Verdict,
+) -> Verdict {
+    match nodepool_drift(nodeclaim, nodepool, nodepool_hashes)
+        .or_else(|| requirements_drift(nodeclaim, nodepool))
+    {
+        Some(finding) => Verdict::Drifted(finding),
+        None => instance_type,
+    }
+}
+
+/// Decides the Drifted condition. Only launched NodeClaims can be drifted (Drifted is removed
+/// from one that is not Launched); an unknown verdict changes nothing; with the Drift feature
+/// gate off, any Drifted condition is removed.
 pub fn drift_marking(
     nodeclaim: &NodeClaim,
-    finding: Option<DriftFinding>,
+    verdict: &Verdict,
     drift_enabled: bool,
 ) -> DriftMarking {
     let current = nodeclaim.condition(CONDITION_DRIFTED);
     let launched = nodeclaim.is_true(CONDITION_LAUNCHED);
-    match finding {
+    if drift_enabled && launched && matches!(verdict, Verdict::Unknown(_)) {
+        return DriftMarking::Keep;
+    }
+    match verdict.finding() {
         Some(finding) if drift_enabled && launched => {
             let same = current.is_some_and(|c| {
                 c.is_true()
@@ -148,7 +262,7 @@ pub fn drift_marking(
             if same {
                 DriftMarking::Keep
             } else {
-                DriftMarking::Set(finding)
+                DriftMarking::Set(finding.clone())
             }
         }
         _ if current.is_some() => DriftMarking::Clear,
@@ -195,6 +309,26 @@ pub fn stamp_comparison(
     )
 }
 
+/// The hashes an object (a NodePool or EC2NodeClass the hash controller stamped) carries under
+/// `keys`, when stamped under the current version. Lets a reader without the controller's
+/// settings (the cluster CA bundle) compare against what the controller computed.
+pub fn stamped_hashes(
+    annotations: Option<&BTreeMap<String, String>>,
+    keys: &StampKeys,
+) -> Option<TemplateHashes> {
+    let annotations = annotations?;
+    if annotations.get(keys.version).map(String::as_str) != Some(keys.current_version) {
+        return None;
+    }
+    Some(TemplateHashes {
+        hash: annotations.get(keys.hash)?.clone(),
+        fields: annotations
+            .get(keys.fields)
+            .and_then(|f| driftwood_api::hash::parse_fields_annotation(f))
+            .unwrap_or_default(),
+    })
+}
+
 /// The annotations that stamp `current` under `keys`.
 pub fn stamp(keys: &StampKeys, current: &TemplateHashes) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -205,9 +339,11 @@ pub fn stamp(keys: &StampKeys, current: &TemplateHashes) -> BTreeMap<String, Str
 }
 
 /// When a NodeClaim was stamped under another hash version (a driftwood upgrade, or adoption
-/// of a NodeClaim Karpenter made) or not at all, and it is not already drifted, the annotations
-/// to write so it is compared under the current version from now on. None when nothing is
-/// to be done.
+/// of a NodeClaim Karpenter made) or not at all, the annotations to write so it is compared
+/// under the current version from now on; None when nothing is to be done. As Karpenter's hash
+/// controllers do, a NodeClaim with a Drifted condition gets only the new version: it keeps its
+/// old hash and so stays drifted (a version change never un-drifts a node); any other gets the
+/// current hash, so a new hash algorithm never drifts a node either.
 pub fn restamp(
     nodeclaim: &NodeClaim,
     keys: &StampKeys,
@@ -217,7 +353,16 @@ pub fn restamp(
         stamp_comparison(nodeclaim, keys, current),
         HashComparison::VersionMismatch | HashComparison::NotStamped
     );
-    (needs && !nodeclaim.is_true(CONDITION_DRIFTED)).then(|| stamp(keys, current))
+    if !needs {
+        return None;
+    }
+    if nodeclaim.condition(CONDITION_DRIFTED).is_some() {
+        return Some(BTreeMap::from([(
+            keys.version.to_string(),
+            keys.current_version.to_string(),
+        )]));
+    }
+    Some(stamp(keys, current))
 }
 
 /// [`restamp`] for the NodePool template hash.
@@ -300,7 +445,15 @@ mod tests {
     }
 
     fn drift_of(nc: &NodeClaim, np: &NodePool) -> Option<DriftFinding> {
-        find_drift(nc, np, &nodepool_hashes(np), None)
+        find_drift(
+            nc,
+            np,
+            &nodepool_hashes(np),
+            Verdict::NotDrifted,
+            Verdict::NotDrifted,
+        )
+        .finding()
+        .cloned()
     }
 
     #[test]
@@ -437,18 +590,31 @@ mod tests {
             .labels
             .insert("team".into(), "x".into());
         both.spec.template.spec.requirements[0] = Req::new("kubernetes.io/arch", "In", &["arm64"]);
-        let provider = Some(DriftFinding {
+        let provider = Verdict::Drifted(DriftFinding {
             reason: "AMIDrift".into(),
             message: "ami".into(),
         });
         assert_eq!(
-            find_drift(&nc, &both, &nodepool_hashes(&both), provider.clone())
-                .unwrap()
-                .reason,
+            find_drift(
+                &nc,
+                &both,
+                &nodepool_hashes(&both),
+                Verdict::NotDrifted,
+                provider.clone()
+            )
+            .finding()
+            .unwrap()
+            .reason,
             "NodePoolDrifted"
         );
         assert_eq!(
-            find_drift(&nc, &np, &nodepool_hashes(&np), provider.clone()),
+            find_drift(
+                &nc,
+                &np,
+                &nodepool_hashes(&np),
+                Verdict::NotDrifted,
+                provider.clone()
+            ),
             provider
         );
     }
@@ -476,7 +642,7 @@ mod tests {
     fn nodeclass_restamp_on_version_change_only() {
         let mut class = driftwood_api::EC2NodeClass::new("c", Default::default());
         class.spec.role = Some("r".into());
-        let hashes = driftwood_api::hash::ec2nodeclass_hashes(&class);
+        let hashes = driftwood_api::hash::ec2nodeclass_hashes(&class, "");
         let mut nc = claim_from(&pool());
         assert!(nodeclass_restamp(&nc, &hashes).is_some(), "never stamped");
         nc.metadata
@@ -493,8 +659,10 @@ mod tests {
         assert!(nodeclass_restamp(&nc, &hashes).is_some());
     }
 
+    /// Karpenter nodepool hash suite: "should not update nodepool hash on the nodeclaim if it's
+    /// drifted" — the version moves, the hash stays, so the NodeClaim stays drifted.
     #[test]
-    fn drifted_nodeclaims_are_not_restamped() {
+    fn drifted_nodeclaims_get_only_the_new_version() {
         let np = pool();
         let mut nc = claim_from(&np);
         nc.metadata
@@ -512,7 +680,14 @@ mod tests {
             now(),
             None,
         );
-        assert_eq!(nodepool_restamp(&nc, &nodepool_hashes(&np)), None);
+        let restamp = nodepool_restamp(&nc, &nodepool_hashes(&np)).unwrap();
+        assert_eq!(
+            restamp,
+            BTreeMap::from([(
+                ANNOTATION_NODEPOOL_HASH_VERSION.to_string(),
+                NODEPOOL_HASH_VERSION.to_string()
+            )])
+        );
     }
 
     #[test]
@@ -524,11 +699,11 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(
-            drift_marking(&nc, Some(finding.clone()), true),
+            drift_marking(&nc, &Verdict::Drifted(finding.clone()), true),
             DriftMarking::Set(finding.clone())
         );
         assert_eq!(
-            drift_marking(&nc, Some(finding.clone()), false),
+            drift_marking(&nc, &Verdict::Drifted(finding.clone()), false),
             DriftMarking::Keep
         );
         let status = nc.status.as_mut().unwrap();
@@ -542,19 +717,27 @@ mod tests {
             None,
         );
         assert_eq!(
-            drift_marking(&nc, Some(finding.clone()), true),
+            drift_marking(&nc, &Verdict::Drifted(finding.clone()), true),
             DriftMarking::Keep
         );
-        assert_eq!(drift_marking(&nc, None, true), DriftMarking::Clear);
         assert_eq!(
-            drift_marking(&nc, Some(finding.clone()), false),
+            drift_marking(&nc, &Verdict::NotDrifted, true),
             DriftMarking::Clear
+        );
+        assert_eq!(
+            drift_marking(&nc, &Verdict::Drifted(finding.clone()), false),
+            DriftMarking::Clear
+        );
+        // A check that could not run leaves the condition as it is.
+        assert_eq!(
+            drift_marking(&nc, &Verdict::Unknown("no subnets".into()), true),
+            DriftMarking::Keep
         );
         // Not launched: never drifted.
         let mut unlaunched = claim_from(&np);
         unlaunched.status = None;
         assert_eq!(
-            drift_marking(&unlaunched, Some(finding), true),
+            drift_marking(&unlaunched, &Verdict::Drifted(finding), true),
             DriftMarking::Keep
         );
     }

@@ -5,7 +5,7 @@
 
 use crate::budget::{allowed_disruptions, budget_counts, format_utc};
 use crate::candidate::{NodeView, budget_members, check_candidate};
-use crate::drift::{NODECLASS_STAMP, NODEPOOL_STAMP, StampKeys, stamp_comparison};
+use crate::drift::{NODECLASS_STAMP, NODEPOOL_STAMP, StampKeys, stamp_comparison, stamped_hashes};
 use driftwood_api::condition::Conditions;
 use driftwood_api::hash::{HashComparison, ec2nodeclass_hashes, nodepool_hashes};
 use driftwood_api::wellknown::{CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED, REASON_DRIFTED};
@@ -162,7 +162,10 @@ fn what_moved(input: &ExplainInput<'_>) -> Vec<String> {
     if let Some(class) = input.nodeclass {
         lines.extend(changed(
             &NODECLASS_STAMP,
-            &ec2nodeclass_hashes(class),
+            // The hash controller stamps the class with what it computed (it knows the
+            // cluster CA bundle); without its stamp, compute it without the CA.
+            &stamped_hashes(class.metadata.annotations.as_ref(), &NODECLASS_STAMP)
+                .unwrap_or_else(|| ec2nodeclass_hashes(class, "")),
             "EC2NodeClass spec",
         ));
         let image = claim.status.as_ref().and_then(|s| s.image_id.clone());

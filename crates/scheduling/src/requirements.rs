@@ -185,9 +185,9 @@ impl Requirement {
             rule: rule.to_string(),
         };
         match operator {
-            Operator::In | Operator::NotIn if values.is_empty() => {
-                Err(bad("needs at least one value"))
-            }
+            Operator::In if values.is_empty() => Err(bad("needs at least one value")),
+            // As in Karpenter, `NotIn []` excludes nothing but needs the label: Exists.
+            Operator::NotIn if values.is_empty() => Ok(Self::exists()),
             Operator::In => Ok(Self::is_in(values.iter().cloned())),
             Operator::NotIn => Ok(Self::not_in(values.iter().cloned())),
             Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
@@ -321,6 +321,42 @@ impl Requirement {
             (false, 1) => self.values.iter().next().map(String::as_str),
             _ => None,
         }
+    }
+
+    /// A label value that satisfies the requirement, as Karpenter picks one for a launched
+    /// node's custom labels: a single `In` value as it is; the first (in sorted order) of several;
+    /// for `Exists`, `NotIn`, `Gt`, `Lt`, `Gte` and `Lte` an integer generated from `seed` within
+    /// the bounds (`[0, i64::MAX]` when unbounded, as Karpenter draws from non-negative numbers)
+    /// that no `NotIn` excludes. `None` when no value satisfies it (`DoesNotExist`, an empty `In`).
+    pub fn any_value(&self, seed: u64) -> Option<String> {
+        if !self.complement {
+            return self.values.iter().next().cloned();
+        }
+        let hi = self.max.unwrap_or(i64::MAX);
+        let lo = match self.min {
+            Some(lo) => lo,
+            // Karpenter draws from [0, upper]; a negative upper bound leaves only negatives.
+            None => 0.min(hi),
+        };
+        if lo > hi {
+            return None;
+        }
+        let width = (i128::from(hi) - i128::from(lo) + 1) as u128;
+        let offset = u128::from(seed) % width;
+        let mut candidate = i128::from(lo) + offset as i128;
+        // At most |excluded| + 1 steps find a value no NotIn excludes (normalize guarantees one).
+        for _ in 0..=self.values.len() {
+            let text = candidate.to_string();
+            if !self.values.contains(&text) {
+                return Some(text);
+            }
+            candidate = if candidate >= i128::from(hi) {
+                i128::from(lo)
+            } else {
+                candidate + 1
+            };
+        }
+        None
     }
 
     /// The minimum number of distinct values instance types must span, if any.

@@ -287,6 +287,25 @@ fn eni_limits(vcpus: i64) -> (i64, i64) {
     }
 }
 
+/// Baseline network bandwidth by size, in Mbps, on the scale EC2 documents for these families
+/// (large 0.75 Gbps ... 16xlarge 20 Gbps).
+fn network_baseline_mbps(vcpus: i64) -> i64 {
+    match vcpus {
+        ..=2 => 750,
+        3..=4 => 1250,
+        5..=8 => 2500,
+        9..=16 => 5000,
+        17..=32 => 10_000,
+        33..=48 => 12_000,
+        _ => 20_000,
+    }
+}
+
+/// The generation digit of a family name (`c6gd` → 6).
+fn generation(family: &str) -> u32 {
+    family.chars().find_map(|c| c.to_digit(10)).unwrap_or(0)
+}
+
 /// One simulated instance type with its on-demand price and the zone indexes it is offered in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogEntry {
@@ -322,7 +341,13 @@ pub fn instance_catalog() -> Vec<CatalogEntry> {
                     "Up to 12.5 Gigabit".to_string()
                 },
                 instance_storage_total_gb: storage,
-                ebs_baseline_bandwidth_mbps: Some(650 * v / 2),
+                ebs_bandwidth_mbps: Some(match v {
+                    ..=4 => 4750,
+                    5..=16 => 4750 * v / 4,
+                    _ => 19_000,
+                }),
+                network_bandwidth_mbps: Some(network_baseline_mbps(v)),
+                encryption_in_transit_supported: generation(f.name) >= 6 || f.name == "c5a",
                 gpus: Vec::new(),
             };
             let on_demand_price = (f.price_per_vcpu * v as f64 * 10_000.0).round() / 10_000.0;

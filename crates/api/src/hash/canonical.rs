@@ -2,8 +2,11 @@
 
 use serde_json::Value;
 
-/// Normalizes a value for hashing: drops nulls, empty objects and empty arrays (absent and
-/// empty mean the same), recursively.
+/// Normalizes a value for hashing with the semantics of Karpenter's hash options (zero values
+/// ignored, slices as sets): drops nulls, empty strings, empty objects and empty arrays (absent
+/// and empty mean the same, so a taint with `value: ""` equals one without), and sorts every
+/// array as a set (order and repeats do not matter: `kubelet.clusterDNS`, taints, block device
+/// mappings), recursively.
 pub fn normalize(value: Value) -> Value {
     match value {
         Value::Object(map) => {
@@ -14,13 +17,17 @@ pub fn normalize(value: Value) -> Value {
                 .collect();
             Value::Object(map)
         }
-        Value::Array(items) => Value::Array(
-            items
-                .into_iter()
-                .map(normalize)
-                .filter(|v| !v.is_null())
-                .collect(),
-        ),
+        Value::Array(items) => {
+            let mut set = Value::Array(
+                items
+                    .into_iter()
+                    .map(normalize)
+                    .filter(|v| !v.is_null())
+                    .collect(),
+            );
+            sort_as_set(&mut set);
+            set
+        }
         other => other,
     }
 }
@@ -28,6 +35,7 @@ pub fn normalize(value: Value) -> Value {
 fn is_empty(value: &Value) -> bool {
     match value {
         Value::Null => true,
+        Value::String(s) => s.is_empty(),
         Value::Object(m) => m.is_empty(),
         Value::Array(a) => a.is_empty(),
         _ => false,
@@ -81,14 +89,19 @@ fn write(value: &Value, out: &mut String) {
     }
 }
 
-/// FNV-1a 64 of the canonical encoding, as a decimal string.
-pub fn canonical_hash(value: &Value) -> String {
+/// FNV-1a 64-bit hash of `bytes`: driftwood's one stable hash (template hashes, generated
+/// label values, deterministic names); the same on every platform and release.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let hash = encode(value)
-        .bytes()
-        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
-    hash.to_string()
+    bytes
+        .iter()
+        .fold(OFFSET, |h, b| (h ^ u64::from(*b)).wrapping_mul(PRIME))
+}
+
+/// FNV-1a 64 of the canonical encoding, as a decimal string.
+pub fn canonical_hash(value: &Value) -> String {
+    fnv1a64(encode(value).as_bytes()).to_string()
 }
 
 #[cfg(test)]
@@ -126,6 +139,32 @@ mod tests {
         assert_ne!(
             canonical_hash(&json!([1, 2])),
             canonical_hash(&json!([2, 1]))
+        );
+    }
+
+    /// Karpenter hashes with SlicesAsSets and IgnoreZeroValue (hashstructure options): list
+    /// order does not matter and an empty string is the same as no value.
+    #[test]
+    fn lists_are_sets_and_empty_strings_are_absent() {
+        assert_eq!(
+            canonical_hash(&normalize(
+                json!({"clusterDNS": ["10.0.0.10", "10.0.0.11"]})
+            )),
+            canonical_hash(&normalize(
+                json!({"clusterDNS": ["10.0.0.11", "10.0.0.10"]})
+            ))
+        );
+        assert_eq!(
+            canonical_hash(&normalize(
+                json!({"taints": [{"key": "a", "value": "", "effect": "NoSchedule"}]})
+            )),
+            canonical_hash(&normalize(
+                json!({"taints": [{"key": "a", "effect": "NoSchedule"}]})
+            ))
+        );
+        assert_ne!(
+            canonical_hash(&normalize(json!({"taints": [{"key": "a", "value": "x"}]}))),
+            canonical_hash(&normalize(json!({"taints": [{"key": "a"}]})))
         );
     }
 }

@@ -1,24 +1,32 @@
 //! The EC2NodeClass static hash: the spec without the selector-term lists (they drift through
-//! AMI/subnet/security-group resolution instead), with amiFamily taken as the effective family
-//! (explicit, or implied by an alias) and metadataOptions defaulted.
+//! AMI/subnet/security-group resolution instead) and ipPrefixCount, with amiFamily taken as the
+//! effective family (explicit, or implied by an alias), metadataOptions defaulted, and the
+//! cluster CA bundle the nodes bootstrap with (as Karpenter v1.12+ hashes it).
 
 use super::TemplateHashes;
-use super::canonical::{canonical_hash, normalize, sort_as_set};
+use super::canonical::{canonical_hash, normalize};
 use crate::ec2nodeclass::{EC2NodeClass, MetadataOptions};
 use serde_json::{Value, json};
 
-/// driftwood's EC2NodeClass hash version (Karpenter's is "v4"; see NODEPOOL_HASH_VERSION).
-pub const EC2NODECLASS_HASH_VERSION: &str = "dw-v1";
+/// driftwood's EC2NodeClass hash version (Karpenter v1.14's is "v5"; see
+/// NODEPOOL_HASH_VERSION). dw-v2: the cluster CA bundle is hashed, lists are sets, empty strings
+/// are absent.
+pub const EC2NODECLASS_HASH_VERSION: &str = "dw-v2";
+
+/// The per-field name under which the cluster CA bundle is hashed.
+pub const CLUSTER_CA_BUNDLE_FIELD: &str = "clusterCABundle";
 
 const EXCLUDED_FIELDS: &[&str] = &[
     "amiSelectorTerms",
     "subnetSelectorTerms",
     "securityGroupSelectorTerms",
     "capacityReservationSelectorTerms",
+    "ipPrefixCount",
 ];
 
-/// Hashes an EC2NodeClass's static spec.
-pub fn ec2nodeclass_hashes(class: &EC2NodeClass) -> TemplateHashes {
+/// Hashes an EC2NodeClass's static spec together with the cluster CA bundle its nodes are
+/// bootstrapped with (empty when unknown), so a new cluster CA drifts every node.
+pub fn ec2nodeclass_hashes(class: &EC2NodeClass, cluster_ca_bundle: &str) -> TemplateHashes {
     let mut spec = match serde_json::to_value(&class.spec) {
         Ok(Value::Object(map)) => map,
         _ => serde_json::Map::new(),
@@ -40,9 +48,7 @@ pub fn ec2nodeclass_hashes(class: &EC2NodeClass) -> TemplateHashes {
         // Defaults and absence are the same configuration.
         spec.remove("metadataOptions");
     }
-    if let Some(mappings) = spec.get_mut("blockDeviceMappings") {
-        sort_as_set(mappings);
-    }
+    spec.insert(CLUSTER_CA_BUNDLE_FIELD.into(), json!(cluster_ca_bundle));
     let whole = normalize(Value::Object(spec.clone()));
     TemplateHashes {
         hash: canonical_hash(&whole),
@@ -81,13 +87,13 @@ mod tests {
 
     #[test]
     fn selector_terms_are_not_hashed() {
-        let a = ec2nodeclass_hashes(&base());
+        let a = ec2nodeclass_hashes_of(&base());
         let mut b = base();
         b.spec.ami_selector_terms[0].id = Some("ami-2".into());
         b.spec.subnet_selector_terms[0]
             .tags
             .insert("x".into(), "y".into());
-        assert_eq!(a, ec2nodeclass_hashes(&b));
+        assert_eq!(a, ec2nodeclass_hashes_of(&b));
     }
 
     #[test]
@@ -96,7 +102,7 @@ mod tests {
         a.spec.metadata_options = None;
         let mut b = base();
         b.spec.metadata_options = Some(MetadataOptions::default());
-        assert_eq!(ec2nodeclass_hashes(&a), ec2nodeclass_hashes(&b));
+        assert_eq!(ec2nodeclass_hashes_of(&a), ec2nodeclass_hashes_of(&b));
     }
 
     #[test]
@@ -108,7 +114,7 @@ mod tests {
         }];
         let mut b = a.clone();
         b.spec.ami_family = Some("AL2023".into());
-        assert_eq!(ec2nodeclass_hashes(&a), ec2nodeclass_hashes(&b));
+        assert_eq!(ec2nodeclass_hashes_of(&a), ec2nodeclass_hashes_of(&b));
     }
 
     #[test]
@@ -121,12 +127,46 @@ mod tests {
         b.spec
             .tags
             .insert("KubernetesVersion".into(), "1.32".into());
-        let (ha, hb) = (ec2nodeclass_hashes(&a), ec2nodeclass_hashes(&b));
+        let (ha, hb) = (ec2nodeclass_hashes_of(&a), ec2nodeclass_hashes_of(&b));
         assert_ne!(ha.hash, hb.hash);
         assert_eq!(
             changed_fields(&ha.fields, &hb.fields),
             vec!["tags".to_string()]
         );
+    }
+
+    fn ec2nodeclass_hashes_of(class: &EC2NodeClass) -> TemplateHashes {
+        ec2nodeclass_hashes(class, "Q0E=")
+    }
+
+    /// Karpenter v1.12+ (EC2NodeClass hash v5): "should update the drift hash when the CA
+    /// bundle changes" (nodeclass hash controller suite).
+    #[test]
+    fn cluster_ca_bundle_is_hashed_and_named() {
+        let (a, b) = (
+            ec2nodeclass_hashes(&base(), "old-ca"),
+            ec2nodeclass_hashes(&base(), "new-ca"),
+        );
+        assert_ne!(a.hash, b.hash);
+        assert_eq!(
+            changed_fields(&a.fields, &b.fields),
+            vec![CLUSTER_CA_BUNDLE_FIELD.to_string()]
+        );
+    }
+
+    /// Karpenter: "should not change hash when blockDeviceMappings are re-ordered" and
+    /// "... when tags are re-ordered"; ipPrefixCount is not hashed.
+    #[test]
+    fn block_device_order_and_ip_prefix_count_do_not_matter() {
+        let mut a = base();
+        a.spec.block_device_mappings = serde_json::from_value(serde_json::json!([
+            {"deviceName": "/dev/xvda", "rootVolume": true, "ebs": {"volumeSize": "20Gi"}},
+            {"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi"}}
+        ]))
+        .unwrap();
+        let mut b = a.clone();
+        b.spec.block_device_mappings.reverse();
+        assert_eq!(ec2nodeclass_hashes_of(&a), ec2nodeclass_hashes_of(&b));
     }
 
     proptest! {
@@ -142,7 +182,7 @@ mod tests {
                 4 => { b.spec.context = Some(text.clone()); "context" }
                 _ => { b.spec.associate_public_ip_address = Some(false); "associatePublicIPAddress" }
             };
-            let (ha, hb) = (ec2nodeclass_hashes(&a), ec2nodeclass_hashes(&b));
+            let (ha, hb) = (ec2nodeclass_hashes_of(&a), ec2nodeclass_hashes_of(&b));
             prop_assert_ne!(&ha.hash, &hb.hash);
             prop_assert_eq!(changed_fields(&ha.fields, &hb.fields), vec![expected.to_string()]);
         }

@@ -8,7 +8,7 @@ mod canonical;
 mod ec2nodeclass;
 mod nodepool;
 
-pub use canonical::{canonical_hash, normalize};
+pub use canonical::{canonical_hash, fnv1a64, normalize};
 pub use ec2nodeclass::{EC2NODECLASS_HASH_VERSION, ec2nodeclass_hashes};
 pub use nodepool::{NODEPOOL_HASH_VERSION, nodepool_hashes};
 

@@ -3,23 +3,22 @@
 //! compatibility check instead), and limits, weight and disruption lie outside the template.
 
 use super::TemplateHashes;
-use super::canonical::{canonical_hash, normalize, sort_as_set};
+use super::canonical::{canonical_hash, normalize};
 use crate::duration::parse_go_duration;
 use crate::nodepool::NodePool;
 use serde_json::{Value, json};
 
 /// driftwood's NodePool hash version. It differs from Karpenter's ("v3"), so NodeClaims that
-/// Karpenter stamped are re-stamped on adoption instead of being drifted.
-pub const NODEPOOL_HASH_VERSION: &str = "dw-v1";
+/// Karpenter stamped are re-stamped on adoption instead of being drifted. dw-v2: every list is
+/// hashed as a set and empty strings as absent (Karpenter's hash options).
+pub const NODEPOOL_HASH_VERSION: &str = "dw-v2";
 
 /// Hashes a NodePool's template.
 pub fn nodepool_hashes(nodepool: &NodePool) -> TemplateHashes {
     let template = &nodepool.spec.template;
     let spec = &template.spec;
-    let mut taints = serde_json::to_value(&spec.taints).unwrap_or(Value::Null);
-    sort_as_set(&mut taints);
-    let mut startup_taints = serde_json::to_value(&spec.startup_taints).unwrap_or(Value::Null);
-    sort_as_set(&mut startup_taints);
+    let taints = serde_json::to_value(&spec.taints).unwrap_or(Value::Null);
+    let startup_taints = serde_json::to_value(&spec.startup_taints).unwrap_or(Value::Null);
     let fields = [
         ("labels", json!(template.metadata.labels)),
         ("annotations", json!(template.metadata.annotations)),

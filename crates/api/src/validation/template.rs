@@ -39,7 +39,8 @@ pub(crate) fn check_requirements(
         let values = &r.values;
         match r.operator.as_str() {
             OP_IN | OP_NOT_IN => {
-                if values.is_empty() {
+                // Karpenter's schema requires a value for In only; `NotIn []` means Exists.
+                if values.is_empty() && r.operator == OP_IN {
                     c.error(
                         format!("{field}.values"),
                         format!(

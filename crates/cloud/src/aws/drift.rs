@@ -1,5 +1,5 @@
-//! Provider drift of a NodeClaim against its EC2NodeClass, checked in order: NodeClassDrift
-//! (static hash), AMIDrift, SubnetDrift, SecurityGroupDrift. Pure.
+//! Provider drift of a NodeClaim against its EC2NodeClass, checked in Karpenter's order:
+//! NodeClassDrift (static hash), AMIDrift, SecurityGroupDrift, SubnetDrift. Pure.
 
 use std::collections::BTreeSet;
 
@@ -125,17 +125,27 @@ pub struct DriftInputs {
     pub class_security_groups: Vec<String>,
 }
 
-/// The first provider drift found, in Karpenter's order. Checks whose class side is empty (the
-/// class is not resolved yet) are skipped rather than drifting every node; hashes stamped under
-/// another hash version never drift (they get re-stamped instead).
-pub fn provider_drift(i: &DriftInputs) -> Option<ProviderDrift> {
-    provider_drifts(i).into_iter().next()
+/// Why provider drift could not be judged: the class side a check needs is not resolved (an
+/// empty status list) or the NodeClaim lacks what the check compares. The Drifted condition is
+/// then left as it is, never cleared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot judge {check} drift: {reason}")]
+pub struct DriftUnknown {
+    /// `AMI`, `security group`, `subnet`.
+    pub check: &'static str,
+    pub reason: String,
 }
 
-/// Every provider drift present, in Karpenter's order (for explanations; marking uses the
-/// first).
-pub fn provider_drifts(i: &DriftInputs) -> Vec<ProviderDrift> {
-    let mut out = Vec::new();
+fn unknown(check: &'static str, reason: &str) -> DriftUnknown {
+    DriftUnknown {
+        check,
+        reason: reason.to_string(),
+    }
+}
+
+/// NodeClassDrift: the class's static hash moved (same hash version; another version or no
+/// stamp re-stamps instead).
+fn nodeclass_drift(i: &DriftInputs) -> Option<ProviderDrift> {
     let comparison = compare_stamped(
         i.stamped_hash.as_deref(),
         i.stamped_version.as_deref(),
@@ -143,45 +153,94 @@ pub fn provider_drifts(i: &DriftInputs) -> Vec<ProviderDrift> {
         &i.current,
         &i.current_version,
     );
-    if let HashComparison::Changed { changed } = comparison {
-        out.push(ProviderDrift::NodeClass {
+    match comparison {
+        HashComparison::Changed { changed } => Some(ProviderDrift::NodeClass {
             stamped_hash: i.stamped_hash.clone().unwrap_or_default(),
             current_hash: i.current.hash.clone(),
             changed_fields: changed,
-        });
+        }),
+        _ => None,
     }
-    if !i.class_amis.is_empty() && !i.node_image.is_empty() {
-        let compatible: Vec<String> = i
-            .class_amis
-            .iter()
-            .filter(|a| requirements_allow(&a.requirements, &i.node_labels))
-            .map(|a| a.id.clone())
-            .collect();
-        if !compatible.contains(&i.node_image) {
-            out.push(ProviderDrift::Ami {
-                node_image: i.node_image.clone(),
-                current_images: compatible,
-            });
-        }
+}
+
+/// AMIDrift: the node's image is not the first AMI of the class status compatible with its
+/// instance type (as Karpenter maps status AMIs to instance types: first compatible wins).
+fn ami_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
+    if i.class_amis.is_empty() {
+        return Err(unknown("AMI", "the EC2NodeClass status lists no AMIs"));
     }
-    if !i.class_subnets.is_empty()
-        && !i.node_subnet.is_empty()
-        && !i.class_subnets.contains(&i.node_subnet)
-    {
-        out.push(ProviderDrift::Subnet {
+    if i.node_image.is_empty() {
+        return Err(unknown("AMI", "the instance reports no image id"));
+    }
+    let compatible: Vec<String> = i
+        .class_amis
+        .iter()
+        .filter(|a| requirements_allow(&a.requirements, &i.node_labels))
+        .map(|a| a.id.clone())
+        .collect();
+    Ok(
+        (compatible.first() != Some(&i.node_image)).then(|| ProviderDrift::Ami {
+            node_image: i.node_image.clone(),
+            current_images: compatible,
+        }),
+    )
+}
+
+/// SecurityGroupDrift: the instance's security groups are not exactly the selected ones.
+fn security_group_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
+    if i.class_security_groups.is_empty() {
+        return Err(unknown(
+            "security group",
+            "the EC2NodeClass status lists no security groups",
+        ));
+    }
+    let node: BTreeSet<&String> = i.node_security_groups.iter().collect();
+    let class: BTreeSet<&String> = i.class_security_groups.iter().collect();
+    Ok((node != class).then(|| ProviderDrift::SecurityGroup {
+        node_groups: node.into_iter().cloned().collect(),
+        current_groups: class.into_iter().cloned().collect(),
+    }))
+}
+
+/// SubnetDrift: the instance's subnet is no longer selected.
+fn subnet_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
+    if i.class_subnets.is_empty() {
+        return Err(unknown(
+            "subnet",
+            "the EC2NodeClass status lists no subnets",
+        ));
+    }
+    Ok(
+        (!i.class_subnets.contains(&i.node_subnet)).then(|| ProviderDrift::Subnet {
             node_subnet: i.node_subnet.clone(),
             current_subnets: i.class_subnets.clone(),
-        });
+        }),
+    )
+}
+
+/// The first provider drift in Karpenter's order: NodeClassDrift (static hash), AMIDrift, then
+/// SecurityGroupDrift before SubnetDrift. A check that cannot be judged (the class side is not
+/// resolved) is an error, not "no drift": the caller leaves the Drifted condition as it is.
+/// As in Karpenter, the security-group and subnet checks are both judged before either result
+/// counts, so an unresolved subnet list hides a security-group drift.
+pub fn provider_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
+    if let Some(drift) = nodeclass_drift(i) {
+        return Ok(Some(drift));
     }
-    if !i.class_security_groups.is_empty() {
-        let node: BTreeSet<&String> = i.node_security_groups.iter().collect();
-        let class: BTreeSet<&String> = i.class_security_groups.iter().collect();
-        if node != class {
-            out.push(ProviderDrift::SecurityGroup {
-                node_groups: node.into_iter().cloned().collect(),
-                current_groups: class.into_iter().cloned().collect(),
-            });
-        }
+    if let Some(drift) = ami_drift(i)? {
+        return Ok(Some(drift));
+    }
+    let groups = security_group_drift(i)?;
+    let subnet = subnet_drift(i)?;
+    Ok(groups.or(subnet))
+}
+
+/// Every provider drift that can be judged, in Karpenter's order (for explanations; marking
+/// uses [`provider_drift`]).
+pub fn provider_drifts(i: &DriftInputs) -> Vec<ProviderDrift> {
+    let mut out: Vec<ProviderDrift> = nodeclass_drift(i).into_iter().collect();
+    for check in [ami_drift, security_group_drift, subnet_drift] {
+        out.extend(check(i).ok().flatten());
     }
     out
 }
@@ -228,7 +287,7 @@ mod tests {
 
     #[test]
     fn no_drift_when_everything_matches() {
-        assert_eq!(provider_drift(&base()), None);
+        assert_eq!(provider_drift(&base()), Ok(None));
     }
 
     #[test]
@@ -238,7 +297,7 @@ mod tests {
         i.current
             .fields
             .insert("userData".to_string(), "u2".to_string());
-        let d = provider_drift(&i).unwrap();
+        let d = provider_drift(&i).unwrap().unwrap();
         assert_eq!(d.reason(), DRIFT_NODECLASS);
         assert!(
             d.message().contains("spec.userData changed"),
@@ -248,24 +307,27 @@ mod tests {
         i.current_version = "v4".to_string();
         assert_eq!(
             provider_drift(&i),
-            None,
+            Ok(None),
             "another hash version re-stamps, never drifts"
         );
 
         let mut i = base();
         i.node_image = "ami-b".to_string(); // arm64 image on an amd64 node: not compatible
-        let d = provider_drift(&i).unwrap();
+        let d = provider_drift(&i).unwrap().unwrap();
         assert_eq!(d.reason(), DRIFT_AMI);
         assert!(d.message().contains("ami-b → ami-a"));
 
         let mut i = base();
         i.class_subnets = vec!["subnet-3".to_string()];
-        assert_eq!(provider_drift(&i).map(|d| d.reason()), Some(DRIFT_SUBNET));
+        assert_eq!(
+            provider_drift(&i).unwrap().map(|d| d.reason()),
+            Some(DRIFT_SUBNET)
+        );
 
         let mut i = base();
         i.class_security_groups.push("sg-3".to_string());
         assert_eq!(
-            provider_drift(&i).map(|d| d.reason()),
+            provider_drift(&i).unwrap().map(|d| d.reason()),
             Some(DRIFT_SECURITY_GROUP)
         );
     }
@@ -275,7 +337,7 @@ mod tests {
         let mut i = base();
         i.stamped_hash = None;
         i.current.hash = "h2".to_string();
-        assert_eq!(provider_drift(&i), None);
+        assert_eq!(provider_drift(&i), Ok(None));
     }
 
     #[test]
@@ -291,13 +353,65 @@ mod tests {
         assert_eq!(reasons, [DRIFT_NODECLASS, DRIFT_AMI, DRIFT_SECURITY_GROUP]);
     }
 
+    /// Karpenter provider suite: "should return an error if subnets are empty" and "... if the
+    /// security groups are empty": unresolved status lists are errors, never "not drifted".
+    #[test]
+    fn empty_status_lists_cannot_be_judged() {
+        let mut i = base();
+        i.class_subnets.clear();
+        assert_eq!(provider_drift(&i).unwrap_err().check, "subnet");
+        let mut i = base();
+        i.class_security_groups.clear();
+        assert_eq!(provider_drift(&i).unwrap_err().check, "security group");
+        let mut i = base();
+        i.class_amis.clear();
+        assert_eq!(provider_drift(&i).unwrap_err().check, "AMI");
+        // Static drift is judged before anything that needs the status.
+        let mut i = base();
+        i.class_amis.clear();
+        i.current.hash = "h2".to_string();
+        assert_eq!(
+            provider_drift(&i).unwrap().map(|d| d.reason()),
+            Some(DRIFT_NODECLASS)
+        );
+    }
+
+    /// Karpenter's order puts SecurityGroupDrift before SubnetDrift.
+    #[test]
+    fn security_groups_before_subnet() {
+        let mut i = base();
+        i.class_subnets = vec!["subnet-9".to_string()];
+        i.class_security_groups = vec!["sg-9".to_string()];
+        assert_eq!(
+            provider_drift(&i).unwrap().map(|d| d.reason()),
+            Some(DRIFT_SECURITY_GROUP)
+        );
+    }
+
+    /// An image the status lists, but not as the first AMI compatible with the node's type,
+    /// has drifted (Karpenter maps each instance type to the first compatible status AMI).
+    #[test]
+    fn only_the_first_compatible_ami_is_current() {
+        let mut i = base();
+        i.class_amis.insert(
+            0,
+            ClassAmi {
+                id: "ami-newer".to_string(),
+                requirements: vec![Requirement::new("kubernetes.io/arch", OP_IN, &["amd64"])],
+            },
+        );
+        let d = provider_drift(&i).unwrap().unwrap();
+        assert_eq!(d.reason(), DRIFT_AMI);
+        assert!(d.message().contains("ami-a → ami-newer"), "{}", d.message());
+    }
+
     #[test]
     fn order_is_nodeclass_first() {
         let mut i = base();
         i.current.hash = "h2".to_string();
         i.node_image = "ami-old".to_string();
         assert_eq!(
-            provider_drift(&i).map(|d| d.reason()),
+            provider_drift(&i).unwrap().map(|d| d.reason()),
             Some(DRIFT_NODECLASS)
         );
     }

@@ -1,14 +1,7 @@
-//! A small stable hash (FNV-1a, 64 bit) for deterministic resource names.
+//! The stable hash used for deterministic resource names: driftwood's one FNV-1a helper,
+//! re-exported from the api crate.
 
-/// FNV-1a 64-bit hash of `bytes`; stable across platforms and releases.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
+pub use driftwood_api::hash::fnv1a64;
 
 #[cfg(test)]
 mod tests {

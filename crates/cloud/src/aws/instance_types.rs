@@ -13,6 +13,10 @@ use driftwood_api::wellknown::{
     LABEL_INSTANCE_SIZE, LABEL_INSTANCE_TYPE, LABEL_OS, LABEL_TOPOLOGY_ZONE,
     LABEL_TOPOLOGY_ZONE_ID,
 };
+use driftwood_api::wellknown::{
+    LABEL_INSTANCE_CAPABILITY_FLEX, LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+    LABEL_INSTANCE_NETWORK_BANDWIDTH, LABEL_INSTANCE_TENANCY,
+};
 use jiff::Timestamp;
 
 use super::ami::kube_arch;
@@ -160,10 +164,25 @@ pub fn instance_type_labels(
     if let Some(gb) = desc.instance_storage_total_gb.filter(|g| *g > 0) {
         put(LABEL_INSTANCE_LOCAL_NVME, gb.to_string());
     }
-    if let Some(mbps) = desc.ebs_baseline_bandwidth_mbps {
+    if let Some(mbps) = desc.ebs_bandwidth_mbps {
         put(LABEL_INSTANCE_EBS_BANDWIDTH, mbps.to_string());
     }
-    if let Some(gpu) = desc.gpus.first() {
+    if let Some(mbps) = desc.network_bandwidth_mbps {
+        put(LABEL_INSTANCE_NETWORK_BANDWIDTH, mbps.to_string());
+    }
+    put(
+        LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
+        desc.encryption_in_transit_supported.to_string(),
+    );
+    let flex = desc.instance_type.split('.').next().unwrap_or_default();
+    put(
+        LABEL_INSTANCE_CAPABILITY_FLEX,
+        flex.contains("-flex").to_string(),
+    );
+    // Karpenter offers default and dedicated tenancy; driftwood launches default tenancy.
+    put(LABEL_INSTANCE_TENANCY, "default".to_string());
+    // GPU labels only for a single kind of GPU, as Karpenter sets them.
+    if let [gpu] = desc.gpus.as_slice() {
         put(LABEL_INSTANCE_GPU_NAME, gpu.name.to_ascii_lowercase());
         put(
             LABEL_INSTANCE_GPU_MANUFACTURER,

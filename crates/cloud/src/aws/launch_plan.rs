@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
 use driftwood_api::wellknown::{
-    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE,
+    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, INSTANCE_TYPE_LABELS, LABEL_CAPACITY_TYPE,
+    LABEL_TOPOLOGY_ZONE,
 };
 
 use super::ami::{ResolvedAmi, compatible_amis};
@@ -102,15 +103,18 @@ pub fn plan_launch(
         LABEL_CAPACITY_TYPE,
         [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND],
     );
-    // Requirements on labels an instance type does not carry (a NodePool's custom labels, the
-    // nodepool label) are met by the NodeClaim's own labels, not by the instance type.
+    // Requirements on labels an instance type does not decide (a NodePool's custom labels, the
+    // nodepool label) are met by the NodeClaim's own labels, not by the instance type; on an
+    // instance-type label the type lacks (no GPU, no local NVMe) they see the label absent.
     let candidates: Vec<&InstanceTypeInfo> = catalog
         .iter()
         .filter(|it| {
             let labels = it.label_values();
             let defined: Vec<Requirement> = requirements
                 .iter()
-                .filter(|r| labels.contains_key(&r.key))
+                .filter(|r| {
+                    labels.contains_key(&r.key) || INSTANCE_TYPE_LABELS.contains(&r.key.as_str())
+                })
                 .cloned()
                 .collect();
             requirements_allow(&defined, &labels)

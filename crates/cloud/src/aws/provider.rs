@@ -134,7 +134,7 @@ impl AwsProvider {
         let status = class.status.clone().unwrap_or_default();
         let claim_ann = claim.metadata.annotations.clone().unwrap_or_default();
         let inputs = DriftInputs {
-            current: ec2nodeclass_hashes(&class),
+            current: ec2nodeclass_hashes(&class, &self.settings.cluster_ca_bundle),
             current_version: EC2NODECLASS_HASH_VERSION.to_string(),
             stamped_hash: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH).cloned(),
             stamped_version: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH_VERSION).cloned(),
@@ -555,7 +555,7 @@ impl CloudProvider for AwsProvider {
         }
         out_labels.insert(LABEL_EC2NODECLASS.to_string(), class_name.clone());
         out.metadata.labels = Some(out_labels);
-        let hashes = ec2nodeclass_hashes(&class);
+        let hashes = ec2nodeclass_hashes(&class, &s.cluster_ca_bundle);
         let annotations = out.metadata.annotations.get_or_insert_with(BTreeMap::new);
         annotations.insert(
             ANNOTATION_EC2NODECLASS_HASH.to_string(),
@@ -636,6 +636,7 @@ impl CloudProvider for AwsProvider {
     }
 
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<ProviderDrift>, CloudError> {
-        Ok(provider_drift(&self.drift_inputs(claim).await?))
+        provider_drift(&self.drift_inputs(claim).await?)
+            .map_err(|unknown| CloudError::Unresolved(unknown.to_string()))
     }
 }

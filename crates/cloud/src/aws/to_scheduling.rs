@@ -1,7 +1,7 @@
 //! Converts the provider's instance types into driftwood-scheduling's model (feature
 //! `scheduling`).
 
-use driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE_ID;
+use driftwood_api::wellknown::{INSTANCE_TYPE_LABELS, LABEL_TOPOLOGY_ZONE_ID};
 use driftwood_scheduling::requirements::{Requirement, Requirements};
 use driftwood_scheduling::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 use driftwood_scheduling::{InstanceType, Offering, Overhead, Resources as SchedResources};
@@ -22,10 +22,17 @@ fn milli(r: &Resources) -> SchedResources {
 }
 
 impl InstanceTypeInfo {
-    /// The scheduling model of this type: labels as `In` requirements (plus the zone ids of its
-    /// offerings), capacity and overhead in milli-units, offerings as they are.
+    /// The scheduling model of this type: labels as `In` requirements, `DoesNotExist` for every
+    /// instance-type label it lacks (as Karpenter's instance types carry them, so `Exists` or
+    /// `Gt` on a GPU, NVMe or bandwidth label rules the type out), the zone ids of its
+    /// offerings, capacity and overhead in milli-units, offerings as they are.
     pub fn to_scheduling(&self) -> InstanceType {
         let mut requirements = Requirements::from_labels(self.labels.iter());
+        for key in INSTANCE_TYPE_LABELS {
+            if !self.labels.contains_key(*key) {
+                requirements.add(key, Requirement::does_not_exist());
+            }
+        }
         let zone_ids: Vec<String> = self
             .offerings
             .iter()
@@ -106,5 +113,11 @@ mod tests {
                 .has("usw2-az1")
         );
         assert_eq!(s.offerings[0].price, 0.04);
+        // Labels the type lacks are DoesNotExist, so Exists on them cannot match it.
+        let nvme = s
+            .requirements
+            .get("karpenter.k8s.aws/instance-local-nvme")
+            .unwrap();
+        assert!(nvme.matches(None) && !nvme.matches(Some("100")));
     }
 }

@@ -163,7 +163,13 @@ pub struct InstanceTypeDescription {
     pub network_performance: String,
     /// InstanceStorageInfo.TotalSizeInGB, when the type has instance store.
     pub instance_storage_total_gb: Option<i64>,
-    pub ebs_baseline_bandwidth_mbps: Option<i64>,
+    /// EbsOptimizedInfo.MaximumBandwidthInMbps, for types EBS-optimized by default (what
+    /// Karpenter labels `instance-ebs-bandwidth` with).
+    pub ebs_bandwidth_mbps: Option<i64>,
+    /// The primary network card's baseline bandwidth in Mbps (`instance-network-bandwidth`).
+    pub network_bandwidth_mbps: Option<i64>,
+    /// NetworkInfo.EncryptionInTransitSupported.
+    pub encryption_in_transit_supported: bool,
     pub gpus: Vec<GpuDeviceInfo>,
 }
 

@@ -289,9 +289,8 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
                 tracing::warn!(nodeclaim = %command.nodeclaim, nodepool = %p.nodepool, "replacement's nodepool is gone; not disrupting");
                 return Ok(());
             };
-            let class = snapshot.nodeclass(&pool.spec.template.spec.node_class_ref.name);
             let name = ctx.names.nodeclaim_name(&p.nodepool);
-            let claim = build_nodeclaim(&name, pool, class.map(|c| c.as_ref()), p);
+            let claim = build_nodeclaim(&name, pool, p);
             replacements.push((name, claim));
         }
     }

@@ -1,6 +1,7 @@
 //! The hash controller: stamps each NodePool with its template hash (and each EC2NodeClass
-//! with its static hash), and re-stamps NodeClaims stamped under another hash version — an
-//! upgrade, or NodeClaims adopted from Karpenter — instead of drifting them.
+//! with its static hash, cluster CA bundle included), and re-stamps NodeClaims stamped under
+//! another hash version — an upgrade, or NodeClaims adopted from Karpenter — instead of
+//! drifting them (a NodeClaim already drifted gets only the new version and stays drifted).
 
 use super::Outcome;
 use crate::api::modify;
@@ -10,7 +11,8 @@ use driftwood_api::hash::{
     nodepool_hashes,
 };
 use driftwood_api::wellknown::{
-    ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_EC2NODECLASS_HASH_VERSION, ANNOTATION_NODEPOOL_HASH,
+    ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
+    ANNOTATION_EC2NODECLASS_HASH_VERSION, ANNOTATION_NODEPOOL_HASH,
     ANNOTATION_NODEPOOL_HASH_VERSION, LABEL_NODEPOOL,
 };
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
@@ -45,12 +47,17 @@ pub async fn pass(ctx: Context) -> Outcome {
     }
     let mut class_hashes: BTreeMap<String, TemplateHashes> = BTreeMap::new();
     for (name, class) in &snapshot.store.nodeclasses {
-        let hashes = ec2nodeclass_hashes(class);
+        let hashes = ec2nodeclass_hashes(class, &ctx.settings.cluster_ca_bundle);
         let wanted = [
             (ANNOTATION_EC2NODECLASS_HASH, hashes.hash.clone()),
             (
                 ANNOTATION_EC2NODECLASS_HASH_VERSION,
                 EC2NODECLASS_HASH_VERSION.to_string(),
+            ),
+            // What changed can be named by readers that do not know the cluster CA bundle.
+            (
+                ANNOTATION_EC2NODECLASS_FIELD_HASHES,
+                hashes.fields_annotation(),
             ),
         ];
         if !annotated(class.metadata.annotations.as_ref(), &wanted) {

@@ -146,9 +146,8 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) {
         let Some(pool) = snapshot.nodepool(&planned.nodepool) else {
             continue;
         };
-        let class = snapshot.nodeclass(&pool.spec.template.spec.node_class_ref.name);
         let name = ctx.names.nodeclaim_name(&planned.nodepool);
-        let claim = build_nodeclaim(&name, pool, class.map(|c| c.as_ref()), planned);
+        let claim = build_nodeclaim(&name, pool, planned);
         match api.create(&PostParams::default(), &claim).await {
             Ok(_) => {
                 let types = planned.instance_types.len();

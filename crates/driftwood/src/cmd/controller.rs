@@ -133,8 +133,9 @@ mod aws {
         }
     }
 
-    pub async fn run(args: &Args, settings: Settings) -> anyhow::Result<ExitCode> {
+    pub async fn run(args: &Args, mut settings: Settings) -> anyhow::Result<ExitCode> {
         super::super::logging::init(args.log_format, &args.log_level);
+        settings.feature_gates.warn_if_drift_disabled();
         anyhow::ensure!(
             !args.cluster_name.is_empty(),
             "CLUSTER_NAME (--cluster-name) is empty: set it to the EKS cluster's name"
@@ -168,6 +169,9 @@ mod aws {
             .cluster_endpoint
             .clone_from(&args.cluster_endpoint);
         aws_settings.cluster_ca_bundle = ca_bundle(&args.cluster_ca_bundle);
+        settings
+            .cluster_ca_bundle
+            .clone_from(&aws_settings.cluster_ca_bundle);
         aws_settings.cluster_dns_ip.clone_from(&args.cluster_dns_ip);
 
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -156,6 +156,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         feature_gates: driftwood_controller::FeatureGates::parse(&args.feature_gates)?,
         ..Default::default()
     };
+    settings.feature_gates.warn_if_drift_disabled();
     let mut embedded = driftwood::embedded::Embedded::start(options, settings).await?;
     if args.no_controller {
         embedded.kill_controllers();

@@ -113,6 +113,7 @@ pub fn controller_settings(scenario: &Scenario) -> anyhow::Result<Settings> {
     let mut settings = Settings::default();
     if let Some(gates) = &scenario.controller.feature_gates {
         settings.feature_gates = FeatureGates::parse(gates).context("controller.featureGates")?;
+        settings.feature_gates.warn_if_drift_disabled();
     }
     if scenario.controller.evict_unprotected_at_once {
         settings.unprotected_pacing = None;

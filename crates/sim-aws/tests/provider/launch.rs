@@ -99,7 +99,10 @@ async fn launch_picks_the_cheapest_compatible_offering() {
     assert!(status.capacity.contains_key("cpu") && status.allocatable.contains_key("pods"));
     let ann = launched.metadata.annotations.as_ref().unwrap();
     let class = env.classes.node_class("latest-current-ami").unwrap();
-    let hashes = driftwood_api::hash::ec2nodeclass_hashes(&class);
+    let hashes = driftwood_api::hash::ec2nodeclass_hashes(
+        &class,
+        &env.provider.settings().cluster_ca_bundle,
+    );
     assert_eq!(ann["karpenter.k8s.aws/ec2nodeclass-hash"], hashes.hash);
     assert_eq!(
         ann["karpenter.k8s.aws/ec2nodeclass-hash-version"],

@@ -21,11 +21,9 @@ pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 /// Max pods when nothing better is known (the kubelet's default).
 const DEFAULT_MAX_PODS: i64 = 110;
 
-/// A small deterministic hash (FNV-1a, 64 bit) for picking patch versions and the like.
+/// A small deterministic hash for picking patch versions and the like (the api crate's FNV-1a).
 pub fn fnv64(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    driftwood_api::hash::fnv1a64(text.as_bytes())
 }
 
 /// The node name for a machine: its private DNS name, or one derived from the instance id
