@@ -184,7 +184,8 @@ mod tests {
         let labels = claim.metadata.labels.as_ref().unwrap();
         assert_eq!(labels["karpenter.sh/nodepool"], "latest-current-ami");
         assert_eq!(labels["intent"], "latest-current-ami");
-        assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
+        // Well-known labels come from the instance the cloud launches, not the requirements.
+        assert!(!labels.contains_key("karpenter.sh/capacity-type"));
         let keys: Vec<&str> = claim
             .spec
             .requirements
@@ -219,5 +220,64 @@ mod tests {
             nodepool_hashes(&pool).hash
         );
         assert_eq!(claim.spec.expire_after.as_ref().unwrap().0, "720h");
+    }
+
+    fn requirements(items: &[(&str, &str, &[&str])]) -> Requirements {
+        let owned: Vec<(String, String, Vec<String>)> = items
+            .iter()
+            .map(|(k, o, v)| {
+                (
+                    k.to_string(),
+                    o.to_string(),
+                    v.iter().map(|s| s.to_string()).collect(),
+                )
+            })
+            .collect();
+        Requirements::from_node_selector_requirements(
+            owned
+                .iter()
+                .map(|(k, o, v)| (k.as_str(), o.as_str(), v.as_slice(), None)),
+        )
+        .unwrap()
+    }
+
+    /// Karpenter provisioning suite "should label nodes": every custom requirement key gets a
+    /// label its requirement admits (In one value, NotIn/Lt/Gt/Exists a generated one),
+    /// DoesNotExist none; well-known keys and the hostname none (they come from the instance).
+    #[test]
+    fn every_custom_requirement_key_gets_a_label_that_satisfies_it() {
+        let reqs = requirements(&[
+            ("test-key-2", "In", &["test-value-2"]),
+            ("team", "In", &["a", "b"]),
+            ("test-key-3", "NotIn", &["test-value-3"]),
+            ("test-key-4", "Lt", &["4"]),
+            ("test-key-5", "Gt", &["5"]),
+            ("test-key-6", "Exists", &[]),
+            ("test-key-7", "DoesNotExist", &[]),
+            ("node.kubernetes.io/windows-build", "NotIn", &["test-value"]),
+            ("karpenter.k8s.aws/instance-local-nvme", "Exists", &[]),
+            ("kubernetes.io/hostname", "Exists", &[]),
+        ]);
+        let labels = launch_labels("default-abcde", &reqs);
+        assert_eq!(labels["test-key-2"], "test-value-2");
+        assert_eq!(labels["team"], "a", "the first of several values");
+        assert_ne!(labels["test-key-3"], "test-value-3");
+        assert!(labels["test-key-4"].parse::<i64>().unwrap() < 4);
+        assert!(labels["test-key-5"].parse::<i64>().unwrap() > 5);
+        assert!(labels.contains_key("test-key-6"));
+        for absent in [
+            "test-key-7",
+            "node.kubernetes.io/windows-build",
+            "karpenter.k8s.aws/instance-local-nvme",
+            "kubernetes.io/hostname",
+        ] {
+            assert!(!labels.contains_key(absent), "{absent}: {labels:?}");
+        }
+        // Every generated label satisfies its requirement, and the same name gives the same
+        // labels.
+        for (key, value) in &labels {
+            assert!(reqs.get(key).unwrap().has(value), "{key}={value}");
+        }
+        assert_eq!(labels, launch_labels("default-abcde", &reqs));
     }
 }

@@ -256,6 +256,18 @@ fn probes() -> Vec<Option<&'static str>> {
 }
 
 proptest! {
+    /// Launch labels (Karpenter's `Any`): the value picked for a requirement, and for any
+    /// intersection of two, satisfies it whenever some value does, for every seed.
+    #[test]
+    fn any_value_satisfies_the_requirement(a in arb_requirement(), b in arb_requirement(), seed in any::<u64>()) {
+        for r in [a.clone(), a.intersection(&b)] {
+            match r.any_value(seed) {
+                Some(v) => prop_assert!(r.has(&v), "{} does not admit {}", r, v),
+                None => prop_assert!(!r.has_any_value(), "{} admits a value but none was picked", r),
+            }
+        }
+    }
+
     #[test]
     fn intersection_is_commutative(a in arb_requirement(), b in arb_requirement()) {
         prop_assert_eq!(a.intersection(&b), b.intersection(&a));

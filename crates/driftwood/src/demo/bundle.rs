@@ -37,6 +37,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/update-nodes-with-drift-name-terms.yaml"),
     ),
     (
+        "stable-custom-key-in",
+        include_str!("../../../../examples/scenarios/stable-custom-key-in.yaml"),
+    ),
+    (
+        "stable-local-nvme-exists",
+        include_str!("../../../../examples/scenarios/stable-local-nvme-exists.yaml"),
+    ),
+    (
         "budget-window",
         include_str!("../../../../examples/scenarios/budget-window.yaml"),
     ),

@@ -211,6 +211,53 @@ pub fn failed(expect: &Expect, snapshot: &Snapshot, tracker: &Tracker) -> Vec<St
     if let Some(version) = &expect.all_nodes_on_version {
         out.extend(all_on_version(snapshot, version).map(|m| format!("allNodesOnVersion: {m}")));
     }
+    if let Some(count) = expect.removed_nodes
+        && tracker.removed() != count
+    {
+        let removed: Vec<&String> = tracker.removed_nodes.iter().collect();
+        out.push(format!(
+            "removedNodes: {} NodePool nodes were removed (expected {count}): {removed:?}",
+            tracker.removed()
+        ));
+    }
+    if let Some(count) = expect.drifted_node_claims
+        && tracker.drifted_claims.len() != count
+    {
+        let reasons: Vec<&String> = tracker.drift_reasons.iter().collect();
+        out.push(format!(
+            "driftedNodeClaims: {} NodeClaims were Drifted (expected {count}; reasons {reasons:?})",
+            tracker.drifted_claims.len()
+        ));
+    }
+    if let Some(key) = &expect.every_node_labelled {
+        let unlabelled: Vec<String> = snapshot
+            .store
+            .nodes
+            .iter()
+            .filter(|(_, n)| is_pool_node(n))
+            .filter(|(_, n)| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .is_none_or(|l| !l.contains_key(key))
+            })
+            .map(|(name, n)| {
+                let it = n
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("node.kubernetes.io/instance-type"))
+                    .cloned()
+                    .unwrap_or_default();
+                format!("{name} ({it})")
+            })
+            .collect();
+        if !unlabelled.is_empty() {
+            out.push(format!(
+                "everyNodeLabelled: {key} missing on {unlabelled:?}"
+            ));
+        }
+    }
     out
 }
 

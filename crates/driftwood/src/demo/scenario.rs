@@ -242,6 +242,15 @@ pub struct Expect {
     /// Every NodePool node's kubelet is on this minor version now.
     #[serde(default)]
     pub all_nodes_on_version: Option<String>,
+    /// Exactly this many NodePool nodes (old or new) were removed since the rollout started.
+    #[serde(default)]
+    pub removed_nodes: Option<usize>,
+    /// Exactly this many NodeClaims were seen Drifted since the rollout started.
+    #[serde(default)]
+    pub drifted_node_claims: Option<usize>,
+    /// Every NodePool node now carries this label (e.g. `karpenter.k8s.aws/instance-local-nvme`).
+    #[serde(default)]
+    pub every_node_labelled: Option<String>,
 }
 
 /// The longest a `waitFor` waits when the step gives no `timeout`.

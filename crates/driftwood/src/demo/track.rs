@@ -100,6 +100,12 @@ pub struct Tracker {
     pub drift_reasons: BTreeSet<String>,
     /// When the first node was disrupted.
     pub first_disruption: Option<i64>,
+    /// Every NodePool node seen since the rollout started, and those of them since removed
+    /// (any node, old or new: a node replaced again and again counts each time).
+    pool_nodes_seen: BTreeSet<String>,
+    pub removed_nodes: BTreeSet<String>,
+    /// Every NodeClaim seen with Drifted=True since the rollout started.
+    pub drifted_claims: BTreeSet<String>,
 }
 
 /// Whether a node belongs to a NodePool.
@@ -274,6 +280,7 @@ impl Tracker {
         // Claims: drift, disruption, replacements (timed by the condition's transition).
         for (name, claim) in &snapshot.store.nodeclaims {
             if let Some(drifted) = claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
+                self.drifted_claims.insert(name.clone());
                 let reason = drifted.reason.clone().unwrap_or_default();
                 self.drift_reasons.insert(reason.clone());
                 let message = drifted.message.clone().unwrap_or_default();
@@ -323,10 +330,21 @@ impl Tracker {
             }
         }
         // Nodes.
+        let gone_now: Vec<String> = self
+            .pool_nodes_seen
+            .iter()
+            .filter(|n| !snapshot.store.nodes.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone_now {
+            self.pool_nodes_seen.remove(&name);
+            self.removed_nodes.insert(name);
+        }
         for (name, node) in &snapshot.store.nodes {
             if !is_pool_node(node) {
                 continue;
             }
+            self.pool_nodes_seen.insert(name.clone());
             let state = self.node_state(snapshot, name, node);
             match state {
                 NodeState::Old => frame.old += 1,
@@ -416,6 +434,12 @@ impl Tracker {
     pub fn replaced(&self) -> usize {
         self.frames.last().map_or(0, |f| f.done)
     }
+
+    /// Every NodePool node removed since the rollout started, old or new (a replacement loop
+    /// counts every turn).
+    pub fn removed(&self) -> usize {
+        self.removed_nodes.len()
+    }
 }
 
 #[cfg(test)]
@@ -480,6 +504,11 @@ mod tests {
             ]
         );
         assert_eq!(tracker.replaced(), 1);
+        assert_eq!(tracker.removed(), 1);
         assert_eq!(tracker.last_node_event(), Some(12));
+        // A new node that goes too is counted: a replacement loop shows in removed(), not in
+        // replaced().
+        tracker.observe(14, &snapshot(&["b"]));
+        assert_eq!((tracker.replaced(), tracker.removed()), (1, 2));
     }
 }
