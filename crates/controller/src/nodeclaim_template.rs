@@ -4,7 +4,7 @@
 
 use driftwood_api::hash::{fnv1a64, nodepool_hashes};
 use driftwood_api::nodeclaim::{NodeClaimSpec, ResourceRequirements};
-use driftwood_api::requirement::{NodeSelectorRequirementWithMinValues, OP_IN};
+use driftwood_api::requirement::{NodeSelectorRequirementWithMinValues, OP_DOES_NOT_EXIST, OP_IN};
 use driftwood_api::wellknown::{
     FINALIZER_TERMINATION, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, NEVER_LAUNCH_LABELS,
     is_well_known_label,
@@ -56,9 +56,16 @@ pub fn build_nodeclaim(name: &str, pool: &NodePool, planned: &NewNodeClaim) -> N
                 .iter()
                 .find(|r| r.key == key)
                 .and_then(|r| r.min_values);
+            // A finite set with no value is DoesNotExist when absence is allowed (an `In []`
+            // would admit nothing at all).
+            let operator = if values.is_empty() && requirement.allows_absent() {
+                OP_DOES_NOT_EXIST
+            } else {
+                OP_IN
+            };
             requirements.push(NodeSelectorRequirementWithMinValues {
                 key: key.to_string(),
-                operator: OP_IN.to_string(),
+                operator: operator.to_string(),
                 values: values.iter().cloned().collect(),
                 min_values,
             });

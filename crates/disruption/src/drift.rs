@@ -349,10 +349,13 @@ pub fn restamp(
     keys: &StampKeys,
     current: &TemplateHashes,
 ) -> Option<BTreeMap<String, String>> {
-    let needs = matches!(
-        stamp_comparison(nodeclaim, keys, current),
-        HashComparison::VersionMismatch | HashComparison::NotStamped
-    );
+    // Not stamped at all: the cloud provider stamps the class hash when it launches, so only a
+    // launched NodeClaim without a stamp (adopted from elsewhere) is stamped here.
+    let needs = match stamp_comparison(nodeclaim, keys, current) {
+        HashComparison::VersionMismatch => true,
+        HashComparison::NotStamped => nodeclaim.is_true(CONDITION_LAUNCHED),
+        _ => false,
+    };
     if !needs {
         return None;
     }

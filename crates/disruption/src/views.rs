@@ -105,21 +105,50 @@ pub fn pdb_allowed(pdbs: &[PodDisruptionBudget]) -> BTreeMap<String, i32> {
         .collect()
 }
 
-/// A pod as the disruption planner sees it.
-pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> PodView {
+/// Whether a pod's `karpenter.sh/do-not-disrupt` annotation protects it at `now` (UTC seconds),
+/// as Karpenter reads it: `"true"` forever; a Go duration (`"30m"`, `"1h30m"`, Karpenter v1.12+)
+/// for that long after the pod started (`status.startTime`; a pod not started yet is
+/// protected); anything else — not a duration, zero or negative — is ignored.
+pub fn pod_do_not_disrupt(pod: &Pod, now: i64) -> bool {
+    let Some(value) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DO_NOT_DISRUPT))
+    else {
+        return false;
+    };
+    if value == "true" {
+        return true;
+    }
+    let Ok(seconds) = driftwood_api::duration::parse_go_duration(value) else {
+        return false;
+    };
+    if seconds == 0 {
+        return false;
+    }
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(|t| t.0.as_second());
+    started.is_none_or(|start| now - start < i64::try_from(seconds).unwrap_or(i64::MAX))
+}
+
+/// A pod as the disruption planner sees it at `now` (UTC seconds).
+pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
     let terminating = pod.metadata.deletion_timestamp.is_some();
     let active = !terminating && !is_terminal_pod(pod);
     PodView {
         key: key(pod.metadata.namespace.as_ref(), pod.metadata.name.as_ref()),
         reschedulable: active && !is_daemonset_pod(pod) && !is_mirror_pod(pod),
-        do_not_disrupt: active
-            && annotated_true(pod.metadata.annotations.as_ref(), ANNOTATION_DO_NOT_DISRUPT),
+        do_not_disrupt: active && pod_do_not_disrupt(pod, now),
         pdbs: matching_pdbs(pod, pdbs),
     }
 }
 
-/// A pod as drain sees it.
-pub fn drain_pod(pod: &Pod) -> DrainPod {
+/// A pod as drain sees it at `now` (UTC seconds).
+pub fn drain_pod(pod: &Pod, now: i64) -> DrainPod {
     let spec = pod.spec.as_ref();
     DrainPod {
         namespace: pod.metadata.namespace.clone().unwrap_or_default(),
@@ -132,10 +161,7 @@ pub fn drain_pod(pod: &Pod) -> DrainPod {
             .and_then(|s| s.priority_class_name.as_deref())
             .is_some_and(|c| CRITICAL_PRIORITY_CLASSES.contains(&c)),
         tolerates_disrupted: tolerates_disrupted(pod),
-        do_not_disrupt: annotated_true(
-            pod.metadata.annotations.as_ref(),
-            ANNOTATION_DO_NOT_DISRUPT,
-        ),
+        do_not_disrupt: pod_do_not_disrupt(pod, now),
         grace_period_seconds: spec
             .and_then(|s| s.termination_grace_period_seconds)
             .unwrap_or(30),
@@ -205,6 +231,7 @@ pub fn node_view(
     node: Option<&Node>,
     pods: &[&Pod],
     pdbs: &[PodDisruptionBudget],
+    now: i64,
 ) -> NodeView {
     let node_ready = node
         .and_then(|n| n.status.as_ref())
@@ -258,7 +285,7 @@ pub fn node_view(
         disrupting: node_tainted || nodeclaim.condition(CONDITION_DISRUPTION_REASON).is_some(),
         do_not_disrupt,
         drift,
-        pods: pods.iter().map(|p| pod_view(p, pdbs)).collect(),
+        pods: pods.iter().map(|p| pod_view(p, pdbs, now)).collect(),
         replacements: nodeclaim
             .metadata
             .annotations
@@ -314,27 +341,27 @@ mod tests {
     #[test]
     fn pod_kinds() {
         let app = pod(APP);
-        let view = pod_view(&app, &[]);
+        let view = pod_view(&app, &[], 0);
         assert!(view.reschedulable && !view.do_not_disrupt);
         let ds = pod(
             "metadata: {name: ds-1, namespace: kube-system, ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: ds, uid: u}]}\nspec: {containers: [{name: c}], priorityClassName: system-node-critical}",
         );
-        assert!(!pod_view(&ds, &[]).reschedulable);
-        let d = drain_pod(&ds);
+        assert!(!pod_view(&ds, &[], 0).reschedulable);
+        let d = drain_pod(&ds, 0);
         assert!(d.daemonset && d.critical);
         let done = pod(
             "metadata: {name: job, namespace: default, annotations: {karpenter.sh/do-not-disrupt: \"true\"}}\nspec: {containers: [{name: c}]}\nstatus: {phase: Succeeded}",
         );
-        let v = pod_view(&done, &[]);
+        let v = pod_view(&done, &[], 0);
         assert!(
             !v.reschedulable && !v.do_not_disrupt,
             "finished pods neither move nor block"
         );
-        assert!(drain_pod(&done).terminal);
+        assert!(drain_pod(&done, 0).terminal);
         let mirror = pod(
             "metadata: {name: static, namespace: kube-system, annotations: {kubernetes.io/config.mirror: abc}}\nspec: {containers: [{name: c}]}",
         );
-        assert!(drain_pod(&mirror).mirror && !pod_view(&mirror, &[]).reschedulable);
+        assert!(drain_pod(&mirror, 0).mirror && !pod_view(&mirror, &[], 0).reschedulable);
     }
 
     #[test]
@@ -385,6 +412,59 @@ mod tests {
         assert!(!tolerates_disrupted(&noexec));
     }
 
+    fn started_pod(annotation: &str, started: i64) -> Pod {
+        let mut p = pod(APP);
+        p.metadata.annotations = Some(
+            [(
+                ANNOTATION_DO_NOT_DISRUPT.to_string(),
+                annotation.to_string(),
+            )]
+            .into(),
+        );
+        p.status.get_or_insert_with(Default::default).start_time =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(started).unwrap(),
+            ));
+        p
+    }
+
+    /// Karpenter's pod utils suite "IsDoNotDisruptActive" (start time 10 minutes ago) and the
+    /// drift suite "should not drift nodes until the longest duration-based do-not-disrupt
+    /// grace period expires".
+    #[test]
+    fn do_not_disrupt_durations_count_from_the_pod_start() {
+        let now = 1_800_000_000;
+        let started = now - 600;
+        for (annotation, active) in [
+            ("true", true),
+            ("15m", true),
+            ("5m", false),
+            ("10m", false), // exactly elapsed: no longer protected
+            ("1h30m", true),
+            ("invalid-format", false),
+            ("0s", false),
+            ("-5m", false),
+            ("false", false),
+        ] {
+            let p = started_pod(annotation, started);
+            assert_eq!(pod_do_not_disrupt(&p, now), active, "{annotation}");
+            assert_eq!(
+                pod_view(&p, &[], now).do_not_disrupt,
+                active,
+                "{annotation}"
+            );
+            assert_eq!(drain_pod(&p, now).do_not_disrupt, active, "{annotation}");
+        }
+        // Not started yet: protected while the duration has not begun.
+        let mut p = started_pod("5m", started);
+        p.status.as_mut().unwrap().start_time = None;
+        assert!(pod_do_not_disrupt(&p, now));
+        // A finished pod never blocks.
+        let mut p = started_pod("true", started);
+        p.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        assert!(!pod_view(&p, &[], now).do_not_disrupt);
+    }
+
     #[test]
     fn node_view_reads_conditions_taints_and_annotations() {
         let nc: NodeClaim = serde_yaml::from_str(
@@ -396,7 +476,7 @@ mod tests {
         )
         .unwrap();
         let app = pod(APP);
-        let view = node_view(&nc, Some(&node), &[&app], &[]);
+        let view = node_view(&nc, Some(&node), &[&app], &[], 0);
         assert_eq!(view.nodepool, "default");
         assert!(view.initialized && view.ready && view.disrupting && !view.deleting);
         assert_eq!(view.do_not_disrupt, Some("Node"));

@@ -45,6 +45,7 @@ impl DisruptionController {
     pub async fn pass(&mut self, ctx: Context) -> Outcome {
         let snapshot = ctx.state.snapshot();
         let mut acted = self.advance_in_flight(&ctx, &snapshot).await;
+        let now = ctx.now_seconds();
 
         let pdbs: Vec<PodDisruptionBudget> = snapshot
             .store
@@ -69,7 +70,7 @@ impl DisruptionController {
                     .unwrap_or_default();
                 let pods: Vec<&k8s_openapi::api::core::v1::Pod> =
                     pods.iter().map(|p| p.as_ref()).collect();
-                node_view(claim, node.map(|n| n.as_ref()), &pods, &pdbs)
+                node_view(claim, node.map(|n| n.as_ref()), &pods, &pdbs, now)
             })
             .collect();
         if views.iter().all(|v| v.drift.is_none()) {

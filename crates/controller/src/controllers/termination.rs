@@ -223,7 +223,7 @@ async fn prepare_drain(
         .iter()
         .map(|p| DrainPod {
             pdb_protected: !matching_pdbs(p, &pdbs).is_empty(),
-            ..drain_pod(p)
+            ..drain_pod(p, ctx.now_seconds())
         })
         .collect();
     Ok(Some((views, deadline)))

@@ -89,7 +89,8 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .await
         .context("reading ec2nodeclass")?;
     let pod_refs: Vec<&Pod> = pods.iter().collect();
-    let view = node_view(claim, node.as_ref(), &pod_refs, &pdbs);
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let view = node_view(claim, node.as_ref(), &pod_refs, &pdbs, now);
     let pool_views: Vec<_> = claims
         .iter()
         .filter(|c| {
@@ -99,7 +100,7 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 .and_then(|l| l.get(driftwood_api::wellknown::LABEL_NODEPOOL))
                 == Some(&pool_name)
         })
-        .map(|c| node_view(c, node_of(c).as_ref(), &[], &pdbs))
+        .map(|c| node_view(c, node_of(c).as_ref(), &[], &pdbs, now))
         .collect();
     let events = Api::<Event>::namespaced(client.clone(), "default")
         .list(&ListParams::default())
@@ -122,7 +123,7 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         pool_views: &pool_views,
         pdb_allowed: &allowed,
         last_blocked_event: last_blocked.as_deref(),
-        now: k8s_openapi::jiff::Timestamp::now().as_second(),
+        now,
     });
     print!("{text}");
     Ok(ExitCode::SUCCESS)

@@ -4,7 +4,7 @@
 use super::scenario::{Expect, WaitFor};
 use super::track::{Tracker, is_pool_node, ready_by_app};
 use driftwood_api::condition::Conditions;
-use driftwood_api::wellknown::{CONDITION_DRIFTED, LABEL_NODE_INITIALIZED};
+use driftwood_api::wellknown::{CONDITION_DRIFTED, LABEL_NODE_INITIALIZED, LABEL_NODEPOOL};
 use driftwood_controller::state::Snapshot;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
@@ -228,6 +228,37 @@ pub fn failed(expect: &Expect, snapshot: &Snapshot, tracker: &Tracker) -> Vec<St
             "driftedNodeClaims: {} NodeClaims were Drifted (expected {count}; reasons {reasons:?})",
             tracker.drifted_claims.len()
         ));
+    }
+    if let Some(text) = &expect.drift_message_seen
+        && !tracker
+            .drift_messages
+            .iter()
+            .any(|m| m.contains(text.as_str()))
+    {
+        out.push(format!(
+            "driftMessageSeen: no drift said {text:?} (seen: {:?})",
+            tracker.drift_messages
+        ));
+    }
+    if expect.nodes_match_node_pools {
+        for (name, claim) in &snapshot.store.nodeclaims {
+            let pool = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_NODEPOOL))
+                .and_then(|p| snapshot.nodepool(p));
+            match pool {
+                Some(pool) => {
+                    if let Some(finding) =
+                        driftwood_disruption::drift::requirements_drift(claim, pool)
+                    {
+                        out.push(format!("nodesMatchNodePools: {name}: {}", finding.message));
+                    }
+                }
+                None => out.push(format!("nodesMatchNodePools: {name} has no NodePool")),
+            }
+        }
     }
     if let Some(key) = &expect.every_node_labelled {
         let unlabelled: Vec<String> = snapshot

@@ -248,6 +248,14 @@ pub struct Expect {
     /// Exactly this many NodeClaims were seen Drifted since the rollout started.
     #[serde(default)]
     pub drifted_node_claims: Option<usize>,
+    /// A Drifted condition whose `reason: message` contains this text was seen (e.g.
+    /// `NodeClassDrift: EC2NodeClass spec.userData`).
+    #[serde(default)]
+    pub drift_message_seen: Option<String>,
+    /// Every NodeClaim's labels satisfy its NodePool's requirements now (no RequirementsDrifted
+    /// due).
+    #[serde(default)]
+    pub nodes_match_node_pools: bool,
     /// Every NodePool node now carries this label (e.g. `karpenter.k8s.aws/instance-local-nvme`).
     #[serde(default)]
     pub every_node_labelled: Option<String>,

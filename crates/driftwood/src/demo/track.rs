@@ -96,8 +96,9 @@ pub struct Tracker {
     /// The fewest ready pods per `app` label since the rollout started (once one was ready).
     pub min_ready: BTreeMap<String, i32>,
     pub max_disrupting: usize,
-    /// Every Drifted reason seen.
+    /// Every Drifted reason seen, and every `reason: message`.
     pub drift_reasons: BTreeSet<String>,
+    pub drift_messages: BTreeSet<String>,
     /// When the first node was disrupted.
     pub first_disruption: Option<i64>,
     /// Every NodePool node seen since the rollout started, and those of them since removed
@@ -284,6 +285,7 @@ impl Tracker {
                 let reason = drifted.reason.clone().unwrap_or_default();
                 self.drift_reasons.insert(reason.clone());
                 let message = drifted.message.clone().unwrap_or_default();
+                self.drift_messages.insert(format!("{reason}: {message}"));
                 let when = transition(drifted, at);
                 self.record(
                     when,

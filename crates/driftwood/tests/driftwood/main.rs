@@ -11,6 +11,7 @@ pub mod kubectl;
 #[cfg(feature = "aws")]
 mod moto;
 mod scenarios;
+mod stability;
 mod validate;
 
 use std::path::{Path, PathBuf};

@@ -268,7 +268,7 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
         .map(|n| s.pods_on(&n).into_iter().map(|p| (**p).clone()).collect())
         .unwrap_or_default();
     let pod_refs: Vec<&k8s_openapi::api::core::v1::Pod> = pods.iter().collect();
-    let view = node_view(claim, node.as_ref(), &pod_refs, &pdbs);
+    let view = node_view(claim, node.as_ref(), &pod_refs, &pdbs, now(h));
     let pool_name = claim
         .metadata
         .labels
@@ -291,7 +291,7 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
                 .and_then(|l| l.get(LABEL_NODEPOOL))
                 == Some(&pool_name)
         })
-        .map(|c| node_view(c, s.node_of(c).map(|n| n.as_ref()), &[], &pdbs))
+        .map(|c| node_view(c, s.node_of(c).map(|n| n.as_ref()), &[], &pdbs, now(h)))
         .collect();
     let last_blocked = events(h, "default")
         .await
