@@ -360,6 +360,9 @@ pub fn restamp(
         return None;
     }
     if nodeclaim.condition(CONDITION_DRIFTED).is_some() {
+        if annotation(nodeclaim, keys.version) == Some(keys.current_version) {
+            return None; // already moved to this version; the hash stays as it was
+        }
         return Some(BTreeMap::from([(
             keys.version.to_string(),
             keys.current_version.to_string(),

@@ -4,7 +4,9 @@
 //! `DescribeTable › Entry`:
 //! * `Drift › …`: `pkg/controllers/nodeclaim/disruption/drift_test.go`;
 //! * `Static Drift Hash › …`: `pkg/controllers/nodepool/hash/suite_test.go`;
-//! * `AWS CloudProvider › …`: the AWS provider's `pkg/cloudprovider/suite_test.go`.
+//! * `AWS CloudProvider › …` / `AWS NodeClass Hash Controller › …`: the AWS provider's
+//!   `pkg/cloudprovider/suite_test.go` / `pkg/controllers/nodeclass/hash/suite_test.go`;
+//! * `AWS E2E Drift › …`: the AWS provider's `test/suites/drift/suite_test.go`.
 //!
 //! Rows marked `code:` cover behaviour that Karpenter has in code (named) but no unit test for.
 //! The tables cover RequirementsDrifted, NodePoolDrifted and hash versions, the order of the
@@ -1252,7 +1254,7 @@ fn stamped_rows() -> Vec<StampedRow> {
             readable: false,
         },
         StampedRow {
-            source: "AWS NodeClass Hash Controller › It \"should update ec2nodeclass-hash-version annotation when the ec2nodeclass-hash-version on the NodeClass does not match the controller hash version\" (after the update)",
+            source: "AWS NodeClass Hash Controller › It \"should update ec2nodeclass-hash-version annotation when the ec2nodeclass-hash-version on the NodeClass does not match with the controller hash version\" (after the update)",
             nodeclass: true,
             annotations: &[
                 (ANNOTATION_EC2NODECLASS_HASH, "abceduefed"),

@@ -296,6 +296,20 @@ impl Requirement {
         self.allow_absent
     }
 
+    /// Whether Karpenter reads this requirement as one a node without the label meets: its
+    /// operator is NotIn or DoesNotExist once normalized. Besides NotIn and DoesNotExist proper,
+    /// that is a requirement no value meets (an empty `In`, `In [a]` with `In [b]`, `Gt 5` with
+    /// `Lt 3`) and a NotIn list intersected with Exists. Used for requirement drift only, where
+    /// Karpenter's strict compatibility lets such keys be missing.
+    pub fn karpenter_allows_missing(&self) -> bool {
+        self.allow_absent
+            || !self.has_any_value()
+            || (self.complement
+                && !self.values.is_empty()
+                && self.min.is_none()
+                && self.max.is_none())
+    }
+
     /// Whether some label value satisfies it (ignores absence).
     pub fn has_any_value(&self) -> bool {
         self.complement || !self.values.is_empty()
@@ -761,9 +775,19 @@ impl Requirements {
 
     /// Strict form used for requirement drift: every key of `incoming` (the NodePool's
     /// requirements) must be present on `self` (the node's labels as requirements) unless its
-    /// operator is NotIn or DoesNotExist, and shared keys must intersect.
+    /// operator reads as NotIn or DoesNotExist in Karpenter's normal form
+    /// ([`Requirement::karpenter_allows_missing`]), and shared keys must intersect.
     pub fn strictly_compatible(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
-        self.compatible(incoming, |_| false)
+        for (key, r) in &incoming.0 {
+            if !self.0.contains_key(key) && !r.karpenter_allows_missing() {
+                return Err(Incompatibility::Undefined {
+                    key: key.clone(),
+                    incoming: r.to_string(),
+                    hint: String::new(),
+                });
+            }
+        }
+        self.intersects(incoming)
     }
 }
 

@@ -291,7 +291,8 @@ fn provider_rows() -> Vec<ProviderRow> {
         ProviderRow {
             source: "code: drift.go isAMIDrifted / amifamily.MapToInstanceTypes — only the first compatible status AMI is current",
             change: |i: &mut DriftInputs| {
-                i.class_amis.insert(0, class_ami("ami-amd64-newer", "amd64"));
+                i.class_amis
+                    .insert(0, class_ami("ami-amd64-newer", "amd64"));
             },
             expect: Expect::Drift(DRIFT_AMI),
         },
@@ -645,10 +646,11 @@ fn hash_rows() -> Vec<HashRow> {
         HashRow {
             source: "Hash › It \"should not change hash when behavior/dynamic fields are updated\" (capacityReservationSelectorTerms)",
             change: |c: &mut EC2NodeClass| {
-                c.spec.capacity_reservation_selector_terms = vec![CapacityReservationSelectorTerm {
-                    id: Some("cr-0123456789".to_string()),
-                    ..Default::default()
-                }];
+                c.spec.capacity_reservation_selector_terms =
+                    vec![CapacityReservationSelectorTerm {
+                        id: Some("cr-0123456789".to_string()),
+                        ..Default::default()
+                    }];
             },
             changes_hash: false,
         },

@@ -8,6 +8,8 @@ pub mod claim_view;
 pub mod class_view;
 pub mod cleanup;
 pub mod drift;
+#[cfg(test)]
+mod drift_conformance;
 pub mod filters;
 pub mod fnv;
 pub mod instance_profile;
