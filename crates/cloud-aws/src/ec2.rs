@@ -5,8 +5,8 @@ use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types as ec2;
 use base64::Engine as _;
 use driftwood_cloud::ports::{
-    AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance, CreateFleetOutput,
-    CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput,
+    AcceleratorInfo, AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance,
+    CreateFleetOutput, CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput,
     DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,
     DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput,
     DescribeSubnetsInput, Ec2Api, FleetOverrideRef, GpuDeviceInfo, GroupIdentifier, Image,
@@ -152,7 +152,36 @@ fn instance_type(t: &ec2::InstanceTypeInfo) -> InstanceTypeDescription {
                     .collect()
             })
             .unwrap_or_default(),
+        accelerators: accelerators(t),
     }
+}
+
+/// Neuron devices when the type has them (Karpenter prefers them), else inference
+/// accelerators.
+fn accelerators(t: &ec2::InstanceTypeInfo) -> Vec<AcceleratorInfo> {
+    if let Some(neuron) = t.neuron_info().filter(|n| !n.neuron_devices().is_empty()) {
+        return neuron
+            .neuron_devices()
+            .iter()
+            .map(|d| AcceleratorInfo {
+                name: d.name().unwrap_or_default().to_string(),
+                manufacturer: "aws".to_string(),
+                count: wide(d.count()),
+            })
+            .collect();
+    }
+    t.inference_accelerator_info()
+        .map(|i| {
+            i.accelerators()
+                .iter()
+                .map(|d| AcceleratorInfo {
+                    name: d.name().unwrap_or_default().to_string(),
+                    manufacturer: d.manufacturer().unwrap_or_default().to_string(),
+                    count: wide(d.count()),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn launch_template_data(data: &LaunchTemplateData) -> ec2::RequestLaunchTemplateData {

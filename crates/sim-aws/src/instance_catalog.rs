@@ -349,6 +349,7 @@ pub fn instance_catalog() -> Vec<CatalogEntry> {
                 network_bandwidth_mbps: Some(network_baseline_mbps(v)),
                 encryption_in_transit_supported: generation(f.name) >= 6 || f.name == "c5a",
                 gpus: Vec::new(),
+                accelerators: Vec::new(),
             };
             let on_demand_price = (f.price_per_vcpu * v as f64 * 10_000.0).round() / 10_000.0;
             out.push(CatalogEntry {

@@ -14,8 +14,10 @@ use driftwood_api::wellknown::{
     LABEL_TOPOLOGY_ZONE_ID,
 };
 use driftwood_api::wellknown::{
-    LABEL_INSTANCE_CAPABILITY_FLEX, LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED,
-    LABEL_INSTANCE_NETWORK_BANDWIDTH, LABEL_INSTANCE_TENANCY,
+    LABEL_INSTANCE_ACCELERATOR_COUNT, LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+    LABEL_INSTANCE_ACCELERATOR_NAME, LABEL_INSTANCE_CAPABILITY_FLEX,
+    LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, LABEL_INSTANCE_NETWORK_BANDWIDTH,
+    LABEL_INSTANCE_TENANCY,
 };
 use jiff::Timestamp;
 
@@ -124,6 +126,12 @@ pub fn parse_type_name(name: &str) -> TypeNameParts {
     }
 }
 
+/// A name as Karpenter puts it in a label value: lower case, spaces as dashes
+/// (`Radeon Pro V520` → `radeon-pro-v520`).
+fn kebab(name: &str) -> String {
+    name.to_ascii_lowercase().replace(' ', "-")
+}
+
 /// Karpenter's labels for a described instance type (`None` if its architecture is unusable).
 pub fn instance_type_labels(
     desc: &InstanceTypeDescription,
@@ -153,7 +161,7 @@ pub fn instance_type_labels(
         put(LABEL_INSTANCE_HYPERVISOR, h.clone());
     }
     if let Some(m) = &desc.processor_manufacturer {
-        put(LABEL_INSTANCE_CPU_MANUFACTURER, m.to_ascii_lowercase());
+        put(LABEL_INSTANCE_CPU_MANUFACTURER, kebab(m));
     }
     if let Some(ghz) = desc.sustained_clock_speed_ghz {
         put(
@@ -181,13 +189,22 @@ pub fn instance_type_labels(
     );
     // Karpenter offers default and dedicated tenancy; driftwood launches default tenancy.
     put(LABEL_INSTANCE_TENANCY, "default".to_string());
+    // Accelerator labels only for a single kind of accelerator, as Karpenter sets them.
+    if let [accelerator] = desc.accelerators.as_slice() {
+        put(LABEL_INSTANCE_ACCELERATOR_NAME, kebab(&accelerator.name));
+        put(
+            LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
+            kebab(&accelerator.manufacturer),
+        );
+        put(
+            LABEL_INSTANCE_ACCELERATOR_COUNT,
+            accelerator.count.to_string(),
+        );
+    }
     // GPU labels only for a single kind of GPU, as Karpenter sets them.
     if let [gpu] = desc.gpus.as_slice() {
-        put(LABEL_INSTANCE_GPU_NAME, gpu.name.to_ascii_lowercase());
-        put(
-            LABEL_INSTANCE_GPU_MANUFACTURER,
-            gpu.manufacturer.to_ascii_lowercase(),
-        );
+        put(LABEL_INSTANCE_GPU_NAME, kebab(&gpu.name));
+        put(LABEL_INSTANCE_GPU_MANUFACTURER, kebab(&gpu.manufacturer));
         put(LABEL_INSTANCE_GPU_COUNT, gpu.count.to_string());
         put(LABEL_INSTANCE_GPU_MEMORY, gpu.memory_mib.to_string());
     }
@@ -327,6 +344,69 @@ mod tests {
             ipv4_addresses_per_interface: 10,
             ..Default::default()
         }
+    }
+
+    /// Karpenter instance-type suite "should support individual instance type labels"
+    /// (g4dn.8xlarge, inf2.xlarge): GPU and accelerator labels for a single kind, names in
+    /// kebab case, bandwidths in Mbps, encryption in transit and the always-set labels.
+    #[test]
+    fn accelerated_types_get_gpu_and_accelerator_labels() {
+        let g4dn = InstanceTypeDescription {
+            instance_type: "g4dn.8xlarge".to_string(),
+            supported_architectures: vec!["x86_64".to_string()],
+            processor_manufacturer: Some("Intel".to_string()),
+            default_vcpus: 32,
+            memory_mib: 131_072,
+            instance_storage_total_gb: Some(900),
+            ebs_bandwidth_mbps: Some(9500),
+            network_bandwidth_mbps: Some(50_000),
+            encryption_in_transit_supported: true,
+            gpus: vec![crate::ports::GpuDeviceInfo {
+                name: "T4".to_string(),
+                manufacturer: "NVIDIA".to_string(),
+                count: 1,
+                memory_mib: 16_384,
+            }],
+            ..Default::default()
+        };
+        let labels = instance_type_labels(&g4dn, "linux").unwrap();
+        for (key, value) in [
+            (LABEL_INSTANCE_GPU_NAME, "t4"),
+            (LABEL_INSTANCE_GPU_MANUFACTURER, "nvidia"),
+            (LABEL_INSTANCE_GPU_COUNT, "1"),
+            (LABEL_INSTANCE_GPU_MEMORY, "16384"),
+            (LABEL_INSTANCE_LOCAL_NVME, "900"),
+            (LABEL_INSTANCE_EBS_BANDWIDTH, "9500"),
+            (LABEL_INSTANCE_NETWORK_BANDWIDTH, "50000"),
+            (LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, "true"),
+            (LABEL_INSTANCE_CAPABILITY_FLEX, "false"),
+            (LABEL_INSTANCE_TENANCY, "default"),
+            (LABEL_INSTANCE_CATEGORY, "g"),
+            (LABEL_INSTANCE_GENERATION, "4"),
+        ] {
+            assert_eq!(labels.get(key).map(String::as_str), Some(value), "{key}");
+        }
+        assert!(!labels.contains_key(LABEL_INSTANCE_ACCELERATOR_NAME));
+        let inf2 = InstanceTypeDescription {
+            instance_type: "inf2.xlarge".to_string(),
+            supported_architectures: vec!["x86_64".to_string()],
+            accelerators: vec![crate::ports::AcceleratorInfo {
+                name: "Inferentia2".to_string(),
+                manufacturer: "aws".to_string(),
+                count: 1,
+            }],
+            ..Default::default()
+        };
+        let labels = instance_type_labels(&inf2, "linux").unwrap();
+        assert_eq!(labels[LABEL_INSTANCE_ACCELERATOR_NAME], "inferentia2");
+        assert_eq!(labels[LABEL_INSTANCE_ACCELERATOR_COUNT], "1");
+        assert!(!labels.contains_key(LABEL_INSTANCE_GPU_COUNT));
+        // Two kinds of GPU: no GPU labels (Karpenter labels a single kind only).
+        let mut mixed = g4dn.clone();
+        mixed.gpus.push(mixed.gpus[0].clone());
+        let labels = instance_type_labels(&mixed, "linux").unwrap();
+        assert!(!labels.contains_key(LABEL_INSTANCE_GPU_NAME));
+        assert_eq!(kebab("Radeon Pro V520"), "radeon-pro-v520");
     }
 
     #[test]

@@ -141,6 +141,15 @@ pub struct GpuDeviceInfo {
     pub memory_mib: i64,
 }
 
+/// One kind of ML accelerator of an instance type (an Inferentia/Trainium Neuron device or an
+/// inference accelerator).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AcceleratorInfo {
+    pub name: String,
+    pub manufacturer: String,
+    pub count: i64,
+}
+
 /// One instance type as DescribeInstanceTypes reports it (nested AWS structures flattened).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InstanceTypeDescription {
@@ -171,6 +180,9 @@ pub struct InstanceTypeDescription {
     /// NetworkInfo.EncryptionInTransitSupported.
     pub encryption_in_transit_supported: bool,
     pub gpus: Vec<GpuDeviceInfo>,
+    /// NeuronInfo.NeuronDevices (manufacturer `aws`) when present, else
+    /// InferenceAcceleratorInfo.Accelerators.
+    pub accelerators: Vec<AcceleratorInfo>,
 }
 
 /// DescribeInstanceTypeOfferings request.

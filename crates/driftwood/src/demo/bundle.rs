@@ -37,14 +37,6 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/update-nodes-with-drift-name-terms.yaml"),
     ),
     (
-        "stable-custom-key-in",
-        include_str!("../../../../examples/scenarios/stable-custom-key-in.yaml"),
-    ),
-    (
-        "stable-local-nvme-exists",
-        include_str!("../../../../examples/scenarios/stable-local-nvme-exists.yaml"),
-    ),
-    (
         "budget-window",
         include_str!("../../../../examples/scenarios/budget-window.yaml"),
     ),
@@ -59,6 +51,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
     (
         "al2023-latest-release",
         include_str!("../../../../examples/scenarios/al2023-latest-release.yaml"),
+    ),
+    (
+        "stable-custom-key-in",
+        include_str!("../../../../examples/scenarios/stable-custom-key-in.yaml"),
+    ),
+    (
+        "stable-local-nvme-exists",
+        include_str!("../../../../examples/scenarios/stable-local-nvme-exists.yaml"),
     ),
 ];
 
