@@ -26,6 +26,9 @@ pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
 pub const LABEL_OS: &str = "kubernetes.io/os";
 pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
 pub const LABEL_WINDOWS_BUILD: &str = "node.kubernetes.io/windows-build";
+/// Set on a node when its drain starts, so external load balancers stop sending it traffic.
+pub const LABEL_EXCLUDE_FROM_LOAD_BALANCERS: &str =
+    "node.kubernetes.io/exclude-from-external-load-balancers";
 
 pub const LABEL_INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
 pub const LABEL_INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";

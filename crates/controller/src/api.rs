@@ -1,10 +1,10 @@
-//! Small, idempotent API write helpers: read-modify-write with conflict retries, finalizers,
-//! taints, conditions.
+//! Small, idempotent API write helpers: read-modify-write as JSON patches with a
+//! resourceVersion precondition and conflict retries, finalizers, taints, conditions.
 
 use driftwood_api::condition::{clear_condition, set_condition};
 use driftwood_api::{NodeClaim, NodeClaimStatus};
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -35,9 +35,12 @@ enum WriteTarget {
     Status,
 }
 
-/// Reads the object, lets `change` edit it (returning false when nothing changed), writes it
-/// back, and retries on conflict. Returns the written object, or None when it is gone or
-/// unchanged.
+/// Reads the object, lets `change` edit it (returning false when nothing changed), and writes
+/// only what changed: a JSON patch from the object as read to the object as edited, with the
+/// resourceVersion read as its precondition (a conflict is retried from a fresh read). Fields
+/// driftwood's types do not model — a newer Kubernetes field, another controller's field, a
+/// field of an adopted Karpenter object — are never in the patch, so they survive. Returns the
+/// written object, or None when it is gone or unchanged.
 pub async fn modify<K>(
     api: &Api<K>,
     name: &str,
@@ -71,18 +74,23 @@ where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     for _ in 0..CONFLICT_RETRIES {
-        let mut object = match api.get(name).await {
+        let read = match api.get(name).await {
             Ok(o) => o,
             Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
+        let mut object = read.clone();
         if !change(&mut object) {
             return Ok(None);
         }
+        let Some(patch) = precondition_patch(&read, &object) else {
+            return Ok(None);
+        };
+        let params = PatchParams::default();
         let written = match target {
-            WriteTarget::Object => api.replace(name, &PostParams::default(), &object).await,
+            WriteTarget::Object => api.patch(name, &params, &Patch::Json::<()>(patch)).await,
             WriteTarget::Status => {
-                api.replace_status(name, &PostParams::default(), &object)
+                api.patch_status(name, &params, &Patch::Json::<()>(patch))
                     .await
             }
         };
@@ -94,6 +102,29 @@ where
         }
     }
     Err(kube::Error::Api(conflict_status(name)))
+}
+
+/// The JSON patch from `read` to `edited`, led by a replace of metadata.resourceVersion with
+/// the version read (the API server refuses the patch with 409 when the object moved on).
+/// None when nothing changed.
+fn precondition_patch<K: Resource + Serialize>(read: &K, edited: &K) -> Option<json_patch::Patch> {
+    let before = serde_json::to_value(read).ok()?;
+    let after = serde_json::to_value(edited).ok()?;
+    let changes = json_patch::diff(&before, &after);
+    if changes.0.is_empty() {
+        return None;
+    }
+    let mut ops = Vec::with_capacity(changes.0.len() + 1);
+    if let Some(version) = read.meta().resource_version.clone() {
+        ops.push(json_patch::PatchOperation::Replace(
+            json_patch::ReplaceOperation {
+                path: json_patch::jsonptr::PointerBuf::from_tokens(["metadata", "resourceVersion"]),
+                value: serde_json::Value::String(version),
+            },
+        ));
+    }
+    ops.extend(changes.0);
+    Some(json_patch::Patch(ops))
 }
 
 fn conflict_status(name: &str) -> Box<kube::core::Status> {

@@ -47,7 +47,7 @@ pub const PERMISSIONS: &[Permission] = &[
             verb("list", WATCHED),
             verb("watch", WATCHED),
             verb(
-                "update",
+                "patch",
                 "lifecycle (labels, taints), disruption (disrupted taint), termination (taint, finalizer)",
             ),
             verb(
@@ -91,6 +91,12 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &[verb("list", WATCHED), verb("watch", WATCHED)],
     },
     Permission {
+        group: "storage.k8s.io",
+        resource: "volumeattachments",
+        scope: Scope::Cluster,
+        verbs: &[verb("list", WATCHED), verb("watch", WATCHED)],
+    },
+    Permission {
         group: "karpenter.sh",
         resource: "nodepools",
         scope: Scope::Cluster,
@@ -98,7 +104,7 @@ pub const PERMISSIONS: &[Permission] = &[
             verb("get", MODIFY_READ),
             verb("list", WATCHED),
             verb("watch", WATCHED),
-            verb("update", "hash (karpenter.sh/nodepool-hash annotations)"),
+            verb("patch", "hash (karpenter.sh/nodepool-hash annotations)"),
         ],
     },
     Permission {
@@ -106,7 +112,7 @@ pub const PERMISSIONS: &[Permission] = &[
         resource: "nodepools/status",
         scope: Scope::Cluster,
         verbs: &[verb(
-            "update",
+            "patch",
             "nodeclass (NodePool status: resources in use, node count, readiness of the class)",
         )],
     },
@@ -123,7 +129,7 @@ pub const PERMISSIONS: &[Permission] = &[
                 "provisioner (new capacity), disruption (replacements)",
             ),
             verb(
-                "update",
+                "patch",
                 "hash (annotations), lifecycle (finalizer, provider id), termination (finalizer)",
             ),
             verb(
@@ -137,7 +143,7 @@ pub const PERMISSIONS: &[Permission] = &[
         resource: "nodeclaims/status",
         scope: Scope::Cluster,
         verbs: &[verb(
-            "update",
+            "patch",
             "lifecycle (Launched/Registered/Initialized), drift (Drifted), disruption, termination",
         )],
     },
@@ -150,7 +156,7 @@ pub const PERMISSIONS: &[Permission] = &[
             verb("list", WATCHED),
             verb("watch", WATCHED),
             verb(
-                "update",
+                "patch",
                 "nodeclass (finalizer), hash (ec2nodeclass-hash annotations)",
             ),
         ],
@@ -160,7 +166,7 @@ pub const PERMISSIONS: &[Permission] = &[
         resource: "ec2nodeclasses/status",
         scope: Scope::Cluster,
         verbs: &[verb(
-            "update",
+            "patch",
             "nodeclass (resolved AMIs, subnets, security groups, instance profile, Ready)",
         )],
     },
@@ -373,9 +379,15 @@ mod tests {
             &call("create", "", "pods/eviction", Some("app")),
             "kube-system"
         ));
-        assert!(!allows(
+        assert!(allows(
             PERMISSIONS,
             &call("patch", "", "nodes", None),
+            "kube-system"
+        ));
+        // Writes are patches: no whole-object update of a node.
+        assert!(!allows(
+            PERMISSIONS,
+            &call("update", "", "nodes", None),
             "kube-system"
         ));
         assert!(!allows(

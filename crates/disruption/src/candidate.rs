@@ -28,6 +28,10 @@ pub struct NodeView {
     pub pods: Vec<PodView>,
     /// The replacement NodeClaims of its disruption command in flight, if any.
     pub replacements: Vec<String>,
+    /// The NodeClaim has a terminationGracePeriod: its drift is eventual, as in Karpenter —
+    /// pod-level blockers (a pod's do-not-disrupt, a PDB allowing 0) do not keep it from being
+    /// chosen; the drain honours them until the grace period forces the pods out.
+    pub eventual: bool,
 }
 
 /// How budgets count each node of `views` (one NodePool's): replacements named by a node whose
@@ -60,6 +64,13 @@ pub struct PodView {
     pub do_not_disrupt: bool,
     /// Keys (namespace/name) of the PodDisruptionBudgets that select the pod.
     pub pdbs: Vec<String>,
+    /// Not subject to the PDB check (Karpenter's evictable set leaves it out): finished or
+    /// terminating, a mirror pod, or tolerating `karpenter.sh/disrupted:NoSchedule` (it stays).
+    /// DaemonSet pods are checked.
+    pub pdb_exempt: bool,
+    /// Ready=False and its one PDB has `unhealthyPodEvictionPolicy: AlwaysAllow`: the eviction
+    /// API lets it through whatever the budget says.
+    pub unhealthy_evictable: bool,
 }
 
 /// Why a node is not a candidate now. The Display text is the DisruptionBlocked event message.
@@ -139,7 +150,11 @@ impl fmt::Display for Blocked {
     }
 }
 
-/// Whether `node` may be disrupted now, given each PDB's disruptionsAllowed (by key).
+/// Whether `node` may be disrupted now, given each PDB's disruptionsAllowed (by key), by
+/// Karpenter's rules: node-level blocks always apply (not initialized, being deleted, already
+/// disrupting, do-not-disrupt on the Node or NodeClaim); pod-level ones (a pod's do-not-disrupt,
+/// a PDB at zero or several PDBs on one pod, over the evictable pods, DaemonSet pods included)
+/// apply unless the NodeClaim's drift is eventual (it has a terminationGracePeriod).
 pub fn check_candidate(
     node: &NodeView,
     pdb_allowed: &BTreeMap<String, i32>,
@@ -156,6 +171,9 @@ pub fn check_candidate(
     if let Some(on) = node.do_not_disrupt {
         return Err(Blocked::DoNotDisrupt { on });
     }
+    if node.eventual {
+        return Ok(());
+    }
     for pod in &node.pods {
         if pod.do_not_disrupt {
             return Err(Blocked::PodDoNotDisrupt {
@@ -163,7 +181,7 @@ pub fn check_candidate(
             });
         }
     }
-    for pod in node.pods.iter().filter(|p| p.reschedulable) {
+    for pod in node.pods.iter().filter(|p| !p.pdb_exempt) {
         if pod.pdbs.len() > 1 {
             return Err(Blocked::MultiplePdbs {
                 pod: pod.key.clone(),
@@ -171,7 +189,7 @@ pub fn check_candidate(
             });
         }
         for pdb in &pod.pdbs {
-            if pdb_allowed.get(pdb).copied().unwrap_or(0) <= 0 {
+            if !pod.unhealthy_evictable && pdb_allowed.get(pdb).copied().unwrap_or(0) <= 0 {
                 return Err(Blocked::PdbAtZero {
                     pod: pod.key.clone(),
                     pdb: pdb.clone(),
@@ -259,8 +277,13 @@ mod tests {
         }
     }
 
+    /// Karpenter candidate filtering: "should not consider candidates that have fully blocking
+    /// PDBs" (also on daemonset pods), "should consider candidates that have fully blocking
+    /// PDBs on mirror pods / terminal pods / terminating pods", "can replace nodes, considers
+    /// PDB policy" (AlwaysAllow with unready pods), "should not consider candidates that have
+    /// multiple PDBs on the same pod".
     #[test]
-    fn pdb_at_zero_blocks_but_not_for_daemonset_pods() {
+    fn pdb_checks_use_karpenters_evictable_set() {
         let pdbs = BTreeMap::from([("default/app".to_string(), 0)]);
         let blocked = check_candidate(&node(), &pdbs).unwrap_err();
         assert_eq!(
@@ -268,13 +291,47 @@ mod tests {
             "Cannot disrupt NodeClaim: pdb \"default/app\" prevents pod evictions (pod \"default/app\", 0 disruptions allowed)"
         );
         let mut ds = node();
-        ds.pods[0].reschedulable = false;
-        assert_eq!(check_candidate(&ds, &pdbs), Ok(()));
+        ds.pods[0].reschedulable = false; // a DaemonSet pod: still checked
+        assert!(matches!(
+            check_candidate(&ds, &pdbs),
+            Err(Blocked::PdbAtZero { .. })
+        ));
+        let mut exempt = node();
+        exempt.pods[0].pdb_exempt = true; // mirror, finished, or tolerating the disrupted taint
+        assert_eq!(check_candidate(&exempt, &pdbs), Ok(()));
+        let mut unhealthy = node();
+        unhealthy.pods[0].unhealthy_evictable = true;
+        assert_eq!(check_candidate(&unhealthy, &pdbs), Ok(()));
         let mut two = node();
         two.pods[0].pdbs.push("default/other".into());
         assert!(matches!(
             check_candidate(&two, &BTreeMap::new()),
             Err(Blocked::MultiplePdbs { .. })
         ));
+    }
+
+    /// Karpenter candidate filtering: "should consider candidates that have do-not-disrupt pods
+    /// scheduled with a terminationGracePeriod set for eventual disruption", "... PDB-blocked
+    /// pods ...", and "should not consider candidates that have do-not-disrupt on nodes".
+    #[test]
+    fn a_termination_grace_period_makes_pod_blockers_eventual_but_not_node_ones() {
+        let zero = BTreeMap::from([("default/app".to_string(), 0)]);
+        let mut view = node();
+        view.eventual = true;
+        assert_eq!(check_candidate(&view, &zero), Ok(()));
+        view.pods[0].do_not_disrupt = true;
+        assert_eq!(check_candidate(&view, &zero), Ok(()));
+        view.do_not_disrupt = Some("Node");
+        assert!(matches!(
+            check_candidate(&view, &zero),
+            Err(Blocked::DoNotDisrupt { on: "Node" })
+        ));
+        let mut uninitialized = node();
+        uninitialized.eventual = true;
+        uninitialized.initialized = false;
+        assert_eq!(
+            check_candidate(&uninitialized, &zero),
+            Err(Blocked::NotInitialized)
+        );
     }
 }

@@ -18,6 +18,8 @@ pub struct DrainPod {
     pub terminal: bool,
     /// Already has a deletionTimestamp.
     pub terminating: bool,
+    /// The deletionTimestamp (UTC seconds; the time its grace period ends), when terminating.
+    pub deletion_timestamp: Option<i64>,
     /// priorityClassName system-cluster-critical or system-node-critical.
     pub critical: bool,
     /// Tolerates karpenter.sh/disrupted:NoSchedule (it would come straight back; left alone).
@@ -73,11 +75,22 @@ impl DrainPod {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// Pods drain never removes: they end with the node.
-    fn left_alone(&self) -> bool {
-        self.mirror || self.terminal || self.tolerates_disrupted
+    /// Pods drain never removes: they end with the node. A pod still terminating more than
+    /// [`STUCK_TERMINATING_SECONDS`] after its deletionTimestamp (its grace period already
+    /// over) is stuck — a kubelet that is gone, a finalizer nobody removes — and no longer
+    /// holds the drain, as in Karpenter.
+    fn left_alone(&self, now: i64) -> bool {
+        self.mirror
+            || self.terminal
+            || self.tolerates_disrupted
+            || self
+                .deletion_timestamp
+                .is_some_and(|at| now - at > STUCK_TERMINATING_SECONDS)
     }
 }
+
+/// How long past its deletionTimestamp a terminating pod may hold a drain (Karpenter: 1 min).
+pub const STUCK_TERMINATING_SECONDS: i64 = 60;
 
 /// The eviction waves, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -158,15 +171,24 @@ pub fn plan_drain(pods: &[DrainPod], deadline: Option<i64>, now: i64) -> DrainPl
 pub fn plan_drain_with(pods: &[DrainPod], context: &DrainContext, now: i64) -> DrainPlan {
     let deadline = context.deadline;
     let mut plan = DrainPlan::default();
-    let remaining: Vec<&DrainPod> = pods.iter().filter(|p| !p.left_alone()).collect();
+    let remaining: Vec<&DrainPod> = pods.iter().filter(|p| !p.left_alone(now)).collect();
     if remaining.is_empty() {
         plan.drained = true;
         return plan;
     }
     if let Some(deadline) = deadline {
+        // Karpenter's rule: a pod whose own grace period would end after the deadline is
+        // deleted once now > deadline - its grace, with the time left (at least a second, so it
+        // is never a grace-0 force deletion); a pod already terminating past the deadline is
+        // deleted again with the shorter grace.
+        let left = (deadline - now).max(1);
         for pod in &remaining {
-            let left = (deadline - now).max(0);
-            if !pod.terminating && now >= deadline - pod.grace_period_seconds.max(0) {
+            let due = if pod.terminating {
+                pod.deletion_timestamp.is_some_and(|at| at > deadline)
+            } else {
+                now > deadline - pod.grace_period_seconds.max(0)
+            };
+            if due {
                 plan.delete.push(ForcedDeletion {
                     pod: pod.key(),
                     grace_period_seconds: left,
@@ -493,19 +515,71 @@ mod tests {
         let plan = plan_drain(&pods, Some(deadline), 900);
         assert!(plan.delete.is_empty());
         assert_eq!(plan.evict, vec!["default/quick"]);
-        // 60 s before, precious (grace 60) must go now with the 60 s that remain.
-        let plan = plan_drain(&pods, Some(deadline), 940);
+        // Exactly 60 s before, precious (grace 60) still waits (Karpenter: strictly after);
+        // a second later it must go with the 59 s that remain.
+        assert!(plan_drain(&pods, Some(deadline), 940).delete.is_empty());
+        let plan = plan_drain(&pods, Some(deadline), 941);
         assert_eq!(
             plan.delete,
             vec![ForcedDeletion {
                 pod: "default/precious".into(),
-                grace_period_seconds: 60
+                grace_period_seconds: 59
             }]
         );
-        // Past the deadline everything left is deleted with no grace.
+        // Past the deadline everything left is deleted with the least grace, one second (never
+        // a grace-0 force deletion).
         let plan = plan_drain(&pods, Some(deadline), 1200);
         assert_eq!(plan.delete.len(), 2);
-        assert!(plan.delete.iter().all(|d| d.grace_period_seconds == 0));
+        assert!(plan.delete.iter().all(|d| d.grace_period_seconds == 1));
         assert!(plan.evict.is_empty());
+    }
+
+    /// Karpenter termination suite: "should only delete pods when their
+    /// terminationGracePeriodSeconds is less than the node's remaining terminationGracePeriod"
+    /// (node TGP 300 s, pod grace 60 s, do-not-disrupt: kept at +90 s, deleted at +265 s) and
+    /// "should update deletion timestamp for terminating pods when it is after node deletion
+    /// timestamp" (a pod terminating with grace 6000 s is deleted again with what is left).
+    #[test]
+    fn karpenter_deadline_cases() {
+        let deleted = 10_000;
+        let deadline = deleted + 300;
+        let kept = vec![DrainPod {
+            do_not_disrupt: true,
+            grace_period_seconds: 60,
+            ..pod("p")
+        }];
+        assert!(
+            plan_drain(&kept, Some(deadline), deleted + 90)
+                .delete
+                .is_empty()
+        );
+        assert_eq!(
+            plan_drain(&kept, Some(deadline), deleted + 265).delete[0].grace_period_seconds,
+            35
+        );
+        let slow = vec![DrainPod {
+            terminating: true,
+            deletion_timestamp: Some(deleted + 6000),
+            grace_period_seconds: 6000,
+            ..pod("slow")
+        }];
+        let plan = plan_drain(&slow, Some(deadline), deleted + 90);
+        assert_eq!(plan.delete[0].grace_period_seconds, 210);
+        // Without a deadline a terminating pod is only waited for.
+        assert!(plan_drain(&slow, None, deleted + 90).delete.is_empty());
+    }
+
+    /// Karpenter: "should bypass pods which are stuck terminating past their grace period" —
+    /// a pod still there a minute after its deletionTimestamp no longer holds the drain.
+    #[test]
+    fn pods_stuck_terminating_stop_holding_the_drain() {
+        let pods = vec![DrainPod {
+            terminating: true,
+            deletion_timestamp: Some(1000),
+            ..pod("stuck")
+        }];
+        let plan = plan_drain(&pods, None, 1060);
+        assert!(!plan.drained && plan.waiting_for == vec!["default/stuck"]);
+        assert!(plan_drain(&pods, None, 1061).drained);
     }
 }

@@ -65,7 +65,7 @@ pub struct PlannerInput<'a> {
     pub pdb_allowed: &'a BTreeMap<String, i32>,
     pub nodepools: &'a [NodePool],
     /// The cluster as the scheduling simulation sees it: every node with its bound pods, the
-    /// NodePools with their instance types, the daemonsets. `pods` is ignored.
+    /// NodePools with their instance types, the daemonsets; `pods` are the pods Pending now.
     pub world: SimulationInput,
 }
 
@@ -78,7 +78,7 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
         nodepools,
         mut world,
     } = input;
-    world.pods.clear();
+    let pending = std::mem::take(&mut world.pods);
 
     // Budgets per NodePool, over the nodes that remain and those already disrupting.
     let mut budgets = Vec::new();
@@ -105,14 +105,26 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
         value: String::new(),
         effect: TaintEffect::NoSchedule,
     };
+    let mut leaving = Vec::new();
     for view in nodes
         .iter()
         .filter(|n| n.drift.is_some() || n.deleting || n.disrupting)
     {
         if let Some(&i) = view.node.as_ref().and_then(|n| index.get(n)) {
             world.existing_nodes[i].taints.push(disrupted_taint.clone());
+            if view.deleting || view.disrupting {
+                leaving.push(i);
+            }
         }
     }
+    // An uninitialized node (a replacement still starting, or one that never will) is no
+    // destination either: Karpenter refuses any plan that puts pods on one.
+    for node in world.existing_nodes.iter_mut().filter(|n| !n.initialized) {
+        node.taints.push(disrupted_taint.clone());
+    }
+    // Pods Pending now and pods of nodes already leaving need room too: what existing
+    // capacity they would take is taken before any candidate's pods look for room.
+    reserve_room(&mut world, pending, &leaving);
 
     let independent = !world
         .existing_nodes
@@ -212,6 +224,58 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
         blocked,
         budgets,
         eligible,
+    }
+}
+
+/// Places `pending` pods and the pods of the `leaving` nodes (by index) on the existing nodes
+/// that can receive pods, as the scheduler would, and records those placements in `world`, so
+/// later simulations see that capacity taken. Pods that need new capacity are the provisioner's
+/// to launch for; they take nothing here.
+fn reserve_room(
+    world: &mut SimulationInput,
+    pending: Vec<driftwood_scheduling::SimPod>,
+    leaving: &[usize],
+) {
+    if pending.is_empty()
+        && leaving
+            .iter()
+            .all(|&i| world.existing_nodes[i].pods.iter().all(|p| p.is_daemonset))
+    {
+        return;
+    }
+    let mut input = world.clone();
+    input.pods = pending;
+    for &i in leaving {
+        input.existing_nodes[i].going_away = true;
+    }
+    let Ok(result) = schedule(&input) else {
+        return;
+    };
+    let moving: BTreeMap<String, driftwood_scheduling::SimPod> = input
+        .pods
+        .iter()
+        .cloned()
+        .chain(
+            leaving
+                .iter()
+                .flat_map(|&i| world.existing_nodes[i].pods.iter())
+                .filter(|p| !p.is_daemonset)
+                .cloned(),
+        )
+        .map(|p| (p.key.clone(), p))
+        .collect();
+    let index: BTreeMap<String, usize> = world
+        .existing_nodes
+        .iter()
+        .enumerate()
+        .map(|(j, n)| (n.name.clone(), j))
+        .collect();
+    for placement in &result.existing_placements {
+        if let (Some(pod), Some(&j)) = (moving.get(&placement.pod), index.get(&placement.node))
+            && is_target(&world.existing_nodes[j])
+        {
+            world.existing_nodes[j].pods.push(pod.clone());
+        }
     }
 }
 
@@ -419,6 +483,71 @@ mod tests {
 
     fn chosen(plan: &DisruptionPlan) -> Vec<&str> {
         plan.commands.iter().map(|c| c.nodeclaim.as_str()).collect()
+    }
+
+    /// Karpenter: "won't delete node if it would require pods to schedule on an uninitialized
+    /// node" — and driftwood issue 14: after a rollback, the never-initialized replacement must
+    /// not count as the place for the old node's pods (that deleted both old nodes with no
+    /// replacement). The plan is a Replace, with new capacity.
+    #[test]
+    fn an_uninitialized_node_is_no_destination() {
+        let mut cluster = Cluster::new();
+        cluster.node("old", "default", 2, Some(100));
+        cluster.node("stuck", "default", 0, None);
+        cluster.world.existing_nodes[1].initialized = false;
+        cluster.views[1].initialized = false;
+        let plan = cluster.plan();
+        assert_eq!(chosen(&plan), ["nc-old"]);
+        assert!(
+            matches!(&plan.commands[0].decision, Decision::Replace(r) if !r.is_empty()),
+            "{:?}",
+            plan.commands[0].decision
+        );
+        // Once it initialized, it is a destination and the pods just move: Delete.
+        cluster.world.existing_nodes[1].initialized = true;
+        cluster.views[1].initialized = true;
+        assert_eq!(cluster.plan().commands[0].decision, Decision::Delete);
+    }
+
+    /// Pods Pending now take the room they would get before any candidate's pods look for it,
+    /// so a drift Delete never strands them (issue 14: no pod Pending longer than a launch).
+    #[test]
+    fn pending_pods_take_room_before_candidates() {
+        let mut cluster = Cluster::new();
+        cluster.node("old", "default", 2, Some(100));
+        cluster.node("spare", "default", 2, None); // 2 of 4 cores free
+        assert_eq!(cluster.plan().commands[0].decision, Decision::Delete);
+        cluster.world.pods = vec![
+            testkit::pod("default/pending-0", 1000, GIB),
+            testkit::pod("default/pending-1", 1000, GIB),
+        ];
+        let plan = cluster.plan();
+        assert!(
+            matches!(&plan.commands[0].decision, Decision::Replace(r) if !r.is_empty()),
+            "{:?}",
+            plan.commands[0].decision
+        );
+    }
+
+    /// Karpenter's SimulateScheduling includes the pods of nodes being deleted: they need room
+    /// as much as the candidate's do.
+    #[test]
+    fn pods_of_leaving_nodes_take_room_before_candidates() {
+        let mut cluster = Cluster::new();
+        cluster.node("old", "default", 2, Some(100));
+        cluster.node("spare", "default", 2, None);
+        cluster.node("going", "default", 2, None);
+        let plan = cluster.plan();
+        assert_eq!(plan.commands.len(), 1, "{:?}", plan.blocked);
+        assert_eq!(plan.commands[0].decision, Decision::Delete);
+        cluster.views[2].deleting = true;
+        cluster.pools[0] = pool("default", "100%"); // the leaving node uses no budget here
+        let plan = cluster.plan();
+        assert!(
+            matches!(&plan.commands[0].decision, Decision::Replace(r) if !r.is_empty()),
+            "{:?}",
+            plan.commands[0].decision
+        );
     }
 
     #[test]

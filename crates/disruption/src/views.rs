@@ -135,15 +135,38 @@ pub fn pod_do_not_disrupt(pod: &Pod, now: i64) -> bool {
     started.is_none_or(|start| now - start < i64::try_from(seconds).unwrap_or(i64::MAX))
 }
 
+/// Whether the pod reports Ready=False (a pod with no Ready condition is not unhealthy).
+fn explicitly_not_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
+}
+
 /// A pod as the disruption planner sees it at `now` (UTC seconds).
 pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
     let terminating = pod.metadata.deletion_timestamp.is_some();
     let active = !terminating && !is_terminal_pod(pod);
+    let matching = matching_pdbs(pod, pdbs);
+    let always_allow = |key: &String| {
+        pdbs.iter().any(|pdb| {
+            &self::key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref()) == key
+                && pdb
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+                    == Some("AlwaysAllow")
+        })
+    };
     PodView {
         key: key(pod.metadata.namespace.as_ref(), pod.metadata.name.as_ref()),
         reschedulable: active && !is_daemonset_pod(pod) && !is_mirror_pod(pod),
         do_not_disrupt: active && pod_do_not_disrupt(pod, now),
-        pdbs: matching_pdbs(pod, pdbs),
+        pdb_exempt: !active || is_mirror_pod(pod) || tolerates_disrupted(pod),
+        unhealthy_evictable: matching.len() == 1
+            && explicitly_not_ready(pod)
+            && matching.first().is_some_and(always_allow),
+        pdbs: matching,
     }
 }
 
@@ -157,6 +180,11 @@ pub fn drain_pod(pod: &Pod, now: i64) -> DrainPod {
         mirror: is_mirror_pod(pod),
         terminal: is_terminal_pod(pod),
         terminating: pod.metadata.deletion_timestamp.is_some(),
+        deletion_timestamp: pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
         critical: spec
             .and_then(|s| s.priority_class_name.as_deref())
             .is_some_and(|c| CRITICAL_PRIORITY_CLASSES.contains(&c)),
@@ -286,6 +314,7 @@ pub fn node_view(
         do_not_disrupt,
         drift,
         pods: pods.iter().map(|p| pod_view(p, pdbs, now)).collect(),
+        eventual: nodeclaim.spec.termination_grace_period.is_some(),
         replacements: nodeclaim
             .metadata
             .annotations

@@ -39,6 +39,8 @@ pub struct SimClusterOptions {
     pub pod_start_delay: Duration,
     /// The longest a terminating pod lingers.
     pub pod_termination_cap: Duration,
+    /// From a node letting go of its volumes to its VolumeAttachments being detached.
+    pub volume_detach_delay: Duration,
     /// From launch to the instance running (pending → running).
     pub machine_launch_delay: Duration,
     /// From termination to the instance gone (shutting-down → terminated).
@@ -60,6 +62,7 @@ impl Default for SimClusterOptions {
             node_ready_delay: Duration::from_secs(5),
             pod_start_delay: Duration::from_secs(2),
             pod_termination_cap: Duration::from_secs(2),
+            volume_detach_delay: Duration::from_secs(10),
             machine_launch_delay: Duration::from_secs(30),
             machine_termination_delay: Duration::from_secs(30),
             scheduler_retry_interval: Duration::from_secs(5),
@@ -163,6 +166,7 @@ impl SimCluster {
                 node_ready_delay: options.node_ready_delay,
                 pod_start_delay: options.pod_start_delay,
                 pod_termination_cap: options.pod_termination_cap,
+                volume_detach_delay: options.volume_detach_delay,
             },
             kubernetes_version: options.kubernetes_version.clone(),
             ..KubeletConfig::default()

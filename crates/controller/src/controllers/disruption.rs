@@ -10,6 +10,7 @@ use crate::api::{
     nodeclaims, nodes, remove_taint, set_claim_condition,
 };
 use crate::context::Context;
+use crate::controllers::provisioner::provisionable;
 use crate::events::EventType;
 use crate::metrics::Metrics;
 use crate::nodeclaim_template::build_nodeclaim;
@@ -81,7 +82,13 @@ impl DisruptionController {
                 Outcome::idle()
             };
         }
-        let (world, _) = simulation_input(&ctx, &snapshot, false).await;
+        let (mut world, _) = simulation_input(&ctx, &snapshot, false).await;
+        // Pods waiting for capacity now need room as much as the candidates' pods do.
+        world.pods = provisionable(&snapshot)
+            .iter()
+            .filter_map(|key| snapshot.store.pods.get(key))
+            .filter_map(|pod| driftwood_scheduling::SimPod::from_pod(pod).ok())
+            .collect();
         let pools: Vec<_> = snapshot
             .store
             .nodepools
@@ -251,13 +258,36 @@ impl DisruptionController {
 }
 
 /// Undoes a command: untaint the node, clear DisruptionReason and the command annotations.
-/// Replacements stay as ordinary capacity.
+/// Replacements that initialized stay as ordinary capacity; one that never initialized is
+/// deleted (driftwood has no consolidation to reclaim it later, unlike Karpenter, and a node
+/// that never initialized holds no workload pods: its startup taints keep them off).
 async fn rollback(
     ctx: &Context,
     snapshot: &Snapshot,
     name: &str,
     claim: &NodeClaim,
 ) -> Result<(), kube::Error> {
+    let replacements = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_REPLACEMENTS))
+        .map(|r| {
+            r.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for replacement in &replacements {
+        if let Some(r) = snapshot.store.nodeclaims.get(replacement)
+            && !r.is_true(CONDITION_INITIALIZED)
+            && r.metadata.deletion_timestamp.is_none()
+        {
+            tracing::info!(nodeclaim = %replacement, replaced = %name, "deleting replacement that never initialized");
+            delete(&nodeclaims(&ctx.client), replacement).await?;
+        }
+    }
     if let Some(node) = snapshot.node_of(claim) {
         let node_name = node.metadata.name.clone().unwrap_or_default();
         modify(&nodes(&ctx.client), &node_name, |n| {

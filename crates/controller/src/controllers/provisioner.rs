@@ -40,7 +40,9 @@ pub fn is_provisionable(pod: &Pod) -> bool {
         && !is_mirror_pod(pod)
 }
 
-fn provisionable(snapshot: &Snapshot) -> BTreeSet<String> {
+/// The keys of the pods waiting for capacity now (Pending, unschedulable, not DaemonSet or
+/// mirror pods).
+pub fn provisionable(snapshot: &Snapshot) -> BTreeSet<String> {
     snapshot
         .pending_pods
         .iter()

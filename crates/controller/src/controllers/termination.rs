@@ -16,8 +16,8 @@ use driftwood_api::NodeClaim;
 use driftwood_api::condition::{Conditions, STATUS_TRUE};
 use driftwood_api::duration::parse_go_duration;
 use driftwood_api::wellknown::{
-    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DISRUPTION_REASON,
-    CONDITION_INSTANCE_TERMINATING, FINALIZER_TERMINATION, LABEL_NODEPOOL,
+    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_INSTANCE_TERMINATING,
+    FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS, LABEL_NODEPOOL,
 };
 use driftwood_disruption::drain::{DrainPlan, DrainPod, plan_drains};
 use driftwood_disruption::views::{drain_pod, matching_pdbs, owner_availability};
@@ -57,12 +57,11 @@ pub async fn pass(ctx: Context) -> Outcome {
         }
     }
 
-    // Expiration.
+    // Expiration: forceful and outside budgets, as in Karpenter — a drift command in flight
+    // for the same NodeClaim does not hold it back (its replacement stays as capacity).
     let now = ctx.now_seconds();
     for (name, claim) in &snapshot.store.nodeclaims {
-        if claim.metadata.deletion_timestamp.is_some()
-            || claim.condition(CONDITION_DISRUPTION_REASON).is_some()
-        {
+        if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
         let expire = claim
@@ -203,8 +202,26 @@ async fn prepare_drain(
         return Ok(None);
     };
     let node_name = node.metadata.name.clone().unwrap_or_default();
+    // A node that is not Ready and whose instance is gone has nothing left to drain.
+    if !node_is_ready(node)
+        && let Some(provider_id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref())
+        && matches!(ctx.cloud.get(provider_id).await, Err(e) if e.is_not_found())
+    {
+        tracing::info!(node = %node_name, "node is not ready and its instance is gone; released without a drain");
+        return Ok(None);
+    }
+    // The taint keeps new pods off; the label takes the node out of external load balancers
+    // before its pods go (Karpenter sets both in one write).
     if modify(&nodes(&ctx.client), &node_name, |n| {
-        add_taint(n, &disrupted_taint())
+        let tainted = add_taint(n, &disrupted_taint());
+        let labels = n.metadata.labels.get_or_insert_with(BTreeMap::new);
+        let excluded = labels
+            .insert(
+                LABEL_EXCLUDE_FROM_LOAD_BALANCERS.to_string(),
+                "karpenter".to_string(),
+            )
+            .is_none();
+        tainted | excluded
     })
     .await?
     .is_some()
@@ -293,7 +310,32 @@ async fn act_on_drain(
     }
 }
 
-/// After the drain (or for a claim that never registered): terminate the instance, delete the
+/// Whether the node's Ready condition is True.
+fn node_is_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The VolumeAttachments of persistent volumes still attached to `node` (inline volumes, which
+/// name no PersistentVolume, are not waited for, as in Karpenter).
+pub fn volume_attachments_on<'a>(snapshot: &'a crate::state::Snapshot, node: &str) -> Vec<&'a str> {
+    snapshot
+        .store
+        .volume_attachments
+        .iter()
+        .filter(|(_, va)| {
+            va.spec.node_name == node
+                && va.spec.source.persistent_volume_name.is_some()
+                && va.metadata.deletion_timestamp.is_none()
+        })
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+/// After the drain (or for a claim that never registered): wait for the node's volumes to
+/// detach (until the terminationGracePeriod runs out), terminate the instance, delete the
 /// Node, release the finalizers.
 async fn finish(
     ctx: &Context,
@@ -302,6 +344,20 @@ async fn finish(
     claim: &NodeClaim,
 ) -> Result<(), kube::Error> {
     let pool = pool_of(claim);
+    if !claim.is_true(CONDITION_INSTANCE_TERMINATING)
+        && let Some(node) = snapshot.node_of(claim)
+        && node_is_ready(node)
+    {
+        let node_name = node.metadata.name.as_deref().unwrap_or_default();
+        let attached = volume_attachments_on(snapshot, node_name);
+        let expired = deadline(ctx, name, claim)
+            .await
+            .is_some_and(|at| ctx.now_seconds() > at);
+        if !attached.is_empty() && !expired {
+            tracing::debug!(node = %node_name, volume_attachments = %attached.join(","), "waiting for volumes to detach before terminating the instance");
+            return Ok(());
+        }
+    }
     if claim
         .status
         .as_ref()

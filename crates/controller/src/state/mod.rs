@@ -1,5 +1,5 @@
-//! Cluster state: watchers on nodes, pods, PDBs, daemonsets, NodePools, NodeClaims and
-//! EC2NodeClasses feeding one store that controllers read as a [`Snapshot`]. Objects are
+//! Cluster state: watchers on nodes, pods, PDBs, daemonsets, NodePools, NodeClaims,
+//! EC2NodeClasses and VolumeAttachments feeding one store that controllers read as a [`Snapshot`]. Objects are
 //! watched untyped and decoded one by one, so an object that fails to decode is logged once
 //! and skipped instead of stalling its watch.
 
@@ -13,6 +13,7 @@ use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch as tokio_watch;
@@ -33,6 +34,7 @@ pub struct Store {
     pub nodepools: Objects<NodePool>,
     pub nodeclaims: Objects<NodeClaim>,
     pub nodeclasses: Objects<EC2NodeClass>,
+    pub volume_attachments: Objects<VolumeAttachment>,
 }
 
 /// The watched kinds.
@@ -45,10 +47,11 @@ pub enum Kind {
     NodePool,
     NodeClaim,
     EC2NodeClass,
+    VolumeAttachment,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodDisruptionBudget,
@@ -56,6 +59,7 @@ impl Kind {
         Kind::NodePool,
         Kind::NodeClaim,
         Kind::EC2NodeClass,
+        Kind::VolumeAttachment,
     ];
 }
 

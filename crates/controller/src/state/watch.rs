@@ -7,6 +7,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -28,6 +29,9 @@ pub fn spawn_watchers(client: &Client, state: &ClusterState) -> Vec<JoinHandle<(
         spawn_kind::<NodePool>(client, state, Kind::NodePool, |s| &mut s.nodepools),
         spawn_kind::<NodeClaim>(client, state, Kind::NodeClaim, |s| &mut s.nodeclaims),
         spawn_kind::<EC2NodeClass>(client, state, Kind::EC2NodeClass, |s| &mut s.nodeclasses),
+        spawn_kind::<VolumeAttachment>(client, state, Kind::VolumeAttachment, |s| {
+            &mut s.volume_attachments
+        }),
     ]
 }
 

@@ -367,6 +367,18 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
     },
     Builtin {
+        group: "storage.k8s.io",
+        version: "v1",
+        plural: "volumeattachments",
+        singular: "volumeattachment",
+        kind: "VolumeAttachment",
+        namespaced: false,
+        short_names: &[],
+        status: true,
+        extra: &[],
+        categories: &[],
+    },
+    Builtin {
         group: "apiextensions.k8s.io",
         version: "v1",
         plural: "customresourcedefinitions",

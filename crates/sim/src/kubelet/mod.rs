@@ -13,6 +13,7 @@ use driftwood_cloud::ports::InstanceTypeDescription;
 use driftwood_sim_aws::{Machine, MachineSource, SimAws};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -128,8 +129,11 @@ async fn run(
     let changed = Arc::new(Notify::new());
     let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
     let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let volumes: WatchCache<VolumeAttachment> =
+        WatchCache::spawn(client.clone(), Arc::clone(&changed));
     nodes.ready().await;
     pods.ready().await;
+    volumes.ready().await;
     let mut issued: BTreeMap<String, Timestamp> = BTreeMap::new();
     loop {
         let now = clock.now();
@@ -143,7 +147,7 @@ async fn run(
             .collect();
         let node_list = nodes.objects();
         let pod_list = pods.objects();
-        let plan = plan::plan(
+        let mut plan = plan::plan(
             &machines,
             &node_list,
             &pod_list,
@@ -151,6 +155,17 @@ async fn run(
             &config.timings,
             &config.kubernetes_version,
         );
+        let detach = plan::plan_volumes(
+            &volumes.objects(),
+            &node_list,
+            &pod_list,
+            now,
+            &config.timings,
+        );
+        plan.actions.extend(detach.actions);
+        if let Some(due) = detach.next_due {
+            plan.next_due = Some(plan.next_due.map_or(due, |t| t.min(due)));
+        }
         issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
         for action in plan.actions {
             let key = action.key();
@@ -262,6 +277,19 @@ async fn execute(
         }
         KubeletAction::RemovePod { namespace, name } => {
             let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            ignore_missing(api.delete(&name, &delete_now()).await.map(|_| ()))?;
+        }
+        KubeletAction::MarkVolumeDetaching { name, since } => {
+            let api: Api<VolumeAttachment> = Api::all(client.clone());
+            let patch = json!({"metadata": {"annotations": {plan::DETACHING_SINCE: since}}});
+            ignore_missing(
+                api.patch(&name, &params, &Patch::Merge(patch))
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        KubeletAction::DetachVolume { name } => {
+            let api: Api<VolumeAttachment> = Api::all(client.clone());
             ignore_missing(api.delete(&name, &delete_now()).await.map(|_| ()))?;
         }
         KubeletAction::CollectOrphan {

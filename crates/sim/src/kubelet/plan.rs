@@ -23,6 +23,9 @@ pub struct KubeletTimings {
     pub pod_start_delay: Duration,
     /// The longest a terminating pod is kept (its grace period if shorter).
     pub pod_termination_cap: Duration,
+    /// From a node having no workload pods left (or being gone) to its VolumeAttachments being
+    /// detached (deleted), as the attach/detach controller and CSI driver would.
+    pub volume_detach_delay: Duration,
 }
 
 impl Default for KubeletTimings {
@@ -31,6 +34,7 @@ impl Default for KubeletTimings {
             node_ready_delay: Duration::from_secs(5),
             pod_start_delay: Duration::from_secs(2),
             pod_termination_cap: Duration::from_secs(2),
+            volume_detach_delay: Duration::from_secs(10),
         }
     }
 }
@@ -78,6 +82,19 @@ pub enum KubeletAction {
         /// Pod name.
         name: String,
     },
+    /// Record on a VolumeAttachment when its node let go of its volumes (annotation
+    /// [`DETACHING_SINCE`]); it is detached `volume_detach_delay` later.
+    MarkVolumeDetaching {
+        /// VolumeAttachment name.
+        name: String,
+        /// RFC 3339.
+        since: String,
+    },
+    /// Detach: delete the VolumeAttachment.
+    DetachVolume {
+        /// VolumeAttachment name.
+        name: String,
+    },
     /// The pod's node seems not to exist: confirm with a read, then delete (pod GC).
     CollectOrphan {
         /// Namespace.
@@ -110,8 +127,79 @@ impl KubeletAction {
             Self::CollectOrphan {
                 namespace, name, ..
             } => format!("orphan/{namespace}/{name}"),
+            Self::MarkVolumeDetaching { name, .. } => format!("detaching/{name}"),
+            Self::DetachVolume { name } => format!("detach/{name}"),
         }
     }
+}
+
+/// The annotation the simulated attach/detach controller keeps on a VolumeAttachment: when its
+/// node stopped needing it.
+pub const DETACHING_SINCE: &str = "sim.driftwood.sh/detaching-since";
+
+/// The simulated attach/detach controller: a VolumeAttachment whose node is gone, or has no
+/// workload pod left (DaemonSet and finished pods aside; terminating pods still hold their
+/// volumes), is marked, then detached (deleted) `volume_detach_delay` later. Pure.
+pub fn plan_volumes<
+    V: Borrow<k8s_openapi::api::storage::v1::VolumeAttachment>,
+    N: Borrow<Node>,
+    P: Borrow<Pod>,
+>(
+    attachments: &[V],
+    nodes: &[N],
+    pods: &[P],
+    now: Timestamp,
+    timings: &KubeletTimings,
+) -> KubeletPlan {
+    let mut out = KubeletPlan::default();
+    let nodes: BTreeSet<&str> = nodes
+        .iter()
+        .filter_map(|n| n.borrow().metadata.name.as_deref())
+        .collect();
+    let busy: BTreeSet<&str> = pods
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|p| !pod_is_finished(p) && !is_daemonset_pod(p))
+        .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()))
+        .collect();
+    for va in attachments.iter().map(Borrow::borrow) {
+        let name = va.metadata.name.clone().unwrap_or_default();
+        if va.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let node = va.spec.node_name.as_str();
+        let needed = nodes.contains(node) && busy.contains(node);
+        let since = va
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DETACHING_SINCE))
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        match (needed, since) {
+            (true, _) => {}
+            (false, None) => out.actions.push(KubeletAction::MarkVolumeDetaching {
+                name,
+                since: now.to_string(),
+            }),
+            (false, Some(since)) => {
+                let due = plus(since, timings.volume_detach_delay);
+                if due <= now {
+                    out.actions.push(KubeletAction::DetachVolume { name });
+                } else {
+                    out.due_at(due);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn is_daemonset_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet")
 }
 
 /// What the kubelets do now, and when they next have something due.
