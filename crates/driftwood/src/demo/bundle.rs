@@ -53,6 +53,18 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/al2023-latest-release.yaml"),
     ),
     (
+        "tgp-do-not-disrupt",
+        include_str!("../../../../examples/scenarios/tgp-do-not-disrupt.yaml"),
+    ),
+    (
+        "pending-pods-full-budget",
+        include_str!("../../../../examples/scenarios/pending-pods-full-budget.yaml"),
+    ),
+    (
+        "replacement-never-initializes",
+        include_str!("../../../../examples/scenarios/replacement-never-initializes.yaml"),
+    ),
+    (
         "stable-custom-key-in",
         include_str!("../../../../examples/scenarios/stable-custom-key-in.yaml"),
     ),

@@ -260,6 +260,40 @@ pub fn failed(expect: &Expect, snapshot: &Snapshot, tracker: &Tracker) -> Vec<St
             }
         }
     }
+    if let Some(limit) = expect.max_pending_pod_time
+        && let Some((waited, pod)) = &tracker.max_pending
+        && *waited > i64::try_from(limit.as_secs()).unwrap_or(i64::MAX)
+    {
+        out.push(format!(
+            "maxPendingPodTime: pod {pod} waited {waited}s for capacity (at most {}s allowed)",
+            limit.as_secs()
+        ));
+    }
+    if expect.no_pod_evicted_before_replacement
+        && let Some(evicted) = tracker.first_old_pod_terminating
+        && tracker
+            .first_replacement_initialized
+            .is_none_or(|initialized| evicted < initialized)
+    {
+        out.push(format!(
+            "noPodEvictedBeforeReplacement: a pod on an old node began terminating at +{}s, before any replacement was initialized ({})",
+            evicted - tracker.rollout_start.unwrap_or(evicted),
+            tracker
+                .first_replacement_initialized
+                .map_or("none yet".to_string(), |t| format!(
+                    "+{}s",
+                    t - tracker.rollout_start.unwrap_or(t)
+                ))
+        ));
+    }
+    if let Some(count) = expect.min_replacements_launched
+        && tracker.replacements_launched.len() < count
+    {
+        out.push(format!(
+            "minReplacementsLaunched: {} replacement NodeClaims launched (at least {count} expected)",
+            tracker.replacements_launched.len()
+        ));
+    }
     if let Some(key) = &expect.every_node_labelled {
         let unlabelled: Vec<String> = snapshot
             .store

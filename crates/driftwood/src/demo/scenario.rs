@@ -256,6 +256,17 @@ pub struct Expect {
     /// due).
     #[serde(default)]
     pub nodes_match_node_pools: bool,
+    /// No pod waited for capacity (Pending, unbound) longer than this since the rollout
+    /// started (e.g. `90s`: about a launch).
+    #[serde(default, with = "opt_duration")]
+    pub max_pending_pod_time: Option<Duration>,
+    /// No workload pod on a rollout-start node began terminating before a replacement
+    /// NodeClaim was Initialized.
+    #[serde(default)]
+    pub no_pod_evicted_before_replacement: bool,
+    /// At least this many replacement NodeClaims were launched since the rollout started.
+    #[serde(default)]
+    pub min_replacements_launched: Option<usize>,
     /// Every NodePool node now carries this label (e.g. `karpenter.k8s.aws/instance-local-nvme`).
     #[serde(default)]
     pub every_node_labelled: Option<String>,

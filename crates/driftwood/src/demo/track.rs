@@ -107,6 +107,16 @@ pub struct Tracker {
     pub removed_nodes: BTreeSet<String>,
     /// Every NodeClaim seen with Drifted=True since the rollout started.
     pub drifted_claims: BTreeSet<String>,
+    /// When a workload pod on a rollout-start node first began terminating (evicted or
+    /// deleted), and when a replacement NodeClaim first was Initialized.
+    pub first_old_pod_terminating: Option<i64>,
+    pub first_replacement_initialized: Option<i64>,
+    /// The longest any pod has been Pending (unbound) since the rollout started, seconds, and
+    /// which pod.
+    pub max_pending: Option<(i64, String)>,
+    pending_since: BTreeMap<String, i64>,
+    /// Replacement NodeClaims (made after the rollout started) seen launched.
+    pub replacements_launched: BTreeSet<String>,
 }
 
 /// Whether a node belongs to a NodePool.
@@ -314,6 +324,7 @@ impl Tracker {
                 continue;
             }
             if let Some(launched) = claim.condition(CONDITION_LAUNCHED).filter(|c| c.is_true()) {
+                self.replacements_launched.insert(name.clone());
                 let when = transition(launched, at);
                 self.record(
                     when,
@@ -327,6 +338,8 @@ impl Tracker {
                 .filter(|c| c.is_true())
             {
                 let when = transition(initialized, at);
+                let first = self.first_replacement_initialized.get_or_insert(when);
+                *first = (*first).min(when);
                 let detail = format!("node {node}");
                 self.record(when, EventKind::ReplacementInitialized, name, detail);
             }
@@ -398,6 +411,34 @@ impl Tracker {
             );
             self.record(at, EventKind::Terminated, &name, "node deleted".into());
         }
+        // Pods: evictions from old nodes, and how long pods wait for capacity.
+        let mut pending_now = BTreeSet::new();
+        for (key, pod) in &snapshot.store.pods {
+            if is_daemon_pod(pod) {
+                continue;
+            }
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            match node {
+                Some(node) if !node.is_empty() => {
+                    if pod.metadata.deletion_timestamp.is_some()
+                        && self.initial_nodes.contains(node)
+                        && self.first_old_pod_terminating.is_none()
+                    {
+                        self.first_old_pod_terminating = Some(at);
+                    }
+                }
+                _ if pod.metadata.deletion_timestamp.is_none() => {
+                    pending_now.insert(key.clone());
+                    let since = *self.pending_since.entry(key.clone()).or_insert(at);
+                    let waited = at - since;
+                    if self.max_pending.as_ref().is_none_or(|(m, _)| waited > *m) {
+                        self.max_pending = Some((waited, key.clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.pending_since.retain(|k, _| pending_now.contains(k));
         // Availability.
         for (app, ready) in ready_by_app(snapshot) {
             frame.ready_pods += ready;
