@@ -235,6 +235,23 @@ pub fn node_limit(nodes: &str, total: usize) -> Result<usize, String> {
     }
 }
 
+/// A duration in seconds as `1h2m3s` (units that are zero left out; `0s` for none).
+pub fn compact_duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if sec > 0 || out.is_empty() {
+        out.push_str(&format!("{sec}s"));
+    }
+    out
+}
+
 /// Formats UTC seconds as RFC 3339 (e.g. 2026-11-21T09:00:00Z).
 pub fn format_utc(t: i64) -> String {
     let days = t.div_euclid(86_400);

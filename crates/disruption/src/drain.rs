@@ -102,6 +102,11 @@ pub enum DrainWave {
 }
 
 impl DrainWave {
+    /// The wave `pod` is drained in.
+    pub fn of_pod(pod: &DrainPod) -> Self {
+        Self::of(pod)
+    }
+
     fn of(pod: &DrainPod) -> Self {
         match (pod.critical, pod.daemonset) {
             (false, false) => Self::NonCritical,

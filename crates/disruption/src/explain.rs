@@ -26,6 +26,92 @@ pub struct ExplainInput<'a> {
     pub last_blocked_event: Option<&'a str>,
     /// UTC seconds.
     pub now: i64,
+    /// For a NodeClaim being deleted: what its drain looks at.
+    pub drain: Option<DrainExplain>,
+}
+
+/// What a node's drain and termination wait for.
+#[derive(Debug, Clone, Default)]
+pub struct DrainExplain {
+    /// The node's pods as drain sees them.
+    pub pods: Vec<crate::drain::DrainPod>,
+    /// When the terminationGracePeriod ends (UTC seconds), if the NodeClaim has one.
+    pub deadline: Option<i64>,
+    /// The node's VolumeAttachments of persistent volumes not yet detached.
+    pub volume_attachments: Vec<String>,
+}
+
+/// The drain rules acting on a node now, one line each.
+fn drain_lines(drain: &DrainExplain, now: i64) -> Vec<String> {
+    use crate::drain::{STUCK_TERMINATING_SECONDS, plan_drain};
+    let mut lines = Vec::new();
+    for pod in &drain.pods {
+        if let Some(at) = pod.deletion_timestamp
+            && now - at > STUCK_TERMINATING_SECONDS
+        {
+            lines.push(format!(
+                "pod {} terminating for {} past its deletion time, no longer waited for",
+                pod.key(),
+                crate::budget::compact_duration(now - at)
+            ));
+        }
+    }
+    let plan = plan_drain(&drain.pods, drain.deadline, now);
+    for forced in &plan.delete {
+        lines.push(format!(
+            "pod {} deleted now with {}s of grace: the terminationGracePeriod ends at {}",
+            forced.pod,
+            forced.grace_period_seconds,
+            drain.deadline.map(format_utc).unwrap_or_default()
+        ));
+    }
+    for key in &plan.waiting_for {
+        let Some(pod) = drain.pods.iter().find(|p| &p.key() == key) else {
+            continue;
+        };
+        let why = if pod.terminating {
+            "terminating".to_string()
+        } else if pod.do_not_disrupt {
+            "karpenter.sh/do-not-disrupt".to_string()
+        } else if plan
+            .wave
+            .is_some_and(|w| w != crate::drain::DrainWave::of_pod(pod))
+        {
+            format!(
+                "in a later wave than {}",
+                plan.wave.map(|w| w.to_string()).unwrap_or_default()
+            )
+        } else {
+            "its PodDisruptionBudget or pacing allows no eviction now".to_string()
+        };
+        lines.push(format!("waiting for pod {key}: {why}"));
+    }
+    if let Some(deadline) = drain.deadline {
+        lines.push(format!(
+            "terminationGracePeriod: every pod still here is deleted in time to be gone by {}",
+            format_utc(deadline)
+        ));
+    }
+    if plan.drained && !drain.volume_attachments.is_empty() {
+        let past = drain.deadline.is_some_and(|d| now > d);
+        lines.push(if past {
+            format!(
+                "{} VolumeAttachment(s) still attached ({}), no longer waited for: the terminationGracePeriod has ended",
+                drain.volume_attachments.len(),
+                drain.volume_attachments.join(", ")
+            )
+        } else {
+            format!(
+                "waiting for {} VolumeAttachment(s) to detach before the instance is terminated: {}",
+                drain.volume_attachments.len(),
+                drain.volume_attachments.join(", ")
+            )
+        });
+    }
+    if plan.drained && drain.volume_attachments.is_empty() {
+        lines.push("drained: the instance is being terminated".to_string());
+    }
+    lines
 }
 
 /// Renders the explanation as text.
@@ -70,6 +156,13 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
 
     // Blockers.
     let _ = writeln!(out, "Replacement:");
+    if claim.metadata.deletion_timestamp.is_some() {
+        let _ = writeln!(out, "  being deleted: draining and terminating");
+        for line in input.drain.iter().flat_map(|d| drain_lines(d, input.now)) {
+            let _ = writeln!(out, "    {line}");
+        }
+        return out;
+    }
     if let Some(c) = claim.condition(CONDITION_DISRUPTION_REASON) {
         let replacements = claim
             .metadata
@@ -85,15 +178,17 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
         );
         return out;
     }
-    if claim.metadata.deletion_timestamp.is_some() {
-        let _ = writeln!(out, "  being deleted: draining and terminating");
-        return out;
-    }
     if input.view.drift.is_none() {
         let _ = writeln!(out, "  nothing to do: the node is not drifted");
         return out;
     }
     let mut blocked = false;
+    if input.view.eventual {
+        let _ = writeln!(
+            out,
+            "  drift is eventual: the NodeClaim has a terminationGracePeriod, so pods with do-not-disrupt or a PodDisruptionBudget at zero do not hold it; the drain honours them until the period ends"
+        );
+    }
     if let Err(reason) = check_candidate(input.view, input.pdb_allowed) {
         let _ = writeln!(out, "  blocked: {reason}");
         blocked = true;
@@ -257,6 +352,7 @@ mod tests {
             pdb_allowed: &BTreeMap::new(),
             last_blocked_event: None,
             now,
+            drain: None,
         });
         assert!(
             text.contains("Drifted: yes, since 1970-01-01T00:16:40Z"),
@@ -292,6 +388,7 @@ mod tests {
             pdb_allowed: &pdbs,
             last_blocked_event: None,
             now: 2000,
+            drain: None,
         });
         assert!(
             text.contains(
@@ -311,6 +408,7 @@ mod tests {
                 "Cannot disrupt NodeClaim: not all pods would schedule, default/web-1 => incompatible",
             ),
             now: 2000,
+            drain: None,
         });
         assert!(
             text.contains("has \"karpenter.sh/do-not-disrupt\" annotation"),
@@ -337,6 +435,7 @@ mod tests {
                 pdb_allowed: &BTreeMap::new(),
                 last_blocked_event: None,
                 now: 2000,
+                drain: None,
             })
         };
         assert!(
@@ -363,5 +462,57 @@ mod tests {
             text.contains("in flight") && text.contains("[default-xyz12]"),
             "{text}"
         );
+    }
+
+    /// Issue 14: explain names the drain rule acting on a node being deleted.
+    #[test]
+    fn drain_rules_are_named() {
+        use crate::drain::DrainPod;
+        let pod = |name: &str| DrainPod {
+            namespace: "default".into(),
+            name: name.into(),
+            grace_period_seconds: 30,
+            ..Default::default()
+        };
+        let now = 10_000;
+        let drain = DrainExplain {
+            pods: vec![
+                DrainPod {
+                    terminating: true,
+                    deletion_timestamp: Some(now - 180),
+                    ..pod("stuck")
+                },
+                DrainPod {
+                    do_not_disrupt: true,
+                    ..pod("precious")
+                },
+            ],
+            deadline: Some(now + 600),
+            volume_attachments: vec!["csi-a".into(), "csi-b".into()],
+        };
+        let lines = drain_lines(&drain, now).join("\n");
+        assert!(
+            lines.contains(
+                "pod default/stuck terminating for 3m past its deletion time, no longer waited for"
+            ),
+            "{lines}"
+        );
+        assert!(
+            lines.contains("waiting for pod default/precious: karpenter.sh/do-not-disrupt"),
+            "{lines}"
+        );
+        assert!(lines.contains("terminationGracePeriod"), "{lines}");
+        // Once the pods are gone, the volumes are what termination waits for.
+        let drained = DrainExplain {
+            pods: Vec::new(),
+            ..drain.clone()
+        };
+        let lines = drain_lines(&drained, now).join("\n");
+        assert!(
+            lines.contains("waiting for 2 VolumeAttachment(s) to detach before the instance is terminated: csi-a, csi-b"),
+            "{lines}"
+        );
+        let late = drain_lines(&drained, now + 601).join("\n");
+        assert!(late.contains("no longer waited for"), "{late}");
     }
 }

@@ -253,6 +253,54 @@ pub fn owner_availability<'a>(
     out
 }
 
+/// When a deleted NodeClaim's terminationGracePeriod ends (UTC seconds): Karpenter's
+/// termination-timestamp annotation, else deletion time + period. None without a period.
+pub fn termination_deadline(nodeclaim: &NodeClaim) -> Option<i64> {
+    if let Some(stamped) =
+        nodeclaim.metadata.annotations.as_ref().and_then(|a| {
+            a.get(driftwood_api::wellknown::ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP)
+        })
+    {
+        return stamped
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .ok()
+            .map(|t| t.as_second());
+    }
+    let grace = driftwood_api::duration::parse_go_duration(
+        nodeclaim.spec.termination_grace_period.as_deref()?,
+    )
+    .ok()?;
+    let deleted = nodeclaim
+        .metadata
+        .deletion_timestamp
+        .as_ref()?
+        .0
+        .as_second();
+    deleted.checked_add(i64::try_from(grace).ok()?)
+}
+
+/// What `explain` shows of a deleted NodeClaim's drain: its node's pods, the deadline, and the
+/// node's VolumeAttachments of persistent volumes still attached (by name).
+pub fn drain_explain(
+    nodeclaim: &NodeClaim,
+    pods: &[&Pod],
+    pdbs: &[PodDisruptionBudget],
+    volume_attachments: Vec<String>,
+    now: i64,
+) -> crate::explain::DrainExplain {
+    crate::explain::DrainExplain {
+        pods: pods
+            .iter()
+            .map(|p| DrainPod {
+                pdb_protected: !matching_pdbs(p, pdbs).is_empty(),
+                ..drain_pod(p, now)
+            })
+            .collect(),
+        deadline: termination_deadline(nodeclaim),
+        volume_attachments,
+    }
+}
+
 /// A managed node as the disruption planner sees it.
 pub fn node_view(
     nodeclaim: &NodeClaim,

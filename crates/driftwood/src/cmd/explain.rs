@@ -4,10 +4,11 @@
 use anyhow::{Context as _, bail};
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use driftwood_disruption::explain::{ExplainInput, explain};
-use driftwood_disruption::views::{node_view, pdb_allowed};
+use driftwood_disruption::views::{drain_explain, node_view, pdb_allowed};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ListParams};
 use std::process::ExitCode;
 
@@ -115,6 +116,25 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .max_by_key(|e| e.event_time.as_ref().map(|t| t.0))
         .and_then(|e| e.note.clone());
     let allowed = pdb_allowed(&pdbs);
+    let drain = match (&claim.metadata.deletion_timestamp, node.as_ref()) {
+        (Some(_), Some(n)) => {
+            let node_name = n.metadata.name.clone().unwrap_or_default();
+            let attachments: Vec<String> = Api::<VolumeAttachment>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|va| {
+                    va.spec.node_name == node_name
+                        && va.spec.source.persistent_volume_name.is_some()
+                })
+                .filter_map(|va| va.metadata.name)
+                .collect();
+            Some(drain_explain(claim, &pod_refs, &pdbs, attachments, now))
+        }
+        _ => None,
+    };
     let text = explain(&ExplainInput {
         nodeclaim: claim,
         view: &view,
@@ -124,6 +144,7 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         pdb_allowed: &allowed,
         last_blocked_event: last_blocked.as_deref(),
         now,
+        drain,
     });
     print!("{text}");
     Ok(ExitCode::SUCCESS)

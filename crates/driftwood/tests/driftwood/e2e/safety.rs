@@ -353,3 +353,233 @@ async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
     assert_eq!(h.embedded.cluster.aws().instances().len(), 2);
     assert_eq!(h.embedded.cluster.aws().fleet_calls(), 2);
 }
+
+/// The raw JSON of a cluster-scoped object (unknown fields included).
+async fn raw(
+    h: &Harness,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    name: &str,
+) -> Option<serde_json::Value> {
+    let resource = kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let api: Api<kube::api::DynamicObject> = Api::all_with(h.embedded.cluster.client(), &resource);
+    let object = api.get_opt(name).await.unwrap()?;
+    Some(serde_json::to_value(object).unwrap())
+}
+
+async fn merge(
+    h: &Harness,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    name: &str,
+    patch: serde_json::Value,
+) {
+    let resource = kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let api: Api<kube::api::DynamicObject> = Api::all_with(h.embedded.cluster.client(), &resource);
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await
+    .unwrap();
+}
+
+/// Issue 14, item 7: driftwood's writes are patches, so what its types do not model survives:
+/// a NodeClaim adopted from Karpenter (a field and a status field driftwood lacks, another
+/// controller's annotation, Karpenter's hash version) and its Node (a field from a newer
+/// Kubernetes) stay intact while driftwood re-stamps the hashes, marks drift, taints the node
+/// and sets DisruptionReason.
+#[tokio::test(start_paused = true)]
+async fn fields_driftwood_does_not_model_survive_its_writes() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("one node", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 1 && ready_pods(s, "app") == 1
+    })
+    .await;
+    let claim = name(initialized_of(&h.snapshot(), "general")[0]);
+    let node = h.snapshot().store.nodeclaims[&claim]
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    merge(
+        &h,
+        "karpenter.sh",
+        "v1",
+        "NodeClaim",
+        "nodeclaims",
+        &claim,
+        serde_json::json!({
+            "metadata": {"annotations": {
+                "other.example.com/owned": "keep",
+                "karpenter.sh/nodepool-hash-version": "v3"
+            }},
+            "spec": {"futureField": {"kept": true}}
+        }),
+    )
+    .await;
+    merge(
+        &h,
+        "",
+        "v1",
+        "Node",
+        "nodes",
+        &node,
+        serde_json::json!({"spec": {"futureNodeField": "kept"}, "metadata": {"labels": {"other.example.com/zone-group": "a"}}}),
+    )
+    .await;
+    // Re-stamped under driftwood's hash version, not drifted.
+    h.wait_until("re-stamped", 5 * MINUTE, |s| {
+        s.store.nodeclaims[&claim]
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("karpenter.sh/nodepool-hash-version"))
+            .is_some_and(|v| v.starts_with("dw-"))
+    })
+    .await;
+    assert!(drift(&h.snapshot().store.nodeclaims[&claim]).is_none());
+    // Now drift it and let the command start: Drifted, DisruptionReason, taint.
+    drift_pool(&h, &pool).await;
+    h.wait_until("the node tainted for disruption", 10 * MINUTE, |s| {
+        disrupting(&s.store.nodeclaims[&claim])
+    })
+    .await;
+    let claim_json = raw(&h, "karpenter.sh", "v1", "NodeClaim", "nodeclaims", &claim)
+        .await
+        .unwrap();
+    assert_eq!(
+        claim_json["spec"]["futureField"]["kept"], true,
+        "{claim_json:#}"
+    );
+    assert_eq!(
+        claim_json["metadata"]["annotations"]["other.example.com/owned"],
+        "keep"
+    );
+    let conditions: Vec<&str> = claim_json["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert!(conditions.contains(&"Drifted") && conditions.contains(&"DisruptionReason"));
+    let node_json = raw(&h, "", "v1", "Node", "nodes", &node).await.unwrap();
+    assert_eq!(
+        node_json["spec"]["futureNodeField"], "kept",
+        "{node_json:#}"
+    );
+    assert_eq!(
+        node_json["metadata"]["labels"]["other.example.com/zone-group"],
+        "a"
+    );
+    assert!(node_has_disrupted_taint(&h, &node));
+}
+
+/// Issue 14, item 5: the node leaves external load balancers when its drain starts, and the
+/// instance is terminated only once the node's VolumeAttachments are gone (the embedded
+/// cluster's attach/detach controller detaches them after the node's pods have left).
+#[tokio::test(start_paused = true)]
+async fn termination_waits_for_volume_attachments_and_excludes_the_node_from_load_balancers() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("one node", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 1 && ready_pods(s, "app") == 1
+    })
+    .await;
+    let claim = name(initialized_of(&h.snapshot(), "general")[0]);
+    let node = h.snapshot().store.nodeclaims[&claim]
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    // What a CSI attacher would have created for a pod's persistent volume.
+    h.apply(&format!(
+        "apiVersion: storage.k8s.io/v1\nkind: VolumeAttachment\nmetadata:\n  name: csi-data\nspec:\n  attacher: ebs.csi.aws.com\n  nodeName: {node}\n  source:\n    persistentVolumeName: pv-data\n"
+    ))
+    .await;
+    drift_pool(&h, &pool).await;
+    h.wait_until("the old node's pods evicted", 20 * MINUTE, |s| {
+        s.store
+            .nodeclaims
+            .get(&claim)
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+            && s.pods_on(&node).iter().all(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == "DaemonSet")
+            })
+    })
+    .await;
+    let labelled = h.snapshot().store.nodes[&node]
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| {
+            l.get("node.kubernetes.io/exclude-from-external-load-balancers")
+                .cloned()
+        });
+    assert_eq!(labelled.as_deref(), Some("karpenter"));
+    let text = explain(&h, &claim).await;
+    assert!(
+        text.contains("waiting for 1 VolumeAttachment(s) to detach before the instance is terminated: csi-data"),
+        "{text}"
+    );
+    // While the attachment exists, the instance is not terminated.
+    let attached_until = {
+        let mut at = None;
+        for _ in 0..120 {
+            let s = h.snapshot();
+            let attached = s.store.volume_attachments.contains_key("csi-data");
+            let terminating = s.store.nodeclaims.get(&claim).is_none_or(|c| {
+                c.is_true(driftwood_api::wellknown::CONDITION_INSTANCE_TERMINATING)
+            });
+            assert!(
+                !(attached && terminating),
+                "instance terminating with the volume attached"
+            );
+            if !attached {
+                at = Some(now(&h));
+                break;
+            }
+            idle(&mut h, Duration::from_secs(1)).await;
+        }
+        at.expect("the attachment is detached")
+    };
+    h.wait_until("the old node gone", 10 * MINUTE, |s| {
+        !s.store.nodes.contains_key(&node)
+    })
+    .await;
+    assert!(attached_until > 0);
+}

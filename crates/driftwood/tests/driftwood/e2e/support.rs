@@ -301,6 +301,26 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
         .max_by_key(|e| e.event_time.as_ref().map(|t| t.0))
         .and_then(|e| e.note);
     let allowed = pdb_allowed(&pdbs);
+    let drain = match (&claim.metadata.deletion_timestamp, node.as_ref()) {
+        (Some(_), Some(n)) => {
+            let node_name = n.metadata.name.clone().unwrap_or_default();
+            let attachments =
+                driftwood_controller::controllers::termination::volume_attachments_on(
+                    &s, &node_name,
+                )
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            Some(driftwood_disruption::views::drain_explain(
+                claim,
+                &pod_refs,
+                &pdbs,
+                attachments,
+                now(h),
+            ))
+        }
+        _ => None,
+    };
     explain(&ExplainInput {
         nodeclaim: claim,
         view: &view,
@@ -310,6 +330,7 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
         pdb_allowed: &allowed,
         last_blocked_event: last_blocked.as_deref(),
         now: now(h),
+        drain,
     })
 }
 
