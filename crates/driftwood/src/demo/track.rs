@@ -420,10 +420,9 @@ impl Tracker {
             let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
             match node {
                 Some(node) if !node.is_empty() => {
-                    if pod.metadata.deletion_timestamp.is_some()
-                        && self.initial_nodes.contains(node)
-                        && self.first_old_pod_terminating.is_none()
-                    {
+                    let leaving_old = pod.metadata.deletion_timestamp.is_some()
+                        && self.initial_nodes.contains(node);
+                    if leaving_old && self.first_old_pod_terminating.is_none() {
                         self.first_old_pod_terminating = Some(at);
                     }
                 }
