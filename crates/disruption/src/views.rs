@@ -415,6 +415,43 @@ mod tests {
         assert_eq!(allowed["default/other"], 0);
     }
 
+    /// Karpenter's PDB utils: the evictable set (DaemonSet pods checked; tolerating the
+    /// disrupted taint, mirror and finished pods exempt) and `unhealthyPodEvictionPolicy:
+    /// AlwaysAllow` letting an explicitly not-ready pod through.
+    #[test]
+    fn pdb_exemptions_follow_karpenters_evictable_set() {
+        let pdbs = vec![pdb(
+            "metadata: {name: web, namespace: default}\nspec: {selector: {matchLabels: {app: web}}, unhealthyPodEvictionPolicy: AlwaysAllow}",
+        )];
+        let healthy = pod(APP);
+        let v = pod_view(&healthy, &pdbs, 0);
+        assert!(!v.pdb_exempt && !v.unhealthy_evictable);
+        let mut unready = pod(APP);
+        unready.status.as_mut().unwrap().conditions =
+            Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                ..Default::default()
+            }]);
+        assert!(pod_view(&unready, &pdbs, 0).unhealthy_evictable);
+        let without_policy = vec![pdb(
+            "metadata: {name: web, namespace: default}\nspec: {selector: {matchLabels: {app: web}}}",
+        )];
+        assert!(!pod_view(&unready, &without_policy, 0).unhealthy_evictable);
+        let tolerating = pod(
+            "metadata: {name: app-2, namespace: default, labels: {app: web}}\nspec: {containers: [{name: c}], tolerations: [{key: karpenter.sh/disrupted, operator: Exists}]}\nstatus: {phase: Running}",
+        );
+        assert!(pod_view(&tolerating, &pdbs, 0).pdb_exempt);
+        let daemon = pod(
+            "metadata: {name: ds-1, namespace: default, labels: {app: web}, ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: ds, uid: u}]}\nspec: {containers: [{name: c}]}\nstatus: {phase: Running}",
+        );
+        let v = pod_view(&daemon, &pdbs, 0);
+        assert!(
+            !v.reschedulable && !v.pdb_exempt,
+            "DaemonSet pods are PDB-checked"
+        );
+    }
+
     #[test]
     fn pod_kinds() {
         let app = pod(APP);

@@ -290,7 +290,8 @@ mod tests {
                 "coordination.k8s.io",
                 "events.k8s.io",
                 "policy",
-                "rbac.authorization.k8s.io"
+                "rbac.authorization.k8s.io",
+                "storage.k8s.io"
             ]
         );
         assert_eq!(version_info("v1.29.15")["minor"], "29");

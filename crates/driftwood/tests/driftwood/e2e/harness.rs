@@ -207,9 +207,22 @@ impl Harness {
                 );
             }
         }
-        // Replacements first.
+        // Replacements first (expiry is forceful and exempt, as in Karpenter).
         for (name, claim) in &snapshot.store.nodeclaims {
-            if claim.metadata.deletion_timestamp.is_none() {
+            let Some(deleted) = claim.metadata.deletion_timestamp.as_ref() else {
+                continue;
+            };
+            let expired = claim
+                .spec
+                .expire_after
+                .as_ref()
+                .and_then(|e| e.seconds().ok().flatten())
+                .zip(claim.metadata.creation_timestamp.as_ref())
+                .is_some_and(|(after, created)| {
+                    created.0.as_second() + i64::try_from(after).unwrap_or(i64::MAX)
+                        <= deleted.0.as_second()
+                });
+            if expired {
                 continue;
             }
             let replacements = claim

@@ -583,3 +583,106 @@ async fn termination_waits_for_volume_attachments_and_excludes_the_node_from_loa
     .await;
     assert!(attached_until > 0);
 }
+
+/// Issue 14, item 4 (Karpenter termination suite: "should delete nodes with no underlying
+/// instance even if not fully drained"): a node whose drain a do-not-disrupt pod holds forever
+/// (no terminationGracePeriod) is released without a drain once it is NotReady and its
+/// instance is gone.
+#[tokio::test(start_paused = true)]
+async fn a_not_ready_node_whose_instance_is_gone_is_released_without_a_drain() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment_annotated(
+        "app",
+        1,
+        "3",
+        "general",
+        "",
+        DO_NOT_DISRUPT,
+    ))
+    .await;
+    h.wait_until("one node", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 1 && ready_pods(s, "app") == 1
+    })
+    .await;
+    let claim = name(initialized_of(&h.snapshot(), "general")[0]);
+    let provider_id = h.snapshot().store.nodeclaims[&claim]
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap();
+    let node = h.snapshot().store.nodeclaims[&claim]
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    let api: Api<driftwood_api::NodeClaim> = Api::all(h.embedded.cluster.client());
+    api.delete(&claim, &DeleteParams::default()).await.unwrap();
+    idle(&mut h, Duration::from_secs(60)).await;
+    assert!(
+        h.snapshot().store.nodes.contains_key(&node),
+        "the do-not-disrupt pod holds the drain while the node is Ready"
+    );
+    // The instance goes away behind driftwood's back (a spot interruption, a manual stop).
+    let instance = provider_id.rsplit('/').next().unwrap().to_string();
+    h.embedded
+        .cluster
+        .aws_ports()
+        .ec2
+        .terminate_instances(vec![instance])
+        .await
+        .unwrap();
+    h.wait_until("the NodeClaim and its node released", 5 * MINUTE, |s| {
+        !s.store.nodeclaims.contains_key(&claim) && !s.store.nodes.contains_key(&node)
+    })
+    .await;
+}
+
+/// Issue 14, item 6: expiration is forceful and outside budgets, as in Karpenter — a drift
+/// command in flight for the same NodeClaim (its replacement never initializing) does not hold
+/// it back.
+#[tokio::test(start_paused = true)]
+async fn expiration_is_not_held_by_a_drift_command_in_flight() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "      expireAfter: 15m\n");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("one node", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 1 && ready_pods(s, "app") == 1
+    })
+    .await;
+    let claim = name(initialized_of(&h.snapshot(), "general")[0]);
+    let created = h.snapshot().store.nodeclaims[&claim]
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .unwrap()
+        .0
+        .as_second();
+    // A startup taint nothing removes: the node drifts and its replacement never initializes,
+    // so a drift command stays in flight (rolled back and retried every 10 minutes).
+    edit(
+        &h,
+        &pool,
+        "      expireAfter: 15m\n",
+        "      expireAfter: 15m\n      startupTaints:\n      - key: example.com/never-ready\n        effect: NoSchedule\n",
+    )
+    .await;
+    h.wait_until("a drift command in flight", 5 * MINUTE, |s| {
+        disrupting(&s.store.nodeclaims[&claim])
+    })
+    .await;
+    h.wait_until("the NodeClaim deleted on expiry", 20 * MINUTE, |s| {
+        s.store
+            .nodeclaims
+            .get(&claim)
+            .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    let at = now(&h);
+    assert!(
+        at <= created + 15 * 60 + 30,
+        "expired at +{}s, not within 30 s of its expiry (+900 s)",
+        at - created
+    );
+}
