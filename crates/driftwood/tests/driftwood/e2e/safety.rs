@@ -686,3 +686,89 @@ async fn expiration_is_not_held_by_a_drift_command_in_flight() {
         at - created
     );
 }
+
+/// Issue 14, item 3 (Karpenter candidate filtering: "should not consider candidates that have
+/// fully blocking PDBs on daemonset pods"): a DaemonSet pod under a PDB that allows no
+/// disruption blocks its node's drift, as in Karpenter's evictable set.
+#[tokio::test(start_paused = true)]
+async fn a_daemonset_pod_under_a_pdb_at_zero_blocks_drift() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "2", "general", "")).await;
+    h.apply(
+        r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+  namespace: default
+spec:
+  selector:
+    matchLabels:
+      app: agent
+  template:
+    metadata:
+      labels:
+        app: agent
+    spec:
+      containers:
+      - name: agent
+        image: public.ecr.aws/eks-distro/kubernetes/pause:v1.33.0-eks-1-33-4
+        resources:
+          requests:
+            cpu: 100m
+            memory: 64Mi
+"#,
+    )
+    .await;
+    h.apply(&pdb("agent", 1)).await; // one agent pod, minAvailable 1: no disruption allowed
+    h.wait_until("a node with both pods", 10 * MINUTE, |s| {
+        ready_pods(s, "app") == 1 && ready_pods(s, "agent") == 1
+    })
+    .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    idle(&mut h, 5 * MINUTE).await;
+    let s = h.snapshot();
+    let c = &s.store.nodeclaims[&claim];
+    assert!(drift(c).is_some(), "{}", describe(&s));
+    assert!(!disrupting(c), "the DaemonSet pod's PDB at zero blocks it");
+    let text = explain(&h, &claim).await;
+    assert!(text.contains("pdb \"default/agent\""), "{text}");
+}
+
+/// Issue 14, item 3 (Karpenter candidate filtering: pods tolerating the disrupted taint are not
+/// PDB-checked): a pod that tolerates `karpenter.sh/disrupted:NoSchedule` stays with its node,
+/// so its PDB at zero does not hold the drift.
+#[tokio::test(start_paused = true)]
+async fn a_pod_tolerating_the_disrupted_taint_does_not_hold_drift_with_its_pdb() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "2", "general", "")).await;
+    h.apply(&deployment(
+        "sticky",
+        1,
+        "1",
+        "general",
+        "      tolerations:\n      - key: karpenter.sh/disrupted\n        operator: Exists\n",
+    ))
+    .await;
+    h.apply(&pdb("sticky", 1)).await;
+    h.wait_until("a node with both pods", 10 * MINUTE, |s| {
+        ready_pods(s, "app") == 1
+            && ready_pods(s, "sticky") == 1
+            && initialized_of(s, "general").len() == 1
+    })
+    .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    h.wait_until("the node chosen for replacement", 5 * MINUTE, |s| {
+        s.store
+            .nodeclaims
+            .get(&claim)
+            .is_none_or(|c| disrupting(c) || c.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+}
