@@ -354,60 +354,61 @@ async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
     assert_eq!(h.embedded.cluster.aws().fleet_calls(), 2);
 }
 
+/// An untyped API for a cluster-scoped kind, so tests see and write fields driftwood's types do
+/// not model.
+fn dynamic_api(
+    h: &Harness,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<kube::api::DynamicObject> {
+    let resource = kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    Api::all_with(h.embedded.cluster.client(), &resource)
+}
+
 /// The raw JSON of a cluster-scoped object (unknown fields included).
 async fn raw(
     h: &Harness,
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
+    (group, version, kind, plural): (&str, &str, &str, &str),
     name: &str,
 ) -> Option<serde_json::Value> {
-    let resource = kube::api::ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    let api: Api<kube::api::DynamicObject> = Api::all_with(h.embedded.cluster.client(), &resource);
-    let object = api.get_opt(name).await.unwrap()?;
+    let object = dynamic_api(h, group, version, kind, plural)
+        .get_opt(name)
+        .await
+        .unwrap()?;
     Some(serde_json::to_value(object).unwrap())
 }
 
+/// A merge patch of a cluster-scoped object.
 async fn merge(
     h: &Harness,
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
+    (group, version, kind, plural): (&str, &str, &str, &str),
     name: &str,
     patch: serde_json::Value,
 ) {
-    let resource = kube::api::ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    let api: Api<kube::api::DynamicObject> = Api::all_with(h.embedded.cluster.client(), &resource);
-    api.patch(
-        name,
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(patch),
-    )
-    .await
-    .unwrap();
+    dynamic_api(h, group, version, kind, plural)
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
 }
+
+const NODECLAIMS: (&str, &str, &str, &str) = ("karpenter.sh", "v1", "NodeClaim", "nodeclaims");
+const NODES: (&str, &str, &str, &str) = ("", "v1", "Node", "nodes");
 
 /// Issue 14, item 7: driftwood's writes are patches, so what its types do not model survives:
 /// a NodeClaim adopted from Karpenter (a field and a status field driftwood lacks, another
@@ -432,10 +433,7 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
         .unwrap();
     merge(
         &h,
-        "karpenter.sh",
-        "v1",
-        "NodeClaim",
-        "nodeclaims",
+        NODECLAIMS,
         &claim,
         serde_json::json!({
             "metadata": {"annotations": {
@@ -448,10 +446,7 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
     .await;
     merge(
         &h,
-        "",
-        "v1",
-        "Node",
-        "nodes",
+        NODES,
         &node,
         serde_json::json!({"spec": {"futureNodeField": "kept"}, "metadata": {"labels": {"other.example.com/zone-group": "a"}}}),
     )
@@ -473,9 +468,7 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
         disrupting(&s.store.nodeclaims[&claim])
     })
     .await;
-    let claim_json = raw(&h, "karpenter.sh", "v1", "NodeClaim", "nodeclaims", &claim)
-        .await
-        .unwrap();
+    let claim_json = raw(&h, NODECLAIMS, &claim).await.unwrap();
     assert_eq!(
         claim_json["spec"]["futureField"]["kept"], true,
         "{claim_json:#}"
@@ -491,7 +484,7 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
         .filter_map(|c| c["type"].as_str())
         .collect();
     assert!(conditions.contains(&"Drifted") && conditions.contains(&"DisruptionReason"));
-    let node_json = raw(&h, "", "v1", "Node", "nodes", &node).await.unwrap();
+    let node_json = raw(&h, NODES, &node).await.unwrap();
     assert_eq!(
         node_json["spec"]["futureNodeField"], "kept",
         "{node_json:#}"
