@@ -91,6 +91,12 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &[verb("list", WATCHED), verb("watch", WATCHED)],
     },
     Permission {
+        group: "",
+        resource: "persistentvolumeclaims",
+        scope: Scope::Cluster,
+        verbs: &[verb("list", WATCHED), verb("watch", WATCHED)],
+    },
+    Permission {
         group: "storage.k8s.io",
         resource: "volumeattachments",
         scope: Scope::Cluster,

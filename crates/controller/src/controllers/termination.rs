@@ -318,17 +318,55 @@ fn node_is_ready(node: &k8s_openapi::api::core::v1::Node) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// The VolumeAttachments of persistent volumes still attached to `node` (inline volumes, which
-/// name no PersistentVolume, are not waited for, as in Karpenter).
-pub fn volume_attachments_on<'a>(snapshot: &'a crate::state::Snapshot, node: &str) -> Vec<&'a str> {
+/// The VolumeAttachments termination waits for on `node`, as Karpenter filters them: those of
+/// persistent volumes (inline volumes name none), except the volumes of pods the drain leaves
+/// on the node (tolerating the disrupted taint, mirror pods, pods stuck terminating), which
+/// would never detach.
+pub fn volume_attachments_on<'a>(
+    snapshot: &'a crate::state::Snapshot,
+    node: &str,
+    now: i64,
+) -> Vec<&'a str> {
+    let staying: std::collections::BTreeSet<&str> = snapshot
+        .pods_on(node)
+        .into_iter()
+        .filter(|pod| {
+            let view = drain_pod(pod, now);
+            view.tolerates_disrupted
+                || view.mirror
+                || view.deletion_timestamp.is_some_and(|at| {
+                    now - at > driftwood_disruption::drain::STUCK_TERMINATING_SECONDS
+                })
+        })
+        .flat_map(|pod| {
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            pod.spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .filter_map(|v| v.persistent_volume_claim.as_ref())
+                .filter_map(move |claim| {
+                    snapshot
+                        .store
+                        .persistent_volume_claims
+                        .get(&format!("{namespace}/{}", claim.claim_name))
+                })
+                .filter_map(|pvc| pvc.spec.as_ref()?.volume_name.as_deref())
+                .collect::<Vec<_>>()
+        })
+        .collect();
     snapshot
         .store
         .volume_attachments
         .iter()
         .filter(|(_, va)| {
             va.spec.node_name == node
-                && va.spec.source.persistent_volume_name.is_some()
                 && va.metadata.deletion_timestamp.is_none()
+                && va
+                    .spec
+                    .source
+                    .persistent_volume_name
+                    .as_deref()
+                    .is_some_and(|pv| !staying.contains(pv))
         })
         .map(|(name, _)| name.as_str())
         .collect()
@@ -349,7 +387,7 @@ async fn finish(
         && node_is_ready(node)
     {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
-        let attached = volume_attachments_on(snapshot, node_name);
+        let attached = volume_attachments_on(snapshot, node_name, ctx.now_seconds());
         let expired = deadline(ctx, name, claim)
             .await
             .is_some_and(|at| ctx.now_seconds() > at);
@@ -407,4 +445,68 @@ async fn finish(
         Metrics::inc(&ctx.metrics.nodeclaims_terminated, &[("nodepool", &pool)]);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Snapshot, Store};
+    use std::sync::Arc;
+
+    fn parse<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(value).expect("valid object"))
+    }
+
+    /// Karpenter termination suite "should only wait for volume attachments associated with
+    /// drainable pods": the volume of a pod that tolerates the disrupted taint stays with the
+    /// node and is not waited for; inline volumes (no PersistentVolume) are not either.
+    #[test]
+    fn only_volumes_of_pods_that_leave_are_waited_for() {
+        let mut store = Store::default();
+        for (name, claim, tolerates) in
+            [("db-0", "data-db-0", false), ("agent", "data-agent", true)]
+        {
+            let tolerations = if tolerates {
+                serde_json::json!([{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
+            } else {
+                serde_json::json!([])
+            };
+            store.pods.insert(
+                format!("default/{name}"),
+                parse(serde_json::json!({
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"nodeName": "n1", "containers": [], "tolerations": tolerations,
+                             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+                })),
+            );
+            store.persistent_volume_claims.insert(
+                format!("default/{claim}"),
+                parse(serde_json::json!({
+                    "metadata": {"name": claim, "namespace": "default"},
+                    "spec": {"volumeName": format!("pv-{claim}")}
+                })),
+            );
+            store.volume_attachments.insert(
+                format!("csi-{claim}"),
+                parse(serde_json::json!({
+                    "metadata": {"name": format!("csi-{claim}")},
+                    "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1",
+                             "source": {"persistentVolumeName": format!("pv-{claim}")}}
+                })),
+            );
+        }
+        store.volume_attachments.insert(
+            "csi-inline".into(),
+            parse(serde_json::json!({
+                "metadata": {"name": "csi-inline"},
+                "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1", "source": {}}
+            })),
+        );
+        let snapshot = Snapshot::new(store);
+        assert_eq!(
+            volume_attachments_on(&snapshot, "n1", 0),
+            vec!["csi-data-db-0"]
+        );
+        assert!(volume_attachments_on(&snapshot, "n2", 0).is_empty());
+    }
 }

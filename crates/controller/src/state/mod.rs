@@ -1,5 +1,5 @@
 //! Cluster state: watchers on nodes, pods, PDBs, daemonsets, NodePools, NodeClaims,
-//! EC2NodeClasses and VolumeAttachments feeding one store that controllers read as a [`Snapshot`]. Objects are
+//! EC2NodeClasses, VolumeAttachments and PersistentVolumeClaims feeding one store that controllers read as a [`Snapshot`]. Objects are
 //! watched untyped and decoded one by one, so an object that fails to decode is logged once
 //! and skipped instead of stalling its watch.
 
@@ -11,7 +11,7 @@ pub use watch::spawn_watchers;
 
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,6 +35,7 @@ pub struct Store {
     pub nodeclaims: Objects<NodeClaim>,
     pub nodeclasses: Objects<EC2NodeClass>,
     pub volume_attachments: Objects<VolumeAttachment>,
+    pub persistent_volume_claims: Objects<PersistentVolumeClaim>,
 }
 
 /// The watched kinds.
@@ -48,10 +49,11 @@ pub enum Kind {
     NodeClaim,
     EC2NodeClass,
     VolumeAttachment,
+    PersistentVolumeClaim,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodDisruptionBudget,
@@ -60,6 +62,7 @@ impl Kind {
         Kind::NodeClaim,
         Kind::EC2NodeClass,
         Kind::VolumeAttachment,
+        Kind::PersistentVolumeClaim,
     ];
 }
 

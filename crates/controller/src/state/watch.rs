@@ -5,7 +5,7 @@ use super::{ClusterState, Kind, Objects, Store, object_key};
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -31,6 +31,9 @@ pub fn spawn_watchers(client: &Client, state: &ClusterState) -> Vec<JoinHandle<(
         spawn_kind::<EC2NodeClass>(client, state, Kind::EC2NodeClass, |s| &mut s.nodeclasses),
         spawn_kind::<VolumeAttachment>(client, state, Kind::VolumeAttachment, |s| {
             &mut s.volume_attachments
+        }),
+        spawn_kind::<PersistentVolumeClaim>(client, state, Kind::PersistentVolumeClaim, |s| {
+            &mut s.persistent_volume_claims
         }),
     ]
 }

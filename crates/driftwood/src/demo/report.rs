@@ -46,6 +46,9 @@ pub struct Summary {
     pub rollout_finished_at: Option<String>,
     pub rollout_seconds: Option<i64>,
     pub nodes_replaced: usize,
+    /// Every NodePool node removed since the rollout started, old or new (a node replaced
+    /// again and again counts every time).
+    pub nodes_removed: usize,
     pub max_disrupting: usize,
     /// The fewest ready pods per app (label `app`) during the rollout.
     pub min_ready_pods: BTreeMap<String, i32>,
@@ -78,6 +81,7 @@ impl Summary {
             rollout_finished_at: rollout_end.map(rfc3339),
             rollout_seconds: rollout_start.zip(rollout_end).map(|(s, e)| e - s),
             nodes_replaced: tracker.replaced(),
+            nodes_removed: tracker.removed(),
             max_disrupting: tracker.max_disrupting,
             min_ready_pods: tracker.min_ready.clone(),
             drift_reasons: tracker.drift_reasons.iter().cloned().collect(),
@@ -149,6 +153,14 @@ impl Summary {
             "Nodes replaced: {}, at most {} disrupting at once",
             self.nodes_replaced, self.max_disrupting
         );
+        if self.nodes_removed > self.nodes_replaced {
+            let _ = writeln!(
+                out,
+                "Nodes removed: {} in all ({} of them launched during the rollout)",
+                self.nodes_removed,
+                self.nodes_removed - self.nodes_replaced
+            );
+        }
         if let Some(seconds) = self.rollout_seconds {
             let _ = writeln!(
                 out,

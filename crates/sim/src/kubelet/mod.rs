@@ -12,7 +12,7 @@ use std::time::Duration;
 use driftwood_cloud::ports::InstanceTypeDescription;
 use driftwood_sim_aws::{Machine, MachineSource, SimAws};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Taint};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -131,9 +131,12 @@ async fn run(
     let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
     let volumes: WatchCache<VolumeAttachment> =
         WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let claims: WatchCache<PersistentVolumeClaim> =
+        WatchCache::spawn(client.clone(), Arc::clone(&changed));
     nodes.ready().await;
     pods.ready().await;
     volumes.ready().await;
+    claims.ready().await;
     let mut issued: BTreeMap<String, Timestamp> = BTreeMap::new();
     loop {
         let now = clock.now();
@@ -155,15 +158,23 @@ async fn run(
             &config.timings,
             &config.kubernetes_version,
         );
-        let detach = plan::plan_volumes(
+        let attach = plan::plan_volumes(
             &volumes.objects(),
             &node_list,
             &pod_list,
+            &claims.objects(),
             now,
             &config.timings,
         );
-        plan.actions.extend(detach.actions);
-        if let Some(due) = detach.next_due {
+        // A pod whose volumes are not attached to its node yet does not start.
+        plan.actions.retain(|action| match action {
+            KubeletAction::StartPod {
+                namespace, name, ..
+            } => !attach.waiting.contains(&format!("{namespace}/{name}")),
+            _ => true,
+        });
+        plan.actions.extend(attach.plan.actions);
+        if let Some(due) = attach.plan.next_due {
             plan.next_due = Some(plan.next_due.map_or(due, |t| t.min(due)));
         }
         issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
@@ -284,6 +295,25 @@ async fn execute(
             let patch = json!({"metadata": {"annotations": {plan::DETACHING_SINCE: since}}});
             ignore_missing(
                 api.patch(&name, &params, &Patch::Merge(patch))
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        KubeletAction::AttachVolume { name, volume, node } => {
+            let api: Api<VolumeAttachment> = Api::all(client.clone());
+            let attachment: VolumeAttachment = serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"attacher": plan::ATTACHER, "nodeName": node, "source": {"persistentVolumeName": volume}}
+            }))
+            .map_err(kube::Error::SerdeError)?;
+            match api.create(&PostParams::default(), &attachment).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(error) => return Err(error),
+            }
+            let attached = json!({"status": {"attached": true}});
+            ignore_missing(
+                api.patch_status(&name, &params, &Patch::Merge(attached))
                     .await
                     .map(|_| ()),
             )?;

@@ -95,6 +95,15 @@ pub enum KubeletAction {
         /// VolumeAttachment name.
         name: String,
     },
+    /// Attach a volume to a node: create its VolumeAttachment, then mark it attached.
+    AttachVolume {
+        /// VolumeAttachment name.
+        name: String,
+        /// PersistentVolume name.
+        volume: String,
+        /// Node name.
+        node: String,
+    },
     /// The pod's node seems not to exist: confirm with a read, then delete (pod GC).
     CollectOrphan {
         /// Namespace.
@@ -129,6 +138,7 @@ impl KubeletAction {
             } => format!("orphan/{namespace}/{name}"),
             Self::MarkVolumeDetaching { name, .. } => format!("detaching/{name}"),
             Self::DetachVolume { name } => format!("detach/{name}"),
+            Self::AttachVolume { name, .. } => format!("attach/{name}"),
         }
     }
 }
@@ -137,38 +147,133 @@ impl KubeletAction {
 /// node stopped needing it.
 pub const DETACHING_SINCE: &str = "sim.driftwood.sh/detaching-since";
 
-/// The simulated attach/detach controller: a VolumeAttachment whose node is gone, or has no
-/// workload pod left (DaemonSet and finished pods aside; terminating pods still hold their
-/// volumes), is marked, then detached (deleted) `volume_detach_delay` later. Pure.
+/// The CSI driver the simulated volumes attach through.
+pub const ATTACHER: &str = "ebs.csi.aws.com";
+
+/// The VolumeAttachment name for a volume on a node (`csi-<hash>`, as the CSI attacher names
+/// them).
+pub fn attachment_name(volume: &str, node: &str) -> String {
+    format!("csi-{:016x}", fnv64(&format!("{volume}/{node}")))
+}
+
+/// What the simulated attach/detach controller does now, and which pods cannot start yet
+/// because a volume of theirs is not attached to their node.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VolumePlan {
+    pub plan: KubeletPlan,
+    /// `namespace/name` of pods waiting for a volume.
+    pub waiting: BTreeSet<String>,
+}
+
+/// The simulated attach/detach controller. A pod bound to a node needs each of its claims'
+/// volumes attached there (a VolumeAttachment with status.attached) before it starts; a
+/// ReadWriteOnce volume still attached to another node must be detached from it first (no
+/// multi-attach). A VolumeAttachment no pod on its node uses any more (terminating pods still
+/// use theirs), or whose node is gone, is marked and detached (deleted) `volume_detach_delay`
+/// later. Pure.
 pub fn plan_volumes<
     V: Borrow<k8s_openapi::api::storage::v1::VolumeAttachment>,
     N: Borrow<Node>,
     P: Borrow<Pod>,
+    C: Borrow<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
 >(
     attachments: &[V],
     nodes: &[N],
     pods: &[P],
+    claims: &[C],
     now: Timestamp,
     timings: &KubeletTimings,
-) -> KubeletPlan {
-    let mut out = KubeletPlan::default();
+) -> VolumePlan {
+    let mut out = VolumePlan::default();
     let nodes: BTreeSet<&str> = nodes
         .iter()
         .filter_map(|n| n.borrow().metadata.name.as_deref())
         .collect();
-    let busy: BTreeSet<&str> = pods
+    let volume_of: BTreeMap<(String, String), Option<String>> = claims
         .iter()
         .map(Borrow::borrow)
-        .filter(|p| !pod_is_finished(p) && !is_daemonset_pod(p))
-        .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()))
+        .map(|c| {
+            (
+                (
+                    c.metadata.namespace.clone().unwrap_or_default(),
+                    c.metadata.name.clone().unwrap_or_default(),
+                ),
+                c.spec.as_ref().and_then(|s| s.volume_name.clone()),
+            )
+        })
         .collect();
-    for va in attachments.iter().map(Borrow::borrow) {
-        let name = va.metadata.name.clone().unwrap_or_default();
-        if va.metadata.deletion_timestamp.is_some() {
+    // (volume, node) → the pods there that use it.
+    let mut used: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for pod in pods
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|p| !pod_is_finished(p))
+    {
+        let Some(node) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty())
+        else {
             continue;
+        };
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let key = format!(
+            "{namespace}/{}",
+            pod.metadata.name.clone().unwrap_or_default()
+        );
+        for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            let Some(claim) = &volume.persistent_volume_claim else {
+                continue;
+            };
+            match volume_of.get(&(namespace.clone(), claim.claim_name.clone())) {
+                Some(Some(pv)) => used
+                    .entry((pv.clone(), node.clone()))
+                    .or_default()
+                    .push(key.clone()),
+                // An unbound or missing claim: the pod cannot start.
+                _ => {
+                    out.waiting.insert(key.clone());
+                }
+            }
         }
+    }
+    let live: Vec<&k8s_openapi::api::storage::v1::VolumeAttachment> = attachments
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|va| va.metadata.deletion_timestamp.is_none())
+        .collect();
+    for ((pv, node), users) in &used {
+        let here = live.iter().find(|va| {
+            va.spec.node_name == *node
+                && va.spec.source.persistent_volume_name.as_deref() == Some(pv)
+        });
+        let attached = here.is_some_and(|va| va.status.as_ref().is_some_and(|s| s.attached));
+        if !attached {
+            out.waiting.extend(users.iter().cloned());
+        }
+        let elsewhere = live.iter().any(|va| {
+            va.spec.node_name != *node
+                && va.spec.source.persistent_volume_name.as_deref() == Some(pv)
+        });
+        if here.is_none() && !elsewhere && nodes.contains(node.as_str()) {
+            out.plan.actions.push(KubeletAction::AttachVolume {
+                name: attachment_name(pv, node),
+                volume: pv.clone(),
+                node: node.clone(),
+            });
+        }
+    }
+    for va in &live {
+        let name = va.metadata.name.clone().unwrap_or_default();
         let node = va.spec.node_name.as_str();
-        let needed = nodes.contains(node) && busy.contains(node);
+        let pv = va
+            .spec
+            .source
+            .persistent_volume_name
+            .clone()
+            .unwrap_or_default();
+        let needed = nodes.contains(node) && used.contains_key(&(pv, node.to_string()));
         let since = va
             .metadata
             .annotations
@@ -177,29 +282,21 @@ pub fn plan_volumes<
             .and_then(|t| t.parse::<Timestamp>().ok());
         match (needed, since) {
             (true, _) => {}
-            (false, None) => out.actions.push(KubeletAction::MarkVolumeDetaching {
+            (false, None) => out.plan.actions.push(KubeletAction::MarkVolumeDetaching {
                 name,
                 since: now.to_string(),
             }),
             (false, Some(since)) => {
                 let due = plus(since, timings.volume_detach_delay);
                 if due <= now {
-                    out.actions.push(KubeletAction::DetachVolume { name });
+                    out.plan.actions.push(KubeletAction::DetachVolume { name });
                 } else {
-                    out.due_at(due);
+                    out.plan.due_at(due);
                 }
             }
         }
     }
     out
-}
-
-fn is_daemonset_pod(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet")
 }
 
 /// What the kubelets do now, and when they next have something due.
@@ -848,5 +945,114 @@ mod tests {
             "a node kept by finalizers is not deleted again: {:?}",
             held_plan.actions
         );
+    }
+
+    fn node_named(name: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    }
+
+    fn claim(name: &str, volume: &str) -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"volumeName": volume}
+        }))
+        .unwrap()
+    }
+
+    fn with_claim(mut pod: Pod, claim: &str) -> Pod {
+        pod.spec.as_mut().unwrap().volumes = Some(vec![
+            serde_json::from_value(
+                json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}}),
+            )
+            .unwrap(),
+        ]);
+        pod
+    }
+
+    fn attachment(
+        volume: &str,
+        node: &str,
+        attached: bool,
+    ) -> k8s_openapi::api::storage::v1::VolumeAttachment {
+        serde_json::from_value(json!({
+            "metadata": {"name": attachment_name(volume, node)},
+            "spec": {"attacher": ATTACHER, "nodeName": node, "source": {"persistentVolumeName": volume}},
+            "status": {"attached": attached}
+        }))
+        .unwrap()
+    }
+
+    /// A pod's volume is attached to its node before it starts; a ReadWriteOnce volume still
+    /// attached elsewhere waits for the detach (no multi-attach); a volume no pod on its node
+    /// uses is detached after the delay.
+    #[test]
+    fn volumes_attach_before_the_pod_starts_and_never_to_two_nodes() {
+        let nodes = [node_named("a"), node_named("b")];
+        let claims = [claim("data-db-0", "pv-1")];
+        let on_b = [with_claim(pod("db-0", "b", 0), "data-db-0")];
+        let fresh = plan_volumes::<k8s_openapi::api::storage::v1::VolumeAttachment, _, _, _>(
+            &[],
+            &nodes,
+            &on_b,
+            &claims,
+            at(10),
+            &timings(),
+        );
+        assert_eq!(
+            fresh.plan.actions,
+            vec![KubeletAction::AttachVolume {
+                name: attachment_name("pv-1", "b"),
+                volume: "pv-1".into(),
+                node: "b".into()
+            }]
+        );
+        assert!(fresh.waiting.contains("default/db-0"));
+        // Still attached to node a, where no pod uses it any more: b waits, a detaches later.
+        let on_a = [attachment("pv-1", "a", true)];
+        let moving = plan_volumes(&on_a, &nodes, &on_b, &claims, at(10), &timings());
+        assert!(moving.waiting.contains("default/db-0"));
+        assert!(
+            moving
+                .plan
+                .actions
+                .iter()
+                .all(|a| !matches!(a, KubeletAction::AttachVolume { .. })),
+            "{:?}",
+            moving.plan.actions
+        );
+        assert!(matches!(
+            moving.plan.actions[0],
+            KubeletAction::MarkVolumeDetaching { .. }
+        ));
+        let mut marked = attachment("pv-1", "a", true);
+        marked.metadata.annotations =
+            Some([(DETACHING_SINCE.to_string(), at(10).to_string())].into());
+        let later = plan_volumes(
+            &[marked.clone()],
+            &nodes,
+            &on_b,
+            &claims,
+            at(15),
+            &timings(),
+        );
+        assert!(later.plan.actions.is_empty());
+        assert_eq!(later.plan.next_due, Some(at(20)));
+        let due = plan_volumes(&[marked], &nodes, &on_b, &claims, at(20), &timings());
+        assert_eq!(
+            due.plan.actions,
+            vec![KubeletAction::DetachVolume {
+                name: attachment_name("pv-1", "a")
+            }]
+        );
+        // Attached on b: the pod may start.
+        let ready = plan_volumes(
+            &[attachment("pv-1", "b", true)],
+            &nodes,
+            &on_b,
+            &claims,
+            at(30),
+            &timings(),
+        );
+        assert!(ready.waiting.is_empty() && ready.plan.actions.is_empty());
     }
 }

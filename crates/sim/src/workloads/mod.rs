@@ -1,15 +1,17 @@
-//! Simulated workload controllers (Deployment → ReplicaSet → Pod), running as kube-runtime
-//! controllers against any API server through a `kube::Client`.
+//! Simulated workload controllers (Deployment → ReplicaSet → Pod; StatefulSet → Pod and its
+//! volumes), running as kube-runtime controllers against any API server through a
+//! `kube::Client`.
 
 pub mod deployment;
 pub mod hash;
 pub mod replicaset;
+pub mod statefulset;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::runtime::controller::{Action, Controller};
@@ -103,6 +105,13 @@ impl WorkloadControllers {
         .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
         .run(replicaset::reconcile, retry_soon, Arc::clone(&context))
         .for_each(|_| futures::future::ready(()));
+        let stateful_sets = Controller::new(
+            Api::<StatefulSet>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
+        .run(statefulset::reconcile, retry_soon, Arc::clone(&context))
+        .for_each(|_| futures::future::ready(()));
         let deployments = Controller::new(
             Api::<Deployment>::all(client.clone()),
             watcher::Config::default(),
@@ -111,7 +120,11 @@ impl WorkloadControllers {
         .run(deployment::reconcile, retry_soon, context)
         .for_each(|_| futures::future::ready(()));
         Self {
-            tasks: vec![tokio::spawn(replica_sets), tokio::spawn(deployments)],
+            tasks: vec![
+                tokio::spawn(replica_sets),
+                tokio::spawn(stateful_sets),
+                tokio::spawn(deployments),
+            ],
         }
     }
 }

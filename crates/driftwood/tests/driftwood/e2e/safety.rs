@@ -496,17 +496,76 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
     assert!(node_has_disrupted_taint(&h, &node));
 }
 
-/// Issue 14, item 5: the node leaves external load balancers when its drain starts, and the
-/// instance is terminated only once the node's VolumeAttachments are gone (the embedded
-/// cluster's attach/detach controller detaches them after the node's pods have left).
+/// The PersistentVolumes attached to more than one node at once (never allowed for these
+/// ReadWriteOnce volumes).
+fn multi_attached(s: &driftwood_controller::state::Snapshot) -> Vec<String> {
+    let mut nodes_of: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for va in s.store.volume_attachments.values() {
+        if let Some(pv) = &va.spec.source.persistent_volume_name {
+            nodes_of
+                .entry(pv.clone())
+                .or_default()
+                .insert(va.spec.node_name.clone());
+        }
+    }
+    nodes_of
+        .into_iter()
+        .filter(|(_, nodes)| nodes.len() > 1)
+        .map(|(pv, _)| pv)
+        .collect()
+}
+
+/// Issue 14, item 5: a StatefulSet pod with a persistent volume moves to the replacement node
+/// without a multi-attach window. The node leaves external load balancers when its drain
+/// starts; its instance is terminated only once its VolumeAttachment is gone (the embedded
+/// cluster's attach/detach controller detaches it after the pod has left, and attaches the
+/// volume to the new node only then); the StatefulSet recreates the pod only once the old one
+/// is gone; and at no step is the volume attached to two nodes.
 #[tokio::test(start_paused = true)]
-async fn termination_waits_for_volume_attachments_and_excludes_the_node_from_load_balancers() {
+async fn a_statefulset_volume_moves_without_a_multi_attach_window() {
     let mut h = cluster(Settings::default()).await;
     let pool = nodepool("general", "", "");
     h.apply(&pool).await;
-    h.apply(&deployment("app", 1, "3", "general", "")).await;
-    h.wait_until("one node", 10 * MINUTE, |s| {
-        initialized_of(s, "general").len() == 1 && ready_pods(s, "app") == 1
+    h.apply(
+        r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+  namespace: default
+spec:
+  replicas: 1
+  serviceName: db
+  selector:
+    matchLabels:
+      app: db
+  template:
+    metadata:
+      labels:
+        app: db
+    spec:
+      nodeSelector:
+        pool: general
+      containers:
+      - name: db
+        image: public.ecr.aws/eks-distro/kubernetes/pause:v1.33.0-eks-1-33-4
+        resources:
+          requests:
+            cpu: "3"
+            memory: 1Gi
+  volumeClaimTemplates:
+  - metadata:
+      name: data
+    spec:
+      accessModes: ["ReadWriteOnce"]
+      resources:
+        requests:
+          storage: 10Gi
+"#,
+    )
+    .await;
+    h.wait_until("db-0 running with its volume attached", 10 * MINUTE, |s| {
+        ready_pods(s, "db") == 1 && s.store.volume_attachments.len() == 1
     })
     .await;
     let claim = name(initialized_of(&h.snapshot(), "general")[0]);
@@ -515,66 +574,87 @@ async fn termination_waits_for_volume_attachments_and_excludes_the_node_from_loa
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap();
-    // What a CSI attacher would have created for a pod's persistent volume.
-    h.apply(&format!(
-        "apiVersion: storage.k8s.io/v1\nkind: VolumeAttachment\nmetadata:\n  name: csi-data\nspec:\n  attacher: ebs.csi.aws.com\n  nodeName: {node}\n  source:\n    persistentVolumeName: pv-data\n"
-    ))
-    .await;
     drift_pool(&h, &pool).await;
-    h.wait_until("the old node's pods evicted", 20 * MINUTE, |s| {
-        s.store
+    let mut labelled = false;
+    let mut explained = false;
+    let mut detached_before_termination = false;
+    for _ in 0..(30 * 60) {
+        let s = h.snapshot();
+        assert!(
+            multi_attached(&s).is_empty(),
+            "multi-attach: {:?}\n{}",
+            multi_attached(&s),
+            describe(&s)
+        );
+        let attached_here = s
+            .store
+            .volume_attachments
+            .values()
+            .any(|va| va.spec.node_name == node);
+        let terminating =
+            s.store.nodeclaims.get(&claim).is_none_or(|c| {
+                c.is_true(driftwood_api::wellknown::CONDITION_INSTANCE_TERMINATING)
+            });
+        assert!(
+            !(attached_here && terminating),
+            "the instance is terminating with its volume still attached"
+        );
+        if terminating && !attached_here {
+            detached_before_termination = true;
+        }
+        if let Some(n) = s.store.nodes.get(&node) {
+            labelled |= n
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("node.kubernetes.io/exclude-from-external-load-balancers"))
+                .is_some_and(|v| v == "karpenter");
+        }
+        let drained = s
+            .store
             .nodeclaims
             .get(&claim)
             .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
-            && s.pods_on(&node).iter().all(|p| {
-                p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.kind == "DaemonSet")
-            })
-    })
-    .await;
-    let labelled = h.snapshot().store.nodes[&node]
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| {
-            l.get("node.kubernetes.io/exclude-from-external-load-balancers")
-                .cloned()
-        });
-    assert_eq!(labelled.as_deref(), Some("karpenter"));
-    let text = explain(&h, &claim).await;
-    assert!(
-        text.contains("waiting for 1 VolumeAttachment(s) to detach before the instance is terminated: csi-data"),
-        "{text}"
-    );
-    // While the attachment exists, the instance is not terminated.
-    let attached_until = {
-        let mut at = None;
-        for _ in 0..120 {
-            let s = h.snapshot();
-            let attached = s.store.volume_attachments.contains_key("csi-data");
-            let terminating = s.store.nodeclaims.get(&claim).is_none_or(|c| {
-                c.is_true(driftwood_api::wellknown::CONDITION_INSTANCE_TERMINATING)
-            });
+            && s.pods_on(&node).is_empty()
+            && attached_here;
+        if drained && !explained {
+            let text = explain(&h, &claim).await;
             assert!(
-                !(attached && terminating),
-                "instance terminating with the volume attached"
+                text.contains(
+                    "waiting for 1 VolumeAttachment(s) to detach before the instance is terminated"
+                ),
+                "{text}"
             );
-            if !attached {
-                at = Some(now(&h));
-                break;
-            }
-            idle(&mut h, Duration::from_secs(1)).await;
+            explained = true;
         }
-        at.expect("the attachment is detached")
-    };
-    h.wait_until("the old node gone", 10 * MINUTE, |s| {
-        !s.store.nodes.contains_key(&node)
-    })
-    .await;
-    assert!(attached_until > 0);
+        let moved = !s.store.nodes.contains_key(&node)
+            && ready_pods(&s, "db") == 1
+            && s.store
+                .volume_attachments
+                .values()
+                .all(|va| va.spec.node_name != node);
+        if moved {
+            break;
+        }
+        idle(&mut h, Duration::from_secs(1)).await;
+    }
+    let s = h.snapshot();
+    assert!(!s.store.nodes.contains_key(&node), "{}", describe(&s));
+    assert_eq!(ready_pods(&s, "db"), 1, "{}", describe(&s));
+    assert!(
+        labelled,
+        "the node was labelled out of external load balancers"
+    );
+    assert!(
+        explained,
+        "explain named the VolumeAttachment it waited for"
+    );
+    assert!(detached_before_termination);
+    let va = s.store.volume_attachments.values().next().unwrap();
+    assert_ne!(
+        va.spec.node_name, node,
+        "the volume is attached to the new node"
+    );
 }
 
 /// Issue 14, item 4 (Karpenter termination suite: "should delete nodes with no underlying

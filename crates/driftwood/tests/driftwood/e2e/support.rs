@@ -306,7 +306,9 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
             let node_name = n.metadata.name.clone().unwrap_or_default();
             let attachments =
                 driftwood_controller::controllers::termination::volume_attachments_on(
-                    &s, &node_name,
+                    &s,
+                    &node_name,
+                    now(h),
                 )
                 .into_iter()
                 .map(str::to_string)
