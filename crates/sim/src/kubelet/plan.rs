@@ -456,8 +456,28 @@ pub fn pod_ip(node_ip: &str, pod_identity: &str) -> String {
     format!("{prefix}.{}.{}", 64 + hash % 128, (hash >> 8) % 254 + 1)
 }
 
-/// The status a started pod gets.
+/// Pod annotation: `never` keeps a deleted pod terminating forever on a live node (a finalizer
+/// nobody removes, a hung container runtime) — what a drain must not wait for indefinitely.
+pub const ANNOTATION_TERMINATION: &str = "sim.driftwood.sh/termination";
+/// Pod annotation: `"false"` makes a running pod report Ready=False (a failing readiness
+/// probe).
+pub const ANNOTATION_READY: &str = "sim.driftwood.sh/ready";
+
+fn annotated(pod: &Pod, key: &str, value: &str) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == value)
+}
+
+/// The status a started pod gets (Ready, unless annotated [`ANNOTATION_READY`] `"false"`).
 pub fn running_status(pod: &Pod, node: &Node, now: Timestamp) -> Value {
+    let ready = if annotated(pod, ANNOTATION_READY, "false") {
+        "False"
+    } else {
+        "True"
+    };
     let now = now.to_string();
     let identity = pod
         .metadata
@@ -478,7 +498,7 @@ pub fn running_status(pod: &Pod, node: &Node, now: Timestamp) -> Value {
                 "image": image,
                 "imageID": format!("{image}@sha256:{:016x}{:016x}", fnv64(&image), fnv64(&format!("digest/{image}"))),
                 "containerID": format!("containerd://{:016x}{:016x}", fnv64(&format!("{identity}/{}", c.name)), fnv64(&c.name)),
-                "ready": true,
+                "ready": ready == "True",
                 "started": true,
                 "restartCount": 0,
                 "state": {"running": {"startedAt": now}},
@@ -496,8 +516,8 @@ pub fn running_status(pod: &Pod, node: &Node, now: Timestamp) -> Value {
         "conditions": [
             condition("PodReadyToStartContainers"),
             condition("Initialized"),
-            condition("Ready"),
-            condition("ContainersReady"),
+            json!({"type": "Ready", "status": ready, "lastProbeTime": null, "lastTransitionTime": now}),
+            json!({"type": "ContainersReady", "status": ready, "lastProbeTime": null, "lastTransitionTime": now}),
             condition("PodScheduled"),
         ],
         "containerStatuses": containers,
@@ -630,6 +650,9 @@ pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
                 .unwrap_or(deleted_at);
             let keep = Duration::from_secs(grace.unsigned_abs()).min(timings.pod_termination_cap);
             let due = plus(requested, keep);
+            if node.is_some() && annotated(pod, ANNOTATION_TERMINATION, "never") {
+                continue;
+            }
             if node.is_none() || due <= now {
                 out.actions
                     .push(KubeletAction::RemovePod { namespace, name });
@@ -651,7 +674,9 @@ pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         }
         match ready_since.get(node_name) {
             Some(since) => {
-                if pod_is_running(pod) && pod_ready(pod) {
+                if pod_is_running(pod)
+                    && (pod_ready(pod) || annotated(pod, ANNOTATION_READY, "false"))
+                {
                     continue;
                 }
                 let bound = pod_condition(pod, "PodScheduled")

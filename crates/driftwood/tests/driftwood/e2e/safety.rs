@@ -845,3 +845,108 @@ async fn a_pod_tolerating_the_disrupted_taint_does_not_hold_drift_with_its_pdb()
     })
     .await;
 }
+
+/// Issue 14, item 4 (Karpenter termination suite: "should bypass pods which are stuck
+/// terminating past their grace period"): a pod that never finishes terminating holds the drain
+/// only until a minute past its deletionTimestamp; then the node goes, and explain says why.
+#[tokio::test(start_paused = true)]
+async fn a_pod_stuck_terminating_stops_holding_the_drain_a_minute_after_its_deadline() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment_annotated(
+        "stuck",
+        1,
+        "2",
+        "general",
+        "",
+        "{sim.driftwood.sh/termination: never}",
+    ))
+    .await;
+    h.wait_until("one node", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 1 && ready_pods(s, "stuck") == 1
+    })
+    .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    let node = h.snapshot().store.nodeclaims[&claim]
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    drift_pool(&h, &pool).await;
+    let stuck_since = |s: &driftwood_controller::state::Snapshot| {
+        s.pods_on(&node)
+            .iter()
+            .filter_map(|p| p.metadata.deletion_timestamp.as_ref())
+            .map(|t| t.0.as_second())
+            .min()
+    };
+    h.wait_until("the pod evicted and stuck terminating", 15 * MINUTE, |s| {
+        stuck_since(s).is_some()
+    })
+    .await;
+    let deletion = stuck_since(&h.snapshot()).unwrap();
+    // Until a minute past its deletionTimestamp the drain waits for it.
+    while now(&h) <= deletion + 60 {
+        assert!(h.snapshot().store.nodes.contains_key(&node));
+        idle(&mut h, Duration::from_secs(5)).await;
+    }
+    h.wait_until("the node released", 2 * MINUTE, |s| {
+        !s.store.nodes.contains_key(&node)
+    })
+    .await;
+}
+
+/// Issue 14, item 3 (Karpenter: "can replace nodes, considers PDB policy"): with
+/// `unhealthyPodEvictionPolicy: AlwaysAllow`, a pod that is not Ready does not hold its node even
+/// though its PDB allows no disruption, and the Eviction API lets it through.
+#[tokio::test(start_paused = true)]
+async fn always_allow_lets_an_unready_pod_through_a_pdb_at_zero() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment_annotated(
+        "flaky",
+        1,
+        "2",
+        "general",
+        "",
+        "{sim.driftwood.sh/ready: \"false\"}",
+    ))
+    .await;
+    h.apply(
+        r#"
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: flaky
+  namespace: default
+spec:
+  minAvailable: 1
+  unhealthyPodEvictionPolicy: AlwaysAllow
+  selector:
+    matchLabels:
+      app: flaky
+"#,
+    )
+    .await;
+    h.wait_until("one node with the unready pod", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 1
+            && s.store.pods.values().any(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .map(String::as_str)
+                    == Some("flaky")
+                    && p.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Running")
+            })
+    })
+    .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    h.wait_until("the node replaced", 15 * MINUTE, |s| {
+        !s.store.nodeclaims.contains_key(&claim)
+    })
+    .await;
+}
