@@ -354,12 +354,9 @@ pub async fn reconcile(
 ) -> Result<Action, WorkloadError> {
     let namespace = deployment.namespace().unwrap_or_default();
     let deployments: Api<Deployment> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(deployment) = deployments.get_opt(&deployment.name_any()).await? else {
+    let Some(deployment) = super::live(&deployments, &deployment.name_any()).await? else {
         return Ok(Action::await_change());
     };
-    if deployment.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
     let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
     let selector = deployment
         .spec

@@ -42,6 +42,18 @@ pub fn pod_is_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// The object as the API has it now, unless it is gone or being deleted (then there is nothing
+/// to reconcile).
+pub async fn live<K>(api: &Api<K>, name: &str) -> Result<Option<K>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .get_opt(name)
+        .await?
+        .filter(|o| o.meta().deletion_timestamp.is_none()))
+}
+
 /// Is the pod being deleted?
 pub fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()

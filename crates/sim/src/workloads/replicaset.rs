@@ -157,12 +157,9 @@ pub async fn reconcile(
 ) -> Result<Action, WorkloadError> {
     let namespace = rs.namespace().unwrap_or_default();
     let replica_sets: Api<ReplicaSet> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(rs) = replica_sets.get_opt(&rs.name_any()).await? else {
+    let Some(rs) = super::live(&replica_sets, &rs.name_any()).await? else {
         return Ok(Action::await_change());
     };
-    if rs.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
     let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     let selector = rs
         .spec

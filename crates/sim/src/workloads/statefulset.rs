@@ -222,12 +222,9 @@ pub async fn reconcile(
 ) -> Result<Action, WorkloadError> {
     let namespace = sts.namespace().unwrap_or_default();
     let sets: Api<StatefulSet> = Api::namespaced(context.client.clone(), &namespace);
-    let Some(sts) = sets.get_opt(&sts.name_any()).await? else {
+    let Some(sts) = super::live(&sets, &sts.name_any()).await? else {
         return Ok(Action::await_change());
     };
-    if sts.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
     let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
     let claims_api: Api<PersistentVolumeClaim> =
         Api::namespaced(context.client.clone(), &namespace);
