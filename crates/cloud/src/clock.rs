@@ -1,15 +1,20 @@
-//! The clock abstraction: logic takes `now` from a [`Clock`], never from the system directly,
-//! so the embedded cluster can run on virtual time and tests are repeatable.
+//! The one clock abstraction: logic takes `now` from a [`Clock`], never from the system
+//! directly, so the embedded cluster can run on virtual time and tests are repeatable. The
+//! embedded cluster's virtual clock implements this same trait.
 
-use std::sync::Mutex;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
 
 /// A source of the current time.
-pub trait Clock: Send + Sync {
+pub trait Clock: Send + Sync + Debug {
     /// The current instant.
     fn now(&self) -> Timestamp;
 }
+
+/// A clock shared by everything that reads the time.
+pub type SharedClock = Arc<dyn Clock>;
 
 /// A clock that only moves when told to (tests, simulations).
 #[derive(Debug)]

@@ -11,5 +11,5 @@ pub use aws::instance_types::{InstanceTypeInfo, Offering};
 pub use aws::overhead::{Overhead, Resources};
 pub use aws::unavailable::{OfferingKey, UnavailableOfferings};
 pub use aws::{AwsPorts, AwsProvider, AwsSettings, InMemoryNodeClasses, NodeClassSource};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use provider::{CloudError, CloudProvider};

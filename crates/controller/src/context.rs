@@ -7,6 +7,7 @@ use crate::settings::Settings;
 use crate::state::ClusterState;
 use driftwood_api::EC2NodeClass;
 use driftwood_api::ec2nodeclass::EC2NodeClassStatus;
+use driftwood_api::hash::fnv1a64;
 use driftwood_cloud::{AwsProvider, Clock, CloudProvider, NodeClassSource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
@@ -40,12 +41,9 @@ impl NodeClassResolver for AwsProvider {
 
 /// The cloud provider reads node classes from the controller's watch cache.
 impl NodeClassSource for ClusterState {
-    fn node_class(&self, name: &str) -> Option<EC2NodeClass> {
-        self.snapshot()
-            .store
-            .nodeclasses
-            .get(name)
-            .map(|c| (**c).clone())
+    fn node_class(&self, name: &str) -> Option<Arc<EC2NodeClass>> {
+        self.read(|s| s.store.nodeclasses.get(name).cloned())
+            .flatten()
     }
 }
 
@@ -67,7 +65,8 @@ impl NameGenerator {
     pub fn nodeclaim_name(&self, nodepool: &str) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let mut x = self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ fnv(nodepool);
+        let mut x =
+            self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ fnv1a64(nodepool.as_bytes());
         let mut suffix = String::with_capacity(5);
         for _ in 0..5 {
             x ^= x >> 33;
@@ -77,12 +76,6 @@ impl NameGenerator {
         }
         format!("{nodepool}-{suffix}")
     }
-}
-
-fn fnv(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
 }
 
 /// Shared by every controller.

@@ -179,7 +179,7 @@ impl Embedded {
         }
         ProcessTemplate {
             client: self.controller_client(),
-            clock: self.cluster.cloud_clock(),
+            clock: self.cluster.clock(),
             ports: self
                 .cloud
                 .as_ref()
@@ -206,7 +206,7 @@ impl Embedded {
             self.controller_client(),
             "kube-system",
             identity.to_string(),
-            self.cluster.cloud_clock(),
+            self.cluster.clock(),
             lease_duration,
             move |leading| {
                 let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);

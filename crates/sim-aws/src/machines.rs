@@ -47,6 +47,8 @@ impl MachineSource for SimAws {
         let now = self.now();
         let st = self.lock();
         let zones = &self.config.zones;
+        let mut type_labels: std::collections::HashMap<String, BTreeMap<String, String>> =
+            std::collections::HashMap::new();
         let mut out: Vec<Machine> = st
             .instances
             .values()
@@ -54,13 +56,17 @@ impl MachineSource for SimAws {
             .map(|s| (s, self.observe(s, now)))
             .filter(|(_, i)| i.state == instance_state::RUNNING)
             .map(|(s, i)| {
-                let desc = st
-                    .instance_types
-                    .iter()
-                    .find(|e| e.description.instance_type == i.instance_type);
-                let mut labels = desc
-                    .and_then(|d| instance_type_labels(&d.description, "linux"))
-                    .unwrap_or_default();
+                // Each type's labels once per call, not once per machine.
+                let mut labels = type_labels
+                    .entry(i.instance_type.clone())
+                    .or_insert_with(|| {
+                        st.instance_types
+                            .iter()
+                            .find(|e| e.description.instance_type == i.instance_type)
+                            .and_then(|d| instance_type_labels(&d.description, "linux"))
+                            .unwrap_or_default()
+                    })
+                    .clone();
                 let capacity_type = i
                     .instance_lifecycle
                     .clone()

@@ -1,32 +1,13 @@
-//! The one source of "now" for the embedded cluster: a wall clock, or a virtual clock that
-//! follows tokio time (so tests with paused tokio time drive every timestamp).
-
-use std::fmt::Debug;
-use std::sync::Arc;
+//! The embedded cluster's "now": the one [`Clock`] trait (driftwood-cloud's), with the system
+//! clock, or a virtual clock that follows tokio time (so tests with paused tokio time drive
+//! every timestamp).
 
 use jiff::{SignedDuration, Timestamp};
 
-/// Something that can tell the current time.
-pub trait Clock: Send + Sync + Debug {
-    /// The current instant.
-    fn now(&self) -> Timestamp;
-}
+pub use driftwood_cloud::clock::{Clock, ManualClock, SharedClock, SystemClock};
 
-/// A shared clock handle.
-pub type SharedClock = Arc<dyn Clock>;
-
-/// The system's real time.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct WallClock;
-
-impl Clock for WallClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
-
-/// A clock that starts at `base` and advances with `tokio::time::Instant`, so pausing and
-/// advancing tokio time (`tokio::time::pause`, `advance`, auto-advance) moves it.
+/// Virtual time: `base` plus the tokio time elapsed since it was made (paused tokio time
+/// makes a simulated hour pass in a moment).
 #[derive(Debug, Clone, Copy)]
 pub struct VirtualClock {
     base: Timestamp,
@@ -48,37 +29,6 @@ impl Clock for VirtualClock {
         let elapsed = tokio::time::Instant::now().saturating_duration_since(self.start);
         let elapsed = SignedDuration::try_from(elapsed).unwrap_or(SignedDuration::MAX);
         self.base.checked_add(elapsed).unwrap_or(Timestamp::MAX)
-    }
-}
-
-/// A clock that only moves when told to (handy for pure unit tests).
-#[derive(Debug)]
-pub struct ManualClock {
-    now: std::sync::Mutex<Timestamp>,
-}
-
-impl ManualClock {
-    /// A manual clock reading `now`.
-    pub fn new(now: Timestamp) -> Self {
-        Self {
-            now: std::sync::Mutex::new(now),
-        }
-    }
-
-    /// Move the clock forward by `by`.
-    pub fn advance(&self, by: SignedDuration) {
-        if let Ok(mut now) = self.now.lock() {
-            *now = now.checked_add(by).unwrap_or(Timestamp::MAX);
-        }
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        self.now
-            .lock()
-            .map(|now| *now)
-            .unwrap_or(Timestamp::UNIX_EPOCH)
     }
 }
 

@@ -16,7 +16,6 @@ use kube::api::PostParams;
 
 use crate::apiserver::{ApiServer, ApiServerConfig, HttpServer};
 use crate::clock::{SharedClock, VirtualClock};
-use crate::clock_bridge::CloudClock;
 use crate::daemonset::DaemonSetController;
 use crate::kubelet::{KubeletConfig, KubeletTimings, Kubelets, kubelet_version};
 use crate::scheduler::{Scheduler, SchedulerConfig};
@@ -157,10 +156,7 @@ impl SimCluster {
         let mut aws_config = SimConfig::new(&options.cluster_name, options.seed);
         aws_config.launch_delay = signed(options.machine_launch_delay);
         aws_config.termination_delay = signed(options.machine_termination_delay);
-        let aws = Arc::new(SimAws::new(
-            aws_config,
-            Arc::new(CloudClock(Arc::clone(&clock))),
-        ));
+        let aws = Arc::new(SimAws::new(aws_config, Arc::clone(&clock)));
         let kubelet_config = KubeletConfig {
             timings: KubeletTimings {
                 node_ready_delay: options.node_ready_delay,
@@ -220,11 +216,6 @@ impl SimCluster {
     /// The cluster's clock.
     pub fn clock(&self) -> SharedClock {
         Arc::clone(&self.clock)
-    }
-
-    /// The same clock as a `driftwood_cloud::Clock` (for the AWS provider and controllers).
-    pub fn cloud_clock(&self) -> Arc<dyn driftwood_cloud::Clock> {
-        Arc::new(CloudClock(Arc::clone(&self.clock)))
     }
 
     /// The options the cluster was started with.

@@ -4,7 +4,6 @@
 
 pub mod apiserver;
 pub mod clock;
-pub mod clock_bridge;
 pub mod cluster;
 pub mod daemonset;
 pub mod kubelet;
@@ -13,6 +12,6 @@ pub mod watch_cache;
 pub mod workloads;
 
 pub use apiserver::{ApiServer, ApiServerConfig, HttpServer, PodTermination};
-pub use clock::{Clock, SharedClock, VirtualClock, WallClock};
+pub use clock::{Clock, SharedClock, SystemClock, VirtualClock};
 pub use cluster::{SimCluster, SimClusterError, SimClusterOptions};
 pub use workloads::WorkloadControllers;

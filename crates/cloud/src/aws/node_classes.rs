@@ -1,20 +1,20 @@
 //! Where the provider reads EC2NodeClasses from (the controller's cache implements this).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use driftwood_api::EC2NodeClass;
 
 /// Read access to EC2NodeClasses by name.
 pub trait NodeClassSource: Send + Sync {
-    /// The class named `name`, with its status.
-    fn node_class(&self, name: &str) -> Option<EC2NodeClass>;
+    /// The class named `name`, with its status: a shared reference, not a copy.
+    fn node_class(&self, name: &str) -> Option<Arc<EC2NodeClass>>;
 }
 
 /// An in-memory set of classes (tests, simulations).
 #[derive(Debug, Default)]
 pub struct InMemoryNodeClasses {
-    classes: Mutex<BTreeMap<String, EC2NodeClass>>,
+    classes: Mutex<BTreeMap<String, Arc<EC2NodeClass>>>,
 }
 
 impl InMemoryNodeClasses {
@@ -29,7 +29,7 @@ impl InMemoryNodeClasses {
         self.classes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name, class);
+            .insert(name, Arc::new(class));
     }
 
     /// Removes the class named `name`.
@@ -42,7 +42,7 @@ impl InMemoryNodeClasses {
 }
 
 impl NodeClassSource for InMemoryNodeClasses {
-    fn node_class(&self, name: &str) -> Option<EC2NodeClass> {
+    fn node_class(&self, name: &str) -> Option<Arc<EC2NodeClass>> {
         self.classes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -178,7 +178,7 @@ impl AwsProvider {
             .unavailable_at(self.clock.now())
     }
 
-    fn ready_class(&self, name: &str) -> Result<EC2NodeClass, CloudError> {
+    fn ready_class(&self, name: &str) -> Result<Arc<EC2NodeClass>, CloudError> {
         let class = self
             .classes
             .node_class(name)

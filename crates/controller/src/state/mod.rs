@@ -1,12 +1,15 @@
 //! Cluster state: watchers on nodes, pods, PDBs, daemonsets, NodePools, NodeClaims,
-//! EC2NodeClasses, VolumeAttachments and PersistentVolumeClaims feeding one store that controllers read as a [`Snapshot`]. Objects are
-//! watched untyped and decoded one by one, so an object that fails to decode is logged once
-//! and skipped instead of stalling its watch.
+//! EC2NodeClasses, VolumeAttachments and PersistentVolumeClaims feeding one store that
+//! controllers read as a [`Snapshot`]. Objects are watched untyped and decoded one by one, so an
+//! object that fails to decode is logged once and skipped instead of stalling its watch.
+//!
+//! The store and its indexes are persistent maps updated per watch event: taking a snapshot
+//! shares their structure (no copy of the store), and an event costs O(log n).
 
 mod snapshot;
 mod watch;
 
-pub use snapshot::Snapshot;
+pub use snapshot::{Cached, Snapshot};
 pub use watch::spawn_watchers;
 
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
@@ -14,15 +17,15 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 use tokio::sync::watch as tokio_watch;
 
 /// `namespace/name` (cluster-scoped objects: `/name`... stored as just `name`).
 pub type ObjectKey = String;
 
-/// The objects of one kind.
-pub type Objects<K> = BTreeMap<ObjectKey, Arc<K>>;
+/// The objects of one kind: a persistent map, so cloning it shares its structure.
+pub type Objects<K> = imbl::OrdMap<ObjectKey, Arc<K>>;
 
 /// Every watched kind, by key.
 #[derive(Debug, Default, Clone)]
@@ -69,7 +72,7 @@ impl Kind {
 /// The shared, watch-fed store. Cheap to clone (an `Arc`).
 #[derive(Clone)]
 pub struct ClusterState {
-    store: Arc<RwLock<Store>>,
+    current: Arc<RwLock<Snapshot>>,
     synced: Arc<RwLock<BTreeSet<Kind>>>,
     changes: tokio_watch::Sender<u64>,
 }
@@ -84,7 +87,7 @@ impl ClusterState {
     pub fn new() -> Self {
         let (changes, _) = tokio_watch::channel(0);
         Self {
-            store: Arc::default(),
+            current: Arc::default(),
             synced: Arc::default(),
             changes,
         }
@@ -113,16 +116,35 @@ impl ClusterState {
         }
     }
 
-    /// A consistent copy of the store with its indexes.
+    /// The store and its indexes as they are now. Cheap: the persistent maps are shared, not
+    /// copied, and later events do not change what this snapshot sees.
     pub fn snapshot(&self) -> Snapshot {
-        let store = self.store.read().map(|s| s.clone()).unwrap_or_default();
-        Snapshot::new(store)
+        self.current.read().map(|s| s.clone()).unwrap_or_default()
     }
 
-    /// Applies `f` to the store and notifies subscribers.
-    pub fn update(&self, f: impl FnOnce(&mut Store)) {
-        if let Ok(mut store) = self.store.write() {
-            f(&mut store);
+    /// Reads one thing from the current state without taking a snapshot.
+    pub fn read<T>(&self, f: impl FnOnce(&Snapshot) -> T) -> Option<T> {
+        self.current.read().ok().map(|s| f(&s))
+    }
+
+    /// Stores `object` under `key` (added or changed), updating the indexes.
+    pub fn apply<K: Cached>(&self, key: ObjectKey, object: Arc<K>) {
+        self.update(|s| s.apply(key, object));
+    }
+
+    /// Forgets the object under `key`, updating the indexes.
+    pub fn delete<K: Cached>(&self, key: &str) {
+        self.update(|s| s.delete::<K>(key));
+    }
+
+    /// Replaces every object of kind `K` (a relist), updating the indexes.
+    pub fn reset<K: Cached>(&self, objects: Objects<K>) {
+        self.update(|s| s.reset(objects));
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        if let Ok(mut current) = self.current.write() {
+            f(&mut current);
         }
         self.changes.send_modify(|v| *v += 1);
     }

@@ -1,11 +1,16 @@
-//! A consistent copy of the cluster state with the indexes the planners need: pods per node,
-//! pending pods, NodeClaims per NodePool, NodeClaim and Node by providerID.
+//! The store at one moment with the indexes the planners need: pods per node, pending pods,
+//! NodeClaims per NodePool, NodeClaim and Node by providerID. Every index is updated per
+//! object as watch events arrive ([`Snapshot::apply`], [`Snapshot::delete`],
+//! [`Snapshot::reset`]), and all of it lives in persistent maps, so a clone is cheap.
 
-use super::{ObjectKey, Store};
+use super::{Kind, ObjectKey, Objects, Store};
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use std::collections::BTreeMap;
+use imbl::{OrdMap, OrdSet};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use std::sync::Arc;
 
 /// The store at one moment plus indexes.
@@ -13,63 +18,164 @@ use std::sync::Arc;
 pub struct Snapshot {
     pub store: Store,
     /// Pod keys bound to each node name.
-    pub pods_by_node: BTreeMap<String, Vec<ObjectKey>>,
+    pub pods_by_node: OrdMap<String, OrdSet<ObjectKey>>,
     /// Pods not bound to a node, not finished and not being deleted.
-    pub pending_pods: Vec<ObjectKey>,
+    pub pending_pods: OrdSet<ObjectKey>,
     /// NodeClaim names per NodePool name (from the karpenter.sh/nodepool label).
-    pub nodeclaims_by_nodepool: BTreeMap<String, Vec<String>>,
+    pub nodeclaims_by_nodepool: OrdMap<String, OrdSet<String>>,
     /// NodeClaim name by status.providerID.
-    pub nodeclaim_by_provider_id: BTreeMap<String, String>,
+    pub nodeclaim_by_provider_id: OrdMap<String, String>,
     /// Node name by spec.providerID.
-    pub node_by_provider_id: BTreeMap<String, String>,
+    pub node_by_provider_id: OrdMap<String, String>,
 }
 
-impl Snapshot {
-    pub fn new(store: Store) -> Self {
-        let mut snapshot = Self {
-            store,
-            ..Default::default()
-        };
-        for (key, pod) in &snapshot.store.pods {
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-            match node {
-                Some(node) if !node.is_empty() => snapshot
-                    .pods_by_node
-                    .entry(node)
-                    .or_default()
-                    .push(key.clone()),
-                _ => {
-                    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-                    let finished = matches!(phase, Some("Succeeded" | "Failed"));
-                    if !finished && pod.metadata.deletion_timestamp.is_none() {
-                        snapshot.pending_pods.push(key.clone());
-                    }
+/// A kind the cache stores: where its objects live and which indexes it feeds.
+pub trait Cached: Clone + Send + Sync + 'static {
+    const KIND: Kind;
+    fn objects(store: &Store) -> &Objects<Self>;
+    fn objects_mut(store: &mut Store) -> &mut Objects<Self>;
+    /// Adds (`present`) or removes this object's entries in the indexes.
+    fn index(_snapshot: &mut Snapshot, _key: &str, _object: &Self, _present: bool) {}
+}
+
+macro_rules! cached {
+    ($kind:ty, $variant:ident, $field:ident) => {
+        cached!($kind, $variant, $field, |_s, _k, _o, _p| {});
+    };
+    ($kind:ty, $variant:ident, $field:ident, $index:expr) => {
+        impl Cached for $kind {
+            const KIND: Kind = Kind::$variant;
+            fn objects(store: &Store) -> &Objects<Self> {
+                &store.$field
+            }
+            fn objects_mut(store: &mut Store) -> &mut Objects<Self> {
+                &mut store.$field
+            }
+            fn index(snapshot: &mut Snapshot, key: &str, object: &Self, present: bool) {
+                let index: fn(&mut Snapshot, &str, &Self, bool) = $index;
+                index(snapshot, key, object, present)
+            }
+        }
+    };
+}
+
+cached!(Node, Node, nodes, index_node);
+cached!(Pod, Pod, pods, index_pod);
+cached!(PodDisruptionBudget, PodDisruptionBudget, pdbs);
+cached!(DaemonSet, DaemonSet, daemonsets);
+cached!(NodePool, NodePool, nodepools);
+cached!(NodeClaim, NodeClaim, nodeclaims, index_nodeclaim);
+cached!(EC2NodeClass, EC2NodeClass, nodeclasses);
+cached!(VolumeAttachment, VolumeAttachment, volume_attachments);
+cached!(
+    PersistentVolumeClaim,
+    PersistentVolumeClaim,
+    persistent_volume_claims
+);
+
+/// Adds `item` to, or removes it from, the set under `key`; an emptied set is dropped.
+fn set_member(map: &mut OrdMap<String, OrdSet<String>>, key: &str, item: &str, present: bool) {
+    if present {
+        map.entry(key.to_string())
+            .or_default()
+            .insert(item.to_string());
+    } else if let Some(set) = map.get_mut(key) {
+        set.remove(item);
+        if set.is_empty() {
+            map.remove(key);
+        }
+    }
+}
+
+/// Sets or removes `key → value`, removing only the entry that still points at `value`.
+fn unique(map: &mut OrdMap<String, String>, key: &str, value: &str, present: bool) {
+    if present {
+        map.insert(key.to_string(), value.to_string());
+    } else if map.get(key).is_some_and(|v| v == value) {
+        map.remove(key);
+    }
+}
+
+fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
+    match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+        Some(node) if !node.is_empty() => {
+            set_member(&mut snapshot.pods_by_node, node, key, present);
+        }
+        _ => {
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            let finished = matches!(phase, Some("Succeeded" | "Failed"));
+            if !finished && pod.metadata.deletion_timestamp.is_none() {
+                if present {
+                    snapshot.pending_pods.insert(key.to_string());
+                } else {
+                    snapshot.pending_pods.remove(key);
                 }
             }
         }
-        for (name, claim) in &snapshot.store.nodeclaims {
-            if let Some(pool) = claim
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_NODEPOOL))
-            {
-                snapshot
-                    .nodeclaims_by_nodepool
-                    .entry(pool.clone())
-                    .or_default()
-                    .push(name.clone());
-            }
-            if let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) {
-                snapshot.nodeclaim_by_provider_id.insert(id, name.clone());
-            }
-        }
-        for (name, node) in &snapshot.store.nodes {
-            if let Some(id) = node.spec.as_ref().and_then(|s| s.provider_id.clone()) {
-                snapshot.node_by_provider_id.insert(id, name.clone());
-            }
-        }
+    }
+}
+
+fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, present: bool) {
+    if let Some(pool) = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_NODEPOOL))
+    {
+        set_member(&mut snapshot.nodeclaims_by_nodepool, pool, name, present);
+    }
+    if let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
+        unique(&mut snapshot.nodeclaim_by_provider_id, id, name, present);
+    }
+}
+
+fn index_node(snapshot: &mut Snapshot, name: &str, node: &Node, present: bool) {
+    if let Some(id) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+        unique(&mut snapshot.node_by_provider_id, id, name, present);
+    }
+}
+
+impl Snapshot {
+    /// A snapshot of `store` with its indexes built (tests, and a store assembled by hand).
+    pub fn new(store: Store) -> Self {
+        let mut snapshot = Self::default();
+        snapshot.reset(store.nodes);
+        snapshot.reset(store.pods);
+        snapshot.reset(store.pdbs);
+        snapshot.reset(store.daemonsets);
+        snapshot.reset(store.nodepools);
+        snapshot.reset(store.nodeclaims);
+        snapshot.reset(store.nodeclasses);
+        snapshot.reset(store.volume_attachments);
+        snapshot.reset(store.persistent_volume_claims);
         snapshot
+    }
+
+    /// Stores `object` under `key`, replacing the index entries of the object it replaces.
+    pub fn apply<K: Cached>(&mut self, key: ObjectKey, object: Arc<K>) {
+        let old = K::objects_mut(&mut self.store).insert(key.clone(), object.clone());
+        if let Some(old) = old {
+            K::index(self, &key, &old, false);
+        }
+        K::index(self, &key, &object, true);
+    }
+
+    /// Forgets the object under `key` and its index entries.
+    pub fn delete<K: Cached>(&mut self, key: &str) {
+        if let Some(old) = K::objects_mut(&mut self.store).remove(key) {
+            K::index(self, key, &old, false);
+        }
+    }
+
+    /// Replaces every object of kind `K` (after a relist).
+    pub fn reset<K: Cached>(&mut self, objects: Objects<K>) {
+        let old = std::mem::take(K::objects_mut(&mut self.store));
+        for (key, object) in &old {
+            K::index(self, key, object, false);
+        }
+        for (key, object) in objects {
+            self.apply(key, object);
+        }
     }
 
     pub fn nodepool(&self, name: &str) -> Option<&Arc<NodePool>> {
@@ -126,6 +232,170 @@ mod tests {
         )
     }
 
+    fn set(items: &[&str]) -> OrdSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn node(name: &str, provider_id: &str) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(
+                json!({"metadata": {"name": name}, "spec": {"providerID": provider_id}}),
+            )
+            .unwrap(),
+        )
+    }
+
+    fn claim(name: &str, pool: &str, provider_id: Option<&str>) -> Arc<NodeClaim> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}},
+                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
+                "status": {"providerID": provider_id}
+            }))
+            .unwrap(),
+        )
+    }
+
+    /// The indexes a full rebuild gives for the same objects.
+    fn rebuilt(snapshot: &Snapshot) -> Snapshot {
+        Snapshot::new(snapshot.store.clone())
+    }
+
+    fn assert_indexes_match_rebuild(snapshot: &Snapshot) {
+        let fresh = rebuilt(snapshot);
+        assert_eq!(snapshot.pods_by_node, fresh.pods_by_node);
+        assert_eq!(snapshot.pending_pods, fresh.pending_pods);
+        assert_eq!(
+            snapshot.nodeclaims_by_nodepool,
+            fresh.nodeclaims_by_nodepool
+        );
+        assert_eq!(
+            snapshot.nodeclaim_by_provider_id,
+            fresh.nodeclaim_by_provider_id
+        );
+        assert_eq!(snapshot.node_by_provider_id, fresh.node_by_provider_id);
+    }
+
+    #[test]
+    fn a_pod_moves_from_pending_to_its_node_and_leaves_with_its_deletion() {
+        let mut s = Snapshot::default();
+        s.apply("default/a".into(), pod("a", None, "Pending"));
+        assert_eq!(s.pending_pods, set(&["default/a"]));
+        s.apply("default/a".into(), pod("a", Some("n1"), "Running"));
+        assert!(s.pending_pods.is_empty());
+        assert_eq!(s.pods_by_node["n1"], set(&["default/a"]));
+        s.delete::<Pod>("default/a");
+        // An emptied entry is dropped, not left behind as an empty set.
+        assert!(s.pods_by_node.is_empty());
+        assert!(s.store.pods.is_empty());
+        // Deleting what is not there changes nothing.
+        s.delete::<Pod>("default/a");
+        assert_indexes_match_rebuild(&s);
+    }
+
+    #[test]
+    fn finished_pods_are_not_pending() {
+        let mut s = Snapshot::default();
+        s.apply("default/a".into(), pod("a", None, "Pending"));
+        s.apply("default/a".into(), pod("a", None, "Succeeded"));
+        assert!(s.pending_pods.is_empty());
+        assert_eq!(s.store.pods.len(), 1);
+    }
+
+    #[test]
+    fn a_relabelled_nodeclaim_moves_between_nodepools() {
+        let mut s = Snapshot::default();
+        s.apply("nc1".into(), claim("nc1", "a", None));
+        s.apply("nc2".into(), claim("nc2", "a", None));
+        s.apply("nc1".into(), claim("nc1", "b", Some("aws:///z/i-1")));
+        assert_eq!(s.nodeclaims_by_nodepool["a"], set(&["nc2"]));
+        assert_eq!(s.nodeclaims_by_nodepool["b"], set(&["nc1"]));
+        assert_eq!(s.nodeclaim_by_provider_id["aws:///z/i-1"], "nc1");
+        assert_indexes_match_rebuild(&s);
+    }
+
+    #[test]
+    fn deleting_a_stale_holder_of_a_provider_id_keeps_the_current_one() {
+        let mut s = Snapshot::default();
+        s.apply("old".into(), node("old", "aws:///z/i-1"));
+        s.apply("new".into(), node("new", "aws:///z/i-1"));
+        s.delete::<Node>("old");
+        assert_eq!(s.node_by_provider_id["aws:///z/i-1"], "new");
+    }
+
+    #[test]
+    fn reset_replaces_a_kind_and_its_index_entries() {
+        let mut s = Snapshot::default();
+        s.apply("default/a".into(), pod("a", Some("n1"), "Running"));
+        s.apply("default/b".into(), pod("b", None, "Pending"));
+        s.apply("nc1".into(), claim("nc1", "a", None));
+        let fresh: Objects<Pod> = [("default/c".to_string(), pod("c", Some("n2"), "Running"))]
+            .into_iter()
+            .collect();
+        s.reset(fresh);
+        assert_eq!(s.pods_by_node.keys().collect::<Vec<_>>(), vec!["n2"]);
+        assert!(s.pending_pods.is_empty());
+        // Other kinds are untouched.
+        assert_eq!(s.nodeclaims_by_nodepool["a"], set(&["nc1"]));
+        assert_indexes_match_rebuild(&s);
+    }
+
+    #[test]
+    fn a_snapshot_does_not_see_later_events() {
+        let mut s = Snapshot::default();
+        s.apply("default/a".into(), pod("a", Some("n1"), "Running"));
+        let before = s.clone();
+        s.apply("default/b".into(), pod("b", Some("n1"), "Running"));
+        s.delete::<Pod>("default/a");
+        assert_eq!(before.pods_by_node["n1"], set(&["default/a"]));
+        assert_eq!(before.store.pods.len(), 1);
+        assert_eq!(s.pods_by_node["n1"], set(&["default/b"]));
+    }
+
+    #[test]
+    fn generated_event_sequences_keep_the_indexes_equal_to_a_rebuild() {
+        // A small xorshift generator: 2,000 events over few keys, so objects are added,
+        // changed (moved between nodes, pools and provider ids) and deleted many times.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut s = Snapshot::default();
+        for step in 0..2_000 {
+            let i = next(12);
+            match next(7) {
+                0 => s.delete::<Pod>(&format!("default/p{i}")),
+                1 => s.delete::<NodeClaim>(&format!("nc{i}")),
+                2 => s.delete::<Node>(&format!("n{i}")),
+                3 => {
+                    let phase = ["Pending", "Running", "Succeeded"][next(3) as usize];
+                    let node = format!("n{}", next(4));
+                    let bound = (next(2) == 0).then_some(node.as_str());
+                    s.apply(format!("default/p{i}"), pod(&format!("p{i}"), bound, phase));
+                }
+                // Provider ids are unique per object here (duplicates have their own test).
+                4 | 5 => {
+                    let id = format!("aws:///z/i-{i}");
+                    let pool = format!("pool{}", next(3));
+                    let id = (next(3) > 0).then_some(id.as_str());
+                    s.apply(format!("nc{i}"), claim(&format!("nc{i}"), &pool, id));
+                }
+                _ => {
+                    let id = format!("aws:///z/i-{i}");
+                    s.apply(format!("n{i}"), node(&format!("n{i}"), &id));
+                }
+            }
+            if step % 50 == 0 {
+                assert_indexes_match_rebuild(&s);
+            }
+        }
+        assert_indexes_match_rebuild(&s);
+    }
+
     #[test]
     fn indexes() {
         let mut store = Store::default();
@@ -152,9 +422,9 @@ mod tests {
         .unwrap();
         store.nodeclaims.insert("nc1".into(), Arc::new(claim));
         let snapshot = Snapshot::new(store);
-        assert_eq!(snapshot.pods_by_node["n1"], vec!["default/a"]);
-        assert_eq!(snapshot.pending_pods, vec!["default/b"]);
-        assert_eq!(snapshot.nodeclaims_by_nodepool["default"], vec!["nc1"]);
+        assert_eq!(snapshot.pods_by_node["n1"], set(&["default/a"]));
+        assert_eq!(snapshot.pending_pods, set(&["default/b"]));
+        assert_eq!(snapshot.nodeclaims_by_nodepool["default"], set(&["nc1"]));
         let claim = snapshot.store.nodeclaims["nc1"].clone();
         assert_eq!(
             snapshot

@@ -1,7 +1,7 @@
 //! One watcher per kind, untyped on the wire and decoded per object: a bad object is logged
 //! once (per resourceVersion) and skipped, and the watch goes on.
 
-use super::{ClusterState, Kind, Objects, Store, object_key};
+use super::{Cached, ClusterState, Kind, Objects, object_key};
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -20,40 +20,27 @@ use tokio::task::JoinHandle;
 /// Starts a watcher for every kind; they run until the returned tasks are aborted.
 pub fn spawn_watchers(client: &Client, state: &ClusterState) -> Vec<JoinHandle<()>> {
     vec![
-        spawn_kind::<Node>(client, state, Kind::Node, |s| &mut s.nodes),
-        spawn_kind::<Pod>(client, state, Kind::Pod, |s| &mut s.pods),
-        spawn_kind::<PodDisruptionBudget>(client, state, Kind::PodDisruptionBudget, |s| {
-            &mut s.pdbs
-        }),
-        spawn_kind::<DaemonSet>(client, state, Kind::DaemonSet, |s| &mut s.daemonsets),
-        spawn_kind::<NodePool>(client, state, Kind::NodePool, |s| &mut s.nodepools),
-        spawn_kind::<NodeClaim>(client, state, Kind::NodeClaim, |s| &mut s.nodeclaims),
-        spawn_kind::<EC2NodeClass>(client, state, Kind::EC2NodeClass, |s| &mut s.nodeclasses),
-        spawn_kind::<VolumeAttachment>(client, state, Kind::VolumeAttachment, |s| {
-            &mut s.volume_attachments
-        }),
-        spawn_kind::<PersistentVolumeClaim>(client, state, Kind::PersistentVolumeClaim, |s| {
-            &mut s.persistent_volume_claims
-        }),
+        spawn_kind::<Node>(client, state),
+        spawn_kind::<Pod>(client, state),
+        spawn_kind::<PodDisruptionBudget>(client, state),
+        spawn_kind::<DaemonSet>(client, state),
+        spawn_kind::<NodePool>(client, state),
+        spawn_kind::<NodeClaim>(client, state),
+        spawn_kind::<EC2NodeClass>(client, state),
+        spawn_kind::<VolumeAttachment>(client, state),
+        spawn_kind::<PersistentVolumeClaim>(client, state),
     ]
 }
 
-type Select<K> = fn(&mut Store) -> &mut Objects<K>;
-
-fn spawn_kind<K>(
-    client: &Client,
-    state: &ClusterState,
-    kind: Kind,
-    select: Select<K>,
-) -> JoinHandle<()>
+fn spawn_kind<K>(client: &Client, state: &ClusterState) -> JoinHandle<()>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Cached + Resource<DynamicType = ()> + DeserializeOwned,
 {
     let resource = ApiResource::erase::<K>(&());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let state = state.clone();
     tokio::spawn(async move {
-        let mut decoder = Decoder::<K>::new(kind);
+        let mut decoder = Decoder::<K>::new(K::KIND);
         let mut stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
@@ -69,29 +56,16 @@ where
                     }
                 }
                 Ok(Event::InitDone) => {
-                    let fresh = buffer.take().unwrap_or_default();
-                    state.update(|store| *select(store) = fresh);
-                    state.mark_synced(kind);
+                    state.reset(buffer.take().unwrap_or_default());
+                    state.mark_synced(K::KIND);
                 }
-                Ok(Event::Apply(object)) => {
-                    let key = key_of(&object);
-                    match decoder.decode(&object) {
-                        Some((key, typed)) => state.update(|store| {
-                            select(store).insert(key, Arc::new(typed));
-                        }),
-                        // An object that no longer decodes is unknown to us now.
-                        None => state.update(|store| {
-                            select(store).remove(&key);
-                        }),
-                    }
-                }
-                Ok(Event::Delete(object)) => {
-                    let key = key_of(&object);
-                    state.update(|store| {
-                        select(store).remove(&key);
-                    });
-                }
-                Err(error) => tracing::warn!(kind = ?kind, %error, "watch error; retrying"),
+                Ok(Event::Apply(object)) => match decoder.decode(&object) {
+                    Some((key, typed)) => state.apply(key, Arc::new(typed)),
+                    // An object that no longer decodes is unknown to us now.
+                    None => state.delete::<K>(&key_of(&object)),
+                },
+                Ok(Event::Delete(object)) => state.delete::<K>(&key_of(&object)),
+                Err(error) => tracing::warn!(kind = ?K::KIND, %error, "watch error; retrying"),
             }
         }
     })

@@ -45,6 +45,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/fleet-50-nodes.yaml"),
     ),
     (
+        "fleet-1000-nodes",
+        include_str!("../../../../examples/scenarios/fleet-1000-nodes.yaml"),
+    ),
+    (
+        "fleet-5000-nodes",
+        include_str!("../../../../examples/scenarios/fleet-5000-nodes.yaml"),
+    ),
+    (
         "pdb-protected",
         include_str!("../../../../examples/scenarios/pdb-protected.yaml"),
     ),

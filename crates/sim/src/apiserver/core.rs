@@ -69,7 +69,7 @@ impl ApiServerConfig {
 
 impl Default for ApiServerConfig {
     fn default() -> Self {
-        Self::with_clock(Arc::new(crate::clock::WallClock))
+        Self::with_clock(Arc::new(crate::clock::SystemClock))
     }
 }
 

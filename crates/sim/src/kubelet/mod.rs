@@ -120,6 +120,23 @@ fn facts_for(fleet: &dyn MachineFleet, machine: &Machine) -> MachineFacts {
     }
 }
 
+/// The running machines with their facts; facts depend only on the instance type and image,
+/// so they are worked out once per pair.
+fn poll_machines(fleet: &dyn MachineFleet) -> Vec<(Machine, MachineFacts)> {
+    let mut facts: BTreeMap<(String, String), MachineFacts> = BTreeMap::new();
+    fleet
+        .running_machines()
+        .into_iter()
+        .map(|m| {
+            let known = facts
+                .entry((m.instance_type.clone(), m.image_id.clone()))
+                .or_insert_with(|| facts_for(fleet, &m))
+                .clone();
+            (m, known)
+        })
+        .collect()
+}
+
 async fn run(
     client: Client,
     fleet: Arc<dyn MachineFleet>,
@@ -138,16 +155,18 @@ async fn run(
     volumes.ready().await;
     claims.ready().await;
     let mut issued: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let mut machines: Vec<(Machine, MachineFacts)> = Vec::new();
+    let mut machines_read_at: Option<Timestamp> = None;
     loop {
         let now = clock.now();
-        let machines: Vec<(Machine, MachineFacts)> = fleet
-            .running_machines()
-            .into_iter()
-            .map(|m| {
-                let facts = facts_for(fleet.as_ref(), &m);
-                (m, facts)
-            })
-            .collect();
+        // The machine list is polled (every machine_poll_interval), not rebuilt on every
+        // Kubernetes event: at fleet scale that rebuild was most of the simulation's time.
+        let due = machines_read_at
+            .is_none_or(|at| now.duration_since(at).unsigned_abs() >= config.machine_poll_interval);
+        if due {
+            machines = poll_machines(fleet.as_ref());
+            machines_read_at = Some(now);
+        }
         let node_list = nodes.objects();
         let pod_list = pods.objects();
         let mut plan = plan::plan(
@@ -188,7 +207,13 @@ async fn run(
                 tracing::debug!(%error, "kubelet action failed; will retry");
             }
         }
-        let mut wait = config.machine_poll_interval;
+        // Wake for the next machine poll, counted from the last one.
+        let since_poll =
+            machines_read_at.map_or(Duration::ZERO, |at| now.duration_since(at).unsigned_abs());
+        let mut wait = config
+            .machine_poll_interval
+            .saturating_sub(since_poll)
+            .max(Duration::from_millis(1));
         if let Some(due) = plan.next_due {
             let until = due.duration_since(now).unsigned_abs();
             wait = wait.min(until.max(Duration::from_millis(1)));

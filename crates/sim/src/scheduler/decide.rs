@@ -72,16 +72,32 @@ pub fn is_pending(pod: &Pod) -> bool {
 struct Candidate {
     node: ExistingNode,
     unschedulable: bool,
+    /// The requests of the pods on it (kept as pods are placed).
+    used: driftwood_scheduling::Resources,
 }
 
 impl Candidate {
-    fn used(&self) -> driftwood_scheduling::Resources {
-        self.node
+    fn new(node: ExistingNode, unschedulable: bool) -> Self {
+        let used = node
             .pods
             .iter()
             .fold(driftwood_scheduling::Resources::new(), |sum, p| {
                 sum.add(&p.requests)
-            })
+            });
+        Self {
+            node,
+            unschedulable,
+            used,
+        }
+    }
+
+    fn used(&self) -> driftwood_scheduling::Resources {
+        self.used.clone()
+    }
+
+    fn place(&mut self, pod: SimPod) {
+        self.used = self.used.add(&pod.requests);
+        self.node.pods.push(pod);
     }
 
     /// Requested share of cpu plus memory (0 = empty), for least-allocated ordering.
@@ -103,8 +119,19 @@ impl Candidate {
 
 /// Why one node cannot take the pod (kube-scheduler's wording; a node may give several).
 fn node_reasons(candidate: &Candidate, pod: &SimPod) -> Vec<String> {
+    rejection(candidate, pod).unwrap_or_else(|| {
+        vec![
+            "node(s) didn't satisfy the pod's topology spread or pod (anti-)affinity constraints"
+                .to_string(),
+        ]
+    })
+}
+
+/// Why the node cannot take the pod judging it alone (cordon, taints, selector and affinity,
+/// resources), or `None` when those checks pass.
+fn rejection(candidate: &Candidate, pod: &SimPod) -> Option<Vec<String>> {
     if candidate.unschedulable {
-        return vec!["node(s) were unschedulable".to_string()];
+        return Some(vec!["node(s) were unschedulable".to_string()]);
     }
     let node = &candidate.node;
     let blocking: Vec<Taint> = node
@@ -114,10 +141,10 @@ fn node_reasons(candidate: &Candidate, pod: &SimPod) -> Vec<String> {
         .cloned()
         .collect();
     if let Some(taint) = first_untolerated(&blocking, &pod.constraints.tolerations) {
-        return vec![format!(
+        return Some(vec![format!(
             "node(s) had untolerated taint {{{}: {}}}",
             taint.key, taint.value
-        )];
+        )]);
     }
     let constraints = &pod.constraints;
     let selected = constraints.node_selector.matches_labels(&node.labels)
@@ -127,7 +154,9 @@ fn node_reasons(candidate: &Candidate, pod: &SimPod) -> Vec<String> {
                 .iter()
                 .any(|t| t.matches_labels(&node.labels)));
     if !selected {
-        return vec!["node(s) didn't match Pod's node affinity/selector".to_string()];
+        return Some(vec![
+            "node(s) didn't match Pod's node affinity/selector".to_string(),
+        ]);
     }
     let free = node.allocatable.sub(&candidate.used());
     let short: Vec<String> = pod
@@ -142,13 +171,58 @@ fn node_reasons(candidate: &Candidate, pod: &SimPod) -> Vec<String> {
             }
         })
         .collect();
-    if !short.is_empty() {
-        return short;
+    (!short.is_empty()).then_some(short)
+}
+
+/// The first node in `order` that takes the pod, judging each node alone (exact when no pod's
+/// placement depends on other pods). A pod with preferred node affinity goes through the
+/// whole-cluster simulation, which weighs the preferences.
+fn first_fit(
+    candidates: &[Candidate],
+    order: &[(f64, usize)],
+    sim: &SimPod,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<String> {
+    if !sim.constraints.preferred_terms.is_empty() {
+        return whole_cluster_fit(candidates, order, sim, namespace_labels);
     }
-    vec![
-        "node(s) didn't satisfy the pod's topology spread or pod (anti-)affinity constraints"
-            .to_string(),
-    ]
+    order.iter().find_map(|(_, i)| {
+        // The cheap checks first; the simulation only for nodes that pass them.
+        if rejection(&candidates[*i], sim).is_some() {
+            return None;
+        }
+        let input = SimulationInput {
+            existing_nodes: vec![candidates[*i].node.clone()],
+            pods: vec![sim.clone()],
+            ..SimulationInput::default()
+        };
+        schedule(&input)
+            .ok()
+            .and_then(|r| r.existing_placements.into_iter().next())
+            .map(|p| p.node)
+    })
+}
+
+/// Where the scheduling simulation places the pod given every node, least allocated first.
+fn whole_cluster_fit(
+    candidates: &[Candidate],
+    order: &[(f64, usize)],
+    sim: &SimPod,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<String> {
+    let input = SimulationInput {
+        existing_nodes: order
+            .iter()
+            .map(|(_, i)| candidates[*i].node.clone())
+            .collect(),
+        pods: vec![sim.clone()],
+        namespace_labels: namespace_labels.clone(),
+        ..SimulationInput::default()
+    };
+    schedule(&input)
+        .ok()
+        .and_then(|r| r.existing_placements.into_iter().next())
+        .map(|p| p.node)
 }
 
 /// kube-scheduler's FitError message: counts per reason, sorted, e.g.
@@ -172,6 +246,17 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
     pods: &[P],
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
+) -> Vec<Decision> {
+    decide_with(nodes, pods, namespace_labels, assumed, true)
+}
+
+/// [`decide`], with the node-by-node shortcut allowed or not (the tests compare the two).
+fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
+    nodes: &[N],
+    pods: &[P],
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    assumed: &BTreeMap<String, String>,
+    shortcut: bool,
 ) -> Vec<Decision> {
     let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
     let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
@@ -205,14 +290,12 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
         };
         // kube-scheduler honours every taint, whatever Karpenter would expect to go away.
         existing.initialized = true;
-        candidates.push(Candidate {
-            node: existing,
-            unschedulable: node
-                .spec
-                .as_ref()
-                .and_then(|s| s.unschedulable)
-                .unwrap_or(false),
-        });
+        let unschedulable = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        candidates.push(Candidate::new(existing, unschedulable));
     }
     pending.sort_by(|a, b| {
         let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
@@ -226,6 +309,17 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
             .then_with(|| key_of(a).cmp(&key_of(b)))
     });
 
+    // When no pod's placement depends on other pods (topology spread, pod (anti-)affinity), each
+    // node can be judged on its own: try them in order and stop at the first that fits, instead
+    // of simulating the whole cluster for every pending pod.
+    let independent = shortcut
+        && !candidates
+            .iter()
+            .flat_map(|c| &c.node.pods)
+            .any(|p| p.constraints.depends_on_other_pods())
+        && !pending
+            .iter()
+            .any(|p| SimPod::from_pod(p).is_ok_and(|sim| sim.constraints.depends_on_other_pods()));
     let mut decisions = Vec::new();
     for pod in pending {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
@@ -248,19 +342,11 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
             .map(|(i, c)| (c.allocated_share(&sim.requests), i))
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let input = SimulationInput {
-            existing_nodes: order
-                .iter()
-                .map(|(_, i)| candidates[*i].node.clone())
-                .collect(),
-            pods: vec![sim.clone()],
-            namespace_labels: namespace_labels.clone(),
-            ..SimulationInput::default()
+        let placed = if independent && !sim.constraints.depends_on_other_pods() {
+            first_fit(&candidates, &order, &sim, namespace_labels)
+        } else {
+            whole_cluster_fit(&candidates, &order, &sim, namespace_labels)
         };
-        let placed = schedule(&input)
-            .ok()
-            .and_then(|r| r.existing_placements.into_iter().next())
-            .map(|p| p.node);
         match placed.and_then(|node| candidates.iter_mut().find(|c| c.node.name == node)) {
             Some(candidate) => {
                 decisions.push(Decision::Bind {
@@ -268,7 +354,7 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
                     name,
                     node: candidate.node.name.clone(),
                 });
-                candidate.node.pods.push(sim);
+                candidate.place(sim);
             }
             None => {
                 let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
@@ -322,6 +408,75 @@ mod tests {
             Decision::Unschedulable { name, message, .. } if name == pod => Some(message.clone()),
             _ => None,
         })
+    }
+
+    /// Generated clusters: nodes of several sizes, zones, labels and taints, some cordoned;
+    /// pods bound and pending with selectors, tolerations and preferred node affinity. The
+    /// node-by-node shortcut decides exactly what the whole-cluster simulation decides.
+    #[test]
+    fn the_node_by_node_shortcut_decides_as_the_whole_cluster_simulation() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for case in 0..60 {
+            let node_count = 1 + next(12);
+            let nodes: Vec<Node> = (0..node_count)
+                .map(|i| {
+                    let cpu = ["1", "2", "4"][next(3) as usize];
+                    let taints = if next(4) == 0 {
+                        json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}])
+                    } else {
+                        json!([])
+                    };
+                    let zone = ["a", "b"][next(2) as usize];
+                    let tier = ["web", "batch"][next(2) as usize];
+                    serde_json::from_value(json!({
+                        "metadata": {"name": format!("n{i:02}"), "labels": {
+                            "kubernetes.io/hostname": format!("n{i:02}"),
+                            "topology.kubernetes.io/zone": zone,
+                            "tier": tier}},
+                        "spec": {"taints": taints, "unschedulable": next(8) == 0},
+                        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
+                    }))
+                    .unwrap()
+                })
+                .collect();
+            let pods: Vec<Pod> = (0..next(20))
+                .map(|i| {
+                    let cpu = ["100m", "500m", "1"][next(3) as usize];
+                    let bound =
+                        (next(3) == 0).then(|| format!("n{:02}", next(node_count)));
+                    let mut spec = json!({"nodeName": bound, "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]});
+                    if next(3) == 0 {
+                        let tier = ["web", "batch"][next(2) as usize];
+                        spec["nodeSelector"] = json!({ "tier": tier });
+                    }
+                    if next(3) == 0 {
+                        spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
+                    }
+                    if next(4) == 0 {
+                        spec["affinity"] = json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}}]}});
+                    }
+                    serde_json::from_value(json!({
+                        "metadata": {"name": format!("p{i:02}"), "namespace": "default", "labels": {"app": "x"}},
+                        "spec": spec
+                    }))
+                    .unwrap()
+                })
+                .collect();
+            let labels = BTreeMap::new();
+            let assumed = BTreeMap::new();
+            assert_eq!(
+                decide_with(&nodes, &pods, &labels, &assumed, true),
+                decide_with(&nodes, &pods, &labels, &assumed, false),
+                "case {case}"
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod deployment;
 pub mod hash;
+pub mod owned_pods;
 pub mod replicaset;
 pub mod statefulset;
 
@@ -32,6 +33,8 @@ pub enum WorkloadError {
 pub struct Context {
     /// Client for the API server.
     pub client: Client,
+    /// Pods by controlling owner, with the owners' write expectations.
+    pub owned_pods: owned_pods::OwnedPods,
 }
 
 /// Is the pod Ready (condition Ready=True)?
@@ -107,8 +110,10 @@ pub struct WorkloadControllers {
 impl WorkloadControllers {
     /// Start both controllers on the current tokio runtime.
     pub fn spawn(client: Client) -> Self {
+        let (owned_pods, index_task) = owned_pods::OwnedPods::spawn(client.clone());
         let context = Arc::new(Context {
             client: client.clone(),
+            owned_pods,
         });
         let replica_sets = Controller::new(
             Api::<ReplicaSet>::all(client.clone()),
@@ -133,6 +138,7 @@ impl WorkloadControllers {
         .for_each(|_| futures::future::ready(()));
         Self {
             tasks: vec![
+                index_task,
                 tokio::spawn(replica_sets),
                 tokio::spawn(stateful_sets),
                 tokio::spawn(deployments),

@@ -3,17 +3,19 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
-use super::{
-    Context, WorkloadError, is_terminating, label_selector_string, owned_by, pod_is_ready,
-};
+use super::{Context, WorkloadError, is_terminating, pod_is_ready};
+
+/// How soon a ReplicaSet waiting to see its own writes looks again.
+const EXPECTATIONS_RETRY: Duration = Duration::from_millis(100);
 
 /// At most this many pods are created per reconcile (like the real controller's burst).
 const CREATE_BURST: usize = 500;
@@ -150,7 +152,7 @@ pub fn pod_from_template(rs: &ReplicaSet) -> Pod {
     }
 }
 
-/// Reconcile one ReplicaSet against fresh API reads.
+/// Reconcile one ReplicaSet: the object read fresh, its pods from the shared index.
 pub async fn reconcile(
     rs: Arc<ReplicaSet>,
     context: Arc<Context>,
@@ -161,25 +163,46 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     };
     let pods: Api<Pod> = Api::namespaced(context.client.clone(), &namespace);
-    let selector = rs
-        .spec
-        .as_ref()
-        .map(|s| label_selector_string(&s.selector))
-        .unwrap_or_default();
-    let listed = pods.list(&ListParams::default().labels(&selector)).await?;
     let uid = rs.metadata.uid.clone().unwrap_or_default();
-    let owned: Vec<&Pod> = listed
-        .items
-        .iter()
-        .filter(|p| owned_by(p.meta(), &uid))
-        .collect();
+    // The pods it controls, from the shared index; none until the index has seen this
+    // ReplicaSet's last creations and deletions (planning on an older view would overshoot).
+    let Some(owned) = context.owned_pods.owned(&uid) else {
+        return Ok(Action::requeue(EXPECTATIONS_RETRY));
+    };
+    let owned: Vec<&Pod> = owned.iter().map(AsRef::as_ref).collect();
     let plan = plan_replica_set(&rs, &owned);
+    let mut created = Vec::new();
+    let mut deleted = Vec::new();
+    let mut failure = None;
     for _ in 0..plan.create {
-        pods.create(&PostParams::default(), &pod_from_template(&rs))
-            .await?;
+        match pods
+            .create(&PostParams::default(), &pod_from_template(&rs))
+            .await
+        {
+            Ok(pod) => created.push(pod.name_any()),
+            Err(error) => {
+                failure = Some(error);
+                break;
+            }
+        }
     }
-    for name in &plan.delete {
-        pods.delete(name, &DeleteParams::default()).await?;
+    if failure.is_none() {
+        for name in &plan.delete {
+            match pods.delete(name, &DeleteParams::default()).await {
+                Ok(_) => deleted.push(name.clone()),
+                // Already gone: nothing to wait for.
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+    }
+    // Whatever was written is expected, even when a later write failed.
+    context.owned_pods.expect(&uid, created, deleted);
+    if let Some(error) = failure {
+        return Err(error.into());
     }
     if rs.status.as_ref() != Some(&plan.status) {
         let patch = super::exact_status_patch(rs.status.as_ref(), &plan.status);

@@ -119,7 +119,7 @@ impl Harness {
     /// nodes than its budgets allow, no drifted node deleted before its replacements were
     /// initialized.
     pub fn check_invariants(&mut self, snapshot: &Snapshot) {
-        let now = self.embedded.cluster.cloud_clock().now().as_second();
+        let now = self.embedded.cluster.clock().now().as_second();
         // PDBs.
         for (key, pdb) in &snapshot.store.pdbs {
             let Some(min) = pdb.spec.as_ref().and_then(|s| s.min_available.as_ref()) else {

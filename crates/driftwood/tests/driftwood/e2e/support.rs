@@ -246,7 +246,7 @@ pub async fn idle(h: &mut Harness, d: Duration) {
 
 /// Seconds of virtual time now.
 pub fn now(h: &Harness) -> i64 {
-    h.embedded.cluster.cloud_clock().now().as_second()
+    h.embedded.cluster.clock().now().as_second()
 }
 
 /// `driftwood explain NODECLAIM` as the CLI computes it, from the observer's snapshot and the
