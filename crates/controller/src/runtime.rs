@@ -1,7 +1,7 @@
 //! Starts everything: the watch cache, then the controllers (only while leader).
 
 use crate::context::Context;
-use crate::controllers::disruption::DisruptionController;
+use crate::controllers::disruption::{DisruptionController, budget_signature};
 use crate::controllers::{
     Outcome, drift, hash, lifecycle, nodeclass, provisioner, run_loop, termination,
 };
@@ -74,11 +74,31 @@ pub fn spawn_controllers(ctx: &Context) -> Vec<JoinHandle<()>> {
     let disruption_ctx = ctx.clone();
     let period = s.disruption_interval;
     handles.push(tokio::spawn(async move {
+        let ctx = disruption_ctx;
         let mut controller = DisruptionController::default();
-        disruption_ctx.state.wait_synced().await;
+        let mut changes = ctx.state.subscribe();
+        ctx.state.wait_synced().await;
         loop {
-            let outcome = controller.pass(disruption_ctx.clone()).await;
-            tokio::time::sleep(outcome.requeue_after.unwrap_or(period)).await;
+            let outcome = controller.pass(ctx.clone()).await;
+            let deadline = tokio::time::Instant::now() + outcome.requeue_after.unwrap_or(period);
+            let seen = ctx.state.read(budget_signature);
+            // Until the period is up, wake only for a change the budget depends on.
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => break,
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        // A burst of changes is one look, at most one a second.
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        changes.borrow_and_update();
+                        if ctx.state.read(budget_signature) != seen {
+                            break;
+                        }
+                    }
+                }
+            }
         }
     }));
     handles

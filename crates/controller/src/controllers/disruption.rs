@@ -35,6 +35,22 @@ use driftwood_api::wellknown::{
 /// How long a replacement may take to become visible before it counts as missing.
 const VISIBILITY_GRACE_SECONDS: i64 = 60;
 
+/// What the disruption loop's next decision depends on, counted from the cache: NodeClaims,
+/// those being deleted, those being disrupted, those Initialized and those Drifted. When it
+/// changes (a candidate finished terminating and freed budget, a replacement initialized, a
+/// node drifted) the loop runs a pass at once instead of waiting out its period.
+pub fn budget_signature(snapshot: &Snapshot) -> [usize; 5] {
+    let mut signature = [0; 5];
+    for claim in snapshot.store.nodeclaims.values() {
+        signature[0] += 1;
+        signature[1] += usize::from(claim.metadata.deletion_timestamp.is_some());
+        signature[2] += usize::from(claim.condition(CONDITION_DISRUPTION_REASON).is_some());
+        signature[3] += usize::from(claim.is_true(CONDITION_INITIALIZED));
+        signature[4] += usize::from(claim.is_true(driftwood_api::wellknown::CONDITION_DRIFTED));
+    }
+    signature
+}
+
 /// The disruption controller's memory between passes (only to avoid repeating events).
 #[derive(Default)]
 pub struct DisruptionController {
@@ -420,4 +436,66 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn claim(name: &str, deleting: bool, conditions: serde_json::Value) -> Arc<NodeClaim> {
+        let mut meta = json!({"name": name, "labels": {"karpenter.sh/nodepool": "default"}});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        }
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
+                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
+                "status": {"conditions": conditions}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn condition(type_: &str) -> serde_json::Value {
+        json!({"type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn the_budget_signature_moves_with_what_frees_or_uses_budget() {
+        let mut store = Store::default();
+        store.nodeclaims.insert(
+            "a".into(),
+            claim("a", false, json!([condition(CONDITION_INITIALIZED)])),
+        );
+        let before = budget_signature(&Snapshot::new(store.clone()));
+        assert_eq!(before, [1, 0, 0, 1, 0]);
+        // A pod or node change elsewhere does not move it; a drifted NodeClaim does.
+        store.nodeclaims.insert(
+            "a".into(),
+            claim(
+                "a",
+                false,
+                json!([condition(CONDITION_INITIALIZED), condition("Drifted")]),
+            ),
+        );
+        assert_eq!(
+            budget_signature(&Snapshot::new(store.clone())),
+            [1, 0, 0, 1, 1]
+        );
+        // A candidate being disrupted, then deleted, then gone: each frees or uses budget.
+        store.nodeclaims.insert(
+            "a".into(),
+            claim("a", true, json!([condition(CONDITION_DISRUPTION_REASON)])),
+        );
+        assert_eq!(
+            budget_signature(&Snapshot::new(store.clone())),
+            [1, 1, 1, 0, 0]
+        );
+        store.nodeclaims.remove("a");
+        assert_eq!(budget_signature(&Snapshot::new(store)), [0; 5]);
+    }
 }

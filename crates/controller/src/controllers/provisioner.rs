@@ -89,18 +89,38 @@ pub async fn run(ctx: Context) {
                 }
             }
         }
-        provision(&ctx, &mut reported).await;
-        // Give the new NodeClaims time to appear in the cache before looking again.
-        tokio::time::sleep(ctx.settings.batch_idle).await;
+        let created = provision(&ctx, &mut reported).await;
+        // Read your writes: decide again only once the cache holds the NodeClaims just created,
+        // so their capacity counts (bounded, so a lost event cannot stall provisioning).
+        let deadline = tokio::time::Instant::now() + READ_YOUR_WRITES_TIMEOUT;
+        while !ctx
+            .state
+            .read(|s| created.iter().all(|n| s.store.nodeclaims.contains_key(n)))
+            .unwrap_or(true)
+        {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(nodeclaims = %created.join(", "), "created nodeclaims not seen in the cache yet; provisioning again anyway");
+                    break;
+                }
+                changed = changes.changed() => if changed.is_err() {
+                    return;
+                },
+            }
+        }
     }
 }
 
-/// One provisioning pass.
-pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) {
+/// The longest the provisioner waits to see its own NodeClaims in the cache.
+const READ_YOUR_WRITES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One provisioning pass; returns the names of the NodeClaims it created.
+pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -> Vec<String> {
     let snapshot = ctx.state.snapshot();
     let keys = provisionable(&snapshot);
+    let mut created = Vec::new();
     if keys.is_empty() {
-        return;
+        return created;
     }
     let mut pods = Vec::new();
     for key in &keys {
@@ -132,7 +152,7 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) {
         Ok(r) => r,
         Err(error) => {
             tracing::error!(%error, "scheduling simulation failed");
-            return;
+            return created;
         }
     };
     let new_pods: usize = result.new_nodeclaims.iter().map(|n| n.pods.len()).sum();
@@ -152,6 +172,7 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) {
         let claim = build_nodeclaim(&name, pool, planned);
         match api.create(&PostParams::default(), &claim).await {
             Ok(_) => {
+                created.push(name.clone());
                 let types = planned.instance_types.len();
                 tracing::info!(
                     nodeclaim = %name,
@@ -188,6 +209,7 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) {
         }
     }
     reported.retain(|k, _| keys.contains(k));
+    created
 }
 
 fn requests_text(planned: &driftwood_scheduling::NewNodeClaim) -> String {
