@@ -195,7 +195,7 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
                 blocked.push((view.nodeclaim.clone(), Blocked::Simulation { error }));
                 continue;
             };
-            match simulate_move(&mut world, i, independent) {
+            match simulate_move(&mut world, &index, i, independent) {
                 Ok(decision) => decision,
                 Err(reason) => {
                     blocked.push((view.nodeclaim.clone(), reason));
@@ -292,29 +292,28 @@ fn is_target(node: &driftwood_scheduling::ExistingNode) -> bool {
 /// world — exact, and what keeps a pass over thousands of drifted nodes fast.
 fn simulate_move(
     world: &mut SimulationInput,
+    index: &BTreeMap<String, usize>,
     i: usize,
     independent: bool,
 ) -> Result<Decision, Blocked> {
     let result = if independent {
-        let reduced = SimulationInput {
-            existing_nodes: world
-                .existing_nodes
-                .iter()
-                .enumerate()
-                .filter(|(j, n)| *j == i || is_target(n))
-                .map(|(j, n)| {
-                    let mut n = n.clone();
-                    n.going_away = j == i;
-                    n
-                })
-                .collect(),
-            pods: Vec::new(),
-            nodepools: world.nodepools.clone(),
-            daemonsets: world.daemonsets.clone(),
-            namespace_labels: world.namespace_labels.clone(),
-            options: world.options.clone(),
-        };
-        schedule(&reduced)
+        // The reduced world borrows everything but the nodes from the whole one: the NodePools
+        // (with their instance types) are not copied per candidate.
+        let reduced: Vec<_> = world
+            .existing_nodes
+            .iter()
+            .enumerate()
+            .filter(|(j, n)| *j == i || is_target(n))
+            .map(|(j, n)| {
+                let mut n = n.clone();
+                n.going_away = j == i;
+                n
+            })
+            .collect();
+        let whole = std::mem::replace(&mut world.existing_nodes, reduced);
+        let result = schedule(world);
+        world.existing_nodes = whole;
+        result
     } else {
         world.existing_nodes[i].going_away = true;
         let result = schedule(world);
@@ -333,12 +332,6 @@ fn simulate_move(
                 .collect(),
         });
     }
-    let index: BTreeMap<String, usize> = world
-        .existing_nodes
-        .iter()
-        .enumerate()
-        .map(|(j, n)| (n.name.clone(), j))
-        .collect();
     let moving: BTreeMap<String, _> = world.existing_nodes[i]
         .pods
         .iter()
@@ -694,11 +687,17 @@ mod tests {
             for n in world.existing_nodes.iter_mut().take(drifted) {
                 n.taints.push(taint.clone());
             }
+            let index: BTreeMap<String, usize> = world
+                .existing_nodes
+                .iter()
+                .enumerate()
+                .map(|(j, n)| (n.name.clone(), j))
+                .collect();
             for i in 0..world.existing_nodes.len() {
                 let mut full = world.clone();
                 let mut reduced = world.clone();
-                let a = simulate_move(&mut full, i, false);
-                let b = simulate_move(&mut reduced, i, true);
+                let a = simulate_move(&mut full, &index, i, false);
+                let b = simulate_move(&mut reduced, &index, i, true);
                 assert_eq!(a, b, "drifted={drifted} candidate={i}");
                 assert_eq!(
                     full.existing_nodes, reduced.existing_nodes,

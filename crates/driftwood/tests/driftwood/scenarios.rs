@@ -155,6 +155,39 @@ async fn fifty_node_fleet_fills_but_never_exceeds_the_20_percent_budget() {
         .into_values()
         .max();
     assert_eq!(widest_pass, Some(10));
+    // Five waves of ten; the next wave starts on the event that frees the budget, not at the
+    // next poll: the rollout takes at most 10% longer than five back-to-back waves.
+    let ratio = makespan_ratio(s, 5);
+    assert!(ratio <= 1.10, "makespan {ratio:.3}× the budget bound");
+}
+
+/// The rollout time over the budget bound: `waves` × the first wave's duration (from its
+/// disruption start to its old nodes terminated: launch to initialized, drain, terminate).
+fn makespan_ratio(s: &driftwood::demo::report::Summary, waves: i64) -> f64 {
+    let first = |kind: EventKind| {
+        s.timeline
+            .iter()
+            .find(|e| e.what == kind)
+            .map(|e| e.offset_seconds)
+            .unwrap()
+    };
+    let wave = first(EventKind::Terminated) - first(EventKind::DisruptionStarted);
+    let rollout = s.rollout_seconds.unwrap();
+    assert!(wave > 0, "first wave took {wave}s");
+    rollout as f64 / (waves * wave) as f64
+}
+
+/// The 1,000-node fleet at the default 10% budget (a long run, release build):
+/// `cargo test --release -p driftwood --no-default-features --test driftwood fleet_1000 -- --ignored`
+#[tokio::test(start_paused = true)]
+#[ignore = "long run: about 100 s in a release build; see BENCHMARKS.md"]
+async fn fleet_1000_nodes_rolls_at_the_budget_bound() {
+    let (outcome, _) = passes("fleet-1000-nodes").await;
+    let s = &outcome.summary;
+    assert_eq!(s.nodes_replaced, 1000);
+    assert_eq!(s.max_disrupting, 100);
+    let ratio = makespan_ratio(s, 10);
+    assert!(ratio <= 1.10, "makespan {ratio:.3}× the budget bound");
 }
 
 #[tokio::test(start_paused = true)]
