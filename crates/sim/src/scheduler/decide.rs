@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
 use driftwood_scheduling::taints::first_untolerated;
-use driftwood_scheduling::{ExistingNode, SimPod, SimulationInput, Taint, schedule};
+use driftwood_scheduling::{ExistingNode, SimPod, SimulationInput, schedule};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 /// The scheduler name pods must ask for (or leave empty).
@@ -74,6 +74,8 @@ struct Candidate {
     unschedulable: bool,
     /// The requests of the pods on it (kept as pods are placed).
     used: driftwood_scheduling::Resources,
+    /// Allocatable minus used.
+    free: driftwood_scheduling::Resources,
 }
 
 impl Candidate {
@@ -84,10 +86,12 @@ impl Candidate {
             .fold(driftwood_scheduling::Resources::new(), |sum, p| {
                 sum.add(&p.requests)
             });
+        let free = node.allocatable.sub(&used);
         Self {
             node,
             unschedulable,
             used,
+            free,
         }
     }
 
@@ -97,7 +101,23 @@ impl Candidate {
 
     fn place(&mut self, pod: SimPod) {
         self.used = self.used.add(&pod.requests);
+        self.free = self.node.allocatable.sub(&self.used);
         self.node.pods.push(pod);
+    }
+
+    /// Whether the node passes the checks that need only it and the pod: the same checks as
+    /// [`rejection`], cheapest and most selective first, without building any message.
+    fn admits(&self, pod: &SimPod) -> bool {
+        let constraints = &pod.constraints;
+        !self.unschedulable
+            && pod.requests.fits(&self.free)
+            && first_untolerated(&self.node.taints, &constraints.tolerations).is_none()
+            && constraints.node_selector.matches_labels(&self.node.labels)
+            && (constraints.required_terms.is_empty()
+                || constraints
+                    .required_terms
+                    .iter()
+                    .any(|t| t.matches_labels(&self.node.labels)))
     }
 
     /// Requested share of cpu plus memory (0 = empty), for least-allocated ordering.
@@ -134,13 +154,7 @@ fn rejection(candidate: &Candidate, pod: &SimPod) -> Option<Vec<String>> {
         return Some(vec!["node(s) were unschedulable".to_string()]);
     }
     let node = &candidate.node;
-    let blocking: Vec<Taint> = node
-        .taints
-        .iter()
-        .filter(|t| t.blocks_scheduling())
-        .cloned()
-        .collect();
-    if let Some(taint) = first_untolerated(&blocking, &pod.constraints.tolerations) {
+    if let Some(taint) = first_untolerated(&node.taints, &pod.constraints.tolerations) {
         return Some(vec![format!(
             "node(s) had untolerated taint {{{}: {}}}",
             taint.key, taint.value
@@ -158,10 +172,9 @@ fn rejection(candidate: &Candidate, pod: &SimPod) -> Option<Vec<String>> {
             "node(s) didn't match Pod's node affinity/selector".to_string(),
         ]);
     }
-    let free = node.allocatable.sub(&candidate.used());
     let short: Vec<String> = pod
         .requests
-        .exceeding(&free)
+        .exceeding(&candidate.free)
         .into_iter()
         .map(|r| {
             if r == PODS {
@@ -174,23 +187,11 @@ fn rejection(candidate: &Candidate, pod: &SimPod) -> Option<Vec<String>> {
     (!short.is_empty()).then_some(short)
 }
 
-/// The first node in `order` that takes the pod, judging each node alone (exact when no pod's
-/// placement depends on other pods). A pod with preferred node affinity goes through the
-/// whole-cluster simulation, which weighs the preferences.
-fn first_fit(
-    candidates: &[Candidate],
-    order: &[(f64, usize)],
-    sim: &SimPod,
-    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
-) -> Option<String> {
-    if !sim.constraints.preferred_terms.is_empty() {
-        return whole_cluster_fit(candidates, order, sim, namespace_labels);
-    }
+/// The first node in `order` (nodes that admit the pod) that takes it, judging each node
+/// alone: exact when no pod's placement depends on other pods and the pod has no preferred
+/// node affinity.
+fn first_fit(candidates: &[Candidate], order: &[(f64, usize)], sim: &SimPod) -> Option<String> {
     order.iter().find_map(|(_, i)| {
-        // The cheap checks first; the simulation only for nodes that pass them.
-        if rejection(&candidates[*i], sim).is_some() {
-            return None;
-        }
         let input = SimulationInput {
             existing_nodes: vec![candidates[*i].node.clone()],
             pods: vec![sim.clone()],
@@ -201,6 +202,19 @@ fn first_fit(
             .and_then(|r| r.existing_placements.into_iter().next())
             .map(|p| p.node)
     })
+}
+
+/// What makes pods interchangeable for placement: the same controlling owner (so the same
+/// template) and the same requests. `None` for a pod without a controller.
+fn shape_of(pod: &Pod) -> Option<String> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))?;
+    let requests = SimPod::from_pod(pod).ok()?.requests;
+    Some(format!("{}/{requests:?}", owner.uid))
 }
 
 /// Where the scheduling simulation places the pod given every node, least allocated first.
@@ -321,6 +335,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .iter()
             .any(|p| SimPod::from_pod(p).is_ok_and(|sim| sim.constraints.depends_on_other_pods()));
     let mut decisions = Vec::new();
+    let mut failed_shapes: BTreeMap<String, String> = BTreeMap::new();
     for pod in pending {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -335,15 +350,37 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                 continue;
             }
         };
+        let shortcut = independent
+            && !sim.constraints.depends_on_other_pods()
+            && sim.constraints.preferred_terms.is_empty();
+        // A pod like one that already fit nowhere fits nowhere either, with the same message,
+        // until a placement changes the nodes (the remembered failures are then forgotten).
+        let shape = shortcut.then(|| shape_of(pod)).flatten();
+        if let Some(message) = shape.as_ref().and_then(|s| failed_shapes.get(s)) {
+            decisions.push(Decision::Unschedulable {
+                namespace,
+                name,
+                message: message.clone(),
+            });
+            continue;
+        }
+        // Least allocated first, then by name; with the shortcut, only the nodes that admit
+        // the pod are ordered at all.
         let mut order: Vec<(f64, usize)> = candidates
             .iter()
             .enumerate()
-            .filter(|(_, c)| !c.unschedulable)
+            .filter(|(_, c)| {
+                if shortcut {
+                    c.admits(&sim)
+                } else {
+                    !c.unschedulable
+                }
+            })
             .map(|(i, c)| (c.allocated_share(&sim.requests), i))
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let placed = if independent && !sim.constraints.depends_on_other_pods() {
-            first_fit(&candidates, &order, &sim, namespace_labels)
+        let placed = if shortcut {
+            first_fit(&candidates, &order, &sim)
         } else {
             whole_cluster_fit(&candidates, &order, &sim, namespace_labels)
         };
@@ -355,6 +392,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                     node: candidate.node.name.clone(),
                 });
                 candidate.place(sim);
+                failed_shapes.clear();
             }
             None => {
                 let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
@@ -363,10 +401,14 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                         *reasons.entry(reason).or_default() += 1;
                     }
                 }
+                let message = fit_error_message(candidates.len(), &reasons);
+                if let Some(shape) = shape {
+                    failed_shapes.insert(shape, message.clone());
+                }
                 decisions.push(Decision::Unschedulable {
                     namespace,
                     name,
-                    message: fit_error_message(candidates.len(), &reasons),
+                    message,
                 });
             }
         }
@@ -422,7 +464,7 @@ mod tests {
             x ^= x << 17;
             x % n
         };
-        for case in 0..60 {
+        for case in 0..200 {
             let node_count = 1 + next(12);
             let nodes: Vec<Node> = (0..node_count)
                 .map(|i| {
@@ -462,11 +504,15 @@ mod tests {
                         spec["affinity"] = json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                             {"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}}]}});
                     }
-                    serde_json::from_value(json!({
-                        "metadata": {"name": format!("p{i:02}"), "namespace": "default", "labels": {"app": "x"}},
-                        "spec": spec
-                    }))
-                    .unwrap()
+                    let mut meta = json!({"name": format!("p{i:02}"), "namespace": "default", "labels": {"app": "x"}});
+                    if next(2) == 0 {
+                        // Pods of one controller share a template: same requests and constraints.
+                        let owner = next(3);
+                        meta["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("rs{owner}"), "uid": format!("rs{owner}"), "controller": true}]);
+                        let cpu = ["500m", "1", "2"][owner as usize];
+                        spec = json!({"nodeName": bound, "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]});
+                    }
+                    serde_json::from_value(json!({"metadata": meta, "spec": spec})).unwrap()
                 })
                 .collect();
             let labels = BTreeMap::new();
