@@ -43,18 +43,7 @@ pub fn is_provisionable(pod: &Pod) -> bool {
 /// The keys of the pods waiting for capacity now (Pending, unschedulable, not DaemonSet or
 /// mirror pods).
 pub fn provisionable(snapshot: &Snapshot) -> BTreeSet<String> {
-    snapshot
-        .pending_pods
-        .iter()
-        .filter(|k| {
-            snapshot
-                .store
-                .pods
-                .get(*k)
-                .is_some_and(|p| is_provisionable(p))
-        })
-        .cloned()
-        .collect()
+    snapshot.provisionable_pods.iter().cloned().collect()
 }
 
 /// Runs the provisioner until the task is aborted.
@@ -64,14 +53,20 @@ pub async fn run(ctx: Context) {
     let mut reported: BTreeMap<String, String> = BTreeMap::new();
     loop {
         // Wait for a provisionable pod.
-        while provisionable(&ctx.state.snapshot()).is_empty() {
+        while ctx
+            .state
+            .read(|s| s.provisionable_pods.is_empty())
+            .unwrap_or(true)
+        {
             if changes.changed().await.is_err() {
                 return;
             }
         }
-        // Batch: until no new pod for batch_idle, or batch_max since the first.
+        // Batch: until no new pod for batch_idle, or batch_max since the first. A new pod is
+        // an arrival counted by the cache's index, so each event costs O(1) here.
+        let arrivals = |ctx: &Context| ctx.state.read(|s| s.provisionable_arrivals).unwrap_or(0);
         let first = tokio::time::Instant::now();
-        let mut seen = provisionable(&ctx.state.snapshot());
+        let mut seen = arrivals(&ctx);
         let mut last_new = first;
         loop {
             let deadline = (last_new + ctx.settings.batch_idle).min(first + ctx.settings.batch_max);
@@ -81,8 +76,8 @@ pub async fn run(ctx: Context) {
                     if changed.is_err() {
                         return;
                     }
-                    let now_seen = provisionable(&ctx.state.snapshot());
-                    if !now_seen.is_subset(&seen) {
+                    let now_seen = arrivals(&ctx);
+                    if now_seen != seen {
                         last_new = tokio::time::Instant::now();
                     }
                     seen = now_seen;

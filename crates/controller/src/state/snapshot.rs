@@ -21,6 +21,12 @@ pub struct Snapshot {
     pub pods_by_node: OrdMap<String, OrdSet<ObjectKey>>,
     /// Pods not bound to a node, not finished and not being deleted.
     pub pending_pods: OrdSet<ObjectKey>,
+    /// Pods kube-scheduler gave up on that are ours to provision for
+    /// ([`crate::controllers::provisioner::is_provisionable`]).
+    pub provisionable_pods: OrdSet<ObjectKey>,
+    /// How many times a pod became provisionable (the provisioner's batch window restarts when
+    /// this moves).
+    pub provisionable_arrivals: u64,
     /// NodeClaim names per NodePool name (from the karpenter.sh/nodepool label).
     pub nodeclaims_by_nodepool: OrdMap<String, OrdSet<String>>,
     /// NodeClaim name by status.providerID.
@@ -97,6 +103,13 @@ fn unique(map: &mut OrdMap<String, String>, key: &str, value: &str, present: boo
 }
 
 fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
+    if crate::controllers::provisioner::is_provisionable(pod) {
+        if present {
+            snapshot.provisionable_pods.insert(key.to_string());
+        } else {
+            snapshot.provisionable_pods.remove(key);
+        }
+    }
     match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
         Some(node) if !node.is_empty() => {
             set_member(&mut snapshot.pods_by_node, node, key, present);
@@ -153,11 +166,15 @@ impl Snapshot {
 
     /// Stores `object` under `key`, replacing the index entries of the object it replaces.
     pub fn apply<K: Cached>(&mut self, key: ObjectKey, object: Arc<K>) {
+        let was_provisionable = self.provisionable_pods.contains(&key);
         let old = K::objects_mut(&mut self.store).insert(key.clone(), object.clone());
         if let Some(old) = old {
             K::index(self, &key, &old, false);
         }
         K::index(self, &key, &object, true);
+        if !was_provisionable && self.provisionable_pods.contains(&key) {
+            self.provisionable_arrivals += 1;
+        }
     }
 
     /// Forgets the object under `key` and its index entries.
@@ -266,6 +283,7 @@ mod tests {
         let fresh = rebuilt(snapshot);
         assert_eq!(snapshot.pods_by_node, fresh.pods_by_node);
         assert_eq!(snapshot.pending_pods, fresh.pending_pods);
+        assert_eq!(snapshot.provisionable_pods, fresh.provisionable_pods);
         assert_eq!(
             snapshot.nodeclaims_by_nodepool,
             fresh.nodeclaims_by_nodepool
@@ -291,6 +309,35 @@ mod tests {
         assert!(s.store.pods.is_empty());
         // Deleting what is not there changes nothing.
         s.delete::<Pod>("default/a");
+        assert_indexes_match_rebuild(&s);
+    }
+
+    fn unschedulable(name: &str) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn provisionable_pods_are_indexed_and_each_arrival_counted_once() {
+        let mut s = Snapshot::default();
+        s.apply("default/a".into(), pod("a", None, "Pending"));
+        assert!(s.provisionable_pods.is_empty());
+        s.apply("default/a".into(), unschedulable("a"));
+        assert_eq!(s.provisionable_pods, set(&["default/a"]));
+        assert_eq!(s.provisionable_arrivals, 1);
+        // Rewritten while still waiting: not a new arrival.
+        s.apply("default/a".into(), unschedulable("a"));
+        assert_eq!(s.provisionable_arrivals, 1);
+        s.apply("default/a".into(), pod("a", Some("n1"), "Running"));
+        assert!(s.provisionable_pods.is_empty());
+        s.apply("default/b".into(), unschedulable("b"));
+        assert_eq!(s.provisionable_arrivals, 2);
         assert_indexes_match_rebuild(&s);
     }
 
