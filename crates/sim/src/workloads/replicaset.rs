@@ -77,9 +77,12 @@ pub fn plan_replica_set(rs: &ReplicaSet, owned: &[&Pod]) -> ReplicaSetPlan {
         .collect();
     let (create, delete) = if active.len() < desired {
         ((desired - active.len()).min(CREATE_BURST), Vec::new())
+    } else if active.len() == desired {
+        (0, Vec::new())
     } else {
+        // Ranked only when there is something to delete, each pod's rank worked out once.
         let mut ranked = active.clone();
-        ranked.sort_by_key(|p| deletion_rank(p));
+        ranked.sort_by_cached_key(|p| deletion_rank(p));
         (
             0,
             ranked
