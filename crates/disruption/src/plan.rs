@@ -94,12 +94,7 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
 
     // Nodes that are drifted, leaving or disrupting are no place to move pods to: they would
     // only have to move again. The simulation sees them tainted as disrupted.
-    let index: BTreeMap<String, usize> = world
-        .existing_nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.clone(), i))
-        .collect();
+    let index = node_index(&world);
     let disrupted_taint = Taint {
         key: TAINT_DISRUPTED_KEY.to_string(),
         value: String::new(),
@@ -124,7 +119,7 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
     }
     // Pods Pending now and pods of nodes already leaving need room too: what existing
     // capacity they would take is taken before any candidate's pods look for room.
-    reserve_room(&mut world, pending, &leaving);
+    reserve_room(&mut world, &index, pending, &leaving);
 
     let independent = !world
         .existing_nodes
@@ -233,6 +228,7 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
 /// to launch for; they take nothing here.
 fn reserve_room(
     world: &mut SimulationInput,
+    index: &BTreeMap<String, usize>,
     pending: Vec<driftwood_scheduling::SimPod>,
     leaving: &[usize],
 ) {
@@ -264,12 +260,6 @@ fn reserve_room(
         )
         .map(|p| (p.key.clone(), p))
         .collect();
-    let index: BTreeMap<String, usize> = world
-        .existing_nodes
-        .iter()
-        .enumerate()
-        .map(|(j, n)| (n.name.clone(), j))
-        .collect();
     for placement in &result.existing_placements {
         if let (Some(pod), Some(&j)) = (moving.get(&placement.pod), index.get(&placement.node))
             && is_target(&world.existing_nodes[j])
@@ -277,6 +267,17 @@ fn reserve_room(
             world.existing_nodes[j].pods.push(pod.clone());
         }
     }
+}
+
+/// Each existing node's position in `world.existing_nodes`, by name (positions never change
+/// within a pass; only pods move).
+fn node_index(world: &SimulationInput) -> BTreeMap<String, usize> {
+    world
+        .existing_nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect()
 }
 
 /// Whether a node can receive pods in this pass (not tainted as disrupted).
@@ -687,12 +688,7 @@ mod tests {
             for n in world.existing_nodes.iter_mut().take(drifted) {
                 n.taints.push(taint.clone());
             }
-            let index: BTreeMap<String, usize> = world
-                .existing_nodes
-                .iter()
-                .enumerate()
-                .map(|(j, n)| (n.name.clone(), j))
-                .collect();
+            let index = node_index(&world);
             for i in 0..world.existing_nodes.len() {
                 let mut full = world.clone();
                 let mut reduced = world.clone();
