@@ -41,6 +41,8 @@ pub struct Metrics {
     pub voluntary_disruption_decisions: Family<Labels, Counter>,
     pub voluntary_disruption_eligible_nodes: Family<Labels, Gauge>,
     pub nodepools_allowed_disruptions: Family<Labels, Gauge>,
+    pub reconcile_total: Family<Labels, Counter>,
+    pub reconcile_errors: Family<Labels, Counter>,
     pub scheduling_duration: Histogram,
     pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
 }
@@ -71,10 +73,22 @@ impl Metrics {
             voluntary_disruption_decisions: Family::default(),
             voluntary_disruption_eligible_nodes: Family::default(),
             nodepools_allowed_disruptions: Family::default(),
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
             scheduling_duration: duration_histogram(),
             cloudprovider_duration: Family::new_with_constructor(duration_histogram),
         };
         let counters = [
+            (
+                "controller_runtime_reconcile",
+                "Controller passes, by controller and result (success or error)",
+                &metrics.reconcile_total,
+            ),
+            (
+                "controller_runtime_reconcile_errors",
+                "Failed steps of controller passes, by controller (each retried)",
+                &metrics.reconcile_errors,
+            ),
             (
                 "karpenter_nodeclaims_created",
                 "NodeClaims created, by reason and nodepool",

@@ -52,7 +52,7 @@ pub const PERMISSIONS: &[Permission] = &[
             ),
             verb(
                 "delete",
-                "termination::finish (the node object after its instance)",
+                "termination Step::DeleteNode (the node object after its instance)",
             ),
         ],
     },
@@ -65,7 +65,7 @@ pub const PERMISSIONS: &[Permission] = &[
             verb("watch", WATCHED),
             verb(
                 "delete",
-                "termination::act_on_drain (pods past their grace period or the node's terminationGracePeriod)",
+                "termination Step::ForceDelete (pods past their grace period or the node's terminationGracePeriod)",
             ),
         ],
     },
@@ -73,10 +73,7 @@ pub const PERMISSIONS: &[Permission] = &[
         group: "",
         resource: "pods/eviction",
         scope: Scope::Cluster,
-        verbs: &[verb(
-            "create",
-            "termination::act_on_drain (the Eviction API)",
-        )],
+        verbs: &[verb("create", "termination Step::Evict (the Eviction API)")],
     },
     Permission {
         group: "apps",

@@ -1,105 +1,135 @@
-//! Starts everything: the watch cache, then the controllers (only while leader).
+//! Starts the controllers (only while leader), each under the one loop driver, and stops them
+//! between passes.
 
 use crate::context::Context;
-use crate::controllers::disruption::{DisruptionController, budget_signature};
-use crate::controllers::{
-    Outcome, drift, hash, lifecycle, nodeclass, provisioner, run_loop, termination,
-};
+use crate::controllers::driver::{Backoff, LoopSpec, Wake, drive};
+use crate::controllers::{disruption, drift, hash, lifecycle, nodeclass, provisioner, termination};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
-/// Runs `pass` every `period` (or sooner when it asks), ignoring state changes.
-async fn run_periodic<F, Fut>(ctx: Context, period: Duration, mut pass: F)
-where
-    F: FnMut(Context) -> Fut,
-    Fut: std::future::Future<Output = Outcome>,
-{
-    ctx.state.wait_synced().await;
-    loop {
-        let outcome = pass(ctx.clone()).await;
-        tokio::time::sleep(outcome.requeue_after.unwrap_or(period)).await;
+/// The running controllers. [`Controllers::stop`] stops them between passes; dropping them
+/// cancels too, and aborts whatever has not stopped by then.
+pub struct Controllers {
+    cancel: CancellationToken,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Controllers {
+    /// Asks every controller to stop after its current pass.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Stops every controller after its current pass, waiting at most `grace` before aborting
+    /// the rest.
+    pub async fn stop(mut self, grace: Duration) {
+        self.cancel.cancel();
+        let handles = std::mem::take(&mut self.handles);
+        let waited = tokio::time::timeout(grace, futures::future::join_all(handles)).await;
+        if waited.is_err() {
+            tracing::warn!(
+                ?grace,
+                "controllers did not stop within the grace period; aborted"
+            );
+        }
     }
 }
 
-/// Spawns every controller; abort the handles to stop them.
-pub fn spawn_controllers(ctx: &Context) -> Vec<JoinHandle<()>> {
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        for handle in &self.handles {
+            handle.abort();
+        }
+    }
+}
+
+/// Spawns every controller.
+pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let s = ctx.settings.clone();
+    let cancel = CancellationToken::new();
+    let on_change = |debounce| Wake::Change { debounce };
+    let spec = |name, period, wake| LoopSpec {
+        name,
+        period,
+        wake,
+        backoff: Backoff::default(),
+    };
     let debounce = Duration::from_millis(200);
-    let mut handles = vec![
-        tokio::spawn(provisioner::run(ctx.clone())),
-        tokio::spawn(run_loop(
+    let checks = drift::InstanceTypeChecks::default();
+    let disruption_loop = disruption::DisruptionController::default();
+    let handles = vec![
+        tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
+        tokio::spawn(drive(
             ctx.clone(),
-            "lifecycle",
-            Duration::from_secs(10),
-            debounce,
+            spec("lifecycle", Duration::from_secs(10), on_change(debounce)),
+            cancel.clone(),
             lifecycle::pass,
         )),
-        tokio::spawn(run_loop(
+        tokio::spawn(drive(
             ctx.clone(),
-            "hash",
-            Duration::from_secs(60),
-            debounce,
+            spec("hash", Duration::from_secs(60), on_change(debounce)),
+            cancel.clone(),
             hash::pass,
         )),
-        tokio::spawn(run_loop(
+        tokio::spawn(drive(
             ctx.clone(),
-            "nodeclass",
-            s.nodeclass_interval,
-            Duration::from_secs(1),
+            spec(
+                "nodeclass",
+                s.nodeclass_interval,
+                on_change(Duration::from_secs(1)),
+            ),
+            cancel.clone(),
             nodeclass::pass,
         )),
-        tokio::spawn({
-            let checks = drift::InstanceTypeChecks::default();
-            run_loop(
-                ctx.clone(),
-                "drift",
-                s.drift_interval,
-                Duration::from_secs(1),
-                move |ctx| drift::pass(ctx, checks.clone()),
-            )
-        }),
-        tokio::spawn(run_loop(
+        tokio::spawn(drive(
             ctx.clone(),
-            "termination",
-            Duration::from_secs(10),
-            debounce,
+            spec("drift", s.drift_interval, on_change(Duration::from_secs(1))),
+            cancel.clone(),
+            move |ctx| drift::pass(ctx, checks.clone()),
+        )),
+        tokio::spawn(drive(
+            ctx.clone(),
+            spec("termination", Duration::from_secs(10), on_change(debounce)),
+            cancel.clone(),
             termination::pass,
         )),
-        tokio::spawn(run_periodic(
+        tokio::spawn(drive(
             ctx.clone(),
-            Duration::from_secs(120),
+            spec(
+                "nodeclaim.garbagecollection",
+                Duration::from_secs(120),
+                Wake::Timer,
+            ),
+            cancel.clone(),
             lifecycle::collect_garbage,
         )),
+        // Disruption: until its period is up, wake only for a change the budget depends on
+        // (a candidate finished terminating, a replacement initialized, a node drifted), looked
+        // at no more than once a second.
+        tokio::spawn(drive(
+            ctx.clone(),
+            spec(
+                "disruption",
+                s.disruption_interval,
+                Wake::Signal {
+                    probe: Arc::new(|s| {
+                        disruption::budget_signature(s)
+                            .iter()
+                            .map(|&n| n as u64)
+                            .collect()
+                    }),
+                    look_every: Duration::from_secs(1),
+                },
+            ),
+            cancel.clone(),
+            move |ctx| {
+                let controller = disruption_loop.clone();
+                async move { controller.pass(ctx).await }
+            },
+        )),
     ];
-    let disruption_ctx = ctx.clone();
-    let period = s.disruption_interval;
-    handles.push(tokio::spawn(async move {
-        let ctx = disruption_ctx;
-        let mut controller = DisruptionController::default();
-        let mut changes = ctx.state.subscribe();
-        ctx.state.wait_synced().await;
-        loop {
-            let outcome = controller.pass(ctx.clone()).await;
-            let deadline = tokio::time::Instant::now() + outcome.requeue_after.unwrap_or(period);
-            let seen = ctx.state.read(budget_signature);
-            // Until the period is up, wake only for a change the budget depends on.
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep_until(deadline) => break,
-                    changed = changes.changed() => {
-                        if changed.is_err() {
-                            return;
-                        }
-                        // A burst of changes is one look, at most one a second.
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        changes.borrow_and_update();
-                        if ctx.state.read(budget_signature) != seen {
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-    }));
-    handles
+    Controllers { cancel, handles }
 }

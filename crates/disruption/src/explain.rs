@@ -164,13 +164,7 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
         return out;
     }
     if let Some(c) = claim.condition(CONDITION_DISRUPTION_REASON) {
-        let replacements = claim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(driftwood_api::wellknown::ANNOTATION_DISRUPTION_REPLACEMENTS))
-            .cloned()
-            .unwrap_or_default();
+        let replacements = crate::command::InFlight::replacements_of(claim).join(",");
         let _ = writeln!(
             out,
             "  in flight: {} — waiting for replacement(s) [{replacements}] to initialize, then this node is drained and deleted",

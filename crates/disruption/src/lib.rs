@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod candidate;
+pub mod command;
 pub mod drain;
 pub mod drift;
 pub mod explain;

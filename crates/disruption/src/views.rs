@@ -363,18 +363,7 @@ pub fn node_view(
         drift,
         pods: pods.iter().map(|p| pod_view(p, pdbs, now)).collect(),
         eventual: nodeclaim.spec.termination_grace_period.is_some(),
-        replacements: nodeclaim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(driftwood_api::wellknown::ANNOTATION_DISRUPTION_REPLACEMENTS))
-            .map(|r| {
-                r.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        replacements: crate::command::InFlight::replacements_of(nodeclaim),
     }
 }
 

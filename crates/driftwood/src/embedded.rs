@@ -8,6 +8,7 @@ use driftwood_cloud::{AwsPorts, AwsProvider, AwsSettings};
 use driftwood_controller::events::Events;
 use driftwood_controller::metrics::Metrics;
 use driftwood_controller::rbac::ApiCall;
+use driftwood_controller::runtime::Controllers;
 use driftwood_controller::{ClusterState, Context, NameGenerator, Settings};
 use driftwood_sim::{SimCluster, SimClusterOptions};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -46,12 +47,15 @@ impl Drop for Embedded {
 /// One incarnation of the controller process (its cache, tasks and context).
 pub struct Running {
     pub ctx: Context,
-    handles: Vec<JoinHandle<()>>,
+    /// Stopped first (between passes; aborted if a pass is still under way), then the watches.
+    controllers: Controllers,
+    watchers: Vec<JoinHandle<()>>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        for handle in &self.handles {
+        self.controllers.cancel();
+        for handle in &self.watchers {
             handle.abort();
         }
     }
@@ -94,9 +98,13 @@ impl ProcessTemplate {
             names: Arc::new(NameGenerator::new(self.settings.name_seed ^ seed)),
             settings: Arc::new(self.settings.clone()),
         };
-        let mut handles = driftwood_controller::state::spawn_watchers(&self.client, &state);
-        handles.extend(driftwood_controller::runtime::spawn_controllers(&ctx));
-        Running { ctx, handles }
+        let watchers = driftwood_controller::state::spawn_watchers(&self.client, &state);
+        let controllers = driftwood_controller::runtime::spawn_controllers(&ctx);
+        Running {
+            ctx,
+            controllers,
+            watchers,
+        }
     }
 }
 

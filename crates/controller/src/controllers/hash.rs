@@ -115,6 +115,7 @@ pub fn decide(snapshot: &Snapshot, cluster_ca_bundle: &str) -> Vec<Stamp> {
 /// One pass: decide, then write each stamp as a patch.
 pub async fn pass(ctx: Context) -> Outcome {
     let stamps = decide(&ctx.state.snapshot(), &ctx.settings.cluster_ca_bundle);
+    let mut errors = 0;
     for stamp in stamps {
         let name = &stamp.name;
         let set = |a: &mut Option<BTreeMap<String, String>>| set_annotations(a, &stamp.annotations);
@@ -144,11 +145,12 @@ pub async fn pass(ctx: Context) -> Outcome {
             }
             (Ok(()), _) => {}
             (Err(error), target) => {
+                errors += 1;
                 tracing::warn!(?target, object = %name, %error, "could not stamp hash annotations")
             }
         }
     }
-    Outcome::idle()
+    Outcome::idle().with_errors(errors)
 }
 
 fn annotated<K: AsRef<str>>(

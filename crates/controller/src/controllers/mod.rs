@@ -1,23 +1,24 @@
-//! The controllers. Each is a pass over a snapshot of the cluster state, run by [`run_loop`]
-//! whenever the state changes and at least once per period.
+//! The controllers. Each decides in a pure `decide` over a snapshot of the cluster state and
+//! acts in a thin `pass`, run by the one loop driver ([`driver::drive`]).
 
 pub mod disruption;
 pub mod drift;
+pub mod driver;
 pub mod hash;
 pub mod lifecycle;
 pub mod nodeclass;
 pub mod provisioner;
 pub mod termination;
 
-use crate::context::Context;
-use std::future::Future;
 use std::time::Duration;
 
-/// What a pass asks of its loop.
+/// What a pass tells its loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Outcome {
     /// Run again after this long instead of the loop's period (e.g. at once after acting).
     pub requeue_after: Option<Duration>,
+    /// Steps of this pass that failed (each logged, naming its object); they are retried.
+    pub errors: u32,
 }
 
 impl Outcome {
@@ -28,37 +29,12 @@ impl Outcome {
     pub fn again_in(after: Duration) -> Self {
         Self {
             requeue_after: Some(after),
+            errors: 0,
         }
     }
-}
 
-/// Runs `pass` now, then whenever the cluster state changes (after `debounce`, so a burst of
-/// changes is one pass) and at least every `period`.
-pub async fn run_loop<F, Fut>(
-    ctx: Context,
-    name: &'static str,
-    period: Duration,
-    debounce: Duration,
-    mut pass: F,
-) where
-    F: FnMut(Context) -> Fut,
-    Fut: Future<Output = Outcome>,
-{
-    let mut changes = ctx.state.subscribe();
-    ctx.state.wait_synced().await;
-    tracing::debug!(controller = name, "starting");
-    loop {
-        let outcome = pass(ctx.clone()).await;
-        let wait = outcome.requeue_after.unwrap_or(period);
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            changed = changes.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                tokio::time::sleep(debounce).await;
-                changes.borrow_and_update();
-            }
-        }
+    /// The same outcome, with `errors` failed steps.
+    pub fn with_errors(self, errors: u32) -> Self {
+        Self { errors, ..self }
     }
 }

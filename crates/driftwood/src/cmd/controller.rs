@@ -96,12 +96,15 @@ mod aws {
     use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
     use driftwood_controller::events::Events;
     use driftwood_controller::metrics::Metrics;
+    use driftwood_controller::runtime::Controllers;
     use driftwood_controller::{ClusterState, Context, NameGenerator, Settings};
     use std::net::{Ipv4Addr, SocketAddr};
     use std::process::ExitCode;
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
-    use tokio::task::JoinHandle;
+
+    /// How long controllers get to finish the pass under way when they stop.
+    const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
     /// Where a pod's service account CA lives.
     const SERVICE_ACCOUNT_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
@@ -227,7 +230,7 @@ mod aws {
             health = %health_addr,
             "starting driftwood controller"
         );
-        let controllers: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let controllers: Arc<Mutex<Option<Controllers>>> = Arc::default();
         let slot = controllers.clone();
         let election_ctx = ctx.clone();
         let namespace = args.leader_election_namespace.clone();
@@ -241,12 +244,15 @@ mod aws {
                 lease_duration,
                 move |leading| {
                     let mut running = slot.lock().unwrap_or_else(PoisonError::into_inner);
-                    for handle in running.drain(..) {
-                        handle.abort();
+                    // Stop between passes: a pass under way finishes its writes.
+                    if let Some(stopping) = running.take() {
+                        tokio::spawn(stopping.stop(SHUTDOWN_GRACE));
                     }
                     if leading {
                         tracing::info!("acquired the leader lease; starting the controllers");
-                        *running = driftwood_controller::runtime::spawn_controllers(&election_ctx);
+                        *running = Some(driftwood_controller::runtime::spawn_controllers(
+                            &election_ctx,
+                        ));
                     } else {
                         tracing::info!("lost the leader lease; controllers stopped");
                     }
@@ -258,12 +264,12 @@ mod aws {
         super::super::signal::wait_for_shutdown().await;
         tracing::info!("shutting down");
         election.abort();
-        for handle in controllers
+        let running = controllers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
-        {
-            handle.abort();
+            .take();
+        if let Some(running) = running {
+            running.stop(SHUTDOWN_GRACE).await;
         }
         for handle in watchers {
             handle.abort();

@@ -3,6 +3,10 @@
 //! NodePools, and the NodeClaims the simulation opens are created. Pods that fit nowhere get an
 //! event saying why.
 
+mod decide;
+
+pub use decide::{Failure, Provisioning, decide};
+
 use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::Metrics;
@@ -10,11 +14,11 @@ use crate::nodeclaim_template::build_nodeclaim;
 use crate::simulation::simulation_input;
 use crate::state::Snapshot;
 use driftwood_disruption::views::{is_daemonset_pod, is_mirror_pod};
-use driftwood_scheduling::{SimPod, schedule};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Whether kube-scheduler gave up on the pod and it is ours to provision for.
 pub fn is_provisionable(pod: &Pod) -> bool {
@@ -46,10 +50,14 @@ pub fn provisionable(snapshot: &Snapshot) -> BTreeSet<String> {
     snapshot.provisionable_pods.iter().cloned().collect()
 }
 
-/// Runs the provisioner until the task is aborted.
-pub async fn run(ctx: Context) {
+/// Runs the provisioner until `cancel` fires (checked between passes: a pass that started
+/// creates all its NodeClaims).
+pub async fn run(ctx: Context, cancel: CancellationToken) {
     let mut changes = ctx.state.subscribe();
-    ctx.state.wait_synced().await;
+    tokio::select! {
+        () = cancel.cancelled() => return,
+        () = ctx.state.wait_synced() => {}
+    }
     let mut reported: BTreeMap<String, String> = BTreeMap::new();
     loop {
         // Wait for a provisionable pod.
@@ -58,8 +66,11 @@ pub async fn run(ctx: Context) {
             .read(|s| s.provisionable_pods.is_empty())
             .unwrap_or(true)
         {
-            if changes.changed().await.is_err() {
-                return;
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() {
+                    return;
+                },
             }
         }
         // Batch: until no new pod for batch_idle, or batch_max since the first. A new pod is
@@ -71,6 +82,7 @@ pub async fn run(ctx: Context) {
         loop {
             let deadline = (last_new + ctx.settings.batch_idle).min(first + ctx.settings.batch_max);
             tokio::select! {
+                () = cancel.cancelled() => return,
                 () = tokio::time::sleep_until(deadline) => break,
                 changed = changes.changed() => {
                     if changed.is_err() {
@@ -94,6 +106,7 @@ pub async fn run(ctx: Context) {
             .unwrap_or(true)
         {
             tokio::select! {
+                () = cancel.cancelled() => return,
                 () = tokio::time::sleep_until(deadline) => {
                     tracing::warn!(nodeclaims = %created.join(", "), "created nodeclaims not seen in the cache yet; provisioning again anyway");
                     break;
@@ -112,54 +125,34 @@ const READ_YOUR_WRITES_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// One provisioning pass; returns the names of the NodeClaims it created.
 pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -> Vec<String> {
     let snapshot = ctx.state.snapshot();
-    let keys = provisionable(&snapshot);
     let mut created = Vec::new();
-    if keys.is_empty() {
+    if snapshot.provisionable_pods.is_empty() {
         return created;
     }
-    let mut pods = Vec::new();
-    for key in &keys {
-        let Some(pod) = snapshot.store.pods.get(key) else {
-            continue;
-        };
-        match SimPod::from_pod(pod) {
-            Ok(sim) => pods.push(sim),
-            Err(error) => {
-                let note = format!("Failed to schedule pod, {error}");
-                if reported.get(key) != Some(&note) {
-                    ctx.events
-                        .publish(pod.as_ref(), EventType::Warning, "FailedScheduling", &note)
-                        .await;
-                    reported.insert(key.clone(), note);
-                }
-            }
-        }
-    }
-    tracing::info!(pods = %keys.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = keys.len(), "found provisionable pod(s)");
-    let (mut input, skipped) = simulation_input(ctx, &snapshot, true).await;
-    input.pods = pods;
+    let (input, skipped) = simulation_input(ctx, &snapshot, true).await;
     let started = Instant::now();
-    let result = schedule(&input);
+    let decision = decide(&snapshot, input, &skipped);
     ctx.metrics
         .scheduling_duration
         .observe(started.elapsed().as_secs_f64());
-    let result = match result {
-        Ok(r) => r,
+    let decision = match decision {
+        Ok(d) => d,
         Err(error) => {
             tracing::error!(%error, "scheduling simulation failed");
             return created;
         }
     };
-    let new_pods: usize = result.new_nodeclaims.iter().map(|n| n.pods.len()).sum();
-    if !result.new_nodeclaims.is_empty() {
+    tracing::info!(pods = %decision.pods.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = decision.pods.len(), "found provisionable pod(s)");
+    if !decision.launch.is_empty() {
+        let pods: usize = decision.launch.iter().map(|n| n.pods.len()).sum();
         tracing::info!(
-            nodeclaims = result.new_nodeclaims.len(),
-            pods = new_pods,
+            nodeclaims = decision.launch.len(),
+            pods,
             "computed new nodeclaim(s) to fit pod(s)"
         );
     }
     let api = crate::api::nodeclaims(&ctx.client);
-    for planned in &result.new_nodeclaims {
+    for planned in &decision.launch {
         let Some(pool) = snapshot.nodepool(&planned.nodepool) else {
             continue;
         };
@@ -184,26 +177,24 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
             Err(error) => tracing::warn!(nodeclaim = %name, %error, "could not create nodeclaim"),
         }
     }
-    for unschedulable in &result.unschedulable {
-        let mut note = format!("Failed to schedule pod, {}", unschedulable.reason);
-        if !skipped.is_empty() {
-            let list: Vec<String> = skipped
-                .iter()
-                .map(|(p, why)| format!("nodepool {p:?}: {why}"))
-                .collect();
-            note.push_str(&format!(" (not considered: {})", list.join("; ")));
-        }
-        if reported.get(&unschedulable.pod) != Some(&note) {
-            if let Some(pod) = snapshot.store.pods.get(&unschedulable.pod) {
+    // Tell each pod that fits nowhere why, once per distinct reason.
+    for failure in &decision.failures {
+        if reported.get(&failure.pod) != Some(&failure.note) {
+            if let Some(pod) = snapshot.store.pods.get(&failure.pod) {
                 ctx.events
-                    .publish(pod.as_ref(), EventType::Warning, "FailedScheduling", &note)
+                    .publish(
+                        pod.as_ref(),
+                        EventType::Warning,
+                        "FailedScheduling",
+                        &failure.note,
+                    )
                     .await;
             }
-            tracing::warn!(pod = %unschedulable.pod, reason = %note, "could not schedule pod");
-            reported.insert(unschedulable.pod.clone(), note);
+            tracing::warn!(pod = %failure.pod, reason = %failure.note, "could not schedule pod");
+            reported.insert(failure.pod.clone(), failure.note.clone());
         }
     }
-    reported.retain(|k, _| keys.contains(k));
+    reported.retain(|k, _| snapshot.provisionable_pods.contains(k));
     created
 }
 

@@ -4,6 +4,10 @@
 //! resources present; Initialized, Ready), liveness (not registered within the TTL → deleted)
 //! and garbage collection of instances without a NodeClaim and NodeClaims without an instance.
 
+mod decide;
+
+pub use decide::{Action, Collect, Decision, collect, decide, node_initialized};
+
 use super::Outcome;
 use crate::api::{
     add_finalizer, add_taint, delete, modify, modify_status, nodeclaims, nodes, remove_taint,
@@ -12,18 +16,14 @@ use crate::api::{
 use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::Metrics;
-use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
-use driftwood_api::condition::{Conditions, STATUS_FALSE, STATUS_TRUE};
+use driftwood_api::condition::{STATUS_FALSE, STATUS_TRUE};
 use driftwood_api::wellknown::{
     CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_READY, CONDITION_REGISTERED,
-    FINALIZER_TERMINATION, LABEL_NODE_INITIALIZED, LABEL_NODE_REGISTERED, LABEL_NODEPOOL,
-    TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
+    FINALIZER_TERMINATION, LABEL_NODE_INITIALIZED, TAINT_UNREGISTERED_KEY,
 };
 use driftwood_cloud::CloudError;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// How many times a launch is retried in one pass after insufficient capacity (the provider
@@ -32,49 +32,56 @@ const LAUNCH_ATTEMPTS: usize = 3;
 
 pub async fn pass(ctx: Context) -> Outcome {
     let snapshot = ctx.state.snapshot();
-    let mut pending = false;
-    let launches: Vec<_> = snapshot
-        .store
-        .nodeclaims
-        .iter()
-        .filter(|(_, c)| c.metadata.deletion_timestamp.is_none() && !c.is_true(CONDITION_LAUNCHED))
-        .map(|(name, claim)| launch(&ctx, name, claim))
-        .collect();
-    pending |= !launches.is_empty();
+    let ttl = i64::try_from(ctx.settings.registration_ttl.as_secs()).unwrap_or(i64::MAX);
+    let decision = decide(&snapshot, ctx.now_seconds(), ttl);
+    // Launches go out together; the cloud calls dominate.
+    let launches = decision.actions.iter().filter_map(|a| match a {
+        Action::Launch {
+            nodeclaim,
+            nodepool,
+        } => snapshot
+            .store
+            .nodeclaims
+            .get(nodeclaim)
+            .map(|claim| launch(&ctx, nodeclaim, nodepool, claim)),
+        _ => None,
+    });
     futures::future::join_all(launches).await;
-
-    for (name, claim) in &snapshot.store.nodeclaims {
-        if claim.metadata.deletion_timestamp.is_some() || !claim.is_true(CONDITION_LAUNCHED) {
-            continue;
-        }
-        let result = if !claim.is_true(CONDITION_REGISTERED) {
-            pending = true;
-            register(&ctx, &snapshot, name, claim).await
-        } else if !claim.is_true(CONDITION_INITIALIZED) {
-            pending = true;
-            initialize(&ctx, &snapshot, name, claim).await
-        } else {
-            Ok(())
+    let mut errors = 0;
+    for action in &decision.actions {
+        let (name, result) = match action {
+            Action::Launch { .. } => continue,
+            Action::Register { nodeclaim, .. } => (nodeclaim, register(&ctx, action).await),
+            Action::DeleteUnregistered { nodeclaim } => {
+                tracing::warn!(%nodeclaim, ttl = ?ctx.settings.registration_ttl, "deleting nodeclaim: node did not register in time");
+                if let Some(claim) = snapshot.store.nodeclaims.get(nodeclaim) {
+                    ctx.events
+                        .publish(
+                            claim.as_ref(),
+                            EventType::Warning,
+                            "NodeClaimNotRegistered",
+                            "Node did not register within the registration TTL; deleting the NodeClaim",
+                        )
+                        .await;
+                }
+                (nodeclaim, delete(&nodeclaims(&ctx.client), nodeclaim).await)
+            }
+            Action::Initialize { nodeclaim, .. } => (nodeclaim, initialize(&ctx, action).await),
         };
         if let Err(error) = result {
+            errors += 1;
             tracing::warn!(nodeclaim = %name, %error, "lifecycle step failed; will retry");
         }
     }
-    if pending {
+    let outcome = if decision.pending {
         Outcome::again_in(Duration::from_secs(1))
     } else {
         Outcome::idle()
-    }
+    };
+    outcome.with_errors(errors)
 }
 
-async fn launch(ctx: &Context, name: &str, claim: &NodeClaim) {
-    let pool = claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_NODEPOOL))
-        .cloned()
-        .unwrap_or_default();
+async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) {
     let mut last_error = None;
     for _ in 0..LAUNCH_ATTEMPTS {
         let started = std::time::Instant::now();
@@ -105,7 +112,7 @@ async fn launch(ctx: &Context, name: &str, claim: &NodeClaim) {
                     image_id = %status.image_id.clone().unwrap_or_default(),
                     "launched nodeclaim"
                 );
-                Metrics::inc(&ctx.metrics.nodeclaims_launched, &[("nodepool", &pool)]);
+                Metrics::inc(&ctx.metrics.nodeclaims_launched, &[("nodepool", pool)]);
                 return;
             }
             Err(error @ CloudError::InsufficientCapacity { .. }) => last_error = Some(error),
@@ -205,69 +212,35 @@ async fn record_launch(ctx: &Context, name: &str, launched: &NodeClaim) -> Resul
     Ok(())
 }
 
-async fn register(
-    ctx: &Context,
-    snapshot: &Snapshot,
-    name: &str,
-    claim: &NodeClaim,
-) -> Result<(), kube::Error> {
-    let provider_id = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.clone())
-        .unwrap_or_default();
-    let Some(node_name) = snapshot.node_by_provider_id.get(&provider_id).cloned() else {
-        let launched_at = claim
-            .condition(CONDITION_LAUNCHED)
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| t.0.as_second());
-        let ttl = i64::try_from(ctx.settings.registration_ttl.as_secs()).unwrap_or(i64::MAX);
-        if launched_at.is_some_and(|t| ctx.now_seconds() - t > ttl) {
-            tracing::warn!(nodeclaim = %name, ttl = ?ctx.settings.registration_ttl, "deleting nodeclaim: node did not register in time");
-            ctx.events
-                .publish(
-                    claim,
-                    EventType::Warning,
-                    "NodeClaimNotRegistered",
-                    "Node did not register within the registration TTL; deleting the NodeClaim",
-                )
-                .await;
-            delete(&nodeclaims(&ctx.client), name).await?;
-        }
+/// Carries out [`Action::Register`].
+async fn register(ctx: &Context, action: &Action) -> Result<(), kube::Error> {
+    let Action::Register {
+        nodeclaim,
+        node,
+        nodepool,
+        provider_id,
+        labels,
+        taints,
+        owner,
+    } = action
+    else {
         return Ok(());
     };
-    let labels = claim.metadata.labels.clone().unwrap_or_default();
-    let mut taints = claim.spec.taints.clone();
-    taints.extend(claim.spec.startup_taints.clone());
-    let owner = OwnerReference {
-        api_version: "karpenter.sh/v1".into(),
-        kind: "NodeClaim".into(),
-        name: name.to_string(),
-        uid: claim.metadata.uid.clone().unwrap_or_default(),
-        block_owner_deletion: Some(true),
-        controller: None,
-    };
-    let synced = modify(&nodes(&ctx.client), &node_name, |node: &mut Node| {
+    let synced = modify(&nodes(&ctx.client), node, |n: &mut Node| {
         let mut changed = false;
-        let node_labels = node.metadata.labels.get_or_insert_with(Default::default);
-        for (k, v) in &labels {
+        let node_labels = n.metadata.labels.get_or_insert_with(Default::default);
+        for (k, v) in labels {
             if node_labels.get(k) != Some(v) {
                 node_labels.insert(k.clone(), v.clone());
                 changed = true;
             }
         }
-        if node_labels
-            .insert(LABEL_NODE_REGISTERED.into(), "true".into())
-            .is_none()
-        {
-            changed = true;
+        for taint in taints {
+            changed |= add_taint(n, taint);
         }
-        for taint in &taints {
-            changed |= add_taint(node, taint);
-        }
-        changed |= remove_taint(node, TAINT_UNREGISTERED_KEY);
-        changed |= add_finalizer(node, FINALIZER_TERMINATION);
-        let owners = node.metadata.owner_references.get_or_insert_with(Vec::new);
+        changed |= remove_taint(n, TAINT_UNREGISTERED_KEY);
+        changed |= add_finalizer(n, FINALIZER_TERMINATION);
+        let owners = n.metadata.owner_references.get_or_insert_with(Vec::new);
         if !owners.iter().any(|o| o.kind == "NodeClaim") {
             owners.push(owner.clone());
             changed = true;
@@ -275,11 +248,9 @@ async fn register(
         changed
     })
     .await?;
-    let node_name_for_status = node_name.clone();
     let now = ctx.now();
-    modify_status(&nodeclaims(&ctx.client), name, |c| {
-        c.status.get_or_insert_with(Default::default).node_name =
-            Some(node_name_for_status.clone());
+    modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
+        c.status.get_or_insert_with(Default::default).node_name = Some(node.clone());
         set_claim_condition(
             c,
             CONDITION_REGISTERED,
@@ -291,64 +262,27 @@ async fn register(
         true
     })
     .await?;
-    let pool = labels.get(LABEL_NODEPOOL).cloned().unwrap_or_default();
-    tracing::info!(nodeclaim = %name, node = %node_name, provider_id = %provider_id, synced = synced.is_some(), "registered nodeclaim");
-    Metrics::inc(&ctx.metrics.nodeclaims_registered, &[("nodepool", &pool)]);
-    Metrics::inc(&ctx.metrics.nodes_created, &[("nodepool", &pool)]);
+    tracing::info!(%nodeclaim, %node, %provider_id, synced = synced.is_some(), "registered nodeclaim");
+    Metrics::inc(
+        &ctx.metrics.nodeclaims_registered,
+        &[("nodepool", nodepool)],
+    );
+    Metrics::inc(&ctx.metrics.nodes_created, &[("nodepool", nodepool)]);
     Ok(())
 }
 
-async fn initialize(
-    ctx: &Context,
-    snapshot: &Snapshot,
-    name: &str,
-    claim: &NodeClaim,
-) -> Result<(), kube::Error> {
-    let Some(node) = snapshot.node_of(claim) else {
+/// Carries out [`Action::Initialize`].
+async fn initialize(ctx: &Context, action: &Action) -> Result<(), kube::Error> {
+    let Action::Initialize {
+        nodeclaim,
+        node,
+        nodepool,
+        allocatable,
+    } = action
+    else {
         return Ok(());
     };
-    let node_name = node.metadata.name.clone().unwrap_or_default();
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    let taint_keys: BTreeSet<&str> = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|t| t.key.as_str())
-        .collect();
-    let startup_left = claim
-        .spec
-        .startup_taints
-        .iter()
-        .any(|t| taint_keys.contains(t.key.as_str()));
-    let ephemeral_left = [
-        TAINT_NODE_NOT_READY,
-        TAINT_NODE_UNREACHABLE,
-        TAINT_UNREGISTERED_KEY,
-    ]
-    .iter()
-    .any(|k| taint_keys.contains(k));
-    let allocatable = node
-        .status
-        .as_ref()
-        .and_then(|s| s.allocatable.clone())
-        .unwrap_or_default();
-    let requested_extended_missing = claim
-        .spec
-        .resources
-        .iter()
-        .flat_map(|r| r.requests.keys())
-        .filter(|k| k.contains('/'))
-        .any(|k| allocatable.get(k).is_none_or(|q| q.0 == "0"));
-    if !ready || startup_left || ephemeral_left || requested_extended_missing {
-        return Ok(());
-    }
-    modify(&nodes(&ctx.client), &node_name, |n: &mut Node| {
+    modify(&nodes(&ctx.client), node, |n: &mut Node| {
         n.metadata
             .labels
             .get_or_insert_with(Default::default)
@@ -357,7 +291,7 @@ async fn initialize(
     })
     .await?;
     let now = ctx.now();
-    modify_status(&nodeclaims(&ctx.client), name, |c| {
+    modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
         let a = set_claim_condition(
             c,
             CONDITION_INITIALIZED,
@@ -370,19 +304,11 @@ async fn initialize(
         a || b
     })
     .await?;
-    let pool = claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_NODEPOOL))
-        .cloned()
-        .unwrap_or_default();
-    let allocatable_text: Vec<String> = allocatable
-        .iter()
-        .map(|(k, v)| format!("{k}: {}", v.0))
-        .collect();
-    tracing::info!(nodeclaim = %name, node = %node_name, allocatable = %allocatable_text.join(", "), "initialized nodeclaim");
-    Metrics::inc(&ctx.metrics.nodeclaims_initialized, &[("nodepool", &pool)]);
+    tracing::info!(%nodeclaim, %node, %allocatable, "initialized nodeclaim");
+    Metrics::inc(
+        &ctx.metrics.nodeclaims_initialized,
+        &[("nodepool", nodepool)],
+    );
     Ok(())
 }
 
@@ -394,45 +320,32 @@ pub async fn collect_garbage(ctx: Context) -> Outcome {
         Ok(list) => list,
         Err(error) => {
             tracing::warn!(%error, "listing instances for garbage collection failed");
-            return Outcome::idle();
+            return Outcome::idle().with_errors(1);
         }
     };
     let grace = i64::try_from(ctx.settings.gc_grace.as_secs()).unwrap_or(i64::MAX);
-    let now = ctx.now_seconds();
-    let mut live = BTreeSet::new();
-    for instance in &instances {
-        let Some(id) = instance.status.as_ref().and_then(|s| s.provider_id.clone()) else {
-            continue;
-        };
-        live.insert(id.clone());
-        if snapshot.nodeclaim_by_provider_id.contains_key(&id) {
-            continue;
-        }
-        let launched = instance
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(now, |t| t.0.as_second());
-        if now - launched < grace {
-            continue;
-        }
-        tracing::info!(provider_id = %id, "garbage collecting instance with no nodeclaim");
-        if let Err(error) = ctx.cloud.delete(instance).await
-            && !error.is_not_found()
-        {
-            tracing::warn!(provider_id = %id, %error, "could not terminate orphaned instance");
-        }
-    }
-    for (name, claim) in &snapshot.store.nodeclaims {
-        let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
-            continue;
-        };
-        if claim.metadata.deletion_timestamp.is_none()
-            && claim.is_true(CONDITION_LAUNCHED)
-            && !live.contains(&id)
-        {
-            tracing::info!(nodeclaim = %name, provider_id = %id, "garbage collecting nodeclaim with no cloudprovider representation");
-            let _ = delete(&nodeclaims(&ctx.client), name).await;
+    for action in collect(&snapshot, &instances, ctx.now_seconds(), grace) {
+        match action {
+            Collect::TerminateInstance { provider_id } => {
+                let Some(instance) = instances.iter().find(|i| {
+                    i.status.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(&provider_id)
+                }) else {
+                    continue;
+                };
+                tracing::info!(%provider_id, "garbage collecting instance with no nodeclaim");
+                if let Err(error) = ctx.cloud.delete(instance).await
+                    && !error.is_not_found()
+                {
+                    tracing::warn!(%provider_id, %error, "could not terminate orphaned instance");
+                }
+            }
+            Collect::DeleteNodeClaim {
+                nodeclaim,
+                provider_id,
+            } => {
+                tracing::info!(%nodeclaim, %provider_id, "garbage collecting nodeclaim with no cloudprovider representation");
+                let _ = delete(&nodeclaims(&ctx.client), &nodeclaim).await;
+            }
         }
     }
     Outcome::idle()

@@ -4,6 +4,10 @@
 //! candidate NodeClaim (replacement names, start time, DisruptionReason), taint its node,
 //! create the replacements. Everything needed to resume is on the API objects.
 
+mod decide;
+
+pub use decide::{InFlightAction, budget_signature, in_flight};
+
 use super::Outcome;
 use crate::api::{
     add_taint, clear_claim_condition, delete, disrupted_taint, is_conflict, modify, modify_status,
@@ -17,10 +21,9 @@ use crate::nodeclaim_template::build_nodeclaim;
 use crate::simulation::simulation_input;
 use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
-use driftwood_api::condition::{Conditions, STATUS_TRUE};
-use driftwood_api::wellknown::{
-    CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED, REASON_DRIFTED, TAINT_DISRUPTED_KEY,
-};
+use driftwood_api::condition::STATUS_TRUE;
+use driftwood_api::wellknown::{CONDITION_DISRUPTION_REASON, REASON_DRIFTED, TAINT_DISRUPTED_KEY};
+use driftwood_disruption::command::InFlight;
 use driftwood_disruption::plan::{Command, Decision, PlannerInput, plan_drift};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -28,38 +31,31 @@ use kube::api::PostParams;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use driftwood_api::wellknown::{
-    ANNOTATION_DISRUPTION_REPLACEMENTS as ANNOTATION_REPLACEMENTS,
-    ANNOTATION_DISRUPTION_STARTED as ANNOTATION_STARTED,
-};
-/// How long a replacement may take to become visible before it counts as missing.
-const VISIBILITY_GRACE_SECONDS: i64 = 60;
+/// The disruption controller: cheap to clone, one pass at a time.
+#[derive(Clone, Default)]
+pub struct DisruptionController {
+    memory: std::sync::Arc<tokio::sync::Mutex<Memory>>,
+}
 
-/// What the disruption loop's next decision depends on, counted from the cache: NodeClaims,
-/// those being deleted, those being disrupted, those Initialized and those Drifted. When it
-/// changes (a candidate finished terminating and freed budget, a replacement initialized, a
-/// node drifted) the loop runs a pass at once instead of waiting out its period.
-pub fn budget_signature(snapshot: &Snapshot) -> [usize; 5] {
-    let mut signature = [0; 5];
-    for claim in snapshot.store.nodeclaims.values() {
-        signature[0] += 1;
-        signature[1] += usize::from(claim.metadata.deletion_timestamp.is_some());
-        signature[2] += usize::from(claim.condition(CONDITION_DISRUPTION_REASON).is_some());
-        signature[3] += usize::from(claim.is_true(CONDITION_INITIALIZED));
-        signature[4] += usize::from(claim.is_true(driftwood_api::wellknown::CONDITION_DRIFTED));
+impl DisruptionController {
+    /// One pass: advance the commands in flight, then plan and start new ones.
+    pub async fn pass(&self, ctx: Context) -> Outcome {
+        self.memory.lock().await.pass(ctx).await
     }
-    signature
 }
 
 /// The disruption controller's memory between passes (only to avoid repeating events).
 #[derive(Default)]
-pub struct DisruptionController {
+struct Memory {
     last_blocked: BTreeMap<String, String>,
     waiting_reported: BTreeMap<String, String>,
+    /// Failed steps of the pass under way.
+    errors: u32,
 }
 
-impl DisruptionController {
-    pub async fn pass(&mut self, ctx: Context) -> Outcome {
+impl Memory {
+    async fn pass(&mut self, ctx: Context) -> Outcome {
+        self.errors = 0;
         let snapshot = ctx.state.snapshot();
         let mut acted = self.advance_in_flight(&ctx, &snapshot).await;
         let now = ctx.now_seconds();
@@ -92,11 +88,12 @@ impl DisruptionController {
             .collect();
         if views.iter().all(|v| v.drift.is_none()) {
             self.report_gauges(&ctx, 0, &[]);
-            return if acted {
+            let outcome = if acted {
                 Outcome::again_in(Duration::from_secs(1))
             } else {
                 Outcome::idle()
             };
+            return outcome.with_errors(self.errors);
         }
         let (mut world, _) = simulation_input(&ctx, &snapshot, false).await;
         // Pods waiting for capacity now need room as much as the candidates' pods do.
@@ -143,15 +140,17 @@ impl DisruptionController {
             match execute(&ctx, &snapshot, command).await {
                 Ok(()) => acted = true,
                 Err(error) => {
+                    self.errors += 1;
                     tracing::warn!(nodeclaim = %command.nodeclaim, %error, "could not start disruption command")
                 }
             }
         }
-        if acted {
+        let outcome = if acted {
             Outcome::again_in(Duration::from_secs(1))
         } else {
             Outcome::idle()
-        }
+        };
+        outcome.with_errors(self.errors)
     }
 
     fn report_gauges(
@@ -176,137 +175,105 @@ impl DisruptionController {
 
     /// Advances every command in flight; returns whether anything was done.
     async fn advance_in_flight(&mut self, ctx: &Context, snapshot: &Snapshot) -> bool {
+        let timeout = i64::try_from(ctx.settings.replacement_timeout.as_secs()).unwrap_or(i64::MAX);
         let mut acted = false;
-        let now = ctx.now_seconds();
-        for (name, claim) in &snapshot.store.nodeclaims {
-            if claim.metadata.deletion_timestamp.is_some()
-                || claim.condition(CONDITION_DISRUPTION_REASON).is_none()
-            {
-                continue;
-            }
-            let annotations = claim.metadata.annotations.clone().unwrap_or_default();
-            let replacements: Vec<String> = annotations
-                .get(ANNOTATION_REPLACEMENTS)
-                .map(|r| {
-                    r.split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            let started = annotations
-                .get(ANNOTATION_STARTED)
-                .and_then(|s| s.parse::<k8s_openapi::jiff::Timestamp>().ok())
-                .map_or(now, |t| t.as_second());
-            let age = now - started;
-            let present: Vec<&NodeClaim> = replacements
-                .iter()
-                .filter_map(|r| snapshot.store.nodeclaims.get(r).map(|c| c.as_ref()))
-                .collect();
-            let all_initialized = present.len() == replacements.len()
-                && present.iter().all(|r| r.is_true(CONDITION_INITIALIZED));
-            let timeout =
-                i64::try_from(ctx.settings.replacement_timeout.as_secs()).unwrap_or(i64::MAX);
-            if all_initialized {
-                self.waiting_reported.remove(name);
-                ctx.events
-                    .publish(
-                        claim.as_ref(),
-                        EventType::Normal,
-                        "DisruptionTerminating",
-                        "Disrupting NodeClaim: Drifted",
-                    )
-                    .await;
-                if let Err(error) = delete(&nodeclaims(&ctx.client), name).await {
-                    tracing::warn!(nodeclaim = %name, %error, "could not delete disrupted nodeclaim");
-                    continue;
+        for action in in_flight(snapshot, ctx.now_seconds(), timeout) {
+            match action {
+                InFlightAction::Terminate {
+                    nodeclaim,
+                    nodepool,
+                } => {
+                    self.waiting_reported.remove(&nodeclaim);
+                    if let Some(claim) = snapshot.store.nodeclaims.get(&nodeclaim) {
+                        ctx.events
+                            .publish(
+                                claim.as_ref(),
+                                EventType::Normal,
+                                "DisruptionTerminating",
+                                "Disrupting NodeClaim: Drifted",
+                            )
+                            .await;
+                    }
+                    if let Err(error) = delete(&nodeclaims(&ctx.client), &nodeclaim).await {
+                        self.errors += 1;
+                        tracing::warn!(%nodeclaim, %error, "could not delete disrupted nodeclaim");
+                        continue;
+                    }
+                    Metrics::inc(
+                        &ctx.metrics.nodeclaims_disrupted,
+                        &[("reason", "drifted"), ("nodepool", &nodepool)],
+                    );
+                    acted = true;
                 }
-                let pool = claim
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(driftwood_api::wellknown::LABEL_NODEPOOL))
-                    .cloned()
-                    .unwrap_or_default();
-                Metrics::inc(
-                    &ctx.metrics.nodeclaims_disrupted,
-                    &[("reason", "drifted"), ("nodepool", &pool)],
-                );
-                acted = true;
-            } else if age > timeout
-                || (present.len() < replacements.len() && age > VISIBILITY_GRACE_SECONDS)
-            {
-                let why = if present.len() < replacements.len() {
-                    "a replacement nodeclaim is gone"
-                } else {
-                    "replacement nodeclaims did not initialize in time"
-                };
-                tracing::warn!(nodeclaim = %name, replacements = %replacements.join(","), reason = why, "failed to disrupt nodes, rolling back");
-                if let Err(error) = rollback(ctx, snapshot, name, claim).await {
-                    tracing::warn!(nodeclaim = %name, %error, "rollback failed; will retry");
-                    continue;
+                InFlightAction::RollBack {
+                    nodeclaim,
+                    node,
+                    delete_replacements,
+                    why,
+                } => {
+                    tracing::warn!(%nodeclaim, reason = %why, "failed to disrupt nodes, rolling back");
+                    if let Err(error) =
+                        rollback(ctx, &nodeclaim, node.as_deref(), &delete_replacements).await
+                    {
+                        self.errors += 1;
+                        tracing::warn!(%nodeclaim, %error, "rollback failed; will retry");
+                        continue;
+                    }
+                    if let Some(claim) = snapshot.store.nodeclaims.get(&nodeclaim) {
+                        ctx.events
+                            .publish(
+                                claim.as_ref(),
+                                EventType::Warning,
+                                "DisruptionBlocked",
+                                &format!("Disruption rolled back: {why}; the node keeps running"),
+                            )
+                            .await;
+                    }
+                    self.waiting_reported.remove(&nodeclaim);
+                    acted = true;
                 }
-                ctx.events
-                    .publish(
-                        claim.as_ref(),
-                        EventType::Warning,
-                        "DisruptionBlocked",
-                        &format!("Disruption rolled back: {why}; the node keeps running"),
-                    )
-                    .await;
-                self.waiting_reported.remove(name);
-                acted = true;
-            } else if self.waiting_reported.get(name) != Some(&replacements.join(",")) {
-                ctx.events
-                    .publish(
-                        claim.as_ref(),
-                        EventType::Normal,
-                        "DisruptionWaitingReadiness",
-                        "Waiting on readiness to continue disruption",
-                    )
-                    .await;
-                self.waiting_reported
-                    .insert(name.clone(), replacements.join(","));
+                InFlightAction::Wait {
+                    nodeclaim,
+                    replacements,
+                } => {
+                    let waiting = replacements.join(",");
+                    if self.waiting_reported.get(&nodeclaim) != Some(&waiting) {
+                        if let Some(claim) = snapshot.store.nodeclaims.get(&nodeclaim) {
+                            ctx.events
+                                .publish(
+                                    claim.as_ref(),
+                                    EventType::Normal,
+                                    "DisruptionWaitingReadiness",
+                                    "Waiting on readiness to continue disruption",
+                                )
+                                .await;
+                        }
+                        self.waiting_reported.insert(nodeclaim, waiting);
+                    }
+                }
             }
         }
         acted
     }
 }
 
-/// Undoes a command: untaint the node, clear DisruptionReason and the command annotations.
-/// Replacements that initialized stay as ordinary capacity; one that never initialized is
-/// deleted (driftwood has no consolidation to reclaim it later, unlike Karpenter, and a node
-/// that never initialized holds no workload pods: its startup taints keep them off).
+/// Undoes a command: delete the replacements that never initialized, untaint the node, clear
+/// DisruptionReason and the command annotations (the mark goes first, so a crash in between
+/// leaves no command behind). Replacements that initialized stay as ordinary capacity; one that
+/// never initialized holds no workload pods (its startup taints keep them off), and driftwood
+/// has no consolidation to reclaim it later, unlike Karpenter.
 async fn rollback(
     ctx: &Context,
-    snapshot: &Snapshot,
     name: &str,
-    claim: &NodeClaim,
+    node: Option<&str>,
+    delete_replacements: &[String],
 ) -> Result<(), kube::Error> {
-    let replacements = claim
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_REPLACEMENTS))
-        .map(|r| {
-            r.split(',')
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    for replacement in &replacements {
-        if let Some(r) = snapshot.store.nodeclaims.get(replacement)
-            && !r.is_true(CONDITION_INITIALIZED)
-            && r.metadata.deletion_timestamp.is_none()
-        {
-            tracing::info!(nodeclaim = %replacement, replaced = %name, "deleting replacement that never initialized");
-            delete(&nodeclaims(&ctx.client), replacement).await?;
-        }
+    for replacement in delete_replacements {
+        tracing::info!(nodeclaim = %replacement, replaced = %name, "deleting replacement that never initialized");
+        delete(&nodeclaims(&ctx.client), replacement).await?;
     }
-    if let Some(node) = snapshot.node_of(claim) {
-        let node_name = node.metadata.name.clone().unwrap_or_default();
-        modify(&nodes(&ctx.client), &node_name, |n| {
+    if let Some(node) = node {
+        modify(&nodes(&ctx.client), node, |n| {
             remove_taint(n, TAINT_DISRUPTED_KEY)
         })
         .await?;
@@ -319,7 +286,9 @@ async fn rollback(
         let Some(a) = c.metadata.annotations.as_mut() else {
             return false;
         };
-        a.remove(ANNOTATION_REPLACEMENTS).is_some() | a.remove(ANNOTATION_STARTED).is_some()
+        InFlight::ANNOTATION_KEYS
+            .iter()
+            .fold(false, |removed, key| a.remove(*key).is_some() | removed)
     })
     .await?;
     Ok(())
@@ -342,12 +311,11 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
         }
     }
     let names: Vec<String> = replacements.iter().map(|(n, _)| n.clone()).collect();
-    let started = ctx.clock.now().to_string();
+    let recorded = InFlight::annotations(&names, ctx.clock.now());
     let api = nodeclaims(&ctx.client);
     modify(&api, &command.nodeclaim, |c| {
         let a = c.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        a.insert(ANNOTATION_REPLACEMENTS.into(), names.join(","));
-        a.insert(ANNOTATION_STARTED.into(), started.clone());
+        a.extend(recorded.iter().cloned());
         true
     })
     .await?;
@@ -436,66 +404,4 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::Store;
-    use serde_json::json;
-    use std::sync::Arc;
-
-    fn claim(name: &str, deleting: bool, conditions: serde_json::Value) -> Arc<NodeClaim> {
-        let mut meta = json!({"name": name, "labels": {"karpenter.sh/nodepool": "default"}});
-        if deleting {
-            meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
-        }
-        Arc::new(
-            serde_json::from_value(json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
-                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
-                "status": {"conditions": conditions}
-            }))
-            .unwrap(),
-        )
-    }
-
-    fn condition(type_: &str) -> serde_json::Value {
-        json!({"type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"})
-    }
-
-    #[test]
-    fn the_budget_signature_moves_with_what_frees_or_uses_budget() {
-        let mut store = Store::default();
-        store.nodeclaims.insert(
-            "a".into(),
-            claim("a", false, json!([condition(CONDITION_INITIALIZED)])),
-        );
-        let before = budget_signature(&Snapshot::new(store.clone()));
-        assert_eq!(before, [1, 0, 0, 1, 0]);
-        // A pod or node change elsewhere does not move it; a drifted NodeClaim does.
-        store.nodeclaims.insert(
-            "a".into(),
-            claim(
-                "a",
-                false,
-                json!([condition(CONDITION_INITIALIZED), condition("Drifted")]),
-            ),
-        );
-        assert_eq!(
-            budget_signature(&Snapshot::new(store.clone())),
-            [1, 0, 0, 1, 1]
-        );
-        // A candidate being disrupted, then deleted, then gone: each frees or uses budget.
-        store.nodeclaims.insert(
-            "a".into(),
-            claim("a", true, json!([condition(CONDITION_DISRUPTION_REASON)])),
-        );
-        assert_eq!(
-            budget_signature(&Snapshot::new(store.clone())),
-            [1, 1, 1, 0, 0]
-        );
-        store.nodeclaims.remove("a");
-        assert_eq!(budget_signature(&Snapshot::new(store)), [0; 5]);
-    }
 }

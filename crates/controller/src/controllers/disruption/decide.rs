@@ -1,0 +1,248 @@
+//! What the disruption loop decides from the cache alone: where each command in flight
+//! stands (wait, terminate the candidate, roll back and why) and the signature of what frees
+//! or uses budget.
+
+use crate::state::Snapshot;
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::{
+    CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED, LABEL_NODEPOOL,
+};
+use driftwood_disruption::command::{InFlight, Progress, RollbackReason};
+
+/// What the disruption loop's next decision depends on, counted from the cache: NodeClaims,
+/// those being deleted, those being disrupted, those Initialized and those Drifted. When it
+/// changes (a candidate finished terminating and freed budget, a replacement initialized, a
+/// node drifted) the loop runs a pass at once instead of waiting out its period.
+pub fn budget_signature(snapshot: &Snapshot) -> [usize; 5] {
+    let mut signature = [0; 5];
+    for claim in snapshot.store.nodeclaims.values() {
+        signature[0] += 1;
+        signature[1] += usize::from(claim.metadata.deletion_timestamp.is_some());
+        signature[2] += usize::from(claim.condition(CONDITION_DISRUPTION_REASON).is_some());
+        signature[3] += usize::from(claim.is_true(CONDITION_INITIALIZED));
+        signature[4] += usize::from(claim.is_true(driftwood_api::wellknown::CONDITION_DRIFTED));
+    }
+    signature
+}
+
+/// The next step of one command in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InFlightAction {
+    /// Every replacement initialized: delete the candidate.
+    Terminate { nodeclaim: String, nodepool: String },
+    /// Undo the command: untaint `node`, clear the mark, delete the replacements listed.
+    RollBack {
+        nodeclaim: String,
+        node: Option<String>,
+        delete_replacements: Vec<String>,
+        why: RollbackReason,
+    },
+    /// Replacements are launching or initializing.
+    Wait {
+        nodeclaim: String,
+        replacements: Vec<String>,
+    },
+}
+
+/// Where every command in flight stands: one action per candidate NodeClaim that carries a
+/// command and is not already being deleted.
+pub fn in_flight(snapshot: &Snapshot, now: i64, timeout_seconds: i64) -> Vec<InFlightAction> {
+    let lookup = |name: &str| snapshot.store.nodeclaims.get(name).map(|c| c.as_ref());
+    let mut actions = Vec::new();
+    for (name, claim) in &snapshot.store.nodeclaims {
+        if claim.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(command) = InFlight::read(claim) else {
+            continue;
+        };
+        actions.push(match command.progress(lookup, now, timeout_seconds) {
+            Progress::Terminate => InFlightAction::Terminate {
+                nodeclaim: name.clone(),
+                nodepool: claim
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_NODEPOOL))
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+            Progress::RollBack(why) => InFlightAction::RollBack {
+                nodeclaim: name.clone(),
+                node: snapshot
+                    .node_of(claim)
+                    .and_then(|n| n.metadata.name.clone()),
+                delete_replacements: command.replacements_to_delete(lookup),
+                why,
+            },
+            Progress::Wait => InFlightAction::Wait {
+                nodeclaim: name.clone(),
+                replacements: command.replacements,
+            },
+        });
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+    use driftwood_api::NodeClaim;
+    use driftwood_api::wellknown::{
+        ANNOTATION_DISRUPTION_REPLACEMENTS, ANNOTATION_DISRUPTION_STARTED,
+    };
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn claim(name: &str, deleting: bool, conditions: serde_json::Value) -> Arc<NodeClaim> {
+        let mut meta = json!({"name": name, "labels": {"karpenter.sh/nodepool": "default"}});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        }
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
+                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
+                "status": {"conditions": conditions}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn condition(type_: &str) -> serde_json::Value {
+        json!({"type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn the_budget_signature_moves_with_what_frees_or_uses_budget() {
+        let mut store = Store::default();
+        store.nodeclaims.insert(
+            "a".into(),
+            claim("a", false, json!([condition(CONDITION_INITIALIZED)])),
+        );
+        let before = budget_signature(&Snapshot::new(store.clone()));
+        assert_eq!(before, [1, 0, 0, 1, 0]);
+        // A pod or node change elsewhere does not move it; a drifted NodeClaim does.
+        store.nodeclaims.insert(
+            "a".into(),
+            claim(
+                "a",
+                false,
+                json!([condition(CONDITION_INITIALIZED), condition("Drifted")]),
+            ),
+        );
+        assert_eq!(
+            budget_signature(&Snapshot::new(store.clone())),
+            [1, 0, 0, 1, 1]
+        );
+        // A candidate being disrupted, then deleted, then gone: each frees or uses budget.
+        store.nodeclaims.insert(
+            "a".into(),
+            claim("a", true, json!([condition(CONDITION_DISRUPTION_REASON)])),
+        );
+        assert_eq!(
+            budget_signature(&Snapshot::new(store.clone())),
+            [1, 1, 1, 0, 0]
+        );
+        store.nodeclaims.remove("a");
+        assert_eq!(budget_signature(&Snapshot::new(store)), [0; 5]);
+    }
+
+    fn with_command(claim: &NodeClaim, replacements: &str, started: &str) -> Arc<NodeClaim> {
+        let mut claim = claim.clone();
+        let annotations = claim
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        annotations.insert(
+            ANNOTATION_DISRUPTION_REPLACEMENTS.into(),
+            replacements.into(),
+        );
+        annotations.insert(ANNOTATION_DISRUPTION_STARTED.into(), started.into());
+        Arc::new(claim)
+    }
+
+    const T0: i64 = 1_704_067_200; // 2024-01-01T00:00:00Z
+
+    /// Karpenter orchestration queue: wait while a replacement launches, terminate the
+    /// candidate once it initialized; a candidate already being deleted is not looked at.
+    #[test]
+    fn commands_in_flight_wait_then_terminate() {
+        let mut store = Store::default();
+        let old = claim(
+            "old",
+            false,
+            json!([condition(CONDITION_DISRUPTION_REASON)]),
+        );
+        store.nodeclaims.insert(
+            "old".into(),
+            with_command(&old, "new", "2024-01-01T00:00:00Z"),
+        );
+        store
+            .nodeclaims
+            .insert("new".into(), claim("new", false, json!([])));
+        let deleting = claim(
+            "gone",
+            true,
+            json!([condition(CONDITION_DISRUPTION_REASON)]),
+        );
+        store.nodeclaims.insert(
+            "gone".into(),
+            with_command(&deleting, "", "2024-01-01T00:00:00Z"),
+        );
+        let snapshot = Snapshot::new(store.clone());
+        assert_eq!(
+            in_flight(&snapshot, T0 + 10, 600),
+            vec![InFlightAction::Wait {
+                nodeclaim: "old".into(),
+                replacements: vec!["new".into()]
+            }]
+        );
+        store.nodeclaims.insert(
+            "new".into(),
+            claim("new", false, json!([condition(CONDITION_INITIALIZED)])),
+        );
+        assert_eq!(
+            in_flight(&Snapshot::new(store), T0 + 11, 600),
+            vec![InFlightAction::Terminate {
+                nodeclaim: "old".into(),
+                nodepool: "default".into()
+            }]
+        );
+    }
+
+    /// Karpenter orchestration queue "should not terminate the candidate if the replacement
+    /// fails to initialize": after the timeout the command rolls back, deleting the replacement
+    /// that never initialized.
+    #[test]
+    fn a_timed_out_command_rolls_back_and_deletes_what_never_initialized() {
+        let mut store = Store::default();
+        let old = claim(
+            "old",
+            false,
+            json!([condition(CONDITION_DISRUPTION_REASON)]),
+        );
+        store.nodeclaims.insert(
+            "old".into(),
+            with_command(&old, "new,ready", "2024-01-01T00:00:00Z"),
+        );
+        store
+            .nodeclaims
+            .insert("new".into(), claim("new", false, json!([])));
+        store.nodeclaims.insert(
+            "ready".into(),
+            claim("ready", false, json!([condition(CONDITION_INITIALIZED)])),
+        );
+        let actions = in_flight(&Snapshot::new(store), T0 + 601, 600);
+        assert_eq!(
+            actions,
+            vec![InFlightAction::RollBack {
+                nodeclaim: "old".into(),
+                node: None,
+                delete_replacements: vec!["new".into()],
+                why: RollbackReason::NotInitializedInTime,
+            }]
+        );
+    }
+}

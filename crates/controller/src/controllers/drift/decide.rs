@@ -1,0 +1,197 @@
+//! What the drift marker writes, from the cache and the verdicts judged this pass: which
+//! NodeClaims it looks at, and for each a Drifted condition to set, clear or keep.
+
+use crate::state::Snapshot;
+use driftwood_api::wellknown::LABEL_NODEPOOL;
+use driftwood_api::{NodeClaim, NodePool};
+use driftwood_disruption::drift::{DriftFinding, DriftMarking, Verdict, drift_marking};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A NodeClaim the marker judges: not being deleted, with a NodePool that exists.
+pub struct Candidate<'a> {
+    pub name: &'a str,
+    pub claim: &'a Arc<NodeClaim>,
+    pub nodepool: &'a Arc<NodePool>,
+}
+
+/// The NodeClaims to judge this pass.
+pub fn candidates(snapshot: &Snapshot) -> Vec<Candidate<'_>> {
+    snapshot
+        .store
+        .nodeclaims
+        .iter()
+        .filter(|(_, c)| c.metadata.deletion_timestamp.is_none())
+        .filter_map(|(name, claim)| {
+            let pool = claim.metadata.labels.as_ref()?.get(LABEL_NODEPOOL)?;
+            Some(Candidate {
+                name,
+                claim,
+                nodepool: snapshot.nodepool(pool)?,
+            })
+        })
+        .collect()
+}
+
+/// A change to one NodeClaim's Drifted condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    Set {
+        nodeclaim: String,
+        nodepool: String,
+        finding: DriftFinding,
+    },
+    Clear {
+        nodeclaim: String,
+    },
+}
+
+/// The marks to write, given each judged NodeClaim's verdict (a NodeClaim without a verdict is
+/// left as it is). With the Drift gate off, every Drifted condition is cleared.
+pub fn decide(
+    snapshot: &Snapshot,
+    verdicts: &BTreeMap<String, Verdict>,
+    drift_enabled: bool,
+) -> Vec<Mark> {
+    let off = Verdict::NotDrifted;
+    candidates(snapshot)
+        .into_iter()
+        .filter_map(|c| {
+            let verdict = if drift_enabled {
+                verdicts.get(c.name)?
+            } else {
+                &off
+            };
+            match drift_marking(c.claim, verdict, drift_enabled) {
+                DriftMarking::Keep => None,
+                DriftMarking::Set(finding) => Some(Mark::Set {
+                    nodeclaim: c.name.to_string(),
+                    nodepool: c.nodepool.metadata.name.clone().unwrap_or_default(),
+                    finding,
+                }),
+                DriftMarking::Clear => Some(Mark::Clear {
+                    nodeclaim: c.name.to_string(),
+                }),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+    use serde_json::json;
+
+    fn claim(
+        name: &str,
+        pool: &str,
+        drifted: Option<(&str, &str)>,
+        deleting: bool,
+    ) -> Arc<NodeClaim> {
+        let mut conditions = vec![
+            json!({"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}),
+        ];
+        if let Some((reason, message)) = drifted {
+            conditions.push(json!({"type": "Drifted", "status": "True", "reason": reason, "message": message, "lastTransitionTime": "2024-01-01T00:00:00Z"}));
+        }
+        let mut meta = json!({"name": name, "labels": {"karpenter.sh/nodepool": pool}});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        }
+        Arc::new(serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
+            "status": {"conditions": conditions}
+        })).expect("nodeclaim"))
+    }
+
+    fn snapshot(claims: Vec<Arc<NodeClaim>>) -> Snapshot {
+        let mut store = Store::default();
+        store.nodepools.insert("default".into(), Arc::new(serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "n"}, "requirements": []}}}
+        })).expect("nodepool")));
+        for c in claims {
+            store
+                .nodeclaims
+                .insert(c.metadata.name.clone().unwrap_or_default(), c);
+        }
+        Snapshot::new(store)
+    }
+
+    fn finding(reason: &str, message: &str) -> DriftFinding {
+        DriftFinding {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Karpenter drift suite "should remove the status condition from the nodeClaim if the
+    /// nodeClaim is no longer drifted" and "should not detect drift if the nodePool does not
+    /// exist"; a new finding is set, the same finding is not written again, and with the Drift
+    /// gate off (driftwood's setting) every mark is cleared.
+    #[test]
+    fn marks_follow_the_verdicts_and_the_gate() {
+        let snapshot = snapshot(vec![
+            claim("new-drift", "default", None, false),
+            claim("healed", "default", Some(("AMIDrift", "old")), false),
+            claim(
+                "same",
+                "default",
+                Some(("AMIDrift", "ami-1 → ami-2")),
+                false,
+            ),
+            claim("unjudged", "default", Some(("AMIDrift", "x")), false),
+            claim("deleting", "default", None, true),
+            claim("orphan", "missing-pool", None, false),
+        ]);
+        let verdicts: BTreeMap<String, Verdict> = [
+            (
+                "new-drift",
+                Verdict::Drifted(finding("NodePoolDrifted", "spec.template.labels changed")),
+            ),
+            ("healed", Verdict::NotDrifted),
+            (
+                "same",
+                Verdict::Drifted(finding("AMIDrift", "ami-1 → ami-2")),
+            ),
+            ("deleting", Verdict::Drifted(finding("AMIDrift", "x"))),
+            ("orphan", Verdict::Drifted(finding("AMIDrift", "x"))),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(
+            decide(&snapshot, &verdicts, true),
+            vec![
+                Mark::Clear {
+                    nodeclaim: "healed".into()
+                },
+                Mark::Set {
+                    nodeclaim: "new-drift".into(),
+                    nodepool: "default".into(),
+                    finding: finding("NodePoolDrifted", "spec.template.labels changed"),
+                },
+            ]
+        );
+        let names: Vec<&str> = candidates(&snapshot).iter().map(|c| c.name).collect();
+        assert_eq!(names, ["healed", "new-drift", "same", "unjudged"]);
+        // Gate off: every Drifted condition goes, whatever the verdicts.
+        let cleared: Vec<Mark> = decide(&snapshot, &BTreeMap::new(), false);
+        assert_eq!(
+            cleared,
+            ["healed", "same", "unjudged"].map(|n| Mark::Clear {
+                nodeclaim: n.into()
+            })
+        );
+    }
+
+    /// A verdict that cannot be judged now (a provider error) changes nothing.
+    #[test]
+    fn an_unknown_verdict_keeps_the_mark() {
+        let snapshot = snapshot(vec![claim("a", "default", Some(("AMIDrift", "x")), false)]);
+        let verdicts = [("a".to_string(), Verdict::Unknown("ec2 throttled".into()))].into();
+        assert!(decide(&snapshot, &verdicts, true).is_empty());
+    }
+}

@@ -1,0 +1,174 @@
+//! The drift marker: sets and clears Drifted on NodeClaims — NodePoolDrifted,
+//! RequirementsDrifted, InstanceTypeNotFound, then the provider's reasons — naming what moved.
+//! A check that cannot be judged now (a provider error, an unresolved class) changes nothing.
+
+mod decide;
+
+pub use decide::{Candidate, Mark, candidates, decide};
+
+use super::Outcome;
+use crate::api::{clear_claim_condition, modify_status, nodeclaims, set_claim_condition};
+use crate::context::Context;
+use crate::events::EventType;
+use crate::metrics::Metrics;
+use driftwood_api::condition::STATUS_TRUE;
+use driftwood_api::hash::nodepool_hashes;
+use driftwood_api::wellknown::CONDITION_DRIFTED;
+use driftwood_api::{NodeClaim, NodePool};
+use driftwood_disruption::drift::{
+    DriftFinding, INSTANCE_TYPE_CHECK_MIN_AGE_SECONDS, INSTANCE_TYPE_CHECK_TTL_SECONDS, Verdict,
+    core_drift, instance_type_drift,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// NodeClaims (by uid) whose instance type was found, and when: they are not checked again for
+/// InstanceTypeNotFound until the TTL passes (a found drift is never remembered).
+#[derive(Clone, Default)]
+pub struct InstanceTypeChecks(Arc<Mutex<HashMap<String, i64>>>);
+
+impl InstanceTypeChecks {
+    fn fresh(&self, uid: &str, now: i64) -> bool {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|m| m.get(uid).copied())
+            .is_some_and(|at| now - at < INSTANCE_TYPE_CHECK_TTL_SECONDS)
+    }
+
+    fn remember(&self, uid: &str, now: i64) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|_, at| now - *at < INSTANCE_TYPE_CHECK_TTL_SECONDS);
+            m.insert(uid.to_string(), now);
+        }
+    }
+}
+
+/// InstanceTypeNotFound for `claim`, when it is due: only a NodeClaim older than an hour, not
+/// found fine within the last 30 minutes. A failure to list instance types is `Unknown`.
+async fn instance_type_verdict(
+    ctx: &Context,
+    checks: &InstanceTypeChecks,
+    claim: &NodeClaim,
+    pool: &NodePool,
+) -> Verdict {
+    let now = ctx.now_seconds();
+    let created = claim
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(now, |t| t.0.as_second());
+    let uid = claim.metadata.uid.clone().unwrap_or_default();
+    if now - created <= INSTANCE_TYPE_CHECK_MIN_AGE_SECONDS || checks.fresh(&uid, now) {
+        return Verdict::NotDrifted;
+    }
+    match ctx.cloud.instance_types(pool).await {
+        Ok(types) => {
+            let types: Vec<_> = types.iter().map(|t| t.to_scheduling()).collect();
+            let verdict = Verdict::from_finding(instance_type_drift(claim, &types));
+            if verdict == Verdict::NotDrifted {
+                checks.remember(&uid, now);
+            }
+            verdict
+        }
+        Err(error) => Verdict::Unknown(format!("listing instance types: {error}")),
+    }
+}
+
+/// Judges one NodeClaim: NodePoolDrifted, RequirementsDrifted and InstanceTypeNotFound first;
+/// only when none of those holds is the cloud provider asked.
+async fn judge(
+    ctx: &Context,
+    checks: &InstanceTypeChecks,
+    claim: &NodeClaim,
+    pool: &NodePool,
+) -> Verdict {
+    let instance_type = instance_type_verdict(ctx, checks, claim, pool).await;
+    match core_drift(claim, pool, &nodepool_hashes(pool), instance_type) {
+        Verdict::NotDrifted => match ctx.cloud.is_drifted(claim).await {
+            Ok(drift) => Verdict::from_finding(drift.map(|d| DriftFinding {
+                reason: d.reason().to_string(),
+                message: d.message(),
+            })),
+            Err(error) => Verdict::Unknown(error.to_string()),
+        },
+        decided => decided,
+    }
+}
+
+/// One pass: judge every candidate, decide the marks, write them.
+pub async fn pass(ctx: Context, checks: InstanceTypeChecks) -> Outcome {
+    let snapshot = ctx.state.snapshot();
+    let enabled = ctx.settings.feature_gates.drift;
+    let mut verdicts = BTreeMap::new();
+    if enabled {
+        for candidate in candidates(&snapshot) {
+            let verdict = judge(&ctx, &checks, candidate.claim, candidate.nodepool).await;
+            if let Verdict::Unknown(why) = &verdict {
+                tracing::debug!(nodeclaim = %candidate.name, %why, "drift cannot be judged now; Drifted left as it is");
+            }
+            verdicts.insert(candidate.name.to_string(), verdict);
+        }
+    }
+    let api = nodeclaims(&ctx.client);
+    let mut errors = 0;
+    for mark in decide(&snapshot, &verdicts, enabled) {
+        let now = ctx.now();
+        match mark {
+            Mark::Set {
+                nodeclaim,
+                nodepool,
+                finding,
+            } => {
+                let written = modify_status(&api, &nodeclaim, |c| {
+                    set_claim_condition(
+                        c,
+                        CONDITION_DRIFTED,
+                        STATUS_TRUE,
+                        &finding.reason,
+                        &finding.message,
+                        now.clone(),
+                    )
+                })
+                .await;
+                match written {
+                    Ok(Some(updated)) => {
+                        tracing::info!(%nodeclaim, %nodepool, reason = %finding.reason, message = %finding.message, "marked nodeclaim as drifted");
+                        Metrics::inc(
+                            &ctx.metrics.nodeclaims_drifted,
+                            &[("type", &finding.reason), ("nodepool", &nodepool)],
+                        );
+                        ctx.events
+                            .publish(
+                                &updated,
+                                EventType::Normal,
+                                "Drifted",
+                                &format!("{}: {}", finding.reason, finding.message),
+                            )
+                            .await;
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        errors += 1;
+                        tracing::warn!(%nodeclaim, %error, "could not update Drifted")
+                    }
+                }
+            }
+            Mark::Clear { nodeclaim } => {
+                match modify_status(&api, &nodeclaim, |c| {
+                    clear_claim_condition(c, CONDITION_DRIFTED)
+                })
+                .await
+                {
+                    Ok(Some(_)) => tracing::info!(%nodeclaim, "nodeclaim is no longer drifted"),
+                    Ok(None) => {}
+                    Err(error) => {
+                        errors += 1;
+                        tracing::warn!(%nodeclaim, %error, "could not update Drifted")
+                    }
+                }
+            }
+        }
+    }
+    Outcome::idle().with_errors(errors)
+}

@@ -1,0 +1,202 @@
+//! The one loop driver every controller runs under: a pass now, then again when something it
+//! cares about changes, when the pass asks, or when its period is up — with exponential backoff
+//! of the timed requeue while passes fail, an error counter per controller, and cancellation
+//! between passes (a pass in progress finishes; nothing is cut off half-way).
+
+use super::Outcome;
+use crate::context::Context;
+use crate::metrics::Metrics;
+use crate::state::Snapshot;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What a [`Wake::Signal`] watches: a few numbers computed from the cluster state.
+pub type Probe = Arc<dyn Fn(&Snapshot) -> Vec<u64> + Send + Sync>;
+
+/// What wakes a controller before its timer.
+#[derive(Clone)]
+pub enum Wake {
+    /// Any change to the cluster state, `debounce` later (a burst of changes is one pass).
+    Change { debounce: Duration },
+    /// A change of `probe` over the cluster state, looked at no more than every `look_every`.
+    Signal { probe: Probe, look_every: Duration },
+    /// Only the timer.
+    Timer,
+}
+
+/// Exponential backoff of the timed requeue after failed passes: `base`, doubled per
+/// consecutive failed pass, at most `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failures` consecutive failed passes (none after a clean pass).
+    pub fn delay(&self, failures: u32) -> Option<Duration> {
+        let doublings = failures.checked_sub(1)?.min(16);
+        Some(self.base.saturating_mul(1 << doublings).min(self.max))
+    }
+}
+
+/// How one controller loop runs.
+#[derive(Clone)]
+pub struct LoopSpec {
+    pub name: &'static str,
+    /// The longest it sleeps between passes when nothing wakes it.
+    pub period: Duration,
+    pub wake: Wake,
+    pub backoff: Backoff,
+}
+
+/// How long to wait for the next timed pass after `outcome`, with `failures` consecutive
+/// failed passes so far (this one included). A failing controller never requeues itself faster
+/// than its backoff; what it waits for (a state change) still wakes it.
+pub fn next_wait(
+    outcome: &Outcome,
+    period: Duration,
+    backoff: &Backoff,
+    failures: u32,
+) -> Duration {
+    let requested = outcome.requeue_after.unwrap_or(period);
+    match backoff.delay(failures) {
+        Some(delay) => requested.max(delay),
+        None => requested,
+    }
+}
+
+/// Runs `pass` under `spec` until `cancel` fires (checked between passes).
+pub async fn drive<F, Fut>(ctx: Context, spec: LoopSpec, cancel: CancellationToken, mut pass: F)
+where
+    F: FnMut(Context) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let mut changes = ctx.state.subscribe();
+    tokio::select! {
+        () = cancel.cancelled() => return,
+        () = ctx.state.wait_synced() => {}
+    }
+    tracing::debug!(controller = spec.name, "starting");
+    let mut failures = 0u32;
+    loop {
+        let outcome = pass(ctx.clone()).await;
+        let result = if outcome.errors > 0 {
+            "error"
+        } else {
+            "success"
+        };
+        Metrics::inc(
+            &ctx.metrics.reconcile_total,
+            &[("controller", spec.name), ("result", result)],
+        );
+        if outcome.errors > 0 {
+            failures = failures.saturating_add(1);
+            ctx.metrics
+                .reconcile_errors
+                .get_or_create(&vec![("controller".into(), spec.name.into())])
+                .inc_by(u64::from(outcome.errors));
+        } else {
+            failures = 0;
+        }
+        let deadline =
+            tokio::time::Instant::now() + next_wait(&outcome, spec.period, &spec.backoff, failures);
+        let seen = match &spec.wake {
+            Wake::Signal { probe, .. } => ctx.state.read(|s| probe(s)),
+            _ => None,
+        };
+        // Wait for the timer, a wake-up, or cancellation.
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => {
+                    tracing::debug!(controller = spec.name, "stopped");
+                    return;
+                }
+                () = tokio::time::sleep_until(deadline) => break,
+                changed = changes.changed(), if !matches!(spec.wake, Wake::Timer) => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    match &spec.wake {
+                        Wake::Change { debounce } => {
+                            tokio::time::sleep(*debounce).await;
+                            changes.borrow_and_update();
+                            break;
+                        }
+                        Wake::Signal { probe, look_every } => {
+                            tokio::time::sleep(*look_every).await;
+                            changes.borrow_and_update();
+                            if ctx.state.read(|s| probe(s)) != seen {
+                                break;
+                            }
+                        }
+                        Wake::Timer => {}
+                    }
+                }
+            }
+        }
+        if cancel.is_cancelled() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_failed_pass_up_to_its_cap() {
+        let backoff = Backoff::default();
+        let delays: Vec<Option<u64>> = (0..9)
+            .map(|n| backoff.delay(n).map(|d| d.as_secs()))
+            .collect();
+        assert_eq!(
+            delays,
+            [
+                None,
+                Some(1),
+                Some(2),
+                Some(4),
+                Some(8),
+                Some(16),
+                Some(32),
+                Some(60),
+                Some(60)
+            ]
+        );
+        assert_eq!(backoff.delay(u32::MAX), Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_failing_pass_never_requeues_faster_than_its_backoff() {
+        let backoff = Backoff::default();
+        let period = Duration::from_secs(10);
+        let busy = Outcome::again_in(Duration::from_secs(1));
+        assert_eq!(
+            next_wait(&busy, period, &backoff, 0),
+            Duration::from_secs(1)
+        );
+        let failing = Outcome { errors: 2, ..busy };
+        assert_eq!(
+            next_wait(&failing, period, &backoff, 4),
+            Duration::from_secs(8)
+        );
+        // A pass that asks for a longer wait than the backoff gets it.
+        assert_eq!(
+            next_wait(&Outcome::idle(), period, &backoff, 1),
+            Duration::from_secs(10)
+        );
+    }
+}

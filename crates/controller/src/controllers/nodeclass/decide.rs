@@ -1,0 +1,391 @@
+//! What the nodeclass controller writes, from the cache and this pass's resolution of each
+//! EC2NodeClass: finalizers, cleanup of deleted classes no NodeClaim uses any more, class
+//! status, and NodePool status (resources in use, NodeClassReady, Ready).
+
+use crate::simulation::nodepool_usage;
+use crate::state::Snapshot;
+use driftwood_api::NodePoolStatus;
+use driftwood_api::condition::{Condition, Conditions, STATUS_FALSE, STATUS_TRUE, set_condition};
+use driftwood_api::ec2nodeclass::EC2NodeClassStatus;
+use driftwood_api::wellknown::{CONDITION_NODECLASS_READY, CONDITION_READY};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
+
+/// The finalizer Karpenter puts on EC2NodeClasses.
+pub const FINALIZER_NODECLASS: &str = "karpenter.k8s.aws/termination";
+
+/// One write (or cloud call) the controller wants.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Put the termination finalizer on a class.
+    AddFinalizer { class: String },
+    /// A deleted class no NodeClaim uses: delete its cloud resources, then release it.
+    CleanUp { class: String },
+    /// A deleted class still in use: say which NodeClaims it waits for (up to five).
+    WaitForNodeClaims {
+        class: String,
+        nodeclaims: Vec<String>,
+    },
+    /// Write a class's resolved status.
+    ClassStatus {
+        class: String,
+        status: EC2NodeClassStatus,
+    },
+    /// Write a NodePool's status.
+    NodePoolStatus {
+        nodepool: String,
+        status: NodePoolStatus,
+    },
+}
+
+/// Whether two statuses say the same thing (ignoring condition timestamps).
+fn same_status(a: &EC2NodeClassStatus, b: &EC2NodeClassStatus) -> bool {
+    let strip = |s: &EC2NodeClassStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time = None;
+            c.observed_generation = None;
+        }
+        s.conditions.sort_by(|x, y| x.type_.cmp(&y.type_));
+        s
+    };
+    strip(a) == strip(b)
+}
+
+/// Keeps transition times of conditions whose status did not change.
+fn carry_transition_times(old: &[Condition], new: &mut [Condition]) {
+    for c in new.iter_mut() {
+        if let Some(prev) = old
+            .iter()
+            .find(|p| p.type_ == c.type_ && p.status == c.status)
+        {
+            c.last_transition_time
+                .clone_from(&prev.last_transition_time);
+        }
+    }
+}
+
+/// Decides this pass. `resolved` holds each live class's resolution (an error leaves its status
+/// alone); `now` stamps condition transitions.
+pub fn decide(
+    snapshot: &Snapshot,
+    resolved: &BTreeMap<String, Result<EC2NodeClassStatus, String>>,
+    now: &Time,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    for (name, class) in &snapshot.store.nodeclasses {
+        if class.metadata.deletion_timestamp.is_some() {
+            let users: Vec<String> = snapshot
+                .store
+                .nodeclaims
+                .iter()
+                .filter(|(_, c)| c.spec.node_class_ref.name == *name)
+                .map(|(n, _)| n.clone())
+                .take(5)
+                .collect();
+            actions.push(if users.is_empty() {
+                Action::CleanUp {
+                    class: name.clone(),
+                }
+            } else {
+                Action::WaitForNodeClaims {
+                    class: name.clone(),
+                    nodeclaims: users,
+                }
+            });
+            continue;
+        }
+        if !class
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER_NODECLASS)
+        {
+            actions.push(Action::AddFinalizer {
+                class: name.clone(),
+            });
+        }
+        if let Some(Ok(status)) = resolved.get(name) {
+            let old = class.status.clone().unwrap_or_default();
+            let mut status = status.clone();
+            carry_transition_times(&old.conditions, &mut status.conditions);
+            if !same_status(&old, &status) {
+                actions.push(Action::ClassStatus {
+                    class: name.clone(),
+                    status,
+                });
+            }
+        }
+    }
+    for (name, pool) in &snapshot.store.nodepools {
+        let usage = nodepool_usage(snapshot, name);
+        let mut resources: BTreeMap<String, Quantity> = usage
+            .names()
+            .map(|r| {
+                (
+                    r.to_string(),
+                    Quantity(driftwood_scheduling::resources::format_amount(
+                        r,
+                        usage.get(r),
+                    )),
+                )
+            })
+            .collect();
+        let node_count = snapshot.nodeclaims_by_nodepool.get(name).map_or(0, |v| {
+            v.iter()
+                .filter(|n| {
+                    snapshot
+                        .store
+                        .nodeclaims
+                        .get(*n)
+                        .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+                })
+                .count()
+        });
+        resources.insert("nodes".into(), Quantity(node_count.to_string()));
+        let class_name = &pool.spec.template.spec.node_class_ref.name;
+        let class = snapshot.nodeclass(class_name);
+        let terminating = class.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        let class_ready = !terminating && class.is_some_and(|c| c.is_true(CONDITION_READY));
+        let current = pool.status.clone().unwrap_or_default();
+        let mut status = NodePoolStatus {
+            resources,
+            ..current.clone()
+        };
+        let (state, reason, message) = if class_ready {
+            (STATUS_TRUE, "NodeClassReady", String::new())
+        } else if terminating {
+            (
+                STATUS_FALSE,
+                "NodeClassNotReady",
+                format!("EC2NodeClass {class_name:?} is terminating"),
+            )
+        } else {
+            (
+                STATUS_FALSE,
+                "NodeClassNotReady",
+                format!("EC2NodeClass {class_name:?} is missing or not ready"),
+            )
+        };
+        set_condition(
+            &mut status.conditions,
+            CONDITION_NODECLASS_READY,
+            state,
+            reason,
+            &message,
+            now.clone(),
+            pool.metadata.generation,
+        );
+        set_condition(
+            &mut status.conditions,
+            CONDITION_READY,
+            state,
+            if class_ready { "Ready" } else { reason },
+            &message,
+            now.clone(),
+            pool.metadata.generation,
+        );
+        if status != current {
+            actions.push(Action::NodePoolStatus {
+                nodepool: name.clone(),
+                status,
+            });
+        }
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn now() -> Time {
+        Time("2024-01-01T00:00:00Z".parse().expect("timestamp"))
+    }
+
+    fn class(name: &str, extra: serde_json::Value) -> Arc<driftwood_api::EC2NodeClass> {
+        let mut class = json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": name, "finalizers": [FINALIZER_NODECLASS]},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"tags": {"a": "b"}}], "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}
+        });
+        json_patch::merge(&mut class, &extra);
+        Arc::new(serde_json::from_value(class).expect("class"))
+    }
+
+    fn ready_status(at: &str) -> EC2NodeClassStatus {
+        serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": at}]}))
+            .expect("status")
+    }
+
+    fn nodepool() -> Arc<driftwood_api::NodePool> {
+        Arc::new(serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default", "generation": 3},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"}, "requirements": []}}}
+        })).expect("nodepool"))
+    }
+
+    fn nodeclaim(name: &str, deleting: bool) -> Arc<driftwood_api::NodeClaim> {
+        let mut meta = json!({"name": name, "labels": {"karpenter.sh/nodepool": "default"}});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        }
+        Arc::new(serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": meta,
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"}, "requirements": [],
+                     "resources": {"requests": {"cpu": "1"}}},
+            "status": {"capacity": {"cpu": "2", "memory": "4Gi"}}
+        })).expect("nodeclaim"))
+    }
+
+    fn snapshot(
+        class: Arc<driftwood_api::EC2NodeClass>,
+        claims: Vec<Arc<driftwood_api::NodeClaim>>,
+    ) -> Snapshot {
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("c".into(), class);
+        snapshot.apply("default".into(), nodepool());
+        for c in claims {
+            snapshot.apply(c.metadata.name.clone().unwrap_or_default(), c);
+        }
+        snapshot
+    }
+
+    fn class_actions(actions: &[Action]) -> Vec<&Action> {
+        actions
+            .iter()
+            .filter(|a| !matches!(a, Action::NodePoolStatus { .. }))
+            .collect()
+    }
+
+    /// A class gets the finalizer; a resolved status is written only when it says something new
+    /// (transition times of unchanged conditions are kept, so a re-resolution is no write).
+    #[test]
+    fn class_status_is_written_only_when_it_changes() {
+        let bare = class("c", json!({"metadata": {"finalizers": null}}));
+        let resolved = [("c".to_string(), Ok(ready_status("2024-06-01T00:00:00Z")))].into();
+        let actions = decide(&snapshot(bare, vec![]), &resolved, &now());
+        assert!(
+            matches!(
+                class_actions(&actions).as_slice(),
+                [Action::AddFinalizer { .. }, Action::ClassStatus { .. }]
+            ),
+            "{actions:?}"
+        );
+
+        let current = class(
+            "c",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}),
+        );
+        let actions = decide(&snapshot(current.clone(), vec![]), &resolved, &now());
+        assert!(class_actions(&actions).is_empty(), "{actions:?}");
+        // A resolution error changes nothing either.
+        let failed = [("c".to_string(), Err("ec2 throttled".to_string()))].into();
+        assert!(class_actions(&decide(&snapshot(current, vec![]), &failed, &now())).is_empty());
+    }
+
+    /// Karpenter (AWS) nodeclass suite "should not delete the EC2NodeClass until all associated
+    /// NodeClaims are terminated".
+    #[test]
+    fn a_deleted_class_waits_for_its_nodeclaims_then_is_cleaned_up() {
+        let deleted = class(
+            "c",
+            json!({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}}),
+        );
+        let in_use = decide(
+            &snapshot(deleted.clone(), vec![nodeclaim("a", true)]),
+            &BTreeMap::new(),
+            &now(),
+        );
+        assert_eq!(
+            class_actions(&in_use),
+            [&Action::WaitForNodeClaims {
+                class: "c".into(),
+                nodeclaims: vec!["a".into()]
+            }]
+        );
+        let unused = decide(&snapshot(deleted, vec![]), &BTreeMap::new(), &now());
+        assert_eq!(
+            class_actions(&unused),
+            [&Action::CleanUp { class: "c".into() }]
+        );
+    }
+
+    /// Karpenter nodepool readiness suite "should have status condition on nodePool as ready if
+    /// nodeClass is ready", "… as not ready when nodeClass does not exist" and "should mark
+    /// NodeClassReady status condition on nodePool as NotReady if nodeClass is terminating";
+    /// counter suite "should set Status.Nodes to 2 when two nodes exist" (a NodeClaim being
+    /// deleted no longer counts).
+    #[test]
+    fn nodepool_status_follows_its_class_and_counts_live_nodeclaims() {
+        let cond = |status: &NodePoolStatus, type_: &str| -> Option<Condition> {
+            status.conditions.iter().find(|c| c.type_ == type_).cloned()
+        };
+        let pool_status = |actions: Vec<Action>| -> NodePoolStatus {
+            actions
+                .into_iter()
+                .find_map(|a| match a {
+                    Action::NodePoolStatus { status, .. } => Some(status),
+                    _ => None,
+                })
+                .expect("a nodepool status")
+        };
+        let ready = class(
+            "c",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}),
+        );
+        let status = pool_status(decide(
+            &snapshot(
+                ready.clone(),
+                vec![
+                    nodeclaim("a", false),
+                    nodeclaim("b", false),
+                    nodeclaim("c-old", true),
+                ],
+            ),
+            &BTreeMap::new(),
+            &now(),
+        ));
+        assert!(
+            [CONDITION_READY, CONDITION_NODECLASS_READY]
+                .iter()
+                .all(|t| cond(&status, t).is_some_and(|c| c.is_true()))
+        );
+        assert_eq!(status.resources.get("nodes"), Some(&Quantity("2".into())));
+        assert_eq!(status.resources.get("cpu"), Some(&Quantity("4".into())));
+
+        let terminating = class(
+            "c",
+            json!({"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}),
+        );
+        let status = pool_status(decide(
+            &snapshot(terminating, vec![]),
+            &BTreeMap::new(),
+            &now(),
+        ));
+        let condition = cond(&status, CONDITION_NODECLASS_READY).expect("condition");
+        assert_eq!(condition.status, STATUS_FALSE);
+        assert!(
+            condition
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains("terminating")
+        );
+
+        let mut missing = Snapshot::new(Store::default());
+        missing.apply("default".into(), nodepool());
+        let status = pool_status(decide(&missing, &BTreeMap::new(), &now()));
+        assert_eq!(
+            cond(&status, CONDITION_READY).map(|c| c.status),
+            Some(STATUS_FALSE.to_string())
+        );
+    }
+}

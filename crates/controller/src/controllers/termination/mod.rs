@@ -1,0 +1,258 @@
+//! Termination: NodeClaims being deleted are drained and their instances terminated before
+//! the karpenter.sh/termination finalizer is released — taint, evict in waves through the
+//! Eviction API (a PDB's 429 means wait), force out what the terminationGracePeriod no
+//! longer allows, terminate the instance, delete the Node, release the finalizers. Also:
+//! deleting a Node deletes its NodeClaim, and NodeClaims past expireAfter are deleted.
+//! [`decide`] plans it all from the cache; [`pass`] carries the plans out.
+
+mod decide;
+
+pub use decide::{
+    Decision, DeleteReason, Plan, Step, decide, instances_to_check, node_is_ready,
+    volume_attachments_on,
+};
+
+use super::Outcome;
+use crate::api::{
+    add_taint, delete, disrupted_taint, is_not_found, is_too_many_requests, modify, modify_status,
+    nodeclaims, nodes, remove_finalizer, set_claim_condition,
+};
+use crate::context::Context;
+use crate::events::EventType;
+use crate::metrics::Metrics;
+use crate::state::Snapshot;
+use driftwood_api::condition::STATUS_TRUE;
+use driftwood_api::wellknown::{
+    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_INSTANCE_TERMINATING,
+    FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, EvictParams};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// How soon a pass runs again while something is terminating.
+const TERMINATING_REQUEUE: Duration = Duration::from_secs(1);
+
+/// Whether the executor goes on with the next step of a plan.
+enum Next {
+    Continue,
+    Stop,
+}
+
+pub async fn pass(ctx: Context) -> Outcome {
+    let snapshot = ctx.state.snapshot();
+    // Observe what only the cloud knows, then decide from data.
+    let mut gone = BTreeSet::new();
+    for provider_id in instances_to_check(&snapshot) {
+        if matches!(ctx.cloud.get(&provider_id).await, Err(e) if e.is_not_found()) {
+            gone.insert(provider_id);
+        }
+    }
+    let decision = decide(
+        &snapshot,
+        ctx.now_seconds(),
+        ctx.settings.unprotected_pacing,
+        &gone,
+    );
+    let mut errors = 0;
+    for plan in &decision.plans {
+        for step in &plan.steps {
+            match execute(&ctx, &snapshot, step).await {
+                Ok(Next::Continue) => {}
+                Ok(Next::Stop) => break,
+                Err(error) => {
+                    errors += 1;
+                    tracing::warn!(object = %plan.subject, %error, "termination step failed; will retry");
+                    break;
+                }
+            }
+        }
+    }
+    let outcome = if decision.busy {
+        Outcome::again_in(TERMINATING_REQUEUE)
+    } else {
+        Outcome::idle()
+    };
+    outcome.with_errors(errors)
+}
+
+/// Carries out one step.
+async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next, kube::Error> {
+    match step {
+        Step::DeleteNodeClaim {
+            nodeclaim,
+            nodepool,
+            reason,
+        } => {
+            match reason {
+                DeleteReason::Expired => {
+                    tracing::info!(%nodeclaim, reason = "expired", "disrupting nodeclaim(s) via delete");
+                    Metrics::inc(
+                        &ctx.metrics.nodeclaims_disrupted,
+                        &[("reason", "expired"), ("nodepool", nodepool)],
+                    );
+                }
+                DeleteReason::NodeDeleted => {
+                    tracing::info!(%nodeclaim, "deleting nodeclaim: its node was deleted");
+                }
+            }
+            delete(&nodeclaims(&ctx.client), nodeclaim).await?;
+        }
+        Step::TaintForDrain { node } => {
+            // The taint keeps new pods off; the label takes the node out of external load
+            // balancers before its pods go (Karpenter sets both in one write).
+            let written = modify(&nodes(&ctx.client), node, |n| {
+                let tainted = add_taint(n, &disrupted_taint());
+                let labels = n.metadata.labels.get_or_insert_with(BTreeMap::new);
+                let excluded = labels
+                    .insert(
+                        LABEL_EXCLUDE_FROM_LOAD_BALANCERS.to_string(),
+                        "karpenter".to_string(),
+                    )
+                    .is_none();
+                tainted | excluded
+            })
+            .await?;
+            if written.is_some() {
+                tracing::info!(%node, taint = "karpenter.sh/disrupted:NoSchedule", "tainted node");
+            }
+        }
+        Step::StampDeadline { nodeclaim, at } => {
+            modify(&nodeclaims(&ctx.client), nodeclaim, |c| {
+                c.metadata
+                    .annotations
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(
+                        ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP.into(),
+                        at.clone(),
+                    )
+                    .is_none()
+            })
+            .await?;
+        }
+        Step::Evict { node, pods } => evict(ctx, snapshot, node, pods).await,
+        Step::ForceDelete { pods } => {
+            for forced in pods {
+                let (namespace, pod_name) = forced
+                    .pod
+                    .split_once('/')
+                    .unwrap_or(("default", &forced.pod));
+                let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+                let params = DeleteParams {
+                    grace_period_seconds: u32::try_from(forced.grace_period_seconds).ok(),
+                    ..Default::default()
+                };
+                match api.delete(pod_name, &params).await {
+                    Ok(_) => Metrics::inc(
+                        &ctx.metrics.pods_drained,
+                        &[("reason", "termination-grace-period")],
+                    ),
+                    Err(e) if is_not_found(&e) => {}
+                    Err(e) => {
+                        tracing::warn!(pod = %forced.pod, error = %e, "forced deletion failed")
+                    }
+                }
+            }
+        }
+        Step::Drained { nodepool } => {
+            Metrics::inc(&ctx.metrics.nodes_drained, &[("nodepool", nodepool)]);
+        }
+        Step::WaitForVolumes { node, attachments } => {
+            tracing::debug!(%node, volume_attachments = %attachments.join(","), "waiting for volumes to detach before terminating the instance");
+            return Ok(Next::Stop);
+        }
+        Step::MarkInstanceTerminating { nodeclaim } => {
+            let now = ctx.now();
+            modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
+                set_claim_condition(
+                    c,
+                    CONDITION_INSTANCE_TERMINATING,
+                    STATUS_TRUE,
+                    "InstanceTerminating",
+                    "Instance is terminating",
+                    now.clone(),
+                )
+            })
+            .await?;
+        }
+        Step::TerminateInstance { nodeclaim } => {
+            let Some(claim) = snapshot.store.nodeclaims.get(nodeclaim) else {
+                return Ok(Next::Stop);
+            };
+            match ctx.cloud.delete(claim).await {
+                // Gone: the rest of the plan may go on.
+                Err(e) if e.is_not_found() => {}
+                // Terminating: wait for the cloud to report it gone.
+                Ok(()) => return Ok(Next::Stop),
+                Err(e) => {
+                    tracing::warn!(%nodeclaim, error = %e, "could not terminate instance");
+                    return Ok(Next::Stop);
+                }
+            }
+        }
+        Step::ReleaseNodeFinalizer { node } => {
+            modify(&nodes(&ctx.client), node, |n| {
+                remove_finalizer(n, FINALIZER_TERMINATION)
+            })
+            .await?;
+        }
+        Step::DeleteNode { node, nodepool } => {
+            delete(&nodes(&ctx.client), node).await?;
+            tracing::info!(%node, "deleted node");
+            Metrics::inc(&ctx.metrics.nodes_terminated, &[("nodepool", nodepool)]);
+        }
+        Step::ReleaseNodeClaimFinalizer {
+            nodeclaim,
+            nodepool,
+        } => {
+            if modify(&nodeclaims(&ctx.client), nodeclaim, |c| {
+                remove_finalizer(c, FINALIZER_TERMINATION)
+            })
+            .await?
+            .is_some()
+            {
+                tracing::info!(%nodeclaim, "deleted nodeclaim");
+                Metrics::inc(
+                    &ctx.metrics.nodeclaims_terminated,
+                    &[("nodepool", nodepool)],
+                );
+            }
+        }
+    }
+    Ok(Next::Continue)
+}
+
+/// Evicts `pods` from `node` through the Eviction API; refusals (a PDB allows no disruption
+/// now) become one FailedDraining event on the node.
+async fn evict(ctx: &Context, snapshot: &Snapshot, node: &str, pods: &[String]) {
+    let mut refused = 0;
+    for key in pods {
+        let (namespace, pod_name) = key.split_once('/').unwrap_or(("default", key));
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        match api.evict(pod_name, &EvictParams::default()).await {
+            Ok(_) => {
+                Metrics::inc(&ctx.metrics.pods_drained, &[("reason", "drain")]);
+                if let Some(pod) = snapshot.store.pods.get(key) {
+                    let note = format!("Evicted pod: node {node} is being terminated");
+                    ctx.events
+                        .publish(pod.as_ref(), EventType::Normal, "Evicted", &note)
+                        .await;
+                }
+            }
+            Err(e) if is_too_many_requests(&e) => refused += 1,
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => tracing::warn!(pod = %key, error = %e, "eviction failed"),
+        }
+    }
+    if refused > 0
+        && let Some(node) = snapshot.store.nodes.get(node)
+    {
+        let note = format!(
+            "Failed to drain node, {refused} pods are waiting to be evicted (a PodDisruptionBudget allows no disruption now)"
+        );
+        ctx.events
+            .publish(node.as_ref(), EventType::Warning, "FailedDraining", &note)
+            .await;
+    }
+}
