@@ -7,6 +7,7 @@ pub mod cron;
 pub mod duration;
 pub mod ec2nodeclass;
 pub mod hash;
+pub mod lookup;
 pub mod manifest;
 pub mod nodeclaim;
 pub mod nodepool;

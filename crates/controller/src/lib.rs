@@ -11,6 +11,7 @@ pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod nodeclaim_template;
+pub mod process;
 pub mod rbac;
 pub mod runtime;
 pub mod settings;
@@ -18,5 +19,6 @@ pub mod simulation;
 pub mod state;
 
 pub use context::{Context, NameGenerator, NodeClassResolver};
+pub use process::{Process, ProcessConfig};
 pub use settings::{FeatureGates, Settings};
 pub use state::ClusterState;

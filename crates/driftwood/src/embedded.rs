@@ -4,12 +4,10 @@
 //! through the production AWS provider.
 
 use anyhow::Context as _;
-use driftwood_cloud::{AwsPorts, AwsProvider, AwsSettings};
-use driftwood_controller::events::Events;
-use driftwood_controller::metrics::Metrics;
+use driftwood_cloud::{AwsPorts, AwsSettings};
 use driftwood_controller::rbac::ApiCall;
 use driftwood_controller::runtime::Controllers;
-use driftwood_controller::{ClusterState, Context, NameGenerator, Settings};
+use driftwood_controller::{Context, Process, ProcessConfig, Settings};
 use driftwood_sim::{SimCluster, SimClusterOptions};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
@@ -44,20 +42,23 @@ impl Drop for Embedded {
     }
 }
 
-/// One incarnation of the controller process (its cache, tasks and context).
+/// One incarnation of the controller process (its cache, watches, context and controllers).
 pub struct Running {
-    pub ctx: Context,
     /// Stopped first (between passes; aborted if a pass is still under way), then the watches.
     controllers: Controllers,
-    watchers: Vec<JoinHandle<()>>,
+    process: Process,
+}
+
+impl Running {
+    /// The process's shared context.
+    pub fn ctx(&self) -> &Context {
+        &self.process.ctx
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
         self.controllers.cancel();
-        for handle in &self.watchers {
-            handle.abort();
-        }
     }
 }
 
@@ -77,33 +78,21 @@ struct ProcessTemplate {
 impl ProcessTemplate {
     /// A fresh controller process: new cache, provider, context and controller tasks.
     fn start(&self, seed: u64) -> Running {
-        let state = ClusterState::new();
-        let aws_settings = self.aws_settings.clone().unwrap_or_else(|| {
+        let aws = self.aws_settings.clone().unwrap_or_else(|| {
             AwsSettings::new(&self.cluster_name, "us-west-2", &self.kubernetes_version)
         });
-        let provider = Arc::new(AwsProvider::new(
-            self.ports.clone(),
-            aws_settings,
-            self.clock.clone(),
-            Arc::new(state.clone()),
-        ));
-        let ctx = Context {
+        let process = Process::start(ProcessConfig {
             client: self.client.clone(),
-            state: state.clone(),
             clock: self.clock.clone(),
-            cloud: provider.clone(),
-            nodeclasses: provider,
-            events: Events::new(self.client.clone(), self.clock.clone()),
-            metrics: Metrics::new(),
-            names: Arc::new(NameGenerator::new(self.settings.name_seed ^ seed)),
-            settings: Arc::new(self.settings.clone()),
-        };
-        let watchers = driftwood_controller::state::spawn_watchers(&self.client, &state);
-        let controllers = driftwood_controller::runtime::spawn_controllers(&ctx);
+            ports: self.ports.clone(),
+            aws,
+            settings: self.settings.clone(),
+            name_seed: self.settings.name_seed ^ seed,
+        });
+        let controllers = process.spawn_controllers();
         Running {
-            ctx,
             controllers,
-            watchers,
+            process,
         }
     }
 }
@@ -130,7 +119,7 @@ impl Replica {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
-            .map(|r| r.ctx.metrics.render())
+            .map(|r| r.ctx().metrics.render())
     }
 }
 
@@ -235,7 +224,7 @@ impl Embedded {
 
     /// The running controllers' context.
     pub fn ctx(&self) -> Option<&Context> {
-        self.controllers.as_ref().map(|r| &r.ctx)
+        self.controllers.as_ref().map(Running::ctx)
     }
 
     /// Server-side-applies every object of a YAML stream; returns `Kind/name` of each.

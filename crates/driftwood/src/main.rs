@@ -25,6 +25,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print the CustomResourceDefinitions of NodePool, NodeClaim and EC2NodeClass as YAML.
@@ -46,6 +48,7 @@ enum Command {
     /// Run the controllers against a real cluster (leader election, /metrics, /healthz).
     Controller(cmd::controller::Args),
     /// The embedded cluster's tools.
+    #[cfg(feature = "embedded")]
     #[command(subcommand)]
     Sim(cmd::sim::SimCommand),
     /// Run the "update nodes using drift" walkthrough (or another scenario) on an embedded
@@ -54,6 +57,7 @@ enum Command {
     /// Prints `kubectl get pods/nodes` before and after, the controllers' log lines, and a
     /// timeline of the rollout; exits 1 if the rollout did not finish or availability fell
     /// below what the scenario allows. `--list` shows the bundled scenarios.
+    #[cfg(feature = "embedded")]
     Demo(cmd::demo::Args),
 }
 
@@ -64,7 +68,9 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Explain(args) => block_on(cmd::explain::run(&args)),
         Command::Controller(args) => block_on(cmd::controller::run(&args)),
+        #[cfg(feature = "embedded")]
         Command::Sim(command) => cmd::sim::run(&command),
+        #[cfg(feature = "embedded")]
         Command::Demo(args) => cmd::demo::run_command(&args),
     };
     match result {

@@ -92,12 +92,10 @@ async fn run_aws(args: &Args, settings: Settings) -> anyhow::Result<ExitCode> {
 mod aws {
     use super::Args;
     use anyhow::Context as _;
-    use driftwood_cloud::{AwsProvider, AwsSettings, Clock, SystemClock};
+    use driftwood_cloud::{AwsSettings, Clock, SystemClock};
     use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
-    use driftwood_controller::events::Events;
-    use driftwood_controller::metrics::Metrics;
     use driftwood_controller::runtime::Controllers;
-    use driftwood_controller::{ClusterState, Context, NameGenerator, Settings};
+    use driftwood_controller::{Process, ProcessConfig, Settings};
     use std::net::{Ipv4Addr, SocketAddr};
     use std::process::ExitCode;
     use std::sync::{Arc, Mutex, PoisonError};
@@ -178,27 +176,19 @@ mod aws {
         aws_settings.cluster_dns_ip.clone_from(&args.cluster_dns_ip);
 
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let state = ClusterState::new();
-        let metrics = Metrics::new();
-        let provider = Arc::new(AwsProvider::new(
-            ports,
-            aws_settings,
-            clock.clone(),
-            Arc::new(state.clone()),
-        ));
         let seed = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0)
             ^ u64::from(std::process::id());
-        let ctx = Context {
+        let process = Process::start(ProcessConfig {
             client: client.clone(),
-            state: state.clone(),
             clock: clock.clone(),
-            cloud: provider.clone(),
-            nodeclasses: provider,
-            events: Events::new(client.clone(), clock.clone()),
-            metrics: metrics.clone(),
-            names: Arc::new(NameGenerator::new(seed)),
-            settings: Arc::new(settings),
-        };
+            ports,
+            aws: aws_settings,
+            settings,
+            name_seed: seed,
+        });
+        let ctx = process.ctx.clone();
+        let state = ctx.state.clone();
+        let metrics = ctx.metrics.clone();
 
         let any = Ipv4Addr::UNSPECIFIED.into();
         let (metrics_addr, metrics_task) = driftwood_controller::health::serve(
@@ -215,7 +205,6 @@ mod aws {
         )
         .await
         .with_context(|| format!("serving /healthz on port {}", args.health_probe_port))?;
-        let watchers = driftwood_controller::state::spawn_watchers(&client, &state);
 
         let identity = args.identity.clone().unwrap_or_else(|| {
             std::env::var("HOSTNAME")
@@ -271,9 +260,7 @@ mod aws {
         if let Some(running) = running {
             running.stop(SHUTDOWN_GRACE).await;
         }
-        for handle in watchers {
-            handle.abort();
-        }
+        drop(process);
         metrics_task.abort();
         health_task.abort();
         Ok(ExitCode::SUCCESS)

@@ -2,9 +2,11 @@
 
 pub mod controller;
 pub mod crds;
+#[cfg(feature = "embedded")]
 pub mod demo;
 pub mod explain;
 pub mod logging;
 pub mod signal;
+#[cfg(feature = "embedded")]
 pub mod sim;
 pub mod validate;

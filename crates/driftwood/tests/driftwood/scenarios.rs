@@ -178,7 +178,7 @@ fn makespan_ratio(s: &driftwood::demo::report::Summary, waves: i64) -> f64 {
 }
 
 /// The 1,000-node fleet at the default 10% budget (a long run, release build):
-/// `cargo test --release -p driftwood --no-default-features --test driftwood fleet_1000 -- --ignored`
+/// `cargo test --release -p driftwood --no-default-features --features embedded --test driftwood fleet_1000 -- --ignored`
 #[tokio::test(start_paused = true)]
 #[ignore = "long run: about 100 s in a release build; see BENCHMARKS.md"]
 async fn fleet_1000_nodes_rolls_at_the_budget_bound() {

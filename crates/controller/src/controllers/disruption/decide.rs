@@ -4,9 +4,8 @@
 
 use crate::state::Snapshot;
 use driftwood_api::condition::Conditions;
-use driftwood_api::wellknown::{
-    CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED, LABEL_NODEPOOL,
-};
+use driftwood_api::lookup::ObjectLookups;
+use driftwood_api::wellknown::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
 use driftwood_disruption::command::{InFlight, Progress, RollbackReason};
 
 /// What the disruption loop's next decision depends on, counted from the cache: NodeClaims,
@@ -59,13 +58,7 @@ pub fn in_flight(snapshot: &Snapshot, now: i64, timeout_seconds: i64) -> Vec<InF
         actions.push(match command.progress(lookup, now, timeout_seconds) {
             Progress::Terminate => InFlightAction::Terminate {
                 nodeclaim: name.clone(),
-                nodepool: claim
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL_NODEPOOL))
-                    .cloned()
-                    .unwrap_or_default(),
+                nodepool: claim.nodepool_name().unwrap_or_default().to_string(),
             },
             Progress::RollBack(why) => InFlightAction::RollBack {
                 nodeclaim: name.clone(),

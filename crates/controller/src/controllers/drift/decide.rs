@@ -2,7 +2,7 @@
 //! NodeClaims it looks at, and for each a Drifted condition to set, clear or keep.
 
 use crate::state::Snapshot;
-use driftwood_api::wellknown::LABEL_NODEPOOL;
+use driftwood_api::lookup::ObjectLookups;
 use driftwood_api::{NodeClaim, NodePool};
 use driftwood_disruption::drift::{DriftFinding, DriftMarking, Verdict, drift_marking};
 use std::collections::BTreeMap;
@@ -23,7 +23,7 @@ pub fn candidates(snapshot: &Snapshot) -> Vec<Candidate<'_>> {
         .iter()
         .filter(|(_, c)| c.metadata.deletion_timestamp.is_none())
         .filter_map(|(name, claim)| {
-            let pool = claim.metadata.labels.as_ref()?.get(LABEL_NODEPOOL)?;
+            let pool = claim.nodepool_name()?;
             Some(Candidate {
                 name,
                 claim,

@@ -5,9 +5,10 @@
 use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
 use driftwood_api::condition::Conditions;
+use driftwood_api::lookup::ObjectLookups;
 use driftwood_api::wellknown::{
     CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_REGISTERED, LABEL_NODE_REGISTERED,
-    LABEL_NODEPOOL, TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
+    TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
 };
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -50,13 +51,7 @@ pub struct Decision {
 }
 
 fn nodepool_of(claim: &NodeClaim) -> String {
-    claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_NODEPOOL))
-        .cloned()
-        .unwrap_or_default()
+    claim.nodepool_name().unwrap_or_default().to_string()
 }
 
 /// Decides this pass: `now` in UTC seconds, `registration_ttl` in seconds.

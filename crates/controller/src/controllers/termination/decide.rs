@@ -5,9 +5,10 @@
 use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
 use driftwood_api::condition::Conditions;
+use driftwood_api::lookup::{ObjectLookups, ProviderId};
 use driftwood_api::wellknown::{
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_INSTANCE_TERMINATING,
-    FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
+    FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS, TAINT_DISRUPTED_KEY,
 };
 use driftwood_disruption::drain::{DrainPod, ForcedDeletion, UnprotectedPacing, plan_drains};
 use driftwood_disruption::views::{
@@ -79,32 +80,14 @@ pub struct Decision {
 }
 
 fn nodepool_of(claim: &NodeClaim) -> String {
-    claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_NODEPOOL))
-        .cloned()
-        .unwrap_or_default()
+    claim.nodepool_name().unwrap_or_default().to_string()
 }
 
 fn finalizing(claim: &NodeClaim) -> bool {
-    claim.metadata.deletion_timestamp.is_some()
-        && claim
-            .metadata
-            .finalizers
-            .iter()
-            .flatten()
-            .any(|f| f == FINALIZER_TERMINATION)
+    claim.is_deleting() && claim.has_finalizer(FINALIZER_TERMINATION)
 }
 
-/// Whether the node's Ready condition is True.
-pub fn node_is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
+pub use driftwood_api::lookup::node_is_ready;
 
 /// The providerIDs termination needs the cloud to look up before deciding: the instances of
 /// finalizing NodeClaims whose Node is not Ready (if the instance is gone, there is nothing
@@ -116,7 +99,7 @@ pub fn instances_to_check(snapshot: &Snapshot) -> Vec<String> {
         .values()
         .filter(|c| finalizing(c))
         .filter(|c| snapshot.node_of(c).is_some_and(|n| !node_is_ready(n)))
-        .filter_map(|c| c.status.as_ref()?.provider_id.clone())
+        .filter_map(|c| c.provider_id().map(str::to_string))
         .collect()
 }
 
@@ -245,11 +228,7 @@ pub fn decide(
         }
         let deadline = termination_deadline(claim);
         let node = snapshot.node_of(claim);
-        let instance_gone = claim
-            .status
-            .as_ref()
-            .and_then(|s| s.provider_id.as_ref())
-            .is_some_and(|id| gone.contains(id));
+        let instance_gone = claim.provider_id().is_some_and(|id| gone.contains(id));
         match node {
             Some(node) if node_is_ready(node) || !instance_gone => {
                 let node_name = node.metadata.name.clone().unwrap_or_default();
@@ -342,12 +321,7 @@ fn finish(
         }
     }
     let mut steps = Vec::new();
-    if claim
-        .status
-        .as_ref()
-        .and_then(|s| s.provider_id.as_ref())
-        .is_some()
-    {
+    if claim.provider_id().is_some() {
         if !terminating {
             steps.push(Step::MarkInstanceTerminating {
                 nodeclaim: name.to_string(),

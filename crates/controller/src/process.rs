@@ -1,0 +1,81 @@
+//! The controller process, wired once for every runtime (`driftwood controller` against a real
+//! cluster and AWS, and each controller process of the embedded cluster): a watch cache, the AWS
+//! provider reading node classes from it, the context every controller shares, and the watches
+//! that fill the cache. The controllers themselves start with [`Process::spawn_controllers`],
+//! only while leading.
+
+use crate::context::{Context, NameGenerator};
+use crate::events::Events;
+use crate::metrics::Metrics;
+use crate::runtime::{Controllers, spawn_controllers};
+use crate::settings::Settings;
+use crate::state::{ClusterState, spawn_watchers};
+use driftwood_cloud::{AwsPorts, AwsProvider, AwsSettings, Clock};
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// What a controller process is built from.
+pub struct ProcessConfig {
+    pub client: kube::Client,
+    pub clock: Arc<dyn Clock>,
+    /// The cloud's APIs (aws-sdk-rust, or the simulated account).
+    pub ports: AwsPorts,
+    pub aws: AwsSettings,
+    pub settings: Settings,
+    /// Seeds NodeClaim names (fixed in simulations so a run repeats).
+    pub name_seed: u64,
+}
+
+/// A running controller process: its context and the watches feeding its cache. Dropping it
+/// stops the watches.
+pub struct Process {
+    pub ctx: Context,
+    watchers: Vec<JoinHandle<()>>,
+}
+
+impl Process {
+    /// Builds the context and starts the watches.
+    pub fn start(config: ProcessConfig) -> Self {
+        let ProcessConfig {
+            client,
+            clock,
+            ports,
+            aws,
+            settings,
+            name_seed,
+        } = config;
+        let state = ClusterState::new();
+        let provider = Arc::new(AwsProvider::new(
+            ports,
+            aws,
+            clock.clone(),
+            Arc::new(state.clone()),
+        ));
+        let ctx = Context {
+            client: client.clone(),
+            state: state.clone(),
+            clock: clock.clone(),
+            cloud: provider.clone(),
+            nodeclasses: provider,
+            events: Events::new(client.clone(), clock),
+            metrics: Metrics::new(),
+            names: Arc::new(NameGenerator::new(name_seed)),
+            settings: Arc::new(settings),
+        };
+        let watchers = spawn_watchers(&client, &state);
+        Self { ctx, watchers }
+    }
+
+    /// Starts the controllers (call while leading).
+    pub fn spawn_controllers(&self) -> Controllers {
+        spawn_controllers(&self.ctx)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        for handle in &self.watchers {
+            handle.abort();
+        }
+    }
+}
