@@ -8,7 +8,7 @@ use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
-use driftwood_cloud::aws::AwsPorts;
+use driftwood_aws::AwsPorts;
 
 use crate::{SdkEc2, SdkIam, SdkPricing, SdkSsm};
 

@@ -2,7 +2,7 @@
 
 use aws_sdk_ec2::primitives::DateTime;
 use aws_sdk_ec2::types as ec2;
-use driftwood_cloud::ports::{Filter, Tag, TagSpecification};
+use driftwood_aws::ports::{Filter, Tag, TagSpecification};
 use jiff::Timestamp;
 
 /// Port filters as EC2 filters.

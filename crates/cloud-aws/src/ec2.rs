@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::Client;
 use aws_sdk_ec2::types as ec2;
 use base64::Engine as _;
-use driftwood_cloud::ports::{
+use driftwood_aws::ports::{
     AcceleratorInfo, AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance,
     CreateFleetOutput, CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput,
     DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,

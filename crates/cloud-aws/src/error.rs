@@ -2,7 +2,7 @@
 //! synthetic code for failures that never reached the service.
 
 use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use driftwood_cloud::ports::AwsError;
+use driftwood_aws::ports::AwsError;
 
 /// Code for a call that timed out.
 pub const CODE_TIMEOUT: &str = "RequestTimeout";

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use aws_sdk_iam::Client;
 use aws_sdk_iam::types as iam;
-use driftwood_cloud::ports::{AwsError, CreateInstanceProfileInput, IamApi, InstanceProfile, Tag};
+use driftwood_aws::ports::{AwsError, CreateInstanceProfileInput, IamApi, InstanceProfile, Tag};
 
 use crate::error::aws_error;
 

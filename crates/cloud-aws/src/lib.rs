@@ -2,7 +2,7 @@
 //! API through the real SDK, with the standard credential chain (IRSA and EKS Pod Identity
 //! included), endpoint override, retries with backoff on throttling and pagination everywhere.
 //!
-//! The provider logic lives in `driftwood-cloud` and knows nothing of the SDK; this crate only
+//! The provider logic lives in `driftwood-aws` and knows nothing of the SDK; this crate only
 //! translates requests, responses and errors. Only the `driftwood` binary depends on it (behind
 //! its default `aws` feature), so a development build of the other crates never compiles the
 //! SDK.

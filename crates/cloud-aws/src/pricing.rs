@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use aws_sdk_pricing::Client;
 use aws_sdk_pricing::types::{Filter, FilterType};
-use driftwood_cloud::ports::{AwsError, OnDemandPrice, PricingApi};
+use driftwood_aws::ports::{AwsError, OnDemandPrice, PricingApi};
 use serde_json::Value;
 
 use crate::error::aws_error;

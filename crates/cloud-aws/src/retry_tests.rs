@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use driftwood_cloud::ports::{DescribeSubnetsInput, Ec2Api, codes};
+use driftwood_aws::ports::{DescribeSubnetsInput, Ec2Api, codes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

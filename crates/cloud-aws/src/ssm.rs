@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_ssm::Client;
-use driftwood_cloud::ports::{AwsError, GetParameterInput, Parameter, SsmApi};
+use driftwood_aws::ports::{AwsError, GetParameterInput, Parameter, SsmApi};
 
 use crate::error::aws_error;
 

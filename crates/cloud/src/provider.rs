@@ -1,12 +1,45 @@
-//! The CloudProvider trait the controllers call, and its errors.
+//! The CloudProvider trait the controllers call, its errors and the types it speaks in.
 
 use async_trait::async_trait;
 use driftwood_api::{NodeClaim, NodePool};
+use driftwood_scheduling::InstanceType;
 
-use crate::aws::drift::ProviderDrift;
-use crate::aws::instance_types::InstanceTypeInfo;
-use crate::aws::unavailable::OfferingKey;
-use crate::ports::AwsError;
+/// One offering: instance type, zone, capacity type.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OfferingKey {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+}
+
+impl OfferingKey {
+    /// The key of `instance_type` in `zone` as `capacity_type`.
+    pub fn new(instance_type: &str, zone: &str, capacity_type: &str) -> Self {
+        Self {
+            instance_type: instance_type.to_string(),
+            zone: zone.to_string(),
+            capacity_type: capacity_type.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for OfferingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}",
+            self.instance_type, self.zone, self.capacity_type
+        )
+    }
+}
+
+/// A drift only the cloud provider can see (its image, network, class fields): the Drifted
+/// condition's reason (e.g. `AMIDrift`) and a message naming what changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudDrift {
+    pub reason: String,
+    pub message: String,
+}
 
 /// What can go wrong talking to the cloud.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -30,9 +63,9 @@ pub enum CloudError {
     /// empty), so no answer can be given now.
     #[error("{0}")]
     Unresolved(String),
-    /// An AWS call failed.
-    #[error("AWS call failed: {0}")]
-    Api(#[from] AwsError),
+    /// A call to the cloud's API failed (the provider's error code and message).
+    #[error("{provider} call failed: {message}")]
+    Api { provider: String, message: String },
 }
 
 impl CloudError {
@@ -68,8 +101,10 @@ pub trait CloudProvider: Send + Sync {
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudError>;
 
     /// The instance types (with offerings) `pool` may launch through its node class.
-    async fn instance_types(&self, pool: &NodePool) -> Result<Vec<InstanceTypeInfo>, CloudError>;
+    /// The instance types (with offerings) `pool` may launch through its node class, as the
+    /// scheduler models them.
+    async fn instance_types(&self, pool: &NodePool) -> Result<Vec<InstanceType>, CloudError>;
 
     /// The first provider drift of `claim`, if any.
-    async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<ProviderDrift>, CloudError>;
+    async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<CloudDrift>, CloudError>;
 }

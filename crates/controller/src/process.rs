@@ -10,7 +10,8 @@ use crate::metrics::Metrics;
 use crate::runtime::{Controllers, spawn_controllers};
 use crate::settings::Settings;
 use crate::state::{ClusterState, spawn_watchers};
-use driftwood_cloud::{AwsPorts, AwsProvider, AwsSettings, Clock};
+use driftwood_aws::{AwsPorts, AwsProvider, AwsSettings};
+use driftwood_cloud::Clock;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 

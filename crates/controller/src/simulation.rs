@@ -199,12 +199,7 @@ pub async fn nodepool_specs(
             Some(_) => {}
         }
         match ctx.cloud.instance_types(pool).await {
-            Ok(types) => match nodepool_spec(
-                snapshot,
-                name,
-                pool,
-                types.iter().map(|t| t.to_scheduling()).collect(),
-            ) {
+            Ok(types) => match nodepool_spec(snapshot, name, pool, types) {
                 Ok(spec) => specs.push(spec),
                 Err(reason) => {
                     skipped.insert(name.clone(), reason);

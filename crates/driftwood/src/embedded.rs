@@ -4,7 +4,7 @@
 //! through the production AWS provider.
 
 use anyhow::Context as _;
-use driftwood_cloud::{AwsPorts, AwsSettings};
+use driftwood_aws::{AwsPorts, AwsSettings};
 use driftwood_controller::rbac::ApiCall;
 use driftwood_controller::runtime::Controllers;
 use driftwood_controller::{Context, Process, ProcessConfig, Settings};

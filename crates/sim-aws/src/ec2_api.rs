@@ -2,8 +2,7 @@
 //! cheapest override first, refusing offerings without capacity), instances and tags.
 
 use async_trait::async_trait;
-use driftwood_cloud::OfferingKey;
-use driftwood_cloud::ports::{
+use driftwood_aws::ports::{
     AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance, CreateFleetOutput,
     CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput,
     DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,
@@ -12,6 +11,7 @@ use driftwood_cloud::ports::{
     InstanceStateChange, InstanceTypeDescription, InstanceTypeOffering, LaunchTemplate,
     SecurityGroup, SpotPrice, Subnet, Tag, codes,
 };
+use driftwood_cloud::OfferingKey;
 use jiff::Timestamp;
 
 use crate::filter::{filters_match, tag_values};

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use driftwood_aws::ports::{AwsError, codes};
 use driftwood_cloud::OfferingKey;
-use driftwood_cloud::ports::{AwsError, codes};
 
 /// Injected faults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! Applies EC2 filters to simulated resources: every filter must match; a filter matches when
 //! any of its values (EC2 wildcards allowed) equals any value the resource has for that name.
 
-use driftwood_cloud::aws::wildcard::wildcard_match;
-use driftwood_cloud::ports::{Filter, Tag};
+use driftwood_aws::ports::{Filter, Tag};
+use driftwood_aws::wildcard::wildcard_match;
 
 /// Whether a resource passes `filters`. `values_of(name)` returns the resource's values for a
 /// filter name, or `None` when the name is not supported (which matches nothing).

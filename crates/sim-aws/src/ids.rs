@@ -1,7 +1,7 @@
 //! Deterministic resource IDs (`ami-` + 17 hex, `i-` + 17 hex, `subnet-`, `sg-`, ...) derived
 //! from the seed and a name or counter.
 
-use driftwood_cloud::aws::fnv::fnv1a64;
+use driftwood_aws::fnv::fnv1a64;
 
 /// `count` lowercase hex characters derived from `seed` and `key`.
 pub fn hex_id(seed: u64, key: &str, count: usize) -> String {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use driftwood_cloud::ports::{Image, Tag};
+use driftwood_aws::ports::{Image, Tag};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::ids::{hex_id, resource_id};

@@ -1,7 +1,7 @@
 //! The simulated instance-type catalog: c, m, r, i and d families, generations 5–7, Intel, AMD
 //! and Graviton, sizes large to 16xlarge, with ENI limits and deterministic prices.
 
-use driftwood_cloud::ports::InstanceTypeDescription;
+use driftwood_aws::ports::InstanceTypeDescription;
 
 use crate::ids::hex_id;
 

@@ -1,4 +1,4 @@
-//! A simulated EC2, SSM, IAM and pricing API behind driftwood-cloud's ports, deterministic for a
+//! A simulated EC2, SSM, IAM and pricing API behind driftwood-aws's ports, deterministic for a
 //! seed and driven by an injectable clock: EKS-optimized AMIs and their SSM public parameters, a
 //! realistic instance-type catalog with prices, a VPC, instances that go pending → running, and
 //! fault knobs (insufficient capacity, API errors, throttling).
@@ -16,7 +16,7 @@ pub mod state;
 
 use std::sync::Arc;
 
-use driftwood_cloud::AwsPorts;
+use driftwood_aws::AwsPorts;
 
 pub use images::{AMAZON_EKS_ACCOUNT, KUBERNETES_VERSIONS, Release, default_releases};
 pub use machines::{Machine, MachineSource};

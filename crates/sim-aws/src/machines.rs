@@ -7,9 +7,9 @@ use driftwood_api::wellknown::{
     LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
     LABEL_TOPOLOGY_ZONE_ID,
 };
-use driftwood_cloud::aws::instance_types::instance_type_labels;
-use driftwood_cloud::aws::launcher::provider_id;
-use driftwood_cloud::ports::instance_state;
+use driftwood_aws::instance_types::instance_type_labels;
+use driftwood_aws::launcher::provider_id;
+use driftwood_aws::ports::instance_state;
 use jiff::Timestamp;
 
 use crate::state::SimAws;

@@ -1,7 +1,7 @@
 //! The simulated VPC: one private subnet per zone and the cluster security group, tagged for
 //! discovery (`karpenter.sh/discovery: <cluster>`), plus an untagged default group.
 
-use driftwood_cloud::ports::{SecurityGroup, Subnet, Tag};
+use driftwood_aws::ports::{SecurityGroup, Subnet, Tag};
 
 use crate::ids::resource_id;
 

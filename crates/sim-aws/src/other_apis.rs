@@ -1,7 +1,7 @@
 //! The simulated SSM (GetParameter), IAM (instance profiles) and pricing APIs.
 
 use async_trait::async_trait;
-use driftwood_cloud::ports::{
+use driftwood_aws::ports::{
     AwsError, CreateInstanceProfileInput, GetParameterInput, IamApi, InstanceProfile,
     OnDemandPrice, Parameter, PricingApi, SsmApi, codes,
 };

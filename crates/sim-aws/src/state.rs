@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use driftwood_api::requirement::OP_EXISTS;
 use driftwood_api::wellknown::LABEL_ARCH;
-use driftwood_cloud::aws::ami_family::{AmiFamily, alias_parameters};
-use driftwood_cloud::ports::{
+use driftwood_aws::ami_family::{AmiFamily, alias_parameters};
+use driftwood_aws::ports::{
     AwsError, Image, Instance, InstanceProfile, LaunchTemplate, Parameter, SecurityGroup, Subnet,
     Tag, codes, instance_state,
 };

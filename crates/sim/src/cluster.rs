@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use driftwood_cloud::AwsPorts;
+use driftwood_aws::AwsPorts;
 use driftwood_sim_aws::{SimAws, SimConfig, sim_ports};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -92,7 +92,8 @@ async fn run_aws(args: &Args, settings: Settings) -> anyhow::Result<ExitCode> {
 mod aws {
     use super::Args;
     use anyhow::Context as _;
-    use driftwood_cloud::{AwsSettings, Clock, SystemClock};
+    use driftwood_aws::AwsSettings;
+    use driftwood_cloud::{Clock, SystemClock};
     use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
     use driftwood_controller::runtime::Controllers;
     use driftwood_controller::{Process, ProcessConfig, Settings};

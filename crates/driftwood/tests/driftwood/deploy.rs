@@ -356,9 +356,9 @@ const PORT_ACTIONS: &[(&str, &str, &[&str])] = &[
     ("pricing.rs", "on_demand_prices", &["pricing:GetProducts"]),
 ];
 
-/// (port file, method) of every `async fn` in crates/cloud/src/ports/*.rs (the port traits).
+/// (port file, method) of every `async fn` in crates/aws/src/ports/*.rs (the port traits).
 fn port_operations() -> BTreeSet<(String, String)> {
-    let dir = repo_root().join("crates/cloud/src/ports");
+    let dir = repo_root().join("crates/aws/src/ports");
     let mut operations = BTreeSet::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

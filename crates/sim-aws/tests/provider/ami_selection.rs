@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use driftwood_api::ec2nodeclass::AmiSelectorTerm;
 use driftwood_api::wellknown::{CONDITION_AMIS_READY, CONDITION_READY};
-use driftwood_cloud::ports::Tag;
+use driftwood_aws::ports::Tag;
 
 use crate::common::*;
 

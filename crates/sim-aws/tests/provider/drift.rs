@@ -8,8 +8,9 @@ use driftwood_api::wellknown::{
     DRIFT_SECURITY_GROUP, DRIFT_SUBNET,
 };
 use driftwood_api::{EC2NodeClass, NodeClaim};
-use driftwood_cloud::ports::Tag;
-use driftwood_cloud::{CloudProvider, ProviderDrift};
+use driftwood_aws::ProviderDrift;
+use driftwood_aws::ports::Tag;
+use driftwood_cloud::CloudProvider;
 use driftwood_sim_aws::DISCOVERY_TAG;
 
 use crate::common::*;
@@ -22,7 +23,7 @@ async fn launch(env: &Env, class_name: &str) -> NodeClaim {
 }
 
 async fn drift_of(env: &Env, claim: &NodeClaim) -> Option<ProviderDrift> {
-    env.provider.is_drifted(claim).await.unwrap()
+    env.provider.provider_drift(claim).await.unwrap()
 }
 
 /// Every provider drift reason present (to show a case drifts for one reason and no other).
@@ -240,7 +241,7 @@ async fn drift_of_a_terminated_instance_is_not_found() {
     env.provider.delete(&claim).await.unwrap();
     assert!(
         env.provider
-            .is_drifted(&claim)
+            .provider_drift(&claim)
             .await
             .unwrap_err()
             .is_not_found()

@@ -3,9 +3,10 @@
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Req;
 use driftwood_api::requirement::OP_IN;
-use driftwood_cloud::aws::requirements::requirements_allow;
-use driftwood_cloud::ports::{DescribeInstancesInput, DescribeLaunchTemplatesInput, Ec2Api};
-use driftwood_cloud::{CloudError, CloudProvider, InstanceTypeInfo, NodeClassSource, OfferingKey};
+use driftwood_aws::ports::{DescribeInstancesInput, DescribeLaunchTemplatesInput, Ec2Api};
+use driftwood_aws::requirements::requirements_allow;
+use driftwood_aws::{InstanceTypeInfo, NodeClassSource};
+use driftwood_cloud::{CloudError, CloudProvider, OfferingKey};
 use driftwood_sim_aws::MachineSource;
 
 use crate::common::*;
@@ -442,7 +443,7 @@ async fn without_the_pricing_api_on_demand_prices_are_estimated_and_launch_still
     let (env, _) = walkthrough_env().await;
     env.sim.inject_error(
         "GetProducts",
-        driftwood_cloud::ports::AwsError::new(
+        driftwood_aws::ports::AwsError::new(
             "AccessDeniedException",
             "not authorized to perform: pricing:GetProducts",
         ),
@@ -500,8 +501,8 @@ async fn without_the_pricing_api_on_demand_prices_are_estimated_and_launch_still
 async fn a_launch_template_missing_at_create_fleet_is_recreated_and_the_launch_retried_once() {
     let (env, _) = walkthrough_env().await;
     let not_found = || {
-        driftwood_cloud::ports::AwsError::new(
-            driftwood_cloud::ports::codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND,
+        driftwood_aws::ports::AwsError::new(
+            driftwood_aws::ports::codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND,
             "The specified launch template, with template name x, does not exist.",
         )
     };

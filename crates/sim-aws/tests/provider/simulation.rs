@@ -1,9 +1,9 @@
 //! The simulation itself: SSM paths, ids, determinism, fault knobs.
 
-use driftwood_cloud::CloudProvider;
-use driftwood_cloud::ports::{
+use driftwood_aws::ports::{
     AwsError, DescribeImagesInput, DescribeInstanceTypeOfferingsInput, Ec2Api, Filter, codes,
 };
+use driftwood_cloud::CloudProvider;
 use driftwood_sim_aws::{AMAZON_EKS_ACCOUNT, KUBERNETES_VERSIONS};
 
 use crate::common::*;

@@ -6,8 +6,8 @@ use driftwood_api::wellknown::{
     CONDITION_AMIS_READY, CONDITION_INSTANCE_PROFILE_READY, CONDITION_READY,
     CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY,
 };
-use driftwood_cloud::aws::instance_profile::managed_instance_profile_name;
-use driftwood_cloud::ports::codes;
+use driftwood_aws::instance_profile::managed_instance_profile_name;
+use driftwood_aws::ports::codes;
 use std::collections::BTreeMap;
 
 use crate::common::*;
@@ -216,8 +216,8 @@ async fn throttling_is_an_error_not_a_condition() {
 
 #[tokio::test]
 async fn deleting_a_class_cleans_up_templates_then_the_profile() {
+    use driftwood_aws::ports::{DescribeLaunchTemplatesInput, Ec2Api};
     use driftwood_cloud::CloudProvider;
-    use driftwood_cloud::ports::{DescribeLaunchTemplatesInput, Ec2Api};
 
     let env = env();
     let class = env

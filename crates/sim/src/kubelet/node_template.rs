@@ -7,10 +7,10 @@ use driftwood_api::wellknown::{
     LABEL_ARCH, LABEL_INSTANCE_CPU, LABEL_INSTANCE_MEMORY, LABEL_NODEPOOL, LABEL_OS,
     TAINT_NODE_NOT_READY, TAINT_UNREGISTERED_KEY,
 };
-use driftwood_cloud::Resources;
-use driftwood_cloud::aws::instance_types::{CatalogOptions, capacity};
-use driftwood_cloud::aws::overhead::overhead;
-use driftwood_cloud::ports::InstanceTypeDescription;
+use driftwood_aws::Resources;
+use driftwood_aws::instance_types::{CatalogOptions, capacity};
+use driftwood_aws::overhead::overhead;
+use driftwood_aws::ports::InstanceTypeDescription;
 use driftwood_sim_aws::Machine;
 use jiff::Timestamp;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use driftwood_cloud::ports::{
+use driftwood_aws::ports::{
     CreateFleetInput, CreateLaunchTemplateInput, Ec2Api, FleetLaunchTemplateConfig, FleetOverride,
     LaunchTemplateData, Tag, TagSpecification,
 };

@@ -64,7 +64,6 @@ async fn instance_type_verdict(
     }
     match ctx.cloud.instance_types(pool).await {
         Ok(types) => {
-            let types: Vec<_> = types.iter().map(|t| t.to_scheduling()).collect();
             let verdict = Verdict::from_finding(instance_type_drift(claim, &types));
             if verdict == Verdict::NotDrifted {
                 checks.remember(&uid, now);
@@ -87,8 +86,8 @@ async fn judge(
     match core_drift(claim, pool, &nodepool_hashes(pool), instance_type) {
         Verdict::NotDrifted => match ctx.cloud.is_drifted(claim).await {
             Ok(drift) => Verdict::from_finding(drift.map(|d| DriftFinding {
-                reason: d.reason().to_string(),
-                message: d.message(),
+                reason: d.reason,
+                message: d.message,
             })),
             Err(error) => Verdict::Unknown(error.to_string()),
         },

@@ -2,9 +2,9 @@
 //! launched (and their instance types and images) so kubelets join Nodes for them.
 
 use driftwood_api::wellknown::LABEL_NODEPOOL;
-use driftwood_cloud::aws::claim_view::node_labels;
-use driftwood_cloud::aws::instance_types::instance_type_labels;
-use driftwood_cloud::ports::{
+use driftwood_aws::claim_view::node_labels;
+use driftwood_aws::instance_types::instance_type_labels;
+use driftwood_aws::ports::{
     DescribeImagesInput, DescribeInstanceTypesInput, DescribeInstancesInput, DescribeSubnetsInput,
     Ec2Api, Filter, InstanceTypeDescription,
 };
@@ -102,7 +102,7 @@ async fn poll(
     fleet: &MotoFleet,
     region: &str,
     zone_ids: &BTreeMap<String, String>,
-) -> Result<Vec<Machine>, driftwood_cloud::ports::AwsError> {
+) -> Result<Vec<Machine>, driftwood_aws::ports::AwsError> {
     let instances = ec2
         .describe_instances(DescribeInstancesInput {
             instance_ids: Vec::new(),

@@ -9,7 +9,7 @@ mod fleet;
 mod provider;
 mod walkthrough;
 
-use driftwood_cloud::AwsPorts;
+use driftwood_aws::AwsPorts;
 use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

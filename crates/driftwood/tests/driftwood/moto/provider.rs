@@ -12,13 +12,11 @@ use driftwood_api::nodeclaim::{NodeClaimSpec, ResourceRequirements};
 use driftwood_api::requirement::OP_IN;
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeSelectorRequirementWithMinValues as Req};
-use driftwood_cloud::ports::{
+use driftwood_aws::ports::{
     DescribeInstancesInput, DescribeLaunchTemplatesInput, GetParameterInput, codes,
 };
-use driftwood_cloud::{
-    AwsPorts, AwsProvider, AwsSettings, CloudProvider, InMemoryNodeClasses, ProviderDrift,
-    SystemClock,
-};
+use driftwood_aws::{AwsPorts, AwsProvider, AwsSettings, InMemoryNodeClasses, ProviderDrift};
+use driftwood_cloud::{CloudProvider, SystemClock};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::{Moto, Seed, apply_launch_template_security_groups};
@@ -287,7 +285,7 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
         apply_launch_template_security_groups(&raw, "demo", &seed.security_group).await,
         vec![id.clone()]
     );
-    assert_eq!(env.provider.is_drifted(&launched).await.unwrap(), None);
+    assert_eq!(env.provider.provider_drift(&launched).await.unwrap(), None);
 
     // AMIDrift: the class now selects the 1.30 images.
     let new_amd = seed.ami("amazon-eks-node-1.30-v20240917");
@@ -297,7 +295,7 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
         tagged_subnets(),
     ))
     .await;
-    match env.provider.is_drifted(&launched).await.unwrap() {
+    match env.provider.provider_drift(&launched).await.unwrap() {
         Some(drift @ ProviderDrift::Ami { .. }) => {
             assert_eq!(drift.reason(), "AMIDrift");
             let ProviderDrift::Ami {
@@ -328,7 +326,7 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
         }],
     ))
     .await;
-    match env.provider.is_drifted(&launched).await.unwrap() {
+    match env.provider.provider_drift(&launched).await.unwrap() {
         Some(drift @ ProviderDrift::Subnet { .. }) => {
             assert_eq!(drift.reason(), "SubnetDrift");
         }

@@ -5,8 +5,8 @@
 use crate::e2e::harness::{Harness, describe, kubelet_version};
 use crate::e2e::walkthrough::{initialized_nodes, workload_running_on};
 use driftwood::embedded::{Embedded, ExternalCloud, fill};
-use driftwood_cloud::AwsSettings;
-use driftwood_cloud::ports::DescribeInstancesInput;
+use driftwood_aws::AwsSettings;
+use driftwood_aws::ports::DescribeInstancesInput;
 use driftwood_controller::Settings;
 use driftwood_controller::state::Snapshot;
 use driftwood_sim::SimClusterOptions;

@@ -39,12 +39,12 @@ use super::requirements::single_valued;
 use super::status::{NodeClassResolution, resolve_node_class};
 use super::unavailable::{OfferingKey, UnavailableOfferings};
 use super::userdata::{BootstrapInputs, NodeTaint, render_user_data};
-use crate::clock::Clock;
 use crate::ports::{
     AwsError, DescribeInstancesInput, DescribeSubnetsInput, Ec2Api, Filter, IamApi, Instance,
     LaunchTemplateData, PricingApi, SsmApi, instance_state,
 };
-use crate::provider::{CloudError, CloudProvider};
+use driftwood_cloud::Clock;
+use driftwood_cloud::{CloudDrift, CloudError, CloudProvider};
 
 /// The ports the provider talks through.
 #[derive(Clone)]
@@ -290,6 +290,16 @@ impl AwsProvider {
         self.catalog_for(&class, &subnets).await
     }
 
+    /// The first provider drift of `claim`, typed (the CloudProvider trait reports it as a
+    /// reason and message).
+    pub async fn provider_drift(
+        &self,
+        claim: &NodeClaim,
+    ) -> Result<Option<ProviderDrift>, CloudError> {
+        provider_drift(&self.drift_inputs(claim).await?)
+            .map_err(|unknown| CloudError::Unresolved(unknown.to_string()))
+    }
+
     fn mark_unavailable(&self, offerings: &[OfferingKey], now: Timestamp) {
         let mut cache = self
             .unavailable
@@ -522,7 +532,7 @@ impl CloudProvider for AwsProvider {
                 });
             }
             Err(LaunchError::Fleet(e)) | Err(LaunchError::Api(e)) => {
-                return Err(CloudError::Api(e));
+                return Err(e.into());
             }
         };
         self.mark_unavailable(&launched.refused, now);
@@ -630,13 +640,24 @@ impl CloudProvider for AwsProvider {
         Ok(out)
     }
 
-    async fn instance_types(&self, pool: &NodePool) -> Result<Vec<InstanceTypeInfo>, CloudError> {
-        self.instance_types_for_class(&pool.spec.template.spec.node_class_ref.name)
-            .await
+    async fn instance_types(
+        &self,
+        pool: &NodePool,
+    ) -> Result<Vec<driftwood_scheduling::InstanceType>, CloudError> {
+        let catalog = self
+            .instance_types_for_class(&pool.spec.template.spec.node_class_ref.name)
+            .await?;
+        Ok(catalog
+            .iter()
+            .map(InstanceTypeInfo::to_scheduling)
+            .collect())
     }
 
-    async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<ProviderDrift>, CloudError> {
-        provider_drift(&self.drift_inputs(claim).await?)
-            .map_err(|unknown| CloudError::Unresolved(unknown.to_string()))
+    async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<CloudDrift>, CloudError> {
+        let drift = self.provider_drift(claim).await?;
+        Ok(drift.map(|d| CloudDrift {
+            reason: d.reason().to_string(),
+            message: d.message(),
+        }))
     }
 }

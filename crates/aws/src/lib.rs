@@ -1,5 +1,8 @@
-//! The AWS provider: AMI, subnet and security-group resolution, instance profile, the
-//! instance-type catalog, launch through launch templates and CreateFleet, and provider drift.
+//! driftwood-aws: the AWS provider — AMI, subnet and security-group resolution, instance
+//! profile, the instance-type catalog, launch through launch templates and CreateFleet, and
+//! provider drift — written against narrow EC2/SSM/IAM/pricing ports (the aws-sdk-rust adapter
+//! is driftwood-cloud-aws; the simulated account is driftwood-sim-aws). It implements the
+//! neutral `driftwood_cloud::CloudProvider`.
 
 pub mod ami;
 pub mod ami_family;
@@ -19,6 +22,7 @@ pub mod launcher;
 pub mod network;
 pub mod node_classes;
 pub mod overhead;
+pub mod ports;
 pub mod price_estimate;
 pub mod provider;
 pub mod quantity;
@@ -26,12 +30,15 @@ pub mod requirements;
 pub mod selector_text;
 pub mod settings;
 pub mod status;
-#[cfg(feature = "scheduling")]
 pub mod to_scheduling;
 pub mod unavailable;
 pub mod userdata;
 pub mod wildcard;
 
+pub use drift::ProviderDrift;
+pub use instance_types::{InstanceTypeInfo, Offering};
 pub use node_classes::{InMemoryNodeClasses, NodeClassSource};
+pub use overhead::{Overhead, Resources};
 pub use provider::{AwsPorts, AwsProvider};
 pub use settings::AwsSettings;
+pub use unavailable::UnavailableOfferings;

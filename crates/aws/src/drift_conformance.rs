@@ -31,8 +31,8 @@ use driftwood_api::wellknown::{
     LABEL_INSTANCE_TYPE, LABEL_NODEPOOL,
 };
 
-use crate::aws::drift::{ClassAmi, DriftInputs, DriftUnknown, ProviderDrift, provider_drift};
-use crate::aws::requirements::single_valued;
+use crate::drift::{ClassAmi, DriftInputs, DriftUnknown, ProviderDrift, provider_drift};
+use crate::requirements::single_valued;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures (the "NodeClaim Drift" BeforeEach and the "Static Drift Detection" NodeClass)

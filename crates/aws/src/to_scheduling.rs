@@ -72,8 +72,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::aws::instance_types::Offering as AwsOffering;
-    use crate::aws::overhead::Overhead as AwsOverhead;
+    use crate::instance_types::Offering as AwsOffering;
+    use crate::overhead::Overhead as AwsOverhead;
 
     #[test]
     fn converts_units_and_labels() {

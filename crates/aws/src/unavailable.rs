@@ -8,34 +8,7 @@ use jiff::{SignedDuration, Timestamp};
 /// How long an offering stays unavailable after an insufficient-capacity error.
 pub const UNAVAILABLE_OFFERING_TTL: SignedDuration = SignedDuration::from_secs(180);
 
-/// One offering: instance type, zone, capacity type.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct OfferingKey {
-    pub instance_type: String,
-    pub zone: String,
-    pub capacity_type: String,
-}
-
-impl OfferingKey {
-    /// The key of `instance_type` in `zone` as `capacity_type`.
-    pub fn new(instance_type: &str, zone: &str, capacity_type: &str) -> Self {
-        Self {
-            instance_type: instance_type.to_string(),
-            zone: zone.to_string(),
-            capacity_type: capacity_type.to_string(),
-        }
-    }
-}
-
-impl std::fmt::Display for OfferingKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}/{}/{}",
-            self.instance_type, self.zone, self.capacity_type
-        )
-    }
-}
+pub use driftwood_cloud::OfferingKey;
 
 /// Offerings marked unavailable, each until an expiry instant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -81,3 +81,13 @@ pub fn is_insufficient_capacity_code(code: &str) -> bool {
             | codes::INSUFFICIENT_FREE_ADDRESSES_IN_SUBNET
     )
 }
+
+/// An AWS call's failure, as the neutral cloud boundary reports it.
+impl From<AwsError> for driftwood_cloud::CloudError {
+    fn from(error: AwsError) -> Self {
+        Self::Api {
+            provider: "AWS".to_string(),
+            message: error.to_string(),
+        }
+    }
+}

@@ -193,8 +193,8 @@ mod tests {
     use driftwood_api::wellknown::{LABEL_ARCH, LABEL_INSTANCE_TYPE};
 
     use super::*;
-    use crate::aws::instance_types::Offering;
-    use crate::aws::overhead::Overhead;
+    use crate::instance_types::Offering;
+    use crate::overhead::Overhead;
 
     fn it(name: &str, arch: &str, cpu: i64, offers: &[(&str, &str, f64)]) -> InstanceTypeInfo {
         InstanceTypeInfo {
