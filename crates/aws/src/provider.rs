@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use driftwood_api::condition::Conditions;
-use driftwood_api::hash::{EC2NODECLASS_HASH_VERSION, ec2nodeclass_hashes};
+use driftwood_api::hash::{EC2NODECLASS_HASH_VERSION, TemplateHashes, ec2nodeclass_hashes};
 use driftwood_api::wellknown::{
     ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
     ANNOTATION_EC2NODECLASS_HASH_VERSION, CONDITION_READY, LABEL_EC2NODECLASS, LABEL_NODEPOOL,
@@ -64,7 +64,18 @@ pub struct AwsProvider {
     unavailable: Mutex<UnavailableOfferings>,
     /// The raw catalog data and when it was fetched.
     catalog_cache: Mutex<Option<(Timestamp, Arc<CatalogData>)>>,
+    /// This cluster's instances as one DescribeInstances saw them, and when: drift checks read
+    /// them instead of describing each NodeClaim's instance (one call per pass, not per node).
+    drift_instances: Mutex<Option<(Timestamp, InstancesById)>>,
+    /// Each EC2NodeClass's hashes, by name, with the resourceVersion they were computed at.
+    class_hashes: Mutex<BTreeMap<String, (String, Arc<TemplateHashes>)>>,
 }
+
+/// Instances by id, shared.
+type InstancesById = Arc<BTreeMap<String, Instance>>;
+
+/// How long the instances read for drift checks are reused.
+pub const DRIFT_INSTANCES_TTL: SignedDuration = SignedDuration::from_secs(15);
 
 /// How long described instance types, offerings and prices are reused.
 pub const CATALOG_TTL: SignedDuration = SignedDuration::from_secs(300);
@@ -84,7 +95,87 @@ impl AwsProvider {
             classes,
             unavailable: Mutex::new(UnavailableOfferings::new()),
             catalog_cache: Mutex::new(None),
+            drift_instances: Mutex::new(None),
+            class_hashes: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The filters that select this cluster's live instances.
+    fn cluster_instance_filters(&self) -> Vec<Filter> {
+        vec![
+            Filter::new("tag-key", [LABEL_NODEPOOL]),
+            Filter::new(
+                format!("tag:kubernetes.io/cluster/{}", self.settings.cluster_name),
+                ["owned"],
+            ),
+            Filter::new(
+                "instance-state-name",
+                [instance_state::PENDING, instance_state::RUNNING],
+            ),
+        ]
+    }
+
+    /// The instance `id` for a drift check: from one DescribeInstances of the whole cluster,
+    /// reused for [`DRIFT_INSTANCES_TTL`]; an instance not in it (launched since) is described
+    /// on its own.
+    async fn instance_for_drift(&self, id: &str) -> Result<Instance, CloudError> {
+        let now = self.clock.now();
+        let fresh = self
+            .drift_instances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .filter(|(at, _)| now.duration_since(*at) < DRIFT_INSTANCES_TTL)
+            .map(|(_, instances)| instances.clone());
+        let instances = match fresh {
+            Some(instances) => instances,
+            None => {
+                let listed = self
+                    .ports
+                    .ec2
+                    .describe_instances(DescribeInstancesInput {
+                        instance_ids: Vec::new(),
+                        filters: self.cluster_instance_filters(),
+                    })
+                    .await?;
+                let instances: InstancesById = Arc::new(
+                    listed
+                        .into_iter()
+                        .map(|i| (i.instance_id.clone(), i))
+                        .collect(),
+                );
+                *self
+                    .drift_instances
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some((now, instances.clone()));
+                instances
+            }
+        };
+        match instances.get(id) {
+            Some(instance) => Ok(instance.clone()),
+            None => self.describe_instance(id).await,
+        }
+    }
+
+    /// `class`'s hashes, computed once per resourceVersion.
+    fn class_hashes(&self, class: &EC2NodeClass) -> Arc<TemplateHashes> {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let version = class.metadata.resource_version.clone();
+        let mut cache = self
+            .class_hashes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(version) = &version
+            && let Some((seen, hashes)) = cache.get(&name)
+            && seen == version
+        {
+            return hashes.clone();
+        }
+        let hashes = Arc::new(ec2nodeclass_hashes(class, &self.settings.cluster_ca_bundle));
+        if let Some(version) = version {
+            cache.insert(name, (version, hashes.clone()));
+        }
+        hashes
     }
 
     /// The provider's settings.
@@ -130,11 +221,11 @@ impl AwsProvider {
                     message: "not found".to_string(),
                 })?;
         let id = claim_provider_instance(claim)?;
-        let inst = self.describe_instance(&id).await?;
+        let inst = self.instance_for_drift(&id).await?;
         let status = class.status.clone().unwrap_or_default();
         let claim_ann = claim.metadata.annotations.clone().unwrap_or_default();
         let inputs = DriftInputs {
-            current: ec2nodeclass_hashes(&class, &self.settings.cluster_ca_bundle),
+            current: (*self.class_hashes(&class)).clone(),
             current_version: EC2NODECLASS_HASH_VERSION.to_string(),
             stamped_hash: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH).cloned(),
             stamped_version: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH_VERSION).cloned(),
@@ -613,17 +704,7 @@ impl CloudProvider for AwsProvider {
     }
 
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
-        let filters = vec![
-            Filter::new("tag-key", [LABEL_NODEPOOL]),
-            Filter::new(
-                format!("tag:kubernetes.io/cluster/{}", self.settings.cluster_name),
-                ["owned"],
-            ),
-            Filter::new(
-                "instance-state-name",
-                [instance_state::PENDING, instance_state::RUNNING],
-            ),
-        ];
+        let filters = self.cluster_instance_filters();
         let instances = self
             .ports
             .ec2

@@ -55,6 +55,9 @@ pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Existi
                         .iter()
                         .filter_map(|t| Taint::from_k8s(t).ok())
                         .collect();
+                    if !existing.initialized {
+                        with_nodeclaim_view(&mut existing, claim);
+                    }
                 }
                 out.push(existing);
             }
@@ -70,6 +73,45 @@ pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Existi
         }
     }
     out
+}
+
+/// A Node that is not initialized yet is seen through its NodeClaim too, as Karpenter's cluster
+/// state does: until registration syncs them, the Node may lack the NodeClaim's labels, taints
+/// and allocatable, and the capacity would look unusable for the very pods it was launched
+/// for (the provisioner would then launch again).
+fn with_nodeclaim_view(existing: &mut ExistingNode, claim: &NodeClaim) {
+    for (key, value) in claim.metadata.labels.iter().flatten() {
+        existing
+            .labels
+            .entry(key.clone())
+            .or_insert_with(|| value.clone());
+    }
+    for taint in claim
+        .spec
+        .taints
+        .iter()
+        .filter_map(|t| Taint::from_k8s(t).ok())
+    {
+        if !existing
+            .taints
+            .iter()
+            .any(|t| t.key == taint.key && t.effect == taint.effect)
+        {
+            existing.taints.push(taint);
+        }
+    }
+    if existing
+        .allocatable
+        .get(driftwood_scheduling::resources::CPU)
+        == 0
+        && let Some(allocatable) = claim
+            .status
+            .as_ref()
+            .filter(|s| !s.allocatable.is_empty())
+            .and_then(|s| Resources::from_quantities(&s.allocatable).ok())
+    {
+        existing.allocatable = allocatable;
+    }
 }
 
 /// A NodeClaim without a Node as capacity: its allocatable once launched, else what its pods
@@ -288,4 +330,59 @@ pub async fn simulation_input(
         ..Default::default()
     };
     (input, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// Karpenter's cluster state reads an uninitialized node through its NodeClaim: a Node the
+    /// kubelet just created, before registration synced the NodeClaim's labels and taints and
+    /// before it reported allocatable, is still the capacity its pods were launched for.
+    #[test]
+    fn a_node_not_yet_registered_carries_its_nodeclaims_labels_taints_and_allocatable() {
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "labels": {"karpenter.sh/nodepool": "default", "team": "a"}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": [],
+                     "taints": [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}]},
+            "status": {"providerID": "aws:///zone/i-1", "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "29"},
+                       "conditions": [{"type": "Launched", "status": "True", "reason": "Launched", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}
+        }))
+        .expect("nodeclaim");
+        let bare: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "team": "node-says-b"}},
+            "spec": {"providerID": "aws:///zone/i-1",
+                     "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]}
+        }))
+        .expect("node");
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("c".into(), Arc::new(claim.clone()));
+        snapshot.apply("n1".into(), Arc::new(bare));
+        let nodes = existing_nodes(&snapshot, true);
+        assert_eq!(
+            nodes.len(),
+            1,
+            "the node, not also the claim as in-flight capacity"
+        );
+        let node = &nodes[0];
+        assert_eq!(
+            node.labels.get("karpenter.sh/nodepool").map(String::as_str),
+            Some("default")
+        );
+        // What the Node already says stays.
+        assert_eq!(
+            node.labels.get("team").map(String::as_str),
+            Some("node-says-b")
+        );
+        assert!(node.taints.iter().any(|t| t.key == "dedicated"));
+        assert_eq!(
+            node.allocatable.get(driftwood_scheduling::resources::CPU),
+            2000
+        );
+        assert!(!node.initialized);
+    }
 }

@@ -1,6 +1,9 @@
 //! Benchmark group `disruption`: one drift planning pass over a large fleet where every node is
 //! drifted — candidate filtering, budgets, and a scheduling simulation per chosen candidate
-//! against the capacity left after those already chosen.
+//! against the capacity left after those already chosen. `drift_pass` fleets have the same pod
+//! mix on every node (as a fleet rolled by Deployments often does: one simulation answers every
+//! candidate); `drift_pass_mixed` gives every node a different mix, so each candidate is
+//! simulated.
 
 #![allow(clippy::unwrap_used)]
 
@@ -23,6 +26,7 @@ fn fleet(
     nodes: usize,
     pods_per_node: usize,
     budget: &str,
+    mixed: bool,
 ) -> (Vec<NodeView>, SimulationInput, Vec<NodePool>) {
     let mut views = Vec::with_capacity(nodes);
     let mut existing = Vec::with_capacity(nodes);
@@ -30,7 +34,15 @@ fn fleet(
         let name = format!("node-{i:05}");
         let zone = ZONES[i % 3];
         let pods: Vec<_> = (0..pods_per_node)
-            .map(|p| testkit::pod(&format!("default/{name}-{p}"), 1000, 2 * GIB))
+            .map(|p| {
+                // Mixed: each node's pods differ in size from every other node's.
+                let cpu = if mixed {
+                    500 + (i * 7 + p) as i64 % 1000
+                } else {
+                    1000
+                };
+                testkit::pod(&format!("default/{name}-{p}"), cpu, 2 * GIB)
+            })
             .collect();
         views.push(NodeView {
             nodeclaim: format!("nc-{name}"),
@@ -95,8 +107,18 @@ fn bench(c: &mut Criterion) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(10))
         .warm_up_time(Duration::from_secs(1));
-    for (nodes, budget) in [(500, "10%"), (2000, "10%"), (5000, "10%")] {
-        let (views, world, pools) = fleet(nodes, 10, budget);
+    for (nodes, budget, mixed) in [
+        (500, "10%", false),
+        (2000, "10%", false),
+        (5000, "10%", false),
+        (5000, "10%", true),
+    ] {
+        let (views, world, pools) = fleet(nodes, 10, budget, mixed);
+        let name = if mixed {
+            "drift_pass_mixed"
+        } else {
+            "drift_pass"
+        };
         let pdbs = BTreeMap::new();
         let plan = plan_drift(PlannerInput {
             now: 0,
@@ -106,11 +128,11 @@ fn bench(c: &mut Criterion) {
             world: world.clone(),
         });
         println!(
-            "disruption/drift_pass/{nodes}: {} commands in one pass ({} blocked by budget)",
+            "disruption/{name}/{nodes}: {} commands in one pass ({} blocked by budget)",
             plan.commands.len(),
             plan.blocked.len()
         );
-        group.bench_with_input(BenchmarkId::new("drift_pass", nodes), &nodes, |b, _| {
+        group.bench_with_input(BenchmarkId::new(name, nodes), &nodes, |b, _| {
             b.iter(|| {
                 plan_drift(PlannerInput {
                     now: 0,

@@ -8,8 +8,10 @@ use crate::budget::{AllowedDisruptions, allowed_disruptions, budget_counts};
 use crate::candidate::{Blocked, NodeView, budget_members, check_candidate};
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::{REASON_DRIFTED, TAINT_DISRUPTED_KEY};
-use driftwood_scheduling::{NewNodeClaim, SimulationInput, Taint, TaintEffect, schedule};
-use std::collections::{BTreeMap, VecDeque};
+use driftwood_scheduling::{
+    NewNodeClaim, PodConstraints, SimPod, SimulationInput, Taint, TaintEffect, schedule,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// What to do with one chosen candidate.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +73,11 @@ pub struct PlannerInput<'a> {
 
 /// Plans one pass of drift disruption.
 pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
+    plan_drift_with(input, true)
+}
+
+/// [`plan_drift`], with the memo of simulation outcomes on or off (the tests compare both).
+fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
     let PlannerInput {
         now,
         nodes,
@@ -153,6 +160,7 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
     let ordered = round_robin(per_pool);
 
     let mut commands = Vec::new();
+    let mut memo = MoveMemo::default();
     for view in ordered {
         let left = allowance.get(view.nodepool.as_str()).copied().unwrap_or(0);
         if left == 0 {
@@ -190,7 +198,12 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
                 blocked.push((view.nodeclaim.clone(), Blocked::Simulation { error }));
                 continue;
             };
-            match simulate_move(&mut world, &index, i, independent) {
+            let outcome = if independent && memoize {
+                memo.simulate(&mut world, &index, i)
+            } else {
+                simulate_move(&mut world, &index, i, independent).0
+            };
+            match outcome {
                 Ok(decision) => decision,
                 Err(reason) => {
                     blocked.push((view.nodeclaim.clone(), reason));
@@ -296,7 +309,21 @@ fn simulate_move(
     index: &BTreeMap<String, usize>,
     i: usize,
     independent: bool,
-) -> Result<Decision, Blocked> {
+) -> (Result<Decision, Blocked>, bool) {
+    match simulate_move_inner(world, index, i, independent) {
+        Ok((decision, changed)) => (Ok(decision), changed),
+        Err(blocked) => (Err(blocked), false),
+    }
+}
+
+/// [`simulate_move`]'s work; also says whether pods were placed on existing nodes (the world
+/// changed).
+fn simulate_move_inner(
+    world: &mut SimulationInput,
+    index: &BTreeMap<String, usize>,
+    i: usize,
+    independent: bool,
+) -> Result<(Decision, bool), Blocked> {
     let result = if independent {
         // The reduced world borrows everything but the nodes from the whole one: the NodePools
         // (with their instance types) are not copied per candidate.
@@ -344,11 +371,104 @@ fn simulate_move(
             world.existing_nodes[j].pods.push(pod.clone());
         }
     }
-    Ok(if result.new_nodeclaims.is_empty() {
-        Decision::Delete
-    } else {
-        Decision::Replace(result.new_nodeclaims)
-    })
+    let changed = !result.existing_placements.is_empty();
+    Ok((
+        if result.new_nodeclaims.is_empty() {
+            Decision::Delete
+        } else {
+            Decision::Replace(result.new_nodeclaims)
+        },
+        changed,
+    ))
+}
+
+/// Everything about a pod the simulation looks at, apart from its name.
+type Shape = (BTreeMap<String, i64>, i32, PodConstraints);
+
+/// The movable pods of a candidate in a canonical order (by shape, then key), with their shapes.
+fn canonical(pods: &[SimPod]) -> (Vec<Shape>, Vec<String>) {
+    let mut pods: Vec<(Shape, &str)> = pods
+        .iter()
+        .filter(|p| !p.is_daemonset)
+        .map(|p| {
+            (
+                (p.requests.0.clone(), p.priority, p.constraints.clone()),
+                p.key.as_str(),
+            )
+        })
+        .collect();
+    pods.sort();
+    pods.into_iter()
+        .map(|(shape, key)| (shape, key.to_string()))
+        .unzip()
+}
+
+/// A remembered outcome: the pod keys it was simulated with (canonical order) and the outcome.
+type Remembered = (Vec<String>, Result<Decision, Blocked>);
+
+/// The outcomes of simulations of independent pods (no pod depends on another), by the shapes
+/// of the candidate's movable pods. Such an outcome depends only on those shapes, the nodes
+/// that can receive pods and the NodePools, so it holds for any later candidate with the same
+/// shapes until a simulation places pods on existing nodes (then the memo is cleared). A fleet
+/// rolled by Deployments has many nodes with the same mix of pods: one simulation answers them
+/// all.
+#[derive(Default)]
+struct MoveMemo {
+    outcomes: HashMap<Vec<Shape>, Remembered>,
+}
+
+impl MoveMemo {
+    fn simulate(
+        &mut self,
+        world: &mut SimulationInput,
+        index: &BTreeMap<String, usize>,
+        i: usize,
+    ) -> Result<Decision, Blocked> {
+        let (shapes, keys) = canonical(&world.existing_nodes[i].pods);
+        if let Some((seen_keys, outcome)) = self.outcomes.get(&shapes) {
+            let rename: BTreeMap<&str, &str> = seen_keys
+                .iter()
+                .map(String::as_str)
+                .zip(keys.iter().map(String::as_str))
+                .collect();
+            return renamed(outcome, &rename);
+        }
+        let (outcome, changed) = simulate_move(world, index, i, true);
+        if changed {
+            self.outcomes.clear();
+        } else {
+            self.outcomes.insert(shapes, (keys, outcome.clone()));
+        }
+        outcome
+    }
+}
+
+/// `outcome` with its pod keys renamed (pods of the same shape are interchangeable).
+fn renamed(
+    outcome: &Result<Decision, Blocked>,
+    rename: &BTreeMap<&str, &str>,
+) -> Result<Decision, Blocked> {
+    let key = |k: &String| {
+        rename
+            .get(k.as_str())
+            .map_or_else(|| k.clone(), |n| n.to_string())
+    };
+    match outcome {
+        Ok(Decision::Delete) => Ok(Decision::Delete),
+        Ok(Decision::Replace(claims)) => Ok(Decision::Replace(
+            claims
+                .iter()
+                .map(|c| NewNodeClaim {
+                    pods: c.pods.iter().map(key).collect(),
+                    ..c.clone()
+                })
+                .collect(),
+        )),
+        Err(Blocked::PodsFitNowhere { pods }) => Err(Blocked::PodsFitNowhere {
+            pods: pods.iter().map(|(p, why)| (key(p), why.clone())).collect(),
+        }),
+        Err(other) => Err(other.clone()),
+    }
 }
 
 /// Takes one candidate from each NodePool in turn (pools whose first candidate drifted
@@ -664,6 +784,54 @@ mod tests {
                 "Cannot disrupt NodeClaim: not all pods would schedule, default/a-0 => "
             )
         );
+    }
+
+    /// The memo of simulation outcomes changes nothing: generated fleets (mixed pod counts and
+    /// sizes, some nodes not drifted and able to take pods, pods that fit nowhere) plan the same
+    /// commands and blocks with and without it.
+    #[test]
+    fn memoized_planning_matches_simulating_every_candidate() {
+        for seed in 0..40u64 {
+            let mut cluster = Cluster::new();
+            cluster.pools[0].spec.disruption.budgets[0].nodes =
+                ["100%", "50%", "3"][seed as usize % 3].into();
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            for i in 0..12 {
+                let pods = next(4) as usize;
+                let drifted = (next(4) != 0).then_some(i as i64);
+                cluster.node(&format!("n{i:02}"), "default", pods, drifted);
+                let node = cluster.world.existing_nodes.last_mut().unwrap();
+                for pod in &mut node.pods {
+                    match next(5) {
+                        0 => pod.requests.set(driftwood_scheduling::resources::CPU, 2000),
+                        1 => {
+                            pod.constraints.node_selector = Requirements::from_labels(
+                                &testkit::labels(&[("example.com/special", "yes")]),
+                            )
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let none = BTreeMap::new();
+            let input = || PlannerInput {
+                now: 0,
+                nodes: &cluster.views,
+                pdb_allowed: &none,
+                nodepools: &cluster.pools,
+                world: cluster.world.clone(),
+            };
+            let memoized = plan_drift_with(input(), true);
+            let simulated = plan_drift_with(input(), false);
+            assert_eq!(memoized.commands, simulated.commands, "seed {seed}");
+            assert_eq!(memoized.blocked, simulated.blocked, "seed {seed}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! instance type, zone, capacity type, image and the Kubernetes version that image runs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use driftwood_api::wellknown::{
     LABEL_CAPACITY_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_REGION, LABEL_TOPOLOGY_ZONE,
@@ -38,24 +39,30 @@ pub struct Machine {
 
 /// The kubelets' view of the simulated EC2.
 pub trait MachineSource: Send + Sync {
-    /// Machines in state `running`, by launch time then id.
-    fn running_machines(&self) -> Vec<Machine>;
+    /// Machines in state `running`, by launch time then id (shared: a poll copies no machine).
+    fn running_machines(&self) -> Vec<Arc<Machine>>;
 }
 
 impl MachineSource for SimAws {
-    fn running_machines(&self) -> Vec<Machine> {
+    fn running_machines(&self) -> Vec<Arc<Machine>> {
         let now = self.now();
         let st = self.lock();
+        let mut built = self
+            .machines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let zones = &self.config.zones;
         let mut type_labels: std::collections::HashMap<String, BTreeMap<String, String>> =
             std::collections::HashMap::new();
-        let mut out: Vec<Machine> = st
+        let mut out: Vec<Arc<Machine>> = st
             .instances
             .values()
-            .filter(|s| !self.vanished(s, now))
-            .map(|s| (s, self.observe(s, now)))
-            .filter(|(_, i)| i.state == instance_state::RUNNING)
-            .map(|(s, i)| {
+            .filter(|s| self.state_at(s, now) == instance_state::RUNNING)
+            .map(|s| {
+                if let Some(machine) = built.get(&s.instance.instance_id) {
+                    return machine.clone();
+                }
+                let i = self.observe(s, now);
                 // Each type's labels once per call, not once per machine.
                 let mut labels = type_labels
                     .entry(i.instance_type.clone())
@@ -91,7 +98,7 @@ impl MachineSource for SimAws {
                 if let Some(pool) = tags.get(LABEL_NODEPOOL) {
                     labels.insert(LABEL_NODEPOOL.to_string(), pool.clone());
                 }
-                Machine {
+                let machine = Arc::new(Machine {
                     provider_id: provider_id(&i.availability_zone, &i.instance_id),
                     instance_id: i.instance_id.clone(),
                     instance_type: i.instance_type.clone(),
@@ -104,9 +111,17 @@ impl MachineSource for SimAws {
                     private_ip: i.private_ip_address.clone(),
                     labels,
                     tags,
-                }
+                });
+                built.insert(i.instance_id.clone(), machine.clone());
+                machine
             })
             .collect();
+        // Forget machines that stopped running.
+        if built.len() > out.len() {
+            let running: std::collections::HashSet<&str> =
+                out.iter().map(|m| m.instance_id.as_str()).collect();
+            built.retain(|id, _| running.contains(id.as_str()));
+        }
         out.sort_by(|a, b| {
             a.launch_time
                 .cmp(&b.launch_time)

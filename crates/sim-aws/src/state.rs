@@ -102,6 +102,9 @@ pub struct SimAws {
     pub(crate) config: SimConfig,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) state: Mutex<SimState>,
+    /// The kubelets' view of each running instance, built once (a running instance's type,
+    /// image, zone, labels and tags do not change).
+    pub(crate) machines: Mutex<std::collections::HashMap<String, Arc<crate::machines::Machine>>>,
 }
 
 impl SimAws {
@@ -127,6 +130,7 @@ impl SimAws {
             config,
             clock,
             state: Mutex::new(state),
+            machines: Mutex::default(),
         };
         for r in default_releases() {
             sim.publish_release(&r);
@@ -415,14 +419,20 @@ impl SimAws {
     /// The state `stored` is in at `now`.
     pub(crate) fn observe(&self, stored: &SimInstance, now: Timestamp) -> Instance {
         let mut inst = stored.instance.clone();
-        inst.state = match stored.terminated_at {
+        inst.state = self.state_at(stored, now).to_string();
+        inst
+    }
+
+    /// The instance's state at `now` (without copying the instance).
+    pub(crate) fn state_at(&self, stored: &SimInstance, now: Timestamp) -> &'static str {
+        match stored.terminated_at {
             Some(t) if now >= t + self.config.termination_delay => instance_state::TERMINATED,
             Some(_) => instance_state::SHUTTING_DOWN,
-            None if now >= inst.launch_time + self.config.launch_delay => instance_state::RUNNING,
+            None if now >= stored.instance.launch_time + self.config.launch_delay => {
+                instance_state::RUNNING
+            }
             None => instance_state::PENDING,
         }
-        .to_string();
-        inst
     }
 
     /// Whether a terminated instance has aged out of DescribeInstances (one hour).

@@ -94,9 +94,17 @@ impl<K: DeserializeOwned> Decoder<K> {
         }
     }
 
+    /// The typed object, without its managedFields: no controller reads them, and they are
+    /// often as large as the rest of the object (the cache transform controller-runtime users
+    /// apply for the same reason).
     fn decode(&mut self, object: &DynamicObject) -> Option<(String, K)> {
         let key = key_of(object);
-        let decoded = serde_json::to_value(object).and_then(serde_json::from_value::<K>);
+        let decoded = serde_json::to_value(object).and_then(|mut value| {
+            if let Some(metadata) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                metadata.remove("managedFields");
+            }
+            serde_json::from_value::<K>(value)
+        });
         match decoded {
             Ok(typed) => Some((key, typed)),
             Err(error) => {
@@ -136,5 +144,21 @@ mod tests {
         let (key, pool) = decoder.decode(&good).unwrap();
         assert_eq!(key, "ok");
         assert_eq!(pool.spec.disruption.budgets[0].nodes, "10%");
+    }
+
+    #[test]
+    fn managed_fields_are_not_kept_in_the_cache() {
+        let mut decoder = Decoder::<Pod>::new(Kind::Pod);
+        let pod: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "labels": {"app": "web"},
+                         "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "v1",
+                                            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]},
+            "spec": {"containers": [{"name": "c"}]}
+        }))
+        .unwrap();
+        let (_, typed) = decoder.decode(&pod).unwrap();
+        assert!(typed.metadata.managed_fields.is_none());
+        assert_eq!(typed.metadata.labels.unwrap()["app"], "web");
     }
 }

@@ -29,7 +29,7 @@ pub use plan::{KubeletAction, KubeletPlan, KubeletTimings};
 /// Where kubelets find their machines and what those machines are.
 pub trait MachineFleet: Send + Sync {
     /// The machines that are running now.
-    fn running_machines(&self) -> Vec<Machine>;
+    fn running_machines(&self) -> Vec<Arc<Machine>>;
     /// The instance type's description, when known.
     fn instance_type(&self, name: &str) -> Option<InstanceTypeDescription>;
     /// The name of an image, when known.
@@ -47,7 +47,7 @@ fn catalog() -> &'static BTreeMap<String, InstanceTypeDescription> {
 }
 
 impl MachineFleet for SimAws {
-    fn running_machines(&self) -> Vec<Machine> {
+    fn running_machines(&self) -> Vec<Arc<Machine>> {
         MachineSource::running_machines(self)
     }
 
@@ -122,15 +122,15 @@ fn facts_for(fleet: &dyn MachineFleet, machine: &Machine) -> MachineFacts {
 
 /// The running machines with their facts; facts depend only on the instance type and image,
 /// so they are worked out once per pair.
-fn poll_machines(fleet: &dyn MachineFleet) -> Vec<(Machine, MachineFacts)> {
-    let mut facts: BTreeMap<(String, String), MachineFacts> = BTreeMap::new();
+fn poll_machines(fleet: &dyn MachineFleet) -> Vec<(Arc<Machine>, Arc<MachineFacts>)> {
+    let mut facts: BTreeMap<(String, String), Arc<MachineFacts>> = BTreeMap::new();
     fleet
         .running_machines()
         .into_iter()
         .map(|m| {
             let known = facts
                 .entry((m.instance_type.clone(), m.image_id.clone()))
-                .or_insert_with(|| facts_for(fleet, &m))
+                .or_insert_with(|| Arc::new(facts_for(fleet, &m)))
                 .clone();
             (m, known)
         })
@@ -155,7 +155,7 @@ async fn run(
     volumes.ready().await;
     claims.ready().await;
     let mut issued: BTreeMap<String, Timestamp> = BTreeMap::new();
-    let mut machines: Vec<(Machine, MachineFacts)> = Vec::new();
+    let mut machines: Vec<(Arc<Machine>, Arc<MachineFacts>)> = Vec::new();
     let mut machines_read_at: Option<Timestamp> = None;
     loop {
         let now = clock.now();

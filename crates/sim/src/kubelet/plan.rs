@@ -4,6 +4,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use driftwood_api::wellknown::{TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE};
@@ -537,7 +538,7 @@ fn pod_key(pod: &Pod) -> (String, String) {
 
 /// Decide what the kubelets do at `now`.
 pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
-    machines: &[(Machine, MachineFacts)],
+    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
     nodes: &[N],
     pods: &[P],
     now: Timestamp,
@@ -724,7 +725,7 @@ mod tests {
         Timestamp::from_second(1_724_112_000 + seconds).unwrap()
     }
 
-    fn machine(id: &str) -> (Machine, MachineFacts) {
+    fn machine(id: &str) -> (Arc<Machine>, Arc<MachineFacts>) {
         let machine = Machine {
             instance_id: id.to_string(),
             provider_id: format!("aws:///us-west-2a/{id}"),
@@ -743,7 +744,7 @@ mod tests {
             resources: node_resources_from_labels(&BTreeMap::new()),
             image_name: "amazon-eks-node-1.29-v20240817".to_string(),
         };
-        (machine, facts)
+        (Arc::new(machine), Arc::new(facts))
     }
 
     fn registered(id: &str, created: i64, ready_since: Option<i64>) -> Node {

@@ -12,7 +12,7 @@ use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::Metrics;
 use driftwood_api::condition::STATUS_TRUE;
-use driftwood_api::hash::nodepool_hashes;
+use driftwood_api::hash::{TemplateHashes, nodepool_hashes};
 use driftwood_api::wellknown::CONDITION_DRIFTED;
 use driftwood_api::{NodeClaim, NodePool};
 use driftwood_disruption::drift::{
@@ -81,9 +81,10 @@ async fn judge(
     checks: &InstanceTypeChecks,
     claim: &NodeClaim,
     pool: &NodePool,
+    pool_hashes: &TemplateHashes,
 ) -> Verdict {
     let instance_type = instance_type_verdict(ctx, checks, claim, pool).await;
-    match core_drift(claim, pool, &nodepool_hashes(pool), instance_type) {
+    match core_drift(claim, pool, pool_hashes, instance_type) {
         Verdict::NotDrifted => match ctx.cloud.is_drifted(claim).await {
             Ok(drift) => Verdict::from_finding(drift.map(|d| DriftFinding {
                 reason: d.reason,
@@ -101,8 +102,19 @@ pub async fn pass(ctx: Context, checks: InstanceTypeChecks) -> Outcome {
     let enabled = ctx.settings.feature_gates.drift;
     let mut verdicts = BTreeMap::new();
     if enabled {
+        // Each NodePool's template is hashed once per pass, not once per NodeClaim.
+        let mut pool_hashes: BTreeMap<&str, TemplateHashes> = BTreeMap::new();
         for candidate in candidates(&snapshot) {
-            let verdict = judge(&ctx, &checks, candidate.claim, candidate.nodepool).await;
+            let pool_name = candidate
+                .nodepool
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or_default();
+            let hashes = pool_hashes
+                .entry(pool_name)
+                .or_insert_with(|| nodepool_hashes(candidate.nodepool));
+            let verdict = judge(&ctx, &checks, candidate.claim, candidate.nodepool, hashes).await;
             if let Verdict::Unknown(why) = &verdict {
                 tracing::debug!(nodeclaim = %candidate.name, %why, "drift cannot be judged now; Drifted left as it is");
             }

@@ -24,11 +24,14 @@ pub struct MotoFleet {
 }
 
 impl MachineFleet for MotoFleet {
-    fn running_machines(&self) -> Vec<Machine> {
+    fn running_machines(&self) -> Vec<std::sync::Arc<Machine>> {
         self.machines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .iter()
+            .cloned()
+            .map(std::sync::Arc::new)
+            .collect()
     }
 
     fn instance_type(&self, name: &str) -> Option<InstanceTypeDescription> {
