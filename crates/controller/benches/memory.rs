@@ -1,6 +1,6 @@
 //! The controller's own memory at fleet scale, without the simulator: a watch cache holding
 //! 5,000 Nodes, 5,000 drifted NodeClaims and 100,000 Pods shaped like a Deployment's (as
-//! the API server returns them, managedFields already dropped by the cache), then one
+//! the API server returns them, trimmed as the watch cache trims them), then one
 //! disruption decision pass over it (views, the scheduling world, the plan). The process's
 //! resident set size (Linux /proc) gives what the cache holds and the peak of the pass.
 //!
@@ -202,6 +202,12 @@ fn pod(i: usize, p: usize, node: &str) -> serde_json::Value {
     })
 }
 
+/// The object as the watch cache keeps it (trimmed, then typed).
+fn cached<K: serde::de::DeserializeOwned>(mut object: serde_json::Value, is_pod: bool) -> K {
+    driftwood_controller::state::trim::trim(&mut object, is_pod);
+    serde_json::from_value(object).expect("a valid object")
+}
+
 fn main() {
     // `cargo bench` passes --bench; nothing else is taken.
     let nodes = env("DRIFTWOOD_MEMORY_NODES", 5_000);
@@ -216,14 +222,12 @@ fn main() {
     }];
     snapshot.apply("default".into(), Arc::new(pool.clone()));
     for i in 0..nodes {
-        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(node(i)).expect("node");
+        let node: k8s_openapi::api::core::v1::Node = cached(node(i), false);
         let name = node.metadata.name.clone().unwrap_or_default();
-        let claim: driftwood_api::NodeClaim =
-            serde_json::from_value(nodeclaim(i, &name)).expect("nodeclaim");
+        let claim: driftwood_api::NodeClaim = cached(nodeclaim(i, &name), false);
         snapshot.apply(format!("default-{i:05}"), Arc::new(claim));
         for p in 0..per_node {
-            let pod: k8s_openapi::api::core::v1::Pod =
-                serde_json::from_value(pod(i, p, &name)).expect("pod");
+            let pod: k8s_openapi::api::core::v1::Pod = cached(pod(i, p, &name), true);
             let key = format!("default/{}", pod.metadata.name.clone().unwrap_or_default());
             snapshot.apply(key, Arc::new(pod));
         }

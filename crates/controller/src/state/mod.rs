@@ -7,6 +7,7 @@
 //! shares their structure (no copy of the store), and an event costs O(log n).
 
 mod snapshot;
+pub mod trim;
 mod watch;
 
 pub use snapshot::{Cached, Snapshot};

@@ -94,15 +94,14 @@ impl<K: DeserializeOwned> Decoder<K> {
         }
     }
 
-    /// The typed object, without its managedFields: no controller reads them, and they are
-    /// often as large as the rest of the object (the cache transform controller-runtime users
-    /// apply for the same reason).
+    /// The typed object, trimmed to what the cache keeps ([`super::trim`]): never its
+    /// managedFields, and of a Pod only what controllers read (the cache transform
+    /// controller-runtime users apply for the same reason).
     fn decode(&mut self, object: &DynamicObject) -> Option<(String, K)> {
         let key = key_of(object);
+        let is_pod = matches!(self.kind, Kind::Pod);
         let decoded = serde_json::to_value(object).and_then(|mut value| {
-            if let Some(metadata) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                metadata.remove("managedFields");
-            }
+            super::trim::trim(&mut value, is_pod);
             serde_json::from_value::<K>(value)
         });
         match decoded {

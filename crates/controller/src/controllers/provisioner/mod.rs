@@ -59,15 +59,41 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
         () = ctx.state.wait_synced() => {}
     }
     let mut reported: BTreeMap<String, String> = BTreeMap::new();
+    // What the last pass decided from, and when it ran.
+    let mut last: Option<(WorldSignature, tokio::time::Instant)> = None;
     loop {
-        // Wait for a provisionable pod.
-        while ctx
-            .state
-            .read(|s| s.provisionable_pods.is_empty())
-            .unwrap_or(true)
-        {
+        // Wait for a provisionable pod whose answer may differ from the last pass's.
+        loop {
+            let (pending, changed) = ctx
+                .state
+                .read(|s| {
+                    (
+                        !s.provisionable_pods.is_empty(),
+                        last.as_ref()
+                            .is_none_or(|(seen, _)| world_signature(s) != *seen),
+                    )
+                })
+                .unwrap_or((false, false));
+            let stale = last
+                .as_ref()
+                .is_some_and(|(_, at)| at.elapsed() >= RESIMULATE_AFTER);
+            if pending && (changed || stale) {
+                break;
+            }
+            // While pods wait for capacity already launched, look again when the last answer
+            // is RESIMULATE_AFTER old; otherwise only a change wakes this loop.
+            let recheck = last
+                .as_ref()
+                .filter(|_| pending)
+                .map(|(_, at)| *at + RESIMULATE_AFTER);
             tokio::select! {
                 () = cancel.cancelled() => return,
+                () = async {
+                    match recheck {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
                 changed = changes.changed() => if changed.is_err() {
                     return;
                 },
@@ -116,6 +142,44 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
                 },
             }
         }
+        last = ctx
+            .state
+            .read(world_signature)
+            .map(|seen| (seen, tokio::time::Instant::now()));
+    }
+}
+
+/// How long the answer of a pass stands for pods still pending while nothing it depends on
+/// changed (a safety net: it is redone at least this often).
+const RESIMULATE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a provisioning pass's answer depends on, apart from pods that only leave the pending
+/// set (bound to the capacity launched for them): new pending pods, the number of NodeClaims
+/// and Nodes (a launch that failed removes its NodeClaim), NodePools changed. While it stays the
+/// same, pods still pending are waiting for the NodeClaims the last pass launched for them
+/// (Karpenter's nominated pods), and simulating them again would give the same answer. Every
+/// part is O(1) to read (NodePools are few), as it is read on every watch event. A removal and
+/// a creation at once cancel out; [`RESIMULATE_AFTER`] bounds what that can cost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldSignature {
+    arrivals: u64,
+    nodeclaims: usize,
+    nodes: usize,
+    nodepools: Vec<(String, Option<i64>)>,
+}
+
+/// The [`WorldSignature`] of `snapshot`.
+pub fn world_signature(snapshot: &Snapshot) -> WorldSignature {
+    WorldSignature {
+        arrivals: snapshot.provisionable_arrivals,
+        nodeclaims: snapshot.store.nodeclaims.len(),
+        nodes: snapshot.store.nodes.len(),
+        nodepools: snapshot
+            .store
+            .nodepools
+            .iter()
+            .map(|(name, pool)| (name.clone(), pool.metadata.generation))
+            .collect(),
     }
 }
 
@@ -210,4 +274,69 @@ fn requests_text(planned: &driftwood_scheduling::NewNodeClaim) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Store;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn pod(name: &str, node: Option<&str>) -> Arc<Pod> {
+        let status = if node.is_some() {
+            json!({"phase": "Running"})
+        } else {
+            json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]})
+        };
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c"}], "nodeName": node},
+                "status": status
+            }))
+            .expect("pod"),
+        )
+    }
+
+    fn nodeclaim(name: &str) -> Arc<driftwood_api::NodeClaim> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []}
+            }))
+            .expect("nodeclaim"),
+        )
+    }
+
+    /// Pods pending for capacity already launched are not simulated again: binding them leaves
+    /// the signature alone; a new pending pod, a NodeClaim gone (a failed launch) or a Node
+    /// coming do not.
+    #[test]
+    fn the_world_signature_moves_only_with_what_changes_the_answer() {
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("default/a".into(), pod("a", None));
+        snapshot.apply("default/b".into(), pod("b", None));
+        snapshot.apply("c1".into(), nodeclaim("c1"));
+        let seen = world_signature(&snapshot);
+        snapshot.apply("default/a".into(), pod("a", Some("n1")));
+        assert_eq!(world_signature(&snapshot), seen, "a pod bound");
+        let mut arrived = snapshot.clone();
+        arrived.apply("default/c".into(), pod("c", None));
+        assert_ne!(world_signature(&arrived), seen, "a new pending pod");
+        let mut failed = snapshot.clone();
+        failed.delete::<driftwood_api::NodeClaim>("c1");
+        assert_ne!(world_signature(&failed), seen, "a NodeClaim gone");
+        let mut registered = snapshot.clone();
+        registered.apply(
+            "n1".into(),
+            Arc::new(
+                serde_json::from_value::<k8s_openapi::api::core::v1::Node>(
+                    json!({"metadata": {"name": "n1"}}),
+                )
+                .expect("node"),
+            ),
+        );
+        assert_ne!(world_signature(&registered), seen, "a Node registered");
+    }
 }

@@ -1,0 +1,153 @@
+//! What the cache keeps of an object: managedFields never, and of a Pod only what some
+//! controller reads — its identity, labels, owners, the annotations driftwood acts on, what
+//! scheduling, drain and volume handling look at, its phase and conditions. At 100,000 pods
+//! the rest (container images, env, probes, mounts, projected volumes, container statuses)
+//! is most of the memory a full copy would take.
+
+use serde_json::Value;
+
+/// Pod annotations driftwood reads (exact keys).
+const POD_ANNOTATIONS: &[&str] = &[
+    driftwood_api::wellknown::ANNOTATION_DO_NOT_DISRUPT,
+    "kubernetes.io/config.mirror",
+];
+
+/// Container fields scheduling and drain read.
+const CONTAINER_FIELDS: &[&str] = &["name", "resources", "ports", "restartPolicy"];
+
+/// Status fields driftwood reads.
+const POD_STATUS_FIELDS: &[&str] = &["phase", "conditions", "startTime", "reason"];
+
+/// Removes what the cache does not keep from `object` (a Pod when `is_pod`).
+pub fn trim(object: &mut Value, is_pod: bool) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+        if is_pod
+            && let Some(annotations) = metadata
+                .get_mut("annotations")
+                .and_then(Value::as_object_mut)
+        {
+            annotations.retain(|key, _| POD_ANNOTATIONS.contains(&key.as_str()));
+        }
+    }
+    if !is_pod {
+        return;
+    }
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+        for list in ["containers", "initContainers", "ephemeralContainers"] {
+            for container in spec
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object_mut)
+            {
+                container.retain(|key, _| CONTAINER_FIELDS.contains(&key.as_str()));
+            }
+        }
+        // Only volumes backed by claims matter (volume attachments); the rest is the kubelet's.
+        if let Some(volumes) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
+            volumes.retain(|v| {
+                v.get("persistentVolumeClaim").is_some() || v.get("ephemeral").is_some()
+            });
+        }
+    }
+    if let Some(status) = object.get_mut("status").and_then(Value::as_object_mut) {
+        status.retain(|key, _| POD_STATUS_FIELDS.contains(&key.as_str()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn pod() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
+                         "annotations": {"karpenter.sh/do-not-disrupt": "true", "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u", "controller": true}],
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"nodeName": "n1", "priorityClassName": "system-cluster-critical", "terminationGracePeriodSeconds": 30,
+                     "tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "nginx", "env": [{"name": "A", "value": "b"}],
+                                     "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 80, "hostPort": 8080}],
+                                     "livenessProbe": {"httpGet": {"path": "/", "port": 80}}}],
+                     "initContainers": [{"name": "sidecar", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
+                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}},
+                                 {"name": "token", "projected": {"sources": []}}]},
+            "status": {"phase": "Running", "startTime": "2024-01-01T00:00:00Z",
+                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0, "image": "nginx", "imageID": "x"}],
+                       "podIP": "10.0.0.1"}
+        })
+    }
+
+    /// Everything driftwood reads of a pod survives, byte for byte where it counts.
+    #[test]
+    fn a_trimmed_pod_keeps_what_driftwood_reads() {
+        let mut trimmed = pod();
+        trim(&mut trimmed, true);
+        let pod: Pod = serde_json::from_value(trimmed).expect("still a pod");
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(pod.metadata.labels.as_ref().expect("labels")["app"], "web");
+        assert_eq!(
+            pod.metadata
+                .annotations
+                .as_ref()
+                .expect("annotations")
+                .keys()
+                .collect::<Vec<_>>(),
+            ["karpenter.sh/do-not-disrupt"]
+        );
+        assert!(pod.metadata.managed_fields.is_none());
+        assert_eq!(
+            pod.metadata.owner_references.as_ref().expect("owners")[0].kind,
+            "ReplicaSet"
+        );
+        assert_eq!(
+            spec.containers[0]
+                .resources
+                .as_ref()
+                .expect("resources")
+                .requests
+                .as_ref()
+                .expect("requests")["cpu"]
+                .0,
+            "1"
+        );
+        assert_eq!(
+            spec.containers[0].ports.as_ref().expect("ports")[0].host_port,
+            Some(8080)
+        );
+        assert!(spec.containers[0].image.is_none() && spec.containers[0].env.is_none());
+        let sidecar = &spec.init_containers.as_ref().expect("init")[0];
+        assert_eq!(sidecar.restart_policy.as_deref(), Some("Always"));
+        assert_eq!(spec.volumes.as_ref().expect("volumes").len(), 1);
+        assert_eq!(
+            spec.priority_class_name.as_deref(),
+            Some("system-cluster-critical")
+        );
+        assert_eq!(spec.termination_grace_period_seconds, Some(30));
+        assert_eq!(spec.tolerations.as_ref().expect("tolerations").len(), 1);
+        let status = pod.status.as_ref().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(status.start_time.is_some() && status.conditions.is_some());
+        assert!(status.container_statuses.is_none() && status.pod_ip.is_none());
+    }
+
+    /// Other kinds lose only their managedFields.
+    #[test]
+    fn other_objects_keep_everything_but_managed_fields() {
+        let mut node = json!({"metadata": {"name": "n", "annotations": {"a": "b"}, "managedFields": []},
+                              "status": {"nodeInfo": {"kubeletVersion": "v1.33.0"}}});
+        trim(&mut node, false);
+        assert_eq!(
+            node,
+            json!({"metadata": {"name": "n", "annotations": {"a": "b"}},
+                                "status": {"nodeInfo": {"kubeletVersion": "v1.33.0"}}})
+        );
+    }
+}
