@@ -49,10 +49,12 @@ impl NodeClassSource for ClusterState {
 }
 
 /// Generates NodeClaim names like Karpenter's (`<nodepool>-<5 characters>`), deterministic for
-/// a seed so a simulation repeats exactly.
+/// a seed so a simulation repeats exactly, and never the same name twice: five characters give
+/// 14 million suffixes, so among 5,000 NodeClaims two would share one more often than not.
 pub struct NameGenerator {
     seed: u64,
     counter: AtomicU64,
+    issued: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl NameGenerator {
@@ -60,10 +62,26 @@ impl NameGenerator {
         Self {
             seed,
             counter: AtomicU64::new(0),
+            issued: std::sync::Mutex::default(),
         }
     }
 
-    pub fn nodeclaim_name(&self, nodepool: &str) -> String {
+    /// A name not issued before and for which `taken` (e.g. a lookup in the cache) is false.
+    pub fn nodeclaim_name(&self, nodepool: &str, taken: impl Fn(&str) -> bool) -> String {
+        loop {
+            let name = self.candidate(nodepool);
+            let fresh = self
+                .issued
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(name.clone());
+            if fresh && !taken(&name) {
+                return name;
+            }
+        }
+    }
+
+    fn candidate(&self, nodepool: &str) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let mut x =
@@ -113,8 +131,12 @@ mod tests {
     fn names_are_karpenter_shaped_unique_and_repeatable() {
         let a = NameGenerator::new(7);
         let b = NameGenerator::new(7);
-        let names: Vec<String> = (0..100).map(|_| a.nodeclaim_name("default")).collect();
-        let again: Vec<String> = (0..100).map(|_| b.nodeclaim_name("default")).collect();
+        let names: Vec<String> = (0..100)
+            .map(|_| a.nodeclaim_name("default", |_| false))
+            .collect();
+        let again: Vec<String> = (0..100)
+            .map(|_| b.nodeclaim_name("default", |_| false))
+            .collect();
         assert_eq!(names, again);
         assert!(
             names
@@ -123,5 +145,19 @@ mod tests {
         );
         let unique: std::collections::BTreeSet<_> = names.iter().collect();
         assert_eq!(unique.len(), 100);
+    }
+
+    /// 20,000 names from one generator are all different (five characters alone would repeat
+    /// some), and a name the cache already holds is never given out.
+    #[test]
+    fn names_never_repeat_and_skip_names_in_use() {
+        let names = NameGenerator::new(1);
+        let issued: std::collections::HashSet<String> = (0..20_000)
+            .map(|_| names.nodeclaim_name("fleet", |_| false))
+            .collect();
+        assert_eq!(issued.len(), 20_000);
+        let first = NameGenerator::new(9).nodeclaim_name("fleet", |_| false);
+        let skipped = NameGenerator::new(9).nodeclaim_name("fleet", |n| n == first);
+        assert_ne!(skipped, first);
     }
 }

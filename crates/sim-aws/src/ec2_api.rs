@@ -127,6 +127,9 @@ impl SimAws {
     }
 }
 
+/// Usable addresses of a simulated subnet (a /19 less AWS's five reserved ones).
+const SUBNET_ADDRESSES: u64 = 8187;
+
 #[async_trait]
 impl Ec2Api for SimAws {
     async fn describe_images(&self, input: DescribeImagesInput) -> Result<Vec<Image>, AwsError> {
@@ -587,6 +590,7 @@ impl Ec2Api for SimAws {
                 if let Some(s) = st.instances.get_mut(&id) {
                     s.terminated_at = Some(now);
                 }
+                st.ips_in_use.remove(&stored.instance.private_ip_address);
                 if let Some(subnet) = st.subnets.get_mut(&stored.instance.subnet_id) {
                     subnet.available_ip_address_count += 1;
                 }
@@ -675,14 +679,35 @@ impl SimAws {
         st.counter += 1;
         let n = st.counter;
         let id = resource_id("i", self.config.seed, &format!("instance/{n}"));
-        let octet3 = (n / 250) % 32
-            + subnet
-                .cidr_block
-                .split('.')
-                .nth(2)
-                .and_then(|o| o.parse::<u64>().ok())
-                .unwrap_or(0);
-        let ip = format!("10.0.{}.{}", octet3 % 256, n % 250 + 4);
+        // The subnet's next free address (its /19 holds 8,187 usable ones); an address is free
+        // again once its instance is terminated.
+        let base = subnet
+            .cidr_block
+            .split('.')
+            .nth(2)
+            .and_then(|o| o.parse::<u64>().ok())
+            .unwrap_or(0);
+        let mut cursor = st.ip_cursor.get(subnet_id).copied().unwrap_or(0);
+        let mut ip = String::new();
+        for _ in 0..SUBNET_ADDRESSES {
+            let offset = cursor % SUBNET_ADDRESSES + 4;
+            cursor += 1;
+            let candidate = format!("10.0.{}.{}", (base + offset / 256) % 256, offset % 256);
+            if !st.ips_in_use.contains(&candidate) {
+                ip = candidate;
+                break;
+            }
+        }
+        st.ip_cursor.insert(subnet_id.to_string(), cursor);
+        if ip.is_empty() {
+            return Err(AwsError::new(
+                codes::INSUFFICIENT_FREE_ADDRESSES_IN_SUBNET,
+                format!(
+                    "There are not enough free addresses in subnet '{subnet_id}' to satisfy the requested number of instances."
+                ),
+            ));
+        }
+        st.ips_in_use.insert(ip.clone());
         let mut tags = Vec::new();
         for spec in input
             .tag_specifications

@@ -95,6 +95,9 @@ pub struct SimState {
     pub fleet_calls: u64,
     /// Releases to publish once the clock reaches their creation time.
     pub scheduled_releases: Vec<Release>,
+    /// Private IPs held by instances not terminated, and each subnet's next address to try.
+    pub ips_in_use: BTreeSet<String>,
+    pub ip_cursor: BTreeMap<String, u64>,
 }
 
 /// The simulated EC2, SSM, IAM and pricing APIs of one account.

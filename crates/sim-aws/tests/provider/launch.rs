@@ -538,3 +538,50 @@ async fn a_launch_template_missing_at_create_fleet_is_recreated_and_the_launch_r
         "{err}"
     );
 }
+
+/// Private IPs (and so node names) stay unique past the point where the old address scheme
+/// wrapped: at 5,000 nodes the embedded cluster launched instances whose node names were taken,
+/// and 1,000 of them never registered. A terminated instance's address is free again.
+#[tokio::test]
+async fn private_addresses_are_unique_and_reused_only_after_termination() {
+    let (env, _) = walkthrough_env().await;
+    let mut launched = Vec::new();
+    for i in 0..600 {
+        let claim = claim(
+            &format!("nc-{i}"),
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        );
+        launched.push(env.provider.create(&claim).await.unwrap());
+    }
+    env.advance(30);
+    let addresses: std::collections::BTreeSet<String> = env
+        .sim
+        .running_machines()
+        .iter()
+        .map(|m| m.private_ip.clone())
+        .collect();
+    assert_eq!(addresses.len(), 600, "one address per instance");
+    env.provider.delete(&launched[0]).await.unwrap();
+    let again = env
+        .provider
+        .create(&claim(
+            "nc-again",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .unwrap();
+    env.advance(30);
+    let names: Vec<String> = env
+        .sim
+        .running_machines()
+        .iter()
+        .map(|m| m.private_dns_name.clone())
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "node names unique");
+    assert!(again.status.is_some());
+}

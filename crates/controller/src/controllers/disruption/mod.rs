@@ -305,7 +305,9 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
                 tracing::warn!(nodeclaim = %command.nodeclaim, nodepool = %p.nodepool, "replacement's nodepool is gone; not disrupting");
                 return Ok(());
             };
-            let name = ctx.names.nodeclaim_name(&p.nodepool);
+            let name = ctx
+                .names
+                .nodeclaim_name(&p.nodepool, |n| snapshot.store.nodeclaims.contains_key(n));
             let claim = build_nodeclaim(&name, pool, p);
             replacements.push((name, claim));
         }

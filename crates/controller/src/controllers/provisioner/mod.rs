@@ -220,7 +220,9 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
         let Some(pool) = snapshot.nodepool(&planned.nodepool) else {
             continue;
         };
-        let name = ctx.names.nodeclaim_name(&planned.nodepool);
+        let name = ctx.names.nodeclaim_name(&planned.nodepool, |n| {
+            snapshot.store.nodeclaims.contains_key(n)
+        });
         let claim = build_nodeclaim(&name, pool, planned);
         match api.create(&PostParams::default(), &claim).await {
             Ok(_) => {
