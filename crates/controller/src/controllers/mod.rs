@@ -38,3 +38,9 @@ impl Outcome {
         Self { errors, ..self }
     }
 }
+
+/// The NodePool a NodeClaim belongs to (empty when it has none), as metrics and actions name it.
+pub(crate) fn nodepool_of(claim: &driftwood_api::NodeClaim) -> String {
+    use driftwood_api::lookup::ObjectLookups;
+    claim.nodepool_name().unwrap_or_default().to_string()
+}

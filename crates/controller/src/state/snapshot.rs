@@ -222,6 +222,11 @@ impl Snapshot {
             .and_then(|name| self.store.nodeclaims.get(name))
     }
 
+    /// Every PodDisruptionBudget, as the disruption planners take them.
+    pub fn pdb_list(&self) -> Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget> {
+        self.store.pdbs.values().map(|p| (**p).clone()).collect()
+    }
+
     /// The pods bound to `node`.
     pub fn pods_on(&self, node: &str) -> Vec<&Arc<Pod>> {
         self.pods_by_node

@@ -26,7 +26,6 @@ use driftwood_api::wellknown::{CONDITION_DISRUPTION_REASON, REASON_DRIFTED, TAIN
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::plan::{Command, Decision, PlannerInput, plan_drift};
 use driftwood_disruption::views::{node_view, pdb_allowed};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::PostParams;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -60,12 +59,7 @@ impl Memory {
         let mut acted = self.advance_in_flight(&ctx, &snapshot).await;
         let now = ctx.now_seconds();
 
-        let pdbs: Vec<PodDisruptionBudget> = snapshot
-            .store
-            .pdbs
-            .values()
-            .map(|p| (**p).clone())
-            .collect();
+        let pdbs = snapshot.pdb_list();
         let views: Vec<_> = snapshot
             .store
             .nodeclaims

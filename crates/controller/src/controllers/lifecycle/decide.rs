@@ -5,7 +5,6 @@
 use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
 use driftwood_api::condition::Conditions;
-use driftwood_api::lookup::ObjectLookups;
 use driftwood_api::wellknown::{
     CONDITION_INITIALIZED, CONDITION_LAUNCHED, CONDITION_REGISTERED, LABEL_NODE_REGISTERED,
     TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
@@ -50,9 +49,7 @@ pub struct Decision {
     pub pending: bool,
 }
 
-fn nodepool_of(claim: &NodeClaim) -> String {
-    claim.nodepool_name().unwrap_or_default().to_string()
-}
+use super::super::nodepool_of;
 
 /// Decides this pass: `now` in UTC seconds, `registration_ttl` in seconds.
 pub fn decide(snapshot: &Snapshot, now: i64, registration_ttl: i64) -> Decision {

@@ -79,9 +79,7 @@ pub struct Decision {
     pub busy: bool,
 }
 
-fn nodepool_of(claim: &NodeClaim) -> String {
-    claim.nodepool_name().unwrap_or_default().to_string()
-}
+use super::super::nodepool_of;
 
 fn finalizing(claim: &NodeClaim) -> bool {
     claim.is_deleting() && claim.has_finalizer(FINALIZER_TERMINATION)
@@ -206,12 +204,7 @@ pub fn decide(
 
     // Finalizing NodeClaims: drain every node together, so pacing sees all the evictions of
     // this pass; a NodeClaim with nothing to drain goes straight to the end.
-    let pdbs: Vec<PodDisruptionBudget> = snapshot
-        .store
-        .pdbs
-        .values()
-        .map(|p| (**p).clone())
-        .collect();
+    let mut pdbs: Option<Vec<PodDisruptionBudget>> = None;
     let mut drains: Vec<(String, Vec<Step>, &NodeClaim, String)> = Vec::new();
     let mut inputs: Vec<(Vec<DrainPod>, Option<i64>)> = Vec::new();
     for (name, claim) in &snapshot.store.nodeclaims {
@@ -237,11 +230,12 @@ pub fn decide(
                         node: node_name.clone(),
                     });
                 }
+                let pdbs = pdbs.get_or_insert_with(|| snapshot.pdb_list());
                 let pods = snapshot
                     .pods_on(&node_name)
                     .iter()
                     .map(|p| DrainPod {
-                        pdb_protected: !matching_pdbs(p, &pdbs).is_empty(),
+                        pdb_protected: !matching_pdbs(p, pdbs).is_empty(),
                         ..drain_pod(p, now)
                     })
                     .collect();
