@@ -138,7 +138,9 @@ impl Schema<'_> {
     }
 }
 
-fn requirement_rules(s: &mut Schema, path: &str) -> Result<(), String> {
+/// The rules of a requirement list. A NodeClaim carries its NodePool's name as a requirement, so
+/// only a NodePool's requirements may not name `karpenter.sh/nodepool` (as in Karpenter's CRDs).
+fn requirement_rules(s: &mut Schema, path: &str, nodepool_key_allowed: bool) -> Result<(), String> {
     s.set(path, "maxItems", json!(rules::MAX_REQUIREMENTS))?;
     let item = format!("{path}.[]");
     s.pattern(&format!("{item}.key"), rules::LABEL_KEY_PATTERN)?;
@@ -174,11 +176,19 @@ fn requirement_rules(s: &mut Schema, path: &str) -> Result<(), String> {
         "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
         "requirements with 'minValues' must have at least that many values specified in the 'values' field",
     )?;
-    s.cel(
-        path,
-        "self.all(x, x.key != 'karpenter.sh/nodepool' && x.key != 'kubernetes.io/hostname')",
-        "requirement keys 'karpenter.sh/nodepool' and 'kubernetes.io/hostname' are restricted",
-    )
+    if nodepool_key_allowed {
+        s.cel(
+            path,
+            "self.all(x, x.key != 'kubernetes.io/hostname')",
+            "requirement key 'kubernetes.io/hostname' is restricted",
+        )
+    } else {
+        s.cel(
+            path,
+            "self.all(x, x.key != 'karpenter.sh/nodepool' && x.key != 'kubernetes.io/hostname')",
+            "requirement keys 'karpenter.sh/nodepool' and 'kubernetes.io/hostname' are restricted",
+        )
+    }
 }
 
 fn taint_rules(s: &mut Schema, path: &str) -> Result<(), String> {
@@ -196,7 +206,7 @@ fn node_class_ref_rules(s: &mut Schema, path: &str) -> Result<(), String> {
 fn nodepool_rules(s: &mut Schema) -> Result<(), String> {
     let template = "spec.template";
     let spec = "spec.template.spec";
-    requirement_rules(s, &format!("{spec}.requirements"))?;
+    requirement_rules(s, &format!("{spec}.requirements"), false)?;
     s.require(spec, "requirements")?;
     taint_rules(s, &format!("{spec}.taints"))?;
     taint_rules(s, &format!("{spec}.startupTaints"))?;
@@ -286,7 +296,9 @@ fn nodepool_rules(s: &mut Schema) -> Result<(), String> {
 }
 
 fn nodeclaim_rules(s: &mut Schema) -> Result<(), String> {
-    requirement_rules(s, "spec.requirements")?;
+    requirement_rules(s, "spec.requirements", true)?;
+    // A NodeClaim's spec never changes once created (Karpenter: "spec is immutable").
+    s.cel("spec", "self == oldSelf", "spec is immutable")?;
     s.require("spec", "requirements")?;
     taint_rules(s, "spec.taints")?;
     taint_rules(s, "spec.startupTaints")?;

@@ -217,6 +217,12 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
         |o| o.matches("1/1     Running").count() == 3,
     );
 
+    let old_claim = kubectl(&kubeconfig, &["get", "nodeclaims", "-o", "name"], None)
+        .trim()
+        .trim_start_matches("nodeclaim.karpenter.sh/")
+        .to_string();
+    assert!(old_claim.starts_with("latest-current-ami-"), "{old_claim}");
+
     // The older walkthrough's edit: get the class as YAML, change the AMIs, apply it back.
     let (amd30, arm30) = (
         ssm("1.30", "amazon-linux-2"),
@@ -248,6 +254,24 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
         Duration::from_secs(60),
         |o| o.matches(" Running ").count() == 3 && !o.contains(&old_node),
     );
+    // driftwood's events (written through events.k8s.io/v1) in `kubectl get events` (core/v1),
+    // about the replaced NodeClaim, in the order they happened.
+    let events = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.kind=NodeClaim,involvedObject.name={old_claim}"),
+            "-o",
+            "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}",
+        ],
+        None,
+    );
+    let reasons: Vec<&str> = events.lines().collect();
+    for reason in ["Drifted", "DisruptionLaunching", "DisruptionTerminating"] {
+        assert!(reasons.contains(&reason), "{reason} missing in {reasons:?}");
+    }
     // Karpenter's metric names on the controllers' /metrics.
     let metrics = http_get(&metrics_url);
     assert!(metrics.contains("karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"latest-current-ami\"} 1"), "{metrics}");

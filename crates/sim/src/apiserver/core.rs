@@ -12,8 +12,10 @@ use serde_json::{Map, Value, json};
 
 use super::discovery;
 use super::error::ApiError;
+use super::openapi;
 use super::request::{ResourceTarget, Route, parse_path};
 use super::resources::{Registry, ResourceInfo, ResourceKey};
+use super::schema::FieldValidation;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{ObjectName, Store};
 use super::table;
@@ -95,6 +97,8 @@ pub struct CoreRequest {
 pub enum CoreResponse {
     /// A JSON document with a status code.
     Json(u16, Value),
+    /// Bytes of another media type (the protobuf OpenAPI v2 document).
+    Bytes(u16, &'static str, Vec<u8>),
     /// Start streaming a watch.
     Watch(Box<WatchPlan>),
 }
@@ -116,6 +120,10 @@ pub struct ApiCore {
     pub(super) dirty_pdb_namespaces: BTreeSet<String>,
     pub(super) crds_changed: bool,
     pub(super) dry_run: bool,
+    /// The `fieldValidation` of the request being handled.
+    pub(super) field_validation: FieldValidation,
+    /// Warnings for the response to the request being handled.
+    pub(super) warnings: Vec<String>,
 }
 
 /// `metadata` of an object (empty map when missing).
@@ -179,6 +187,8 @@ impl ApiCore {
             dirty_pdb_namespaces: BTreeSet::new(),
             crds_changed: false,
             dry_run: false,
+            field_validation: FieldValidation::default(),
+            warnings: Vec::new(),
         };
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let object =
@@ -237,13 +247,25 @@ impl ApiCore {
     /// Handle one request.
     pub fn handle(&mut self, request: &CoreRequest) -> CoreResponse {
         self.dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
-        let response = match self.route(request) {
-            Ok(response) => response,
-            Err(error) => CoreResponse::error(&error),
-        };
+        self.warnings.clear();
+        let response =
+            match FieldValidation::parse(request.query.get("fieldValidation").map(String::as_str))
+                .and_then(|validation| {
+                    self.field_validation = validation;
+                    self.route(request)
+                }) {
+                Ok(response) => response,
+                Err(error) => CoreResponse::error(&error),
+            };
         self.dry_run = false;
+        self.field_validation = FieldValidation::default();
         self.settle();
         response
+    }
+
+    /// The warnings of the last request handled (`Warning` headers of its response).
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     fn route(&mut self, request: &CoreRequest) -> Result<CoreResponse, ApiError> {
@@ -267,16 +289,21 @@ impl ApiCore {
                 ))
             }
             Route::Health => Ok(CoreResponse::Json(200, json!("ok"))),
+            Route::OpenApiV2 => {
+                read_only(&request.method)?;
+                Ok(CoreResponse::Bytes(
+                    200,
+                    openapi::V2_PROTOBUF,
+                    openapi::v2_protobuf(&self.registry, &self.config.kubernetes_version),
+                ))
+            }
             Route::OpenApiRoot => {
                 read_only(&request.method)?;
-                Ok(CoreResponse::Json(
-                    200,
-                    discovery::openapi_v3_root(&self.registry),
-                ))
+                Ok(CoreResponse::Json(200, openapi::v3_root(&self.registry)))
             }
             Route::OpenApiGroupVersion { group, version } => {
                 read_only(&request.method)?;
-                discovery::openapi_v3_group_version(
+                openapi::v3_group_version(
                     &self.registry,
                     &group,
                     &version,

@@ -1,7 +1,6 @@
-//! CustomResourceDefinitions: turning a CRD into a served resource, its status, and applying
-//! the `default`s its openAPIV3Schema declares.
+//! CustomResourceDefinitions: turning a CRD into a served resource, and its status.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::resources::{PrinterColumn, ResourceInfo, VersionInfo};
@@ -157,48 +156,6 @@ pub fn established_status(crd: &Value, now: &str) -> Value {
     })
 }
 
-/// Fill in `default`s declared by `schema`, recursively, where `object` lacks the field.
-pub fn apply_defaults(schema: &Value, object: &mut Value) {
-    match object {
-        Value::Object(map) => default_map(schema, map),
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for item in items {
-                    apply_defaults(item_schema, item);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn default_map(schema: &Value, map: &mut Map<String, Value>) {
-    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-        for (field, field_schema) in properties {
-            if !map.contains_key(field)
-                && let Some(default) = field_schema.get("default")
-            {
-                map.insert(field.clone(), default.clone());
-            }
-            if let Some(value) = map.get_mut(field) {
-                apply_defaults(field_schema, value);
-            }
-        }
-    }
-    if let Some(additional) = schema.get("additionalProperties").filter(|s| s.is_object()) {
-        let declared: Vec<String> = schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
-        for (field, value) in map.iter_mut() {
-            if !declared.contains(field) {
-                apply_defaults(additional, value);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,20 +198,5 @@ mod tests {
         let error = resource_from_crd(&bad).unwrap_err();
         assert_eq!(error.code, 422);
         assert!(error.message.contains("metadata.name"), "{}", error.message);
-    }
-
-    #[test]
-    fn defaults_apply_recursively() {
-        let info = resource_from_crd(&crd()).unwrap();
-        let schema = info.versions[0].schema.clone().unwrap();
-        let mut object = json!({"metadata": {"name": "w"}});
-        apply_defaults(&schema, &mut object);
-        assert_eq!(object["spec"], json!({"size": 3}));
-        let mut object = json!({"spec": {"size": 5, "parts": [{}, {"weight": 7}]}});
-        apply_defaults(&schema, &mut object);
-        assert_eq!(
-            object["spec"],
-            json!({"size": 5, "parts": [{"weight": 1}, {"weight": 7}]})
-        );
     }
 }

@@ -35,7 +35,7 @@ pub fn core_versions() -> Value {
 }
 
 /// Versions served per non-core group, preferred first.
-fn group_versions(registry: &Registry) -> BTreeMap<String, Vec<String>> {
+pub(super) fn group_versions(registry: &Registry) -> BTreeMap<String, Vec<String>> {
     let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for info in registry.all().filter(|info| !info.group.is_empty()) {
         let versions = groups.entry(info.group.clone()).or_default();
@@ -167,78 +167,12 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Value {
     })
 }
 
-fn group_version_path(group: &str, version: &str) -> String {
+pub(super) fn group_version_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
     } else {
         format!("apis/{group}/{version}")
     }
-}
-
-/// `/openapi/v3`: one entry per served group/version. kubectl uses these documents only to
-/// learn that the server validates fields itself (`fieldValidation`), so they are minimal.
-pub fn openapi_v3_root(registry: &Registry) -> Value {
-    let mut paths = serde_json::Map::new();
-    let core = group_version_path("", "v1");
-    paths.insert(
-        core.clone(),
-        json!({"serverRelativeURL": format!("/openapi/v3/{core}")}),
-    );
-    for (group, versions) in group_versions(registry) {
-        for version in versions {
-            let path = group_version_path(&group, &version);
-            paths.insert(
-                path.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{path}")}),
-            );
-        }
-    }
-    json!({"paths": paths})
-}
-
-/// `/openapi/v3/…/GROUP/VERSION`: PATCH operations per kind declaring the `fieldValidation`
-/// query parameter and the group/version/kind they act on (no schemas).
-pub fn openapi_v3_group_version(
-    registry: &Registry,
-    group: &str,
-    version: &str,
-    kubernetes_version: &str,
-) -> Option<Value> {
-    let mut paths = serde_json::Map::new();
-    for info in registry
-        .all()
-        .filter(|info| info.group == group && info.version(version).is_some())
-    {
-        let prefix = format!("/{}", group_version_path(group, version));
-        let path = if info.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", info.plural)
-        } else {
-            format!("{prefix}/{}/{{name}}", info.plural)
-        };
-        paths.insert(
-            path,
-            json!({"patch": {
-                "operationId": format!("patch{}", info.kind),
-                "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": info.kind},
-                "x-kubernetes-action": "patch",
-                "parameters": [
-                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-                    {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}}
-                ],
-                "responses": {"200": {"description": "OK"}}
-            }}),
-        );
-    }
-    if paths.is_empty() {
-        return None;
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": kubernetes_version},
-        "paths": paths,
-        "components": {},
-    }))
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 
 use serde_json::{Value, json};
 
+use super::schema::Cause;
+
 /// A failed API request, rendered to the client as a `meta.k8s.io/v1` Status.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{code} {reason}: {message}")]
@@ -121,6 +123,45 @@ impl ApiError {
             "causes": [{"reason": "FieldValueInvalid", "message": rule, "field": field}],
         }));
         error
+    }
+
+    /// 422 Invalid with every cause, worded as kube-apiserver words it:
+    /// `Kind.group "name" is invalid: field: message` (several causes in brackets).
+    pub fn invalid_causes(group: &str, kind: &str, name: &str, causes: &[Cause]) -> Self {
+        let lines: Vec<String> = causes.iter().map(Cause::line).collect();
+        let listed = match lines.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut error = Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} \"{name}\" is invalid: {listed}"),
+        );
+        error.details = Some(json!({
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": causes.iter().map(Cause::to_status_cause).collect::<Vec<_>>(),
+        }));
+        error
+    }
+
+    /// 400 BadRequest for fields a strict request sent that the schema does not declare.
+    pub fn unknown_fields(kind: &str, version: &str, fields: &[String]) -> Self {
+        let listed: Vec<String> = fields
+            .iter()
+            .map(|f| format!("unknown field {f:?}"))
+            .collect();
+        Self::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+            listed.join(", ")
+        ))
     }
 
     /// 429 TooManyRequests (eviction blocked by a disruption budget).

@@ -32,18 +32,24 @@
 //! * the PDB controller runs synchronously after every pod/PDB write, so evictions always
 //!   see current budgets.
 
+mod builtin_kinds;
+mod builtin_validation;
 mod cascade;
 pub mod core;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+mod events;
 pub mod http;
 pub mod jsonpath;
+pub mod openapi;
 pub mod pdb;
+mod protobuf;
 pub mod request;
 pub mod resources;
 mod scale;
+pub mod schema;
 pub mod selectors;
 pub mod service;
 pub mod store;

@@ -39,6 +39,8 @@ pub enum Route {
     },
     /// `/healthz`, `/livez`, `/readyz`.
     Health,
+    /// `/openapi/v2`: the whole OpenAPI v2 document (protobuf).
+    OpenApiV2,
     /// `/openapi/v3`: the index of per-group-version documents.
     OpenApiRoot,
     /// `/openapi/v3/api/v1` or `/openapi/v3/apis/GROUP/VERSION`.
@@ -65,6 +67,7 @@ pub fn parse_path(path: &str) -> Route {
     match parts.as_slice() {
         ["version"] => Route::Version,
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
+        ["openapi", "v2"] => Route::OpenApiV2,
         ["openapi", "v3"] => Route::OpenApiRoot,
         ["openapi", "v3", "api", version] => Route::OpenApiGroupVersion {
             group: String::new(),

@@ -128,6 +128,7 @@ impl ApiService {
         let outcome = {
             let mut core = self.shared.lock();
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| core.handle(&core_request)));
+            let warnings = core.take_warnings();
             let version = core.store().resource_version();
             drop(core);
             self.shared.changes.send_if_modified(|current| {
@@ -135,10 +136,31 @@ impl ApiService {
                 *current = version;
                 changed
             });
-            outcome
+            (outcome, warnings)
         };
+        let (outcome, warnings) = outcome;
         match outcome {
-            Ok(CoreResponse::Json(code, body)) => json_response(code, &body),
+            Ok(CoreResponse::Json(code, body)) => {
+                let mut response = json_response(code, &body);
+                for warning in warnings {
+                    // RFC 7234 warning, as kube-apiserver sends it: `299 - "text"`.
+                    let text = format!("299 - {:?}", warning);
+                    if let Ok(value) = header::HeaderValue::from_str(&text) {
+                        response.headers_mut().append(header::WARNING, value);
+                    }
+                }
+                response
+            }
+            Ok(CoreResponse::Bytes(code, media_type, bytes)) => {
+                let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+                *response.status_mut() = http::StatusCode::from_u16(code)
+                    .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static(media_type),
+                );
+                response
+            }
             Ok(CoreResponse::Watch(plan)) => {
                 // Every watch request yields once. A client that re-watches in a loop (as
                 // kube-runtime's watcher does when a stream ends) then always reaches a yield

@@ -6,11 +6,14 @@ use std::sync::Arc;
 use jiff::SignedDuration;
 use serde_json::{Value, json};
 
+use super::builtin_validation;
 use super::core::{ApiCore, CoreRequest, PodTermination, meta_str, metadata, metadata_mut};
 use super::crd;
 use super::defaults;
 use super::error::{ApiError, success_status};
+use super::events;
 use super::resources::{ResourceInfo, ResourceKey};
+use super::schema::{self, Rejection};
 use super::store::{name_of, uid_of};
 use super::strategic_merge::strategic_merge;
 
@@ -126,6 +129,10 @@ impl ApiCore {
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             self.crds_changed = true;
         }
+        if let Some(other) = events::other_view(&key) {
+            let converted = events::convert(&key, &object);
+            self.store.put(&other, converted);
+        }
         self.store.put(&key, object)
     }
 
@@ -142,6 +149,9 @@ impl ApiCore {
             return self.store.get(&key, namespace, name).cloned();
         }
         let removed = self.store.remove(&key, namespace, name)?;
+        if let Some(other) = events::other_view(&key) {
+            self.store.remove(&other, namespace, name);
+        }
         self.removed_uids
             .push((uid_of(&removed).to_string(), orphan));
         if key == ResourceKey::new("", "pods")
@@ -196,14 +206,44 @@ impl ApiCore {
         Ok(())
     }
 
-    fn apply_type_defaults(&self, info: &ResourceInfo, version: &str, object: &mut Value) {
+    /// Admits a write as kube-apiserver does: a custom resource is pruned, defaulted and
+    /// validated against its version's schema (warnings kept for the response); a built-in kind
+    /// must decode as its type, gets its defaults and is validated by its rules; every kind's
+    /// metadata is checked. `old` is the stored object on an update.
+    fn admit(
+        &mut self,
+        info: &ResourceInfo,
+        version: &str,
+        object: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let mut causes = Vec::new();
         if info.custom {
             if let Some(schema) = info.version(version).and_then(|v| v.schema.as_ref()) {
-                crd::apply_defaults(schema, object);
+                match schema::admit(schema, object, old, self.field_validation) {
+                    Ok(warnings) => self.warnings.extend(warnings),
+                    Err(Rejection::UnknownFields(fields)) => {
+                        return Err(ApiError::unknown_fields(&info.kind, version, &fields));
+                    }
+                    Err(Rejection::Invalid(invalid)) => causes = invalid,
+                }
             }
         } else {
+            builtin_validation::decode(&info.group, version, &info.kind, object)?;
             defaults::apply(&info.group, &info.plural, object);
+            builtin_validation::validate(&info.group, &info.kind, object, old, &mut causes);
         }
+        builtin_validation::metadata(object, &mut causes);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        let name = meta_str(object, "name").unwrap_or_default();
+        Err(ApiError::invalid_causes(
+            &info.group,
+            &info.kind,
+            name,
+            &causes,
+        ))
     }
 
     /// Create an object (POST, or apply of an absent object).
@@ -319,7 +359,7 @@ impl ApiCore {
                 map.insert("status".into(), initial);
             }
         }
-        self.apply_type_defaults(info, version, &mut object);
+        self.admit(info, version, &mut object, None)?;
         if info.key() == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             crd::resource_from_crd(&object)?;
             let status = crd::established_status(&object, &now);
@@ -416,7 +456,7 @@ impl ApiCore {
             map.insert("apiVersion".into(), json!(info.api_version(version)));
             map.insert("kind".into(), json!(info.kind));
         }
-        self.apply_type_defaults(info, version, &mut result);
+        self.admit(info, version, &mut result, Some(existing_value))?;
         if info.key() == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             crd::resource_from_crd(&result)?;
         }

@@ -171,10 +171,7 @@ async fn label_and_field_selectors_and_pagination() {
         .unwrap();
     assert_eq!(names(selected), vec!["b", "c", "e"]);
 
-    let bind = json!({"spec": {"nodeName": "node-1"}});
-    pods.patch("c", &PatchParams::default(), &Patch::Merge(&bind))
-        .await
-        .unwrap();
+    crate::bind(&pods.clone().into_client(), "c", "node-1").await;
     let on_node = pods
         .list(&ListParams::default().fields("spec.nodeName=node-1"))
         .await
@@ -317,7 +314,7 @@ async fn deleting_an_owner_garbage_collects_dependents() {
 
     let rs: ReplicaSet = serde_json::from_value(json!({
         "metadata": {"name": "orphan-rs"},
-        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": template}
     }))
     .unwrap();
     let rs = replica_sets

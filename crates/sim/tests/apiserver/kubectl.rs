@@ -201,10 +201,7 @@ async fn kubectl_drives_the_embedded_api_server() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for name in ["web-a", "web-b", "web-c"] {
         ready_pod(&pods, name, json!({"app": "web"})).await;
-        let bind = json!({"spec": {"nodeName": "ip-10-0-0-7"}});
-        pods.patch(name, &Default::default(), &kube::api::Patch::Merge(&bind))
-            .await
-            .unwrap();
+        crate::bind(&client, name, "ip-10-0-0-7").await;
     }
 
     let out = kubectl.ok(&["get", "nodes", "-o", "wide"]).await;

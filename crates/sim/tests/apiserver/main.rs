@@ -1,15 +1,18 @@
 //! Integration tests of the embedded API server through the real kube-rs client and kubectl.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![recursion_limit = "256"]
 
 mod crud;
 mod custom;
 mod eviction;
 mod kubectl;
+mod kubectl_versions;
 mod patches;
 mod robustness;
 mod stress;
 mod tables;
+mod validation;
 mod watches;
 mod workloads;
 
@@ -69,3 +72,15 @@ pub fn code_of(error: kube::Error) -> u16 {
     }
 }
 mod cluster;
+
+/// Binds a pod in `default` to `node` through the `binding` subresource (a pod's nodeName cannot
+/// be changed by an update).
+pub async fn bind(client: &kube::Client, pod: &str, node: &str) {
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
+                         "target": {"kind": "Node", "name": node}});
+    let request = http::Request::post(format!("/api/v1/namespaces/default/pods/{pod}/binding"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&binding).unwrap())
+        .unwrap();
+    client.request_text(request).await.unwrap();
+}

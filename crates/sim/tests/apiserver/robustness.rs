@@ -136,7 +136,19 @@ async fn garbage_requests_get_status_errors_and_the_server_keeps_working() {
         let response = service.handle(request).await;
         let code = response.status().as_u16();
         *codes.entry(code).or_insert(0) += 1;
+        let json = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        if !json {
+            // Only the protobuf OpenAPI v2 document is not JSON.
+            assert!(
+                uri.starts_with("/openapi/v2") && code == 200,
+                "{method} {uri}: not JSON"
+            );
+            continue;
+        }
         let parsed: Value = serde_json::from_slice(&bytes)
             .unwrap_or_else(|e| panic!("{method} {uri}: body is not JSON ({e})"));
         if code >= 400 {
@@ -212,7 +224,20 @@ async fn extreme_numbers_do_not_overflow_anything() {
             .as_u16(),
         201
     );
-    let status = r#"{"status": {"containerStatuses": [{"name": "a", "restartCount": 9223372036854775807}, {"name": "b", "restartCount": 9223372036854775807}]}}"#;
+    // restartCount is an int32: kube-apiserver cannot decode a larger number (400), and stores
+    // the largest int32.
+    let too_big = r#"{"status": {"containerStatuses": [{"name": "a", "restartCount": 9223372036854775807}]}}"#;
+    let refused = service
+        .handle(send(
+            "PATCH",
+            "/api/v1/namespaces/default/pods/restarts/status",
+            "application/merge-patch+json",
+            "",
+            too_big,
+        ))
+        .await;
+    assert_eq!(refused.status().as_u16(), 400);
+    let status = r#"{"status": {"containerStatuses": [{"name": "a", "restartCount": 2147483647}, {"name": "b", "restartCount": 2147483647}]}}"#;
     let patched = service
         .handle(send(
             "PATCH",
@@ -234,7 +259,7 @@ async fn extreme_numbers_do_not_overflow_anything() {
         .await;
     let body: Value =
         serde_json::from_slice(&table.into_body().collect().await.unwrap().to_bytes()).unwrap();
-    assert_eq!(body["rows"][0]["cells"][3], "9223372036854775807");
+    assert_eq!(body["rows"][0]["cells"][3], "4294967294");
     let watch = service
         .handle(send(
             "GET",
@@ -255,4 +280,92 @@ async fn extreme_numbers_do_not_overflow_anything() {
         ))
         .await;
     assert_eq!(grace.status().as_u16(), 200);
+}
+
+/// Bodies a real API server refuses, sent with every write method to NodePools (with
+/// driftwood's CRDs served), Nodes and Pods: every answer is a Status, and nothing stored would
+/// be refused by kube-apiserver (issue 16: `spec: "x"`, `spec: []`, `spec: null`, a 300-character
+/// label key, a taint with an empty key and effect `Weird`).
+#[tokio::test]
+async fn nothing_kube_apiserver_would_refuse_is_stored() {
+    let api = server();
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(api.client());
+    for crd in driftwood_api::crd::crds().unwrap() {
+        crds.create(&Default::default(), &crd).await.unwrap();
+    }
+    let service = api.service();
+    let long = "a".repeat(300);
+    let nodepool_spec = r#"{"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []}}}"#;
+    let bodies: Vec<(&str, String)> = vec![
+        ("/apis/karpenter.sh/v1/nodepools", r#"{"metadata": {"name": "np"}, "spec": "x"}"#.to_string()),
+        ("/apis/karpenter.sh/v1/nodepools", r#"{"metadata": {"name": "np"}, "spec": []}"#.to_string()),
+        ("/apis/karpenter.sh/v1/nodepools", r#"{"metadata": {"name": "np"}, "spec": null}"#.to_string()),
+        ("/apis/karpenter.sh/v1/nodepools", format!(r#"{{"metadata": {{"name": "np"}}, "spec": {nodepool_spec}, "extra": 1}}"#)),
+        ("/apis/karpenter.sh/v1/nodepools", r#"{"metadata": {"name": "np"}, "spec": {"template": {"spec": {"requirements": []}}, "disruption": {"budgets": [{"nodes": "150%"}]}}}"#.to_string()),
+        ("/api/v1/nodes", format!(r#"{{"metadata": {{"name": "n", "labels": {{"{long}": "x"}}}}}}"#)),
+        ("/api/v1/nodes", r#"{"metadata": {"name": "n"}, "spec": {"taints": [{"key": "", "effect": "Weird"}]}}"#.to_string()),
+        ("/api/v1/nodes", r#"{"metadata": {"name": "n"}, "spec": "x"}"#.to_string()),
+        ("/api/v1/namespaces/default/pods", r#"{"metadata": {"name": "p"}, "spec": {"containers": []}}"#.to_string()),
+        ("/api/v1/namespaces/default/pods", r#"{"metadata": {"name": "p", "labels": {"a b": "c"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}"#.to_string()),
+        ("/api/v1/namespaces/default/pods", r#"{"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "lots"}}}]}}"#.to_string()),
+    ];
+    let mut refused = 0;
+    for (collection, body) in &bodies {
+        for (method, uri, content_type) in [
+            ("POST", collection.to_string(), "application/json"),
+            ("PUT", format!("{collection}/np"), "application/json"),
+            (
+                "PATCH",
+                format!("{collection}/np"),
+                "application/apply-patch+yaml",
+            ),
+        ] {
+            let uri = uri.replace(
+                "/np",
+                if collection.contains("nodes") {
+                    "/n"
+                } else if collection.contains("pods") {
+                    "/p"
+                } else {
+                    "/np"
+                },
+            );
+            let request = http::Request::builder()
+                .method(method)
+                .uri(format!("{uri}?fieldManager=test&fieldValidation=Strict"))
+                .header("content-type", content_type)
+                .body(Full::new(Bytes::from(body.clone())))
+                .unwrap();
+            let response = service.handle(request).await;
+            let code = response.status().as_u16();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            let status: Value = serde_json::from_slice(&bytes).unwrap();
+            assert!(
+                code >= 400,
+                "{method} {uri} {body}: stored ({code}) {status}"
+            );
+            assert_eq!(status["kind"], "Status", "{status}");
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, bodies.len() * 3);
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(api.client());
+    assert!(
+        nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(api.client(), "default");
+    assert!(
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }

@@ -92,10 +92,12 @@ async fn every_watcher_sees_every_event_in_order_with_a_bounded_log() {
                     pods.create(&PostParams::default(), &pod(&name, json!({"app": "load"})))
                         .await
                         .unwrap();
-                    let bind = json!({"spec": {"nodeName": format!("node-{:03}", i % NODES)}});
-                    pods.patch(&name, &PatchParams::default(), &Patch::Merge(&bind))
-                        .await
-                        .unwrap();
+                    crate::bind(
+                        &pods.clone().into_client(),
+                        &name,
+                        &format!("node-{:03}", i % NODES),
+                    )
+                    .await;
                 }
                 for i in (writer..NODES).step_by(4) {
                     let name = format!("node-{i:03}");

@@ -411,7 +411,7 @@ const NODECLAIMS: (&str, &str, &str, &str) = ("karpenter.sh", "v1", "NodeClaim",
 const NODES: (&str, &str, &str, &str) = ("", "v1", "Node", "nodes");
 
 /// Issue 14, item 7: driftwood's writes are patches, so what its types do not model survives:
-/// a NodeClaim adopted from Karpenter (a field and a status field driftwood lacks, another
+/// a NodeClaim adopted from Karpenter (a status field of a newer CRD that driftwood lacks, another
 /// controller's annotation, Karpenter's hash version) and its Node (a field from a newer
 /// Kubernetes) stay intact while driftwood re-stamps the hashes, marks drift, taints the node
 /// and sets DisruptionReason.
@@ -431,6 +431,23 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .unwrap();
+    // A newer NodeClaim CRD declares a status field driftwood's types lack (the API server
+    // prunes fields its CRD does not declare, and a NodeClaim's spec is immutable, so a status
+    // field of a newer CRD is where a NodeClaim carries what driftwood does not model).
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(h.embedded.cluster.client());
+    crds.patch(
+        "nodeclaims.karpenter.sh",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Json::<()>(
+            serde_json::from_value(serde_json::json!([{"op": "add",
+                "path": "/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/futureStatus",
+                "value": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}]))
+            .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
     merge(
         &h,
         NODECLAIMS,
@@ -439,11 +456,20 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
             "metadata": {"annotations": {
                 "other.example.com/owned": "keep",
                 "karpenter.sh/nodepool-hash-version": "v3"
-            }},
-            "spec": {"futureField": {"kept": true}}
+            }}
         }),
     )
     .await;
+    dynamic_api(&h, NODECLAIMS.0, NODECLAIMS.1, NODECLAIMS.2, NODECLAIMS.3)
+        .patch_status(
+            &claim,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"status": {"futureStatus": {"kept": true}}}),
+            ),
+        )
+        .await
+        .unwrap();
     merge(
         &h,
         NODES,
@@ -470,7 +496,7 @@ async fn fields_driftwood_does_not_model_survive_its_writes() {
     .await;
     let claim_json = raw(&h, NODECLAIMS, &claim).await.unwrap();
     assert_eq!(
-        claim_json["spec"]["futureField"]["kept"], true,
+        claim_json["status"]["futureStatus"]["kept"], true,
         "{claim_json:#}"
     );
     assert_eq!(
