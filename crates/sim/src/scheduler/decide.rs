@@ -1,13 +1,15 @@
 //! The scheduler's decisions, as a pure function of the Nodes and Pods: which node each pending
-//! pod is bound to (fit by driftwood-scheduling's rules, least-allocated node first, then by
-//! name), and for pods that fit nowhere a kube-scheduler-style explanation.
+//! pod is bound to (fit by driftwood-scheduling's rules, on the node kube-scheduler's scoring
+//! prefers, then by name), and for pods that fit nowhere a kube-scheduler-style explanation.
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
-use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
+use driftwood_scheduling::resources::PODS;
 use driftwood_scheduling::taints::first_untolerated;
 use driftwood_scheduling::{ExistingNode, SimPod, SimulationInput, schedule};
+
+use super::score;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 /// The scheduler name pods must ask for (or leave empty).
@@ -95,10 +97,6 @@ impl Candidate {
         }
     }
 
-    fn used(&self) -> driftwood_scheduling::Resources {
-        self.used.clone()
-    }
-
     fn place(&mut self, pod: SimPod) {
         self.used = self.used.add(&pod.requests);
         self.free = self.node.allocatable.sub(&self.used);
@@ -118,22 +116,6 @@ impl Candidate {
                     .required_terms
                     .iter()
                     .any(|t| t.matches_labels(&self.node.labels)))
-    }
-
-    /// Requested share of cpu plus memory (0 = empty), for least-allocated ordering.
-    fn allocated_share(&self, extra: &driftwood_scheduling::Resources) -> f64 {
-        let used = self.used().add(extra);
-        [CPU, MEMORY]
-            .iter()
-            .map(|r| {
-                let capacity = self.node.allocatable.get(r);
-                if capacity <= 0 {
-                    1.0
-                } else {
-                    used.get(r) as f64 / capacity as f64
-                }
-            })
-            .sum()
     }
 }
 
@@ -364,21 +346,38 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             });
             continue;
         }
-        // Least allocated first, then by name; with the shortcut, only the nodes that admit
-        // the pod are ordered at all.
-        let mut order: Vec<(f64, usize)> = candidates
+        // The nodes that can take the pod judging each alone, best kube-scheduler score first,
+        // then by name (the pod-dependent constraints are the simulation's to check).
+        let feasible: Vec<usize> = candidates
             .iter()
             .enumerate()
-            .filter(|(_, c)| {
-                if shortcut {
-                    c.admits(&sim)
-                } else {
-                    !c.unschedulable
-                }
+            .filter(|(_, c)| c.admits(&sim))
+            .map(|(i, _)| i)
+            .collect();
+        let scorable: Vec<score::Scorable<'_>> = feasible
+            .iter()
+            .map(|i| score::Scorable {
+                node: &candidates[*i].node,
+                used: &candidates[*i].used,
             })
-            .map(|(i, c)| (c.allocated_share(&sim.requests), i))
+            .collect();
+        let mut order: Vec<(f64, usize)> = score::scores(&scorable, &sim)
+            .into_iter()
+            .zip(feasible)
+            .map(|(score, i)| (-score, i))
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        if !shortcut {
+            // The simulation also counts the pods of nodes that cannot take this pod (topology
+            // spread, affinity); they come last.
+            order.extend(
+                candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| !c.unschedulable && !c.admits(&sim))
+                    .map(|(i, _)| (f64::INFINITY, i)),
+            );
+        }
         let placed = if shortcut {
             first_fit(&candidates, &order, &sim)
         } else {
@@ -544,6 +543,104 @@ mod tests {
             Some("c"),
             "b now holds 'new'"
         );
+    }
+
+    fn zonal_node(name: &str, zone: &str, cpu: &str, taints: serde_json::Value) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}},
+            "spec": {"taints": taints},
+            "status": {"allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"}}
+        }))
+        .unwrap()
+    }
+
+    /// A replica of the blueprint's workload: zone and hostname spread, `ScheduleAnyway`.
+    fn spread_replica(name: &str) -> Pod {
+        let spread = |key: &str| {
+            json!({"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "ScheduleAnyway",
+                                        "labelSelector": {"matchLabels": {"app": "inflate"}}})
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "inflate"},
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}],
+                     "topologySpreadConstraints": [spread("topology.kubernetes.io/zone"), spread("kubernetes.io/hostname")]}
+        }))
+        .unwrap()
+    }
+
+    /// kube-scheduler's PodTopologySpread score (weight 2) outweighs LeastAllocated (weight 1):
+    /// a big node in one zone does not take every replica while a smaller one in another zone is
+    /// empty. Least allocated alone would put all four on `a-big`.
+    #[test]
+    fn schedule_anyway_spread_outweighs_least_allocated() {
+        let nodes = [
+            zonal_node("a-big", "us-west-2a", "16", json!([])),
+            zonal_node("b-small", "us-west-2b", "4", json!([])),
+        ];
+        let pods: Vec<Pod> = (0..4)
+            .map(|i| spread_replica(&format!("inflate-{i}")))
+            .collect();
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
+        let on = |node: &str| {
+            pods.iter()
+                .filter(|p| {
+                    bound_to(&decisions, p.metadata.name.as_deref().unwrap()).as_deref()
+                        == Some(node)
+                })
+                .count()
+        };
+        assert_eq!((on("a-big"), on("b-small")), (2, 2));
+    }
+
+    /// Issue 16's blueprint: 30 replicas with zone and hostname spread `ScheduleAnyway` on the 18
+    /// nodes a fresh NodePool opened (6 per zone, alike): no node is left empty, every node gets
+    /// one or two replicas, and the zones get 10 each.
+    #[test]
+    fn thirty_spread_replicas_leave_no_node_empty() {
+        let zones = ["us-west-2a", "us-west-2b", "us-west-2c"];
+        let nodes: Vec<Node> = (0..18)
+            .map(|i| zonal_node(&format!("node-{i:02}"), zones[i % 3], "4", json!([])))
+            .collect();
+        let pods: Vec<Pod> = (0..30)
+            .map(|i| spread_replica(&format!("inflate-{i:02}")))
+            .collect();
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
+        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+        let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+        for pod in &pods {
+            let node = bound_to(&decisions, pod.metadata.name.as_deref().unwrap())
+                .expect("every replica is bound");
+            let index: usize = node.trim_start_matches("node-").parse().unwrap();
+            *per_zone.entry(zones[index % 3]).or_default() += 1;
+            *per_node.entry(node).or_default() += 1;
+        }
+        assert_eq!(per_node.len(), 18, "no node left empty: {per_node:?}");
+        assert!(
+            per_node.values().all(|n| (1..=2).contains(n)),
+            "{per_node:?}"
+        );
+        assert_eq!(
+            per_zone.values().copied().collect::<Vec<_>>(),
+            vec![10, 10, 10]
+        );
+    }
+
+    /// TaintToleration (weight 3): a node with a PreferNoSchedule taint the pod does not tolerate
+    /// is used only when the others are worse.
+    #[test]
+    fn prefer_no_schedule_taints_are_avoided() {
+        let nodes = [
+            node(
+                "a",
+                "2",
+                json!([{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]),
+            ),
+            node("b", "2", json!([])),
+        ];
+        let pods = [pod("busy", "1", Some("b")), pod("new", "100m", None)];
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(bound_to(&decisions, "new").as_deref(), Some("b"));
     }
 
     #[test]

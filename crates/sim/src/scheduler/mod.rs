@@ -1,8 +1,10 @@
 //! The kube-scheduler stand-in: watches pending pods and nodes, binds each pod through the
 //! `pods/binding` subresource, and marks pods that fit nowhere `PodScheduled=False`
-//! (`Unschedulable`) through `pods/status` — re-evaluating on every change and periodically.
+//! (`Unschedulable`) through `pods/status`, with a `FailedScheduling` event — re-evaluating on
+//! every change and periodically.
 
 pub mod decide;
+mod score;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -137,6 +139,16 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
                         mark_unschedulable(&client, &clock, &namespace, &name, &message).await
                     {
                         tracing::debug!(%error, pod = %name, "marking unschedulable failed");
+                        continue;
+                    }
+                    let uid = current
+                        .and_then(|p| p.metadata.uid.clone())
+                        .unwrap_or_default();
+                    if let Err(error) =
+                        failed_scheduling_event(&client, &clock, &namespace, &name, &uid, &message)
+                            .await
+                    {
+                        tracing::debug!(%error, pod = %name, "recording FailedScheduling failed");
                     }
                 }
             }
@@ -196,4 +208,35 @@ async fn mark_unschedulable(
     api.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
         .await?;
     Ok(())
+}
+
+/// The `FailedScheduling` event kube-scheduler records (through events.k8s.io/v1, so it shows in
+/// `kubectl describe pod` and `kubectl get events`) each time a pod's reason changes.
+async fn failed_scheduling_event(
+    client: &Client,
+    clock: &SharedClock,
+    namespace: &str,
+    pod: &str,
+    uid: &str,
+    message: &str,
+) -> Result<(), kube::Error> {
+    let now = clock.now();
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), namespace);
+    let event = json!({
+        "metadata": {"name": format!("{pod}.{:x}", now.as_nanosecond()), "namespace": namespace},
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        "reportingController": DEFAULT_SCHEDULER,
+        "reportingInstance": format!("{DEFAULT_SCHEDULER}-driftwood-sim"),
+        "action": "Scheduling",
+        "reason": "FailedScheduling",
+        "type": "Warning",
+        "note": message,
+        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod, "uid": uid},
+    });
+    let event = serde_json::from_value(event).map_err(kube::Error::SerdeError)?;
+    match api.create(&PostParams::default(), &event).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(error),
+    }
 }

@@ -311,6 +311,22 @@ async fn pods_that_fit_nowhere_are_marked_unschedulable_and_retried_when_nodes_c
     })
     .await;
     assert_eq!(message, "0/1 nodes are available: 1 Insufficient cpu.");
+    // kube-scheduler's FailedScheduling event, in the core view `kubectl describe pod` reads.
+    let event = eventually("a FailedScheduling event for huge", || {
+        cluster
+            .api_server()
+            .list::<k8s_openapi::api::core::v1::Event>(Some("default"))
+            .into_iter()
+            .find(|e| e.involved_object.name.as_deref() == Some("huge"))
+    })
+    .await;
+    assert_eq!(event.reason.as_deref(), Some("FailedScheduling"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.message.as_deref(), Some(message.as_str()));
+    assert_eq!(
+        event.reporting_component.as_deref(),
+        Some("default-scheduler")
+    );
 
     let nodes: Api<Node> = Api::all(cluster.client());
     let taint =

@@ -224,12 +224,17 @@ pub async fn events(h: &Harness, namespace: &str) -> Vec<Event> {
         .items
 }
 
-/// Events whose `regarding` names `name`, as (reason, note).
+/// driftwood's events whose `regarding` names `name`, as (reason, note).
 pub async fn events_about(h: &Harness, namespace: &str, name: &str) -> Vec<(String, String)> {
     events(h, namespace)
         .await
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        // driftwood's own events (the embedded kube-scheduler records its FailedScheduling too).
+        .filter(|e| {
+            e.reporting_controller.as_deref()
+                == Some(driftwood_controller::events::REPORTING_CONTROLLER)
+        })
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
 }
