@@ -234,7 +234,10 @@ pub async fn nodepool_specs(
             Some(class) if !class.is_true(CONDITION_READY) => {
                 skipped.insert(
                     name.clone(),
-                    format!("EC2NodeClass {class_name:?} is not ready"),
+                    format!(
+                        "EC2NodeClass {class_name:?} is not ready{}",
+                        not_ready_because(class.conditions())
+                    ),
                 );
                 continue;
             }
@@ -254,6 +257,35 @@ pub async fn nodepool_specs(
     }
     specs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
     (specs, skipped)
+}
+
+/// Why a class is not Ready, for the pods waiting on it: `: AMIsReady=False (AMINotFound: …)`
+/// for each condition that holds Ready, or Ready's own reason; empty when nothing says.
+fn not_ready_because(conditions: &[driftwood_api::condition::Condition]) -> String {
+    let describe = |c: &driftwood_api::condition::Condition| {
+        let detail = match (c.reason.as_deref(), c.message.as_deref()) {
+            (Some(reason), Some(message)) if !message.is_empty() => {
+                format!(" ({reason}: {message})")
+            }
+            (Some(reason), _) if !reason.is_empty() => format!(" ({reason})"),
+            (_, Some(message)) if !message.is_empty() => format!(" ({message})"),
+            _ => String::new(),
+        };
+        format!("{}={}{detail}", c.type_, c.status)
+    };
+    let holding: Vec<String> = conditions
+        .iter()
+        .filter(|c| c.type_ != CONDITION_READY && !c.is_true())
+        .map(describe)
+        .collect();
+    if !holding.is_empty() {
+        return format!(": {}", holding.join(", "));
+    }
+    conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY)
+        .map(|c| format!(": {}", describe(c)))
+        .unwrap_or_default()
 }
 
 fn nodepool_spec(
@@ -334,6 +366,41 @@ pub async fn simulation_input(
 
 #[cfg(test)]
 mod tests {
+    /// A pod waiting on a class that is not Ready reads which condition holds it (issue 16:
+    /// "the EC2NodeClass is not Ready and which condition").
+    #[test]
+    fn a_class_that_is_not_ready_names_the_condition_holding_it() {
+        let condition = |type_: &str, status: &str, reason: &str, message: &str| {
+            driftwood_api::condition::Condition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: Some(reason.to_string()),
+                message: Some(message.to_string()),
+                last_transition_time: None,
+                observed_generation: None,
+            }
+        };
+        let conditions = [
+            condition(
+                "AMIsReady",
+                "False",
+                "AMINotFound",
+                "no AMI matched amiSelectorTerms[0]",
+            ),
+            condition("SubnetsReady", "True", "SubnetsReady", ""),
+            condition("Ready", "False", "NotReady", "AMIsReady=False"),
+        ];
+        assert_eq!(
+            super::not_ready_because(&conditions),
+            ": AMIsReady=False (AMINotFound: no AMI matched amiSelectorTerms[0])"
+        );
+        assert_eq!(
+            super::not_ready_because(&conditions[2..]),
+            ": Ready=False (NotReady: AMIsReady=False)"
+        );
+        assert_eq!(super::not_ready_because(&[]), "");
+    }
+
     use super::*;
     use crate::state::Store;
     use serde_json::json;

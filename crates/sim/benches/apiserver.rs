@@ -1,5 +1,6 @@
 //! API server throughput through the in-process kube client: create+get round trips, a
-//! 1,000-pod list, and a watch delivering 1,000 events.
+//! 1,000-pod list, and a watch delivering 1,000 events; and the server's own side of listing
+//! and watching 100,000 pods (the tower service's response body, no client decoding).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -80,5 +81,61 @@ fn benches(c: &mut Criterion) {
     });
 }
 
-criterion_group!(apiserver, benches);
+/// The server's side of `GET /api/v1/pods` over 100,000 pods (DRIFTWOOD_BENCH_LIST_PODS to
+/// change the count): routing, selection and the response body, without a client decoding it.
+fn list_at_scale(c: &mut Criterion) {
+    use http_body_util::BodyExt;
+    let count: usize = std::env::var("DRIFTWOOD_BENCH_LIST_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let api = runtime.block_on(async { ApiServer::new(ApiServerConfig::default()) });
+    let pods: Api<Pod> = runtime.block_on(async { Api::namespaced(api.client(), "default") });
+    runtime.block_on(async {
+        for i in 0..count {
+            pods.create(&PostParams::default(), &pod(&format!("s-{i:06}")))
+                .await
+                .unwrap();
+        }
+    });
+    let service = api.service();
+    let mut group = c.benchmark_group("list_at_scale");
+    group.sample_size(10);
+    group.bench_function(format!("list_{count}_pods_server_side"), |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let request = http::Request::get("/api/v1/pods")
+                    .body(http_body_util::Full::new(bytes::Bytes::new()))
+                    .unwrap();
+                let response = service.handle(request).await;
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                assert!(body.len() > count * 100);
+            });
+        });
+    });
+    group.bench_function(
+        format!("watch_{count}_pods_initial_events_server_side"),
+        |b| {
+            b.iter(|| {
+                runtime.block_on(async {
+                    let request = http::Request::get("/api/v1/pods?watch=true&resourceVersion=0")
+                        .body(http_body_util::Full::new(bytes::Bytes::new()))
+                        .unwrap();
+                    let mut body = service.handle(request).await.into_body();
+                    let mut lines = 0;
+                    while lines < count {
+                        let frame = body.frame().await.unwrap().unwrap();
+                        if let Ok(data) = frame.into_data() {
+                            lines += data.iter().filter(|b| **b == b'\n').count();
+                        }
+                    }
+                });
+            });
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(apiserver, benches, list_at_scale);
 criterion_main!(apiserver);

@@ -223,6 +223,11 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
         .to_string();
     assert!(old_claim.starts_with("latest-current-ami-"), "{old_claim}");
 
+    // A PodDisruptionBudget that allows no eviction holds the rollout, so the drifted NodeClaim
+    // stays to be described.
+    let pdb = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: hold\n  namespace: default\nspec:\n  maxUnavailable: 0\n  selector:\n    matchLabels:\n      app: latest-current-ami\n";
+    kubectl(&kubeconfig, &["apply", "-f", "-"], Some(pdb));
+
     // The older walkthrough's edit: get the class as YAML, change the AMIs, apply it back.
     let (amd30, arm30) = (
         ssm("1.30", "amazon-linux-2"),
@@ -240,6 +245,36 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
         .replace("KubernetesVersion: \"1.31\"", "KubernetesVersion: \"1.32\"");
     let out = kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&edited));
     assert!(out.contains("configured"), "{out}");
+
+    // `kubectl describe nodeclaim` lists driftwood's events for it (written through
+    // events.k8s.io/v1, read by kubectl as core/v1 events): drift, and why it is held.
+    let described = wait_for(
+        &kubeconfig,
+        &["describe", "nodeclaim", &old_claim],
+        Duration::from_secs(60),
+        |o| o.contains("DisruptionBlocked"),
+    );
+    let events = described
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Events section:\n{described}"));
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains("Drifted") && l.contains("karpenter")),
+        "{described}"
+    );
+    assert!(
+        events
+            .lines()
+            .any(|l| l.contains("DisruptionBlocked") && l.contains("pdb")),
+        "{described}"
+    );
+    kubectl(
+        &kubeconfig,
+        &["delete", "poddisruptionbudget", "hold"],
+        None,
+    );
 
     let nodes = wait_for(
         &kubeconfig,

@@ -96,7 +96,10 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, ApiError> {
             .unwrap_or_default();
         versions.push(VersionInfo {
             name: version_name.to_string(),
-            schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+            schema: version
+                .pointer("/schema/openAPIV3Schema")
+                .cloned()
+                .map(std::sync::Arc::new),
             columns,
             status_subresource: version.pointer("/subresources/status").is_some(),
         });

@@ -44,8 +44,9 @@ pub struct PrinterColumn {
 pub struct VersionInfo {
     /// Version name, e.g. `v1`.
     pub name: String,
-    /// The CRD's `openAPIV3Schema`, used for defaulting.
-    pub schema: Option<Value>,
+    /// The CRD's `openAPIV3Schema` (pruning, defaults, validation, OpenAPI), shared: a
+    /// resource's description is cloned per request.
+    pub schema: Option<std::sync::Arc<Value>>,
     /// CRD printer columns (empty for built-ins).
     pub columns: Vec<PrinterColumn>,
     /// Whether this version has a `status` subresource.

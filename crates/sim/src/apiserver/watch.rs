@@ -219,7 +219,16 @@ pub async fn run(
     }
     let deadline = far_future_safe(plan.timeout);
     for object in &plan.initial {
-        buffer.extend(line("ADDED", &renderer.render(object, plan.start_after)));
+        if renderer.can_share(object) {
+            // Serialized straight into the stream: no copy of the object per watcher.
+            buffer.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
+            if serde_json::to_writer(&mut buffer, &**object).is_err() {
+                buffer.extend_from_slice(b"{}");
+            }
+            buffer.extend_from_slice(b"}\n");
+        } else {
+            buffer.extend(line("ADDED", &renderer.render(object, plan.start_after)));
+        }
         if buffer.len() > CHUNK_BYTES && !flush(&tx, &mut buffer).await {
             return;
         }

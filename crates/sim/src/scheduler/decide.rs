@@ -361,7 +361,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                 used: &candidates[*i].used,
             })
             .collect();
-        let mut order: Vec<(f64, usize)> = score::scores(&scorable, &sim)
+        let mut order: Vec<(f64, usize)> = score::scores(&scorable, &sim, namespace_labels)
             .into_iter()
             .zip(feasible)
             .map(|(score, i)| (-score, i))
@@ -624,6 +624,45 @@ mod tests {
             per_zone.values().copied().collect::<Vec<_>>(),
             vec![10, 10, 10]
         );
+    }
+
+    /// InterPodAffinity (weight 2): a pod preferring to be near its cache lands in the cache's
+    /// zone although the other zone's node is emptier; one preferring to avoid it goes away.
+    #[test]
+    fn preferred_pod_affinity_draws_and_anti_affinity_repels() {
+        let nodes = [
+            zonal_node("a", "us-west-2a", "4", json!([])),
+            zonal_node("b", "us-west-2b", "4", json!([])),
+        ];
+        let mut cache = pod("cache", "2", Some("a"));
+        cache.metadata.labels = Some([("app".to_string(), "cache".to_string())].into());
+        let term = json!({"weight": 100, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone",
+                          "labelSelector": {"matchLabels": {"app": "cache"}}}});
+        let near: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "near", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+                     "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term.clone()]}}}
+        }))
+        .unwrap();
+        let far: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "far", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+                     "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}}
+        }))
+        .unwrap();
+        let decisions = decide(
+            &nodes,
+            &[cache.clone(), near],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            bound_to(&decisions, "near").as_deref(),
+            Some("a"),
+            "least allocated alone picks b"
+        );
+        let decisions = decide(&nodes, &[cache, far], &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(bound_to(&decisions, "far").as_deref(), Some("b"));
     }
 
     /// TaintToleration (weight 3): a node with a PreferNoSchedule taint the pod does not tolerate

@@ -1,12 +1,14 @@
 //! kube-scheduler's scoring, default profile, over the nodes that can take a pod:
 //! NodeResourcesFit with LeastAllocated (weight 1), NodeResourcesBalancedAllocation (1),
-//! PodTopologySpread for `ScheduleAnyway` constraints (2), NodeAffinity's preferred terms (2) and
-//! TaintToleration's `PreferNoSchedule` taints (3). Each plugin scores 0–100 per node; the
-//! weighted sum orders the nodes, best first, ties by node name. (InterPodAffinity's preferred
-//! terms and ImageLocality are not scored.)
+//! PodTopologySpread for `ScheduleAnyway` constraints (2), InterPodAffinity's preferred terms of
+//! the pod (2), NodeAffinity's preferred terms (2) and TaintToleration's `PreferNoSchedule`
+//! taints (3). Each plugin scores 0–100 per node; the weighted sum orders the nodes, best first,
+//! ties by node name. (The preferred terms of pods already running, which kube-scheduler also
+//! weighs for the incoming pod, and ImageLocality are not scored.)
 
 use std::collections::BTreeMap;
 
+use driftwood_scheduling::pod::PodAffinityTerm;
 use driftwood_scheduling::resources::{CPU, MEMORY};
 use driftwood_scheduling::taints::TaintEffect;
 use driftwood_scheduling::{ExistingNode, Resources, SimPod};
@@ -137,9 +139,100 @@ fn taint_toleration(nodes: &[Scorable<'_>], pod: &SimPod) -> Vec<f64> {
     reverse_normalized(&raw)
 }
 
+/// Whether `term` (of a pod in `namespace`) looks at pods in `other`.
+fn term_namespace(
+    term: &PodAffinityTerm,
+    namespace: &str,
+    other: &str,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> bool {
+    let selection = &term.namespaces;
+    if selection.names.is_empty() && selection.selector.is_none() {
+        return namespace == other;
+    }
+    selection.names.contains(other)
+        || selection.selector.as_ref().is_some_and(|selector| {
+            namespace_labels
+                .get(other)
+                .is_some_and(|labels| selector.matches_labels(labels))
+        })
+}
+
+/// InterPodAffinity: for each preferred term of the pod, its weight times the matching pods in
+/// the node's domain (added for affinity, taken away for anti-affinity), scaled between the
+/// lowest and the highest node.
+fn inter_pod_affinity(
+    nodes: &[Scorable<'_>],
+    pod: &SimPod,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<f64> {
+    let constraints = &pod.constraints;
+    let terms: Vec<(f64, &PodAffinityTerm)> = constraints
+        .preferred_affinity
+        .iter()
+        .map(|(w, t)| (f64::from(*w), t))
+        .chain(
+            constraints
+                .preferred_anti_affinity
+                .iter()
+                .map(|(w, t)| (-f64::from(*w), t)),
+        )
+        .collect();
+    if terms.is_empty() {
+        return vec![0.0; nodes.len()];
+    }
+    let mut raw = vec![0.0; nodes.len()];
+    for (weight, term) in terms {
+        let Some(selector) = &term.selector else {
+            continue;
+        };
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for scorable in nodes {
+            let Some(domain) = scorable.node.labels.get(&term.topology_key) else {
+                continue;
+            };
+            let matching = scorable
+                .node
+                .pods
+                .iter()
+                .filter(|p| {
+                    term_namespace(
+                        term,
+                        &constraints.namespace,
+                        &p.constraints.namespace,
+                        namespace_labels,
+                    ) && selector.matches_labels(&p.constraints.labels)
+                })
+                .count();
+            *counts.entry(domain.as_str()).or_default() += matching;
+        }
+        for (i, scorable) in nodes.iter().enumerate() {
+            if let Some(domain) = scorable.node.labels.get(&term.topology_key) {
+                raw[i] += weight * counts.get(domain.as_str()).copied().unwrap_or(0) as f64;
+            }
+        }
+    }
+    let max = raw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = raw.iter().copied().fold(f64::INFINITY, f64::min);
+    raw.iter()
+        .map(|s| {
+            if max > min {
+                MAX * (s - min) / (max - min)
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
 /// The weighted score of each node for `pod` (same order as `nodes`).
-pub fn scores(nodes: &[Scorable<'_>], pod: &SimPod) -> Vec<f64> {
+pub fn scores(
+    nodes: &[Scorable<'_>],
+    pod: &SimPod,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<f64> {
     let spread = topology_spread(nodes, pod);
+    let pod_affinity = inter_pod_affinity(nodes, pod, namespace_labels);
     let affinity = node_affinity(nodes, pod);
     let taints = taint_toleration(nodes, pod);
     nodes
@@ -149,6 +242,7 @@ pub fn scores(nodes: &[Scorable<'_>], pod: &SimPod) -> Vec<f64> {
             least_allocated(node, pod)
                 + balanced_allocation(node, pod)
                 + 2.0 * spread[i]
+                + 2.0 * pod_affinity[i]
                 + 2.0 * affinity[i]
                 + 3.0 * taints[i]
         })

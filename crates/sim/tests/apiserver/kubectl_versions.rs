@@ -1,7 +1,7 @@
 //! The oldest and the newest kubectl on the machine (1.27 and 1.33 here) against the HTTP
 //! server with driftwood's CRDs: bad NodePools refused naming the field (strict field
 //! validation, which kubectl 1.27 learns from `/openapi/v2` and later ones from `/openapi/v3`),
-//! `explain` from the published schemas, server-side and client-side apply, diff, and the
+//! `explain` from the published schemas, server-side and client-side apply, diff, edit, and the
 //! events driftwood writes through events.k8s.io/v1 in `get events` and `describe`.
 
 use std::path::{Path, PathBuf};
@@ -215,6 +215,33 @@ async fn oldest_and_newest_kubectl_validate_explain_and_apply() {
             assert!(ok, "{out}");
             let (ok, out) = run(&kubectl, &kubeconfig, &["get", "nodepool", "good", "-o", "jsonpath={.spec.disruption.budgets[0].nodes}"]);
             assert!(ok && out == "30%", "{out}");
+            // `kubectl edit`, with an editor that changes the budget; then one that breaks it,
+            // which the server refuses naming the field (kubectl keeps the edit in a file).
+            let edit = |script: &str| {
+                let output = Command::new(&kubectl)
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(["edit", "nodepool", "good"])
+                    .env("KUBE_EDITOR", format!("sed -i {script}"))
+                    .output()
+                    .expect("kubectl edit runs");
+                let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+                println!("$ kubectl edit nodepool good ({script})\n{text}");
+                (output.status.success(), text)
+            };
+            let (ok, out) = edit("s/30%/40%/");
+            assert!(ok && out.contains("nodepool.karpenter.sh/good edited"), "{out}");
+            let (ok, out) = edit("s/40%/400%/");
+            assert!(!ok && out.contains("nodepools.karpenter.sh \"good\" is invalid"), "{out}");
+            // kubectl keeps the refused edit with the server's causes written above it.
+            let kept = out
+                .split('"')
+                .find(|part| part.ends_with(".yaml") && part.contains("-edit-"))
+                .unwrap_or_else(|| panic!("no kept copy named in {out}"));
+            let kept = std::fs::read_to_string(kept).unwrap();
+            assert!(kept.contains("spec.disruption.budgets[0].nodes: Invalid value: \"400%\""), "{kept}");
+            let (ok, out) = run(&kubectl, &kubeconfig, &["get", "nodepool", "good", "-o", "jsonpath={.spec.disruption.budgets[0].nodes}"]);
+            assert!(ok && out == "40%", "{out}");
             let (ok, out) = run(&kubectl, &kubeconfig, &["delete", "-f", &good]);
             assert!(ok, "{out}");
         })

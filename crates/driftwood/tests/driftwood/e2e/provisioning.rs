@@ -352,3 +352,72 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     );
     assert_eq!(h.snapshot().store.nodeclaims.len(), 2);
 }
+
+/// Issue 16: the shape of a public Karpenter blueprint — 30 replicas with zone and hostname
+/// topology spread `ScheduleAnyway` — on a fresh NodePool. The embedded kube-scheduler scores
+/// nodes as kube-scheduler does, so the replicas spread over the nodes driftwood launched: no
+/// node is left empty, and the zones stay within maxSkew as far as their capacity allows.
+#[tokio::test(start_paused = true)]
+async fn thirty_spread_replicas_use_every_node_launched() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    let spread = "      topologySpreadConstraints:\n      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: inflate}}}\n      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: inflate}}}\n";
+    h.apply(&deployment("inflate", 30, "1", "general", spread))
+        .await;
+    h.wait_until("30 replicas running", 10 * MINUTE, |s| {
+        ready_pods(s, "inflate") == 30
+    })
+    .await;
+    idle(&mut h, MINUTE).await;
+    let s = h.snapshot();
+    let mut per_node: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut zone_of: std::collections::BTreeMap<String, String> = Default::default();
+    for claim in initialized_of(&s, "general") {
+        let node = claim
+            .status
+            .as_ref()
+            .and_then(|st| st.node_name.clone())
+            .unwrap_or_default();
+        let zone = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+            .unwrap_or_default();
+        zone_of.insert(node.clone(), zone);
+        per_node.insert(node, 0);
+    }
+    for pod in s.store.pods.values() {
+        let app = pod.metadata.labels.as_ref().and_then(|l| l.get("app"));
+        if app.map(String::as_str) == Some("inflate")
+            && let Some(node) = pod.spec.as_ref().and_then(|sp| sp.node_name.clone())
+        {
+            *per_node.entry(node).or_default() += 1;
+        }
+    }
+    let empty: Vec<&String> = per_node
+        .iter()
+        .filter(|(_, n)| **n == 0)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        empty.is_empty(),
+        "empty nodes {empty:?} in {per_node:?}\n{}",
+        describe(&s)
+    );
+    let mut per_zone: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (node, count) in &per_node {
+        *per_zone
+            .entry(zone_of.get(node).map(String::as_str).unwrap_or_default())
+            .or_default() += count;
+    }
+    let (most, fewest) = (
+        per_zone.values().max().copied().unwrap_or(0),
+        per_zone.values().min().copied().unwrap_or(0),
+    );
+    assert!(
+        per_zone.len() == 3 && most - fewest <= 1,
+        "zones beyond maxSkew 1: {per_zone:?}"
+    );
+    println!("replicas per node: {per_node:?}; per zone: {per_zone:?}");
+}
