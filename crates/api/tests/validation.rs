@@ -3,6 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may unwrap
 
+#[path = "parity/crd_parity.rs"]
+mod crd_parity;
+
 use driftwood_api::manifest::{Document, KarpenterObject, ParsedObject, parse_documents};
 use driftwood_api::validation::{INFERRED_FAMILY_WARNING, ValidationReport};
 

@@ -97,7 +97,8 @@ pub struct CoreRequest {
 pub enum CoreResponse {
     /// A JSON document with a status code.
     Json(u16, Value),
-    /// Bytes of another media type (the protobuf OpenAPI v2 document).
+    /// An encoded body with its media type: a JSON list written straight to bytes, or the
+    /// protobuf OpenAPI v2 document.
     Bytes(u16, &'static str, Vec<u8>),
     /// Start streaming a watch.
     Watch(Box<WatchPlan>),
