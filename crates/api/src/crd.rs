@@ -163,11 +163,6 @@ fn requirement_rules(s: &mut Schema, path: &str, nodepool_key_allowed: bool) -> 
     )?;
     s.cel(
         path,
-        "self.all(x, (x.operator == 'Exists' || x.operator == 'DoesNotExist') ? !has(x.values) || x.values.size() == 0 : true)",
-        "requirements with operator 'Exists' or 'DoesNotExist' must not have values",
-    )?;
-    s.cel(
-        path,
         "self.all(x, (x.operator in ['Gt', 'Lt', 'Gte', 'Lte']) ? (has(x.values) && x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
         "requirements operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single non-negative integer value",
     )?;
@@ -289,6 +284,12 @@ fn nodepool_rules(s: &mut Schema) -> Result<(), String> {
     s.enumeration(
         &format!("{budgets}.[].reasons.[]"),
         rules::DISRUPTION_REASONS,
+    )?;
+    s.set(&format!("{budgets}.[].reasons"), "maxItems", json!(50))?;
+    s.set(
+        &format!("{template}.metadata.labels"),
+        "maxProperties",
+        json!(100),
     )?;
     s.pattern("spec.limits.{}", rules::QUANTITY_PATTERN)?;
     s.set("spec.weight", "minimum", json!(rules::WEIGHT_RANGE.0))?;

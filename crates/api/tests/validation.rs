@@ -179,10 +179,6 @@ fn requirement_operators_and_values() {
             r#"{key: kubernetes.io/arch, operator: In, values: []}"#,
             "must have a value defined",
         ),
-        (
-            r#"{key: kubernetes.io/arch, operator: Exists, values: [amd64]}"#,
-            "must not have values",
-        ),
     ];
     for (requirement, rule) in cases {
         let report = validate_patched(
@@ -191,6 +187,17 @@ fn requirement_operators_and_values() {
         );
         expect_error(&report, "spec.template.spec.requirements[0].values", rule);
     }
+    // Karpenter's schema accepts values with Exists (they are ignored): a warning, not an error.
+    let report = validate_patched(
+        NODEPOOL,
+        "{spec: {template: {spec: {requirements: [{key: kubernetes.io/arch, operator: Exists, values: [amd64]}]}}}}",
+    );
+    assert!(report.is_valid(), "{:#?}", report.errors);
+    assert_eq!(report.warnings.len(), 1);
+    assert_eq!(
+        report.warnings[0].field,
+        "spec.template.spec.requirements[0].values"
+    );
     let report = validate_patched(
         NODEPOOL,
         r#"{spec: {template: {spec: {requirements: [{key: kubernetes.io/arch, operator: Near, values: [x]}]}}}}"#,

@@ -53,11 +53,12 @@ pub(crate) fn check_requirements(
                     check_value_syntax(c, &format!("{field}.values[{j}]"), v);
                 }
             }
+            // Karpenter's schema accepts values here and its scheduling ignores them: a warning.
             OP_EXISTS | OP_DOES_NOT_EXIST if !values.is_empty() => {
-                c.error(
+                c.warn(
                     format!("{field}.values"),
                     format!(
-                        "requirements with operator '{}' must not have values",
+                        "values are ignored with operator '{}' (the requirement is on the key alone)",
                         r.operator
                     ),
                 );

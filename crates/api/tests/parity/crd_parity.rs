@@ -34,9 +34,14 @@ const KEYS: &[&str] = &[
 
 /// The facts of every field path of `schema`, as the facts script flattens them.
 fn flatten(schema: &Value, path: &str, out: &mut BTreeMap<String, BTreeMap<String, Value>>) {
+    // Whole numbers compare as integers (schemars writes bounds as 1.0, Karpenter's YAML as 1).
+    let whole = |v: &Value| match v.as_f64() {
+        Some(x) if v.is_f64() && x.fract() == 0.0 && x.abs() < 1e15 => serde_json::json!(x as i64),
+        _ => v.clone(),
+    };
     let mut facts: BTreeMap<String, Value> = KEYS
         .iter()
-        .filter_map(|k| schema.get(*k).map(|v| ((*k).to_string(), v.clone())))
+        .filter_map(|k| schema.get(*k).map(|v| ((*k).to_string(), whole(v))))
         .collect();
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
         let mut names: Vec<&str> = required.iter().filter_map(Value::as_str).collect();
