@@ -129,7 +129,7 @@ pub struct Disruption {
     /// How long after a pod was added or removed a node may be consolidated ("Never" disables).
     #[serde(default = "default_consolidate_after")]
     pub consolidate_after: NillableDuration,
-    /// WhenEmpty or WhenEmptyOrUnderutilized.
+    /// WhenEmpty, WhenEmptyOrUnderutilized or Balanced (kept; driftwood does not consolidate).
     #[serde(default = "default_consolidation_policy")]
     pub consolidation_policy: String,
     /// How many nodes may be disrupted at once. Default: one budget of 10%.

@@ -23,7 +23,8 @@ pub const ALIAS_PATTERN: &str = r"^[a-zA-Z0-9]+@.+$";
 /// A label key: optional DNS-subdomain prefix and a name.
 pub const LABEL_KEY_PATTERN: &str = r"^(([a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 
-pub const CONSOLIDATION_POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutilized"];
+/// Karpenter v1.14 added `Balanced`; driftwood does not consolidate, so every policy is only kept.
+pub const CONSOLIDATION_POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"];
 pub const DISRUPTION_REASONS: &[&str] = &["Underutilized", "Empty", "Drifted"];
 pub const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 pub const VOLUME_TYPES: &[&str] = &["standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"];
