@@ -354,8 +354,8 @@ fn ec2nodeclass_rules(s: &mut Schema) -> Result<(), String> {
     s.set(&format!("{ami}.[].alias"), "maxLength", json!(30))?;
     s.cel(
         &format!("{ami}.[].alias"),
-        "self.find('^[^@]+') in ['al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022']",
-        "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'",
+        "self.find('^[^@]+') in ['al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025']",
+        "family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'",
     )?;
     s.enumeration("spec.amiFamily", AMI_FAMILIES)?;
     for (path, fields, what) in [

@@ -14,6 +14,7 @@ pub const AMI_FAMILY_BOTTLEROCKET: &str = "Bottlerocket";
 pub const AMI_FAMILY_CUSTOM: &str = "Custom";
 pub const AMI_FAMILY_WINDOWS2019: &str = "Windows2019";
 pub const AMI_FAMILY_WINDOWS2022: &str = "Windows2022";
+pub const AMI_FAMILY_WINDOWS2025: &str = "Windows2025";
 /// Every amiFamily value.
 pub const AMI_FAMILIES: &[&str] = &[
     AMI_FAMILY_AL2,
@@ -22,6 +23,7 @@ pub const AMI_FAMILIES: &[&str] = &[
     AMI_FAMILY_CUSTOM,
     AMI_FAMILY_WINDOWS2019,
     AMI_FAMILY_WINDOWS2022,
+    AMI_FAMILY_WINDOWS2025,
 ];
 /// Alias families (the part before `@`) and the amiFamily each implies.
 pub const ALIAS_FAMILIES: &[(&str, &str)] = &[
@@ -30,6 +32,7 @@ pub const ALIAS_FAMILIES: &[(&str, &str)] = &[
     ("bottlerocket", AMI_FAMILY_BOTTLEROCKET),
     ("windows2019", AMI_FAMILY_WINDOWS2019),
     ("windows2022", AMI_FAMILY_WINDOWS2022),
+    ("windows2025", AMI_FAMILY_WINDOWS2025),
 ];
 
 /// How nodes are launched on EC2.

@@ -9,7 +9,9 @@ use driftwood_api::requirement::OP_IN;
 use driftwood_api::wellknown::LABEL_ARCH;
 use jiff::Timestamp;
 
-use super::ami_family::{AliasError, AmiFamily, alias_parameters, parse_alias};
+use super::ami_family::{
+    AliasError, AmiFamily, alias_parameters, check_kubernetes_version, parse_alias,
+};
 use super::filters::tag_filters;
 use super::requirements::{LabelValues, requirements_allow};
 use crate::ports::{
@@ -177,6 +179,9 @@ async fn resolve_term(
             Ok(parts) => parts,
             Err(e) => return Ok(Err(e)),
         };
+        if let Err(e) = check_kubernetes_version(alias, family, kubernetes_version) {
+            return Ok(Err(e));
+        }
         let mut by_id: BTreeMap<String, Vec<Requirement>> = BTreeMap::new();
         for param in alias_parameters(family, &version, kubernetes_version) {
             if let Some(id) = get_parameter_value(ssm, &param.path).await? {

@@ -15,6 +15,7 @@ pub enum AmiFamily {
     Bottlerocket,
     Windows2019,
     Windows2022,
+    Windows2025,
     Custom,
 }
 
@@ -27,12 +28,13 @@ impl AmiFamily {
             Self::Bottlerocket => api::AMI_FAMILY_BOTTLEROCKET,
             Self::Windows2019 => api::AMI_FAMILY_WINDOWS2019,
             Self::Windows2022 => api::AMI_FAMILY_WINDOWS2022,
+            Self::Windows2025 => api::AMI_FAMILY_WINDOWS2025,
             Self::Custom => api::AMI_FAMILY_CUSTOM,
         }
     }
 
     /// Parses an amiFamily value (`AL2`, `AL2023`, `Bottlerocket`, `Windows2019`,
-    /// `Windows2022`, `Custom`).
+    /// `Windows2022`, `Windows2025`, `Custom`).
     pub fn from_spec(value: &str) -> Option<Self> {
         [
             Self::Al2,
@@ -40,6 +42,7 @@ impl AmiFamily {
             Self::Bottlerocket,
             Self::Windows2019,
             Self::Windows2022,
+            Self::Windows2025,
             Self::Custom,
         ]
         .into_iter()
@@ -47,7 +50,7 @@ impl AmiFamily {
     }
 
     /// Parses the family part of an alias (`al2`, `al2023`, `bottlerocket`, `windows2019`,
-    /// `windows2022`).
+    /// `windows2022`, `windows2025`).
     pub fn from_alias(value: &str) -> Option<Self> {
         match value.to_ascii_lowercase().as_str() {
             "al2" => Some(Self::Al2),
@@ -55,6 +58,7 @@ impl AmiFamily {
             "bottlerocket" => Some(Self::Bottlerocket),
             "windows2019" => Some(Self::Windows2019),
             "windows2022" => Some(Self::Windows2022),
+            "windows2025" => Some(Self::Windows2025),
             _ => None,
         }
     }
@@ -76,6 +80,8 @@ impl AmiFamily {
             Self::Windows2019
         } else if name.starts_with("Windows_Server-2022-") && name.contains("EKS_Optimized") {
             Self::Windows2022
+        } else if name.starts_with("Windows_Server-2025-") && name.contains("EKS_Optimized") {
+            Self::Windows2025
         } else {
             Self::Custom
         }
@@ -84,7 +90,7 @@ impl AmiFamily {
     /// The OS label value nodes of this family get.
     pub fn os(self) -> &'static str {
         match self {
-            Self::Windows2019 | Self::Windows2022 => "windows",
+            Self::Windows2019 | Self::Windows2022 | Self::Windows2025 => "windows",
             _ => "linux",
         }
     }
@@ -104,15 +110,47 @@ pub enum AliasError {
     #[error("alias {alias:?} is not of the form family@version")]
     Malformed { alias: String },
     #[error(
-        "alias {alias:?} names unknown family {family:?} (want al2, al2023, bottlerocket, windows2019 or windows2022)"
+        "alias {alias:?} names unknown family {family:?} (want al2, al2023, bottlerocket, windows2019, windows2022 or windows2025)"
     )]
     UnknownFamily { alias: String, family: String },
+    #[error(
+        "alias {alias:?}: {family} images need Kubernetes {minimum} or later; the cluster runs {kubernetes_version}"
+    )]
+    KubernetesTooOld {
+        alias: String,
+        family: &'static str,
+        minimum: &'static str,
+        kubernetes_version: String,
+    },
     #[error("alias {alias:?}: version {version:?} must be 'latest' or a release like {example}")]
     BadVersion {
         alias: String,
         version: String,
         example: &'static str,
     },
+}
+
+/// Checks that the cluster's Kubernetes version can run the alias's family: Windows Server 2025
+/// EKS images exist from Kubernetes 1.35 on (as Karpenter v1.14 checks before resolving).
+pub fn check_kubernetes_version(
+    alias: &str,
+    family: AmiFamily,
+    kubernetes_version: &str,
+) -> Result<(), AliasError> {
+    let minor = kubernetes_version
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse::<u32>().ok());
+    match (family, minor) {
+        (AmiFamily::Windows2025, Some(minor)) if minor < 35 => Err(AliasError::KubernetesTooOld {
+            alias: alias.to_string(),
+            family: family.as_str(),
+            minimum: "1.35",
+            kubernetes_version: kubernetes_version.to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Splits and checks an alias, returning its family and version.
@@ -131,13 +169,15 @@ pub fn parse_alias(alias: &str) -> Result<(AmiFamily, String), AliasError> {
     let version = version.trim();
     let ok = match parsed {
         _ if version == "latest" => true,
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 => false,
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => false,
         _ => version.len() > 1 && version.starts_with('v'),
     };
     if !ok {
         let example = match parsed {
             AmiFamily::Bottlerocket => "v1.20.5",
-            AmiFamily::Windows2019 | AmiFamily::Windows2022 => "latest (the only version)",
+            AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
+                "latest (the only version)"
+            }
             _ => "v20240807",
         };
         return Err(AliasError::BadVersion {
@@ -232,11 +272,11 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
                 p(variant("-nvidia", "arm64"), accelerated("arm64")),
             ]
         }
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 => {
-            let year = if family == AmiFamily::Windows2019 {
-                "2019"
-            } else {
-                "2022"
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
+            let year = match family {
+                AmiFamily::Windows2019 => "2019",
+                AmiFamily::Windows2022 => "2022",
+                _ => "2025",
             };
             vec![p(
                 format!(
@@ -252,6 +292,31 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Karpenter v1.14 (amifamily/ami.go): Windows Server 2025 needs EKS 1.35 or later.
+    #[test]
+    fn windows2025_needs_kubernetes_1_35() {
+        let error = check_kubernetes_version("windows2025@latest", AmiFamily::Windows2025, "1.34")
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("Kubernetes 1.35 or later"),
+            "{error}"
+        );
+        assert!(
+            check_kubernetes_version("windows2025@latest", AmiFamily::Windows2025, "1.35").is_ok()
+        );
+        assert!(
+            check_kubernetes_version("windows2022@latest", AmiFamily::Windows2022, "1.29").is_ok()
+        );
+        assert_eq!(
+            AmiFamily::from_alias("windows2025"),
+            Some(AmiFamily::Windows2025)
+        );
+        assert_eq!(
+            AmiFamily::from_spec("Windows2025").map(AmiFamily::os),
+            Some("windows")
+        );
+    }
 
     #[test]
     fn al2_latest_paths() {

@@ -93,7 +93,9 @@ pub fn default_block_devices(family: AmiFamily) -> Vec<BlockDeviceMapping> {
     };
     match family {
         AmiFamily::Bottlerocket => vec![ebs("/dev/xvda", 4), ebs("/dev/xvdb", 20)],
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 => vec![ebs("/dev/sda1", 50)],
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
+            vec![ebs("/dev/sda1", 50)]
+        }
         AmiFamily::Custom => Vec::new(),
         _ => vec![ebs("/dev/xvda", 20)],
     }

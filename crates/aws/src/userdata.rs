@@ -210,7 +210,7 @@ pub fn render_user_data(family: AmiFamily, inputs: &BootstrapInputs) -> String {
         AmiFamily::Al2 => al2(inputs),
         AmiFamily::Al2023 => al2023(inputs),
         AmiFamily::Bottlerocket => bottlerocket(inputs),
-        AmiFamily::Windows2019 | AmiFamily::Windows2022 => windows(inputs),
+        AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => windows(inputs),
         AmiFamily::Custom => inputs.custom.clone().unwrap_or_default(),
     }
 }
