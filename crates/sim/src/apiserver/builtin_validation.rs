@@ -100,6 +100,12 @@ fn label_value_errors(value: &str) -> Vec<String> {
     errors
 }
 
+/// `Unsupported value: "x": supported values: "a", "b"`.
+fn unsupported(field: &str, value: &str, supported: &[&str]) -> Cause {
+    let supported: Vec<Value> = supported.iter().map(|v| Value::from(*v)).collect();
+    Cause::not_supported(field, &Value::from(value), &supported)
+}
+
 fn invalid_each(causes: &mut Vec<Cause>, field: &str, value: &str, errors: Vec<String>) {
     for error in errors {
         causes.push(Cause::invalid(
@@ -298,12 +304,7 @@ fn node(object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
         if effect.is_empty() {
             causes.push(Cause::required(&child(&path, "effect"), None));
         } else if !TAINT_EFFECTS.contains(&effect) {
-            let supported: Vec<Value> = TAINT_EFFECTS.iter().map(|e| Value::from(*e)).collect();
-            causes.push(Cause::not_supported(
-                &child(&path, "effect"),
-                &Value::from(effect),
-                &supported,
-            ));
+            causes.push(unsupported(&child(&path, "effect"), effect, TAINT_EFFECTS));
         }
         if seen.contains(&(taint_key, effect)) {
             causes.push(Cause::duplicate(
@@ -375,10 +376,9 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
     if let Some(policy) = spec.get("restartPolicy").and_then(Value::as_str) {
         let supported = ["Always", "OnFailure", "Never"];
         if !supported.contains(&policy) {
-            let supported: Vec<Value> = supported.iter().map(|p| Value::from(*p)).collect();
-            causes.push(Cause::not_supported(
+            causes.push(unsupported(
                 &child(path, "restartPolicy"),
-                &Value::from(policy),
+                policy,
                 &supported,
             ));
         }
@@ -427,11 +427,10 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
                 }
             }
             other => {
-                let supported = [Value::from("Equal"), Value::from("Exists")];
-                causes.push(Cause::not_supported(
+                causes.push(unsupported(
                     &child(&at, "operator"),
-                    &Value::from(other),
-                    &supported,
+                    other,
+                    &["Equal", "Exists"],
                 ));
             }
         }
@@ -439,12 +438,7 @@ fn pod_spec(spec: &Value, path: &str, causes: &mut Vec<Cause>) {
             && !effect.is_empty()
             && !TAINT_EFFECTS.contains(&effect)
         {
-            let supported: Vec<Value> = TAINT_EFFECTS.iter().map(|e| Value::from(*e)).collect();
-            causes.push(Cause::not_supported(
-                &child(&at, "effect"),
-                &Value::from(effect),
-                &supported,
-            ));
+            causes.push(unsupported(&child(&at, "effect"), effect, TAINT_EFFECTS));
         }
     }
 }

@@ -61,6 +61,32 @@ fn reverse_normalized(raw: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// For each node, how many pods that `counted` accepts run in the node's domain of
+/// `topology_key` (None for a node without that label), and how many domains there are.
+fn per_domain(
+    nodes: &[Scorable<'_>],
+    topology_key: &str,
+    counted: impl Fn(&SimPod) -> bool,
+) -> (Vec<Option<usize>>, usize) {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for scorable in nodes {
+        if let Some(domain) = scorable.node.labels.get(topology_key) {
+            let matching = scorable.node.pods.iter().filter(|p| counted(p)).count();
+            *counts.entry(domain.as_str()).or_default() += matching;
+        }
+    }
+    let per_node = nodes
+        .iter()
+        .map(|n| {
+            n.node
+                .labels
+                .get(topology_key)
+                .map(|domain| counts.get(domain.as_str()).copied().unwrap_or(0))
+        })
+        .collect();
+    (per_node, counts.len())
+}
+
 /// PodTopologySpread scoring: fewer matching pods in a node's domain is better, each soft
 /// constraint weighted by the log of its domain count (as kube-scheduler weighs them).
 fn topology_spread(nodes: &[Scorable<'_>], pod: &SimPod) -> Vec<f64> {
@@ -73,27 +99,13 @@ fn topology_spread(nodes: &[Scorable<'_>], pod: &SimPod) -> Vec<f64> {
         let Some(selector) = &spread.selector else {
             continue;
         };
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for scorable in nodes {
-            let Some(domain) = scorable.node.labels.get(&spread.topology_key) else {
-                continue;
-            };
-            let matching = scorable
-                .node
-                .pods
-                .iter()
-                .filter(|p| {
-                    p.constraints.namespace == pod.constraints.namespace
-                        && selector.matches_labels(&p.constraints.labels)
-                })
-                .count();
-            *counts.entry(domain.as_str()).or_default() += matching;
-        }
-        let weight = ((counts.len() + 2) as f64).ln();
-        for (i, scorable) in nodes.iter().enumerate() {
-            if let Some(domain) = scorable.node.labels.get(&spread.topology_key) {
-                raw[i] += weight * counts.get(domain.as_str()).copied().unwrap_or(0) as f64;
-            }
+        let (counts, domains) = per_domain(nodes, &spread.topology_key, |p| {
+            p.constraints.namespace == pod.constraints.namespace
+                && selector.matches_labels(&p.constraints.labels)
+        });
+        let weight = ((domains + 2) as f64).ln();
+        for (score, count) in raw.iter_mut().zip(counts) {
+            *score += weight * count.unwrap_or(0) as f64;
         }
     }
     reverse_normalized(&raw)
@@ -186,30 +198,16 @@ fn inter_pod_affinity(
         let Some(selector) = &term.selector else {
             continue;
         };
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for scorable in nodes {
-            let Some(domain) = scorable.node.labels.get(&term.topology_key) else {
-                continue;
-            };
-            let matching = scorable
-                .node
-                .pods
-                .iter()
-                .filter(|p| {
-                    term_namespace(
-                        term,
-                        &constraints.namespace,
-                        &p.constraints.namespace,
-                        namespace_labels,
-                    ) && selector.matches_labels(&p.constraints.labels)
-                })
-                .count();
-            *counts.entry(domain.as_str()).or_default() += matching;
-        }
-        for (i, scorable) in nodes.iter().enumerate() {
-            if let Some(domain) = scorable.node.labels.get(&term.topology_key) {
-                raw[i] += weight * counts.get(domain.as_str()).copied().unwrap_or(0) as f64;
-            }
+        let (counts, _) = per_domain(nodes, &term.topology_key, |p| {
+            term_namespace(
+                term,
+                &constraints.namespace,
+                &p.constraints.namespace,
+                namespace_labels,
+            ) && selector.matches_labels(&p.constraints.labels)
+        });
+        for (score, count) in raw.iter_mut().zip(counts) {
+            *score += weight * count.unwrap_or(0) as f64;
         }
     }
     let max = raw.iter().copied().fold(f64::NEG_INFINITY, f64::max);

@@ -45,8 +45,8 @@ fn program(rule: &str) -> Result<Arc<Program>, String> {
         .clone()
 }
 
-fn regex(pattern: &str) -> Result<regex::Regex, String> {
-    regex::Regex::new(pattern).map_err(|e| format!("invalid regular expression {pattern:?}: {e}"))
+fn regex(pattern: &str) -> Result<Arc<regex::Regex>, String> {
+    super::values::pattern(pattern).ok_or_else(|| format!("invalid regular expression {pattern:?}"))
 }
 
 /// `s.find(re)`: the first match of `re` in `s`, or "".

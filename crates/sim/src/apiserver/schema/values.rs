@@ -13,8 +13,9 @@ use serde_json::{Map, Value};
 use super::cause::{Cause, child, index, key, type_name};
 use super::cel;
 
-/// A compiled `pattern` (cached: patterns repeat on every write).
-fn pattern(source: &str) -> Option<Arc<Regex>> {
+/// A compiled regular expression (cached: schema patterns and the regexes of CEL rules repeat on
+/// every write); None when it does not compile.
+pub(super) fn pattern(source: &str) -> Option<Arc<Regex>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Option<Arc<Regex>>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Mutex::default);
     let mut cache = cache
