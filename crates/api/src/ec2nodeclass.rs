@@ -2,7 +2,11 @@
 //! groups, role, user data, tags, kubelet, block devices, metadata options).
 
 use crate::condition::{Condition, Conditions};
+pub use crate::ec2nodeclass_options::{
+    ConnectionTracking, CpuOptions, NetworkInterface, PlacementGroupSelector,
+};
 use crate::requirement::NodeSelectorRequirementWithMinValues;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -112,6 +116,21 @@ pub struct EC2NodeClassSpec {
     /// Reserved-capacity context (passed to CreateFleet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The placement group instances launch into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_group_selector: Option<PlacementGroupSelector>,
+    /// How many IPv4 prefixes (or IPv6 prefixes on an IPv6 cluster) the primary interface gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_prefix_count: Option<i32>,
+    /// The network interfaces of the instances (EFA, multiple network cards).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<NetworkInterface>,
+    /// Connection tracking timeouts of the primary interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_tracking: Option<ConnectionTracking>,
+    /// CPU options (nested virtualization).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_options: Option<CpuOptions>,
 }
 
 fn default_metadata_options_some() -> Option<MetadataOptions> {
@@ -159,6 +178,9 @@ pub struct CapacityReservationSelectorTerm {
     pub id: Option<String>,
     #[serde(default, rename = "ownerID", skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
+    /// `open` or `targeted` reservations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_match_criteria: Option<String>,
 }
 
 /// Selects AMIs: by alias (family@version), id, name (+owner), tags, or SSM parameter.
@@ -356,20 +378,37 @@ pub struct SecurityGroupStatus {
     pub name: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+/// A capacity reservation the class's terms resolve to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityReservationStatus {
     pub id: String,
+    pub availability_zone: String,
+    pub instance_type: String,
+    #[serde(rename = "ownerID")]
+    pub owner_id: String,
+    /// `open` or `targeted`.
+    pub instance_match_criteria: String,
+    /// When the reservation ends, if it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub availability_zone: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub available_instance_count: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_time: Option<String>,
+    pub end_time: Option<Time>,
+    /// Whether the reservation's capacity may be reclaimed (interruptible reservations).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interruptible: bool,
+    /// `default` or `capacity-block`.
+    #[serde(default = "default_reservation_type")]
+    pub reservation_type: String,
+    /// `active` or `expiring`.
+    #[serde(default = "default_reservation_state")]
+    pub state: String,
+}
+
+fn default_reservation_type() -> String {
+    "default".to_string()
+}
+
+fn default_reservation_state() -> String {
+    "active".to_string()
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -6,6 +6,7 @@ pub mod crd;
 pub mod cron;
 pub mod duration;
 pub mod ec2nodeclass;
+pub mod ec2nodeclass_options;
 pub mod hash;
 pub mod lookup;
 pub mod manifest;

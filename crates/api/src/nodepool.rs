@@ -53,12 +53,19 @@ pub struct NodePoolSpec {
     /// How and when nodes of this pool may be disrupted.
     #[serde(default)]
     pub disruption: Disruption,
-    /// Resource limits for the pool's total capacity; no node is launched past them.
+    /// Resource limits for the pool's total capacity; no node is launched past them. A static
+    /// NodePool may only limit `nodes`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub limits: BTreeMap<String, Quantity>,
-    /// Priority among NodePools: higher weights are tried first (1-100).
+    /// Priority among NodePools: higher weights are tried first (1-100). Not allowed on a static
+    /// NodePool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
+    /// Static capacity: a fixed node count kept regardless of pods. Set at creation or never
+    /// (a pool cannot switch between static and dynamic). driftwood accepts the field and
+    /// leaves static NodePools alone (README, "Where driftwood differs").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
 }
 
 /// Labels and annotations of the NodeClaim template.
@@ -206,12 +213,31 @@ pub struct NodePoolStatus {
     /// The generation of the node class last seen Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_class_observed_generation: Option<i64>,
+    /// How many nodes (live NodeClaims) the pool has.
+    #[serde(default)]
+    pub nodes: i64,
 }
+
+/// The NodePool Ready reason driftwood sets on a static NodePool, which it leaves alone.
+pub const REASON_STATIC_UNSUPPORTED: &str = "StaticCapacityNotSupported";
+/// Why driftwood refuses a static NodePool: `driftwood validate`'s error and the Ready
+/// condition's message.
+pub const STATIC_UNSUPPORTED_MESSAGE: &str = "static capacity (spec.replicas) is not supported by \
+     driftwood: it would neither launch nor keep the fixed node count, nor replace drifted nodes, \
+     so it leaves this NodePool alone (no provisioning, no disruption)";
+/// The only limit a static NodePool may set.
+pub const LIMIT_NODES: &str = "nodes";
 
 impl NodePool {
     /// The pool's weight (0 when unset).
     pub fn weight(&self) -> i32 {
         self.spec.weight.unwrap_or(0)
+    }
+
+    /// Whether the pool is static (`spec.replicas` set): a fixed node count, not provisioned
+    /// for pods. driftwood does not manage static pools.
+    pub fn is_static(&self) -> bool {
+        self.spec.replicas.is_some()
     }
 }
 

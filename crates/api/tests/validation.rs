@@ -5,6 +5,8 @@
 
 #[path = "parity/crd_parity.rs"]
 mod crd_parity;
+#[path = "validation/karpenter_v1_14.rs"]
+mod karpenter_v1_14;
 
 use driftwood_api::manifest::{Document, KarpenterObject, ParsedObject, parse_documents};
 use driftwood_api::validation::{INFERRED_FAMILY_WARNING, ValidationReport};

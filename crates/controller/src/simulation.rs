@@ -5,10 +5,11 @@
 use crate::context::Context;
 use crate::state::Snapshot;
 use driftwood_api::condition::Conditions;
+use driftwood_api::nodepool::STATIC_UNSUPPORTED_MESSAGE;
 use driftwood_api::wellknown::{CONDITION_READY, LABEL_NODEPOOL};
 use driftwood_api::{NodeClaim, NodePool};
 use driftwood_scheduling::{
-    ExistingNode, NodePoolSpec, Requirements, Resources, SimPod, SimulationInput, Taint,
+    ExistingNode, NODES, NodePoolSpec, Requirements, Resources, SimPod, SimulationInput, Taint,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -202,10 +203,13 @@ pub fn nodepool_usage(snapshot: &Snapshot, pool: &str) -> Resources {
                 .filter(|s| !s.capacity.is_empty())
                 .map(|s| &s.capacity);
             let requests = c.spec.resources.as_ref().map(|r| &r.requests);
-            capacity
+            let mut usage = capacity
                 .or(requests)
                 .and_then(|q| Resources::from_quantities(q).ok())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            // Every NodeClaim counts as one node against `limits.nodes`.
+            usage.add_one(NODES, 1000);
+            usage
         })
         .fold(Resources::new(), |total, r| total.add(&r))
 }
@@ -220,6 +224,11 @@ pub async fn nodepool_specs(
     let mut skipped = BTreeMap::new();
     for (name, pool) in &snapshot.store.nodepools {
         if pool.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if pool.is_static() {
+            // Static capacity is not managed: no launches for pods, no replacements.
+            skipped.insert(name.clone(), STATIC_UNSUPPORTED_MESSAGE.to_string());
             continue;
         }
         let class_name = &pool.spec.template.spec.node_class_ref.name;

@@ -53,5 +53,5 @@ pub use pod::{
 };
 pub use quantity::{QuantityError, parse_quantity_milli};
 pub use requirements::{Incompatibility, Operator, Requirement, RequirementError, Requirements};
-pub use resources::{ResourceError, Resources};
+pub use resources::{NODES, ResourceError, Resources};
 pub use taints::{Taint, TaintEffect, TaintError, Toleration};

@@ -17,6 +17,9 @@ pub const MEMORY: &str = "memory";
 pub const PODS: &str = "pods";
 /// Resource name of local ephemeral storage (bytes).
 pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+/// `nodes`: not a resource of any node, but a NodePool limit (`spec.limits.nodes`) that every
+/// node counts as one against.
+pub const NODES: &str = "nodes";
 
 /// A quantity of one named resource could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

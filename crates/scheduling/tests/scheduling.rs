@@ -211,6 +211,41 @@ fn requirement_no_instance_type_satisfies_is_named() {
     );
 }
 
+/// Issue 18: a NodePool asking for a category its class does not offer (a GPU pool on a catalog
+/// without GPUs) used to be told "no instance type satisfies requirement karpenter.sh/nodepool
+/// In [default]". The message now names the requirement that removed the last candidates, and
+/// whose it is.
+#[test]
+fn the_requirement_that_removed_the_last_instance_types_is_named() {
+    let mut gpu_pool = pool();
+    gpu_pool.requirements.add(
+        LABEL_INSTANCE_TYPE,
+        Requirement::is_in(["large".to_string(), "small".to_string()]),
+    );
+    gpu_pool
+        .requirements
+        .add("karpenter.k8s.aws/instance-gpu-count", Requirement::exists());
+    // As the AWS provider models them: a type without GPUs has no GPU-count label.
+    for t in &mut gpu_pool.instance_types {
+        t.requirements.add(
+            "karpenter.k8s.aws/instance-gpu-count",
+            Requirement::does_not_exist(),
+        );
+    }
+    let mut p = pod("ns/a", 100, GIB);
+    p.constraints.node_selector =
+        Requirements::from_labels(&labels(&[("karpenter.sh/nodepool", "default")]));
+    let r = run(vec![p], vec![gpu_pool], vec![]);
+    let why = reason(&r, "ns/a");
+    assert!(
+        why.contains(
+            "no instance type satisfies requirement karpenter.k8s.aws/instance-gpu-count Exists (the nodepool's requirement;"
+        ),
+        "{why}"
+    );
+    assert!(!why.contains("karpenter.sh/nodepool In"), "{why}");
+}
+
 #[test]
 fn preferred_node_affinity_is_honoured_then_relaxed() {
     let pref = |zone: &str| {
@@ -543,6 +578,26 @@ fn daemonsets_reduce_new_node_capacity_when_they_would_run_there() {
     amd.requirements = Requirements::from_labels(&labels(&[("kubernetes.io/arch", "amd64")]));
     let r = schedule(&input(vec![arm], amd)).unwrap();
     assert!(r.unschedulable.is_empty(), "{r:#?}");
+}
+
+/// Karpenter v1.14 counts `limits.nodes` for every NodePool (its scheduler's "should not
+/// schedule if the nodepool's node limit is reached"): with two nodes left, six pods that each
+/// need a whole node get two NodeClaims and the rest are told the limit is reached.
+#[test]
+fn a_nodes_limit_caps_the_number_of_new_nodeclaims() {
+    let mut limited = pool();
+    limited.remaining_limits = Some(Resources::parse([("nodes", "2")]).unwrap());
+    let pods: Vec<SimPod> = (0..6)
+        .map(|i| pod(&format!("ns/p{i}"), 7000, GIB))
+        .collect();
+    let r = run(pods, vec![limited], vec![]);
+    assert_eq!(r.new_nodeclaims.len(), 2, "{r:#?}");
+    assert_eq!(r.unschedulable.len(), 4);
+    assert!(
+        r.unschedulable[0].reason.contains("limits reached"),
+        "{}",
+        r.unschedulable[0].reason
+    );
 }
 
 #[test]

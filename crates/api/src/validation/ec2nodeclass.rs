@@ -1,9 +1,13 @@
 //! EC2NodeClass validation: selector terms, role / instanceProfile, tags, block devices,
 //! metadata options, kubelet.
 
+use super::ec2nodeclass_options::check_launch_options;
+use super::kubelet::{check_ebs_values, check_kubelet_values};
 use super::rules::{self, HOP_LIMIT_RANGE, MAX_BLOCK_DEVICE_MAPPINGS, MAX_SELECTOR_TERMS};
 use super::{Collector, Validate, ValidationReport, quoted_list};
-use crate::ec2nodeclass::{ALIAS_FAMILIES, AMI_FAMILIES, AmiSelectorTerm, EC2NodeClass};
+use crate::ec2nodeclass::{
+    ALIAS_FAMILIES, AMI_FAMILIES, AMI_FAMILY_CUSTOM, AmiSelectorTerm, EC2NodeClass,
+};
 use std::collections::BTreeMap;
 
 /// The warning given when amiFamily is absent and no alias implies it (driftwood accepts this,
@@ -11,15 +15,6 @@ use std::collections::BTreeMap;
 pub const INFERRED_FAMILY_WARNING: &str = "amiFamily is not set and no alias term implies it; driftwood \
      infers the family from the resolved images' names (Custom when it cannot), where Karpenter would \
      reject this EC2NodeClass";
-
-const EVICTION_SIGNALS: &[&str] = &[
-    "memory.available",
-    "nodefs.available",
-    "nodefs.inodesFree",
-    "imagefs.available",
-    "imagefs.inodesFree",
-    "pid.available",
-];
 
 /// A selector term reduced to what the shared checks need: its tags and which other fields
 /// (by name) are set.
@@ -55,12 +50,13 @@ impl Validate for EC2NodeClass {
                     && let Some((_, implied)) =
                         ALIAS_FAMILIES.iter().find(|(a, _)| *a == alias_family)
                     && implied != family
+                    && family != AMI_FAMILY_CUSTOM
                 {
                     c.invalid(
                         "spec.amiFamily",
                         family,
                         format!(
-                            "must match the family of the alias term ({implied}) or be omitted"
+                            "must match the family of the alias term ({implied}), be {AMI_FAMILY_CUSTOM} or be omitted"
                         ),
                     );
                 }
@@ -112,18 +108,10 @@ impl Validate for EC2NodeClass {
             "security group",
         );
         for (i, term) in spec.capacity_reservation_selector_terms.iter().enumerate() {
-            let field = format!("spec.capacityReservationSelectorTerms[{i}]");
-            if term.tags.is_empty() && term.id.is_none() {
-                c.error(&field, "expected at least one, got none, ['tags', 'id']");
-            }
-            if term.id.is_some() && (!term.tags.is_empty() || term.owner_id.is_some()) {
-                c.error(
-                    &field,
-                    "'id' is mutually exclusive, cannot be set with a combination of other fields",
-                );
-            }
-            check_tag_map(&mut c, &format!("{field}.tags"), &term.tags, true);
+            let field = format!("spec.capacityReservationSelectorTerms[{i}].tags");
+            check_tag_map(&mut c, &field, &term.tags, true);
         }
+        check_launch_options(&mut c, spec);
 
         check_tag_map(&mut c, "spec.tags", &spec.tags, false);
         for key in spec.tags.keys() {
@@ -180,6 +168,7 @@ impl Validate for EC2NodeClass {
                     rules::VOLUME_TYPES,
                 );
             }
+            check_ebs_values(&mut c, &field, ebs);
             if ebs.snapshot_id.is_none() && ebs.volume_size.is_none() {
                 c.error(
                     &field,
@@ -220,16 +209,17 @@ impl Validate for EC2NodeClass {
             }
         }
         if let Some(kubelet) = &spec.kubelet {
+            check_kubelet_values(&mut c, kubelet);
             for (name, map) in [
                 ("evictionHard", &kubelet.eviction_hard),
                 ("evictionSoft", &kubelet.eviction_soft),
             ] {
                 for key in map.keys() {
-                    if !EVICTION_SIGNALS.contains(&key.as_str()) {
+                    if !rules::EVICTION_SIGNALS.contains(&key.as_str()) {
                         c.invalid(
                             format!("spec.kubelet.{name}[{key}]"),
                             key,
-                            format!("must be one of {}", quoted_list(EVICTION_SIGNALS)),
+                            format!("must be one of {}", quoted_list(rules::EVICTION_SIGNALS)),
                         );
                     }
                 }
@@ -410,6 +400,15 @@ fn check_selector_terms(c: &mut Collector, path: &str, terms: &[TermShape], what
 }
 
 fn check_tag_map(c: &mut Collector, path: &str, tags: &BTreeMap<String, String>, selector: bool) {
+    if selector && tags.len() > rules::MAX_SELECTOR_TAGS {
+        c.error(
+            path,
+            format!(
+                "must have at most {} tags in one selector term",
+                rules::MAX_SELECTOR_TAGS
+            ),
+        );
+    }
     for (key, value) in tags {
         if key.is_empty() {
             c.error(path, "empty tag keys aren't supported");

@@ -2,6 +2,8 @@
 //! object, the field path and the rule that was broken.
 
 mod ec2nodeclass;
+mod ec2nodeclass_options;
+mod kubelet;
 mod labels;
 mod nodeclaim;
 mod nodepool;

@@ -8,7 +8,7 @@ use super::template::{
 };
 use super::{Collector, Validate, ValidationReport};
 use crate::cron::CronSchedule;
-use crate::nodepool::NodePool;
+use crate::nodepool::{LIMIT_NODES, NodePool, STATIC_UNSUPPORTED_MESSAGE};
 
 impl Validate for NodePool {
     fn validate(&self) -> ValidationReport {
@@ -122,6 +122,7 @@ impl Validate for NodePool {
                 "must be a resource quantity (e.g. 1000, 100k, 5000Gi)",
             );
         }
+        check_static(&mut c, self);
         if let Some(weight) = self.spec.weight {
             let (lo, hi) = WEIGHT_RANGE;
             if !(lo..=hi).contains(&i64::from(weight)) {
@@ -133,5 +134,44 @@ impl Validate for NodePool {
             }
         }
         c.finish()
+    }
+}
+
+/// A static NodePool (`spec.replicas`): Karpenter's rules for it (no weight, no limit but
+/// `nodes`, not negative), and driftwood's refusal to manage it.
+fn check_static(c: &mut Collector, pool: &NodePool) {
+    let Some(replicas) = pool.spec.replicas else {
+        return;
+    };
+    if replicas < 0 {
+        c.invalid(
+            "spec.replicas",
+            replicas.to_string(),
+            "must not be negative",
+        );
+    }
+    c.invalid(
+        "spec.replicas",
+        replicas.to_string(),
+        STATIC_UNSUPPORTED_MESSAGE,
+    );
+    if let Some(weight) = pool.spec.weight {
+        c.invalid(
+            "spec.weight",
+            weight.to_string(),
+            "'weight' is not supported on a static NodePool (spec.replicas set)",
+        );
+    }
+    for name in pool
+        .spec
+        .limits
+        .keys()
+        .filter(|k| k.as_str() != LIMIT_NODES)
+    {
+        c.invalid(
+            format!("spec.limits[{name}]"),
+            name,
+            "only 'limits.nodes' is supported on a static NodePool (spec.replicas set)",
+        );
     }
 }

@@ -139,6 +139,61 @@ fn rejects_gt_with_two_values() {
     );
 }
 
+/// A static NodePool (Karpenter v1.14 `spec.replicas`) is refused by name: driftwood does not
+/// manage static capacity.
+#[test]
+fn rejects_static_nodepool_naming_the_field_and_the_reason() {
+    rejects(
+        &format!(
+            "{NODEPOOL_HEAD}      requirements: []\n  replicas: 3\n  limits:\n    nodes: \"5\"\n"
+        ),
+        &[
+            "NodePool \"bad\"",
+            "invalid",
+            "spec.replicas: Invalid value: \"3\"",
+            "static capacity (spec.replicas) is not supported by driftwood",
+        ],
+    );
+}
+
+/// Karpenter's static NodePool rules ("should fail for incompatible fields": weight, limits
+/// other than nodes) are reported too, each on its field.
+#[test]
+fn rejects_static_nodepool_with_weight_or_resource_limits() {
+    rejects(
+        &format!(
+            "{NODEPOOL_HEAD}      requirements: []\n  replicas: 2\n  weight: 25\n  limits:\n    cpu: \"1000\"\n"
+        ),
+        &[
+            "spec.weight: Invalid value: \"25\": 'weight' is not supported on a static NodePool",
+            "spec.limits[cpu]: Invalid value: \"cpu\": only 'limits.nodes' is supported on a static NodePool",
+        ],
+    );
+}
+
+/// The EC2NodeClass fields Karpenter v1.14 added are accepted (not "unknown field").
+#[test]
+fn accepts_karpenter_v1_14_ec2nodeclass_fields() {
+    let manifest = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: efa}\nspec:\n  amiSelectorTerms: [{alias: al2023@latest}]\n  role: KarpenterNodeRole\n  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]\n  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]\n  networkInterfaces:\n  - {networkCardIndex: 0, deviceIndex: 0, interfaceType: interface}\n  - {networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}\n  placementGroupSelector: {name: training}\n  cpuOptions: {nestedVirtualization: enabled}\n  connectionTracking: {tcpEstablishedTimeout: 3600}\n  ipPrefixCount: 1\n  capacityReservationSelectorTerms: [{instanceMatchCriteria: open}]\n";
+    let output = driftwood(&["validate", "-f", "-"], Some(manifest));
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("1 object(s) checked, 0 invalid"), "{text}");
+    assert!(!text.contains("unknown field"), "{text}");
+}
+
+/// Karpenter "should fail with no primary network interface".
+#[test]
+fn rejects_network_interfaces_without_the_primary_interface() {
+    rejects(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: nics}\nspec:\n  amiSelectorTerms: [{alias: al2023@latest}]\n  role: KarpenterNodeRole\n  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]\n  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]\n  networkInterfaces:\n  - {networkCardIndex: 1, deviceIndex: 0, interfaceType: efa-only}\n",
+        &[
+            "EC2NodeClass \"nics\"",
+            "spec.networkInterfaces: must include the primary interface",
+        ],
+    );
+}
+
 #[test]
 fn garbage_input_fails_cleanly() {
     for input in [

@@ -81,6 +81,11 @@ impl ResourceTable {
         out
     }
 
+    /// Position of resource `name`, when the table holds it.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// Resource name at position `i`.
     pub fn name(&self, i: usize) -> &str {
         self.names.get(i).map_or("", String::as_str)

@@ -2,11 +2,14 @@
 
 use std::collections::BTreeMap;
 
+use crate::InstanceType;
+use crate::requirements::{Requirement, Requirements};
 use crate::resources::format_amount;
+use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE};
 
 use super::dense::Dense;
 use super::profiles::GroupKind;
-use super::state::BinKind;
+use super::state::{BinKind, Pool};
 use super::{Engine, Why};
 
 impl Engine<'_> {
@@ -127,6 +130,76 @@ impl Engine<'_> {
         }
     }
 
+    /// Names the requirement that ruled out the last instance types: the nodepool's requirements
+    /// and template labels, then the pod's, are applied in turn to every type the nodepool's
+    /// class offers (with an available offering); the first one after which none is left is
+    /// the one to change.
+    fn no_compatible_type(&self, p: &Pool<'_>, pod_reqs: &Requirements) -> String {
+        let Some(spec) = self.input.nodepools.iter().find(|np| np.name == p.name) else {
+            return "no compatible instance type".to_string();
+        };
+        let total = spec.instance_types.len();
+        if total == 0 {
+            return "the nodepool has no instance types (its node class resolved none)".to_string();
+        }
+        let launchable = |it: &InstanceType, reqs: &Requirements| {
+            reqs.intersects(&it.requirements).is_ok()
+                && it.offerings.iter().any(|o| {
+                    o.available
+                        && reqs.get(LABEL_TOPOLOGY_ZONE).is_none_or(|r| r.has(&o.zone))
+                        && reqs
+                            .get(LABEL_CAPACITY_TYPE)
+                            .is_none_or(|r| r.has(&o.capacity_type))
+                })
+        };
+        let mut left: Vec<&InstanceType> = spec
+            .instance_types
+            .iter()
+            .filter(|it| launchable(it, &Requirements::default()))
+            .collect();
+        if left.is_empty() {
+            return format!(
+                "none of the nodepool's {total} instance types has an available offering"
+            );
+        }
+        let template: Vec<(String, Requirement)> = spec
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), Requirement::is_in([v.clone()])))
+            .collect();
+        let steps = spec
+            .requirements
+            .iter()
+            .map(|(k, r)| ("the nodepool's requirement", k.to_string(), r.clone()))
+            .chain(
+                template
+                    .into_iter()
+                    .map(|(k, r)| ("the nodepool's template label", k, r)),
+            )
+            .chain(
+                pod_reqs
+                    .iter()
+                    .map(|(k, r)| ("the pod's requirement", k.to_string(), r.clone())),
+            );
+        let mut applied = Requirements::default();
+        for (whose, key, req) in steps {
+            applied.add(&key, req.clone());
+            let before = left.len();
+            left.retain(|it| launchable(it, &applied));
+            if left.is_empty() {
+                let context = if before == total {
+                    format!("none of the nodepool's {total} instance types")
+                } else {
+                    format!("{before} of the nodepool's {total} instance types were left before it")
+                };
+                return format!(
+                    "no instance type satisfies requirement {key} {req} ({whose}; {context})"
+                );
+            }
+        }
+        format!("no instance type satisfies requirements {pod_reqs}")
+    }
+
     fn describe_pool(&self, pool: usize, qi: usize, pid: u32, why: &Why) -> String {
         let p = &self.pools[pool];
         let q = &self.queue[qi];
@@ -145,22 +218,7 @@ impl Engine<'_> {
                 Err(e) => format!("incompatible requirements: {e}"),
                 Ok(()) => "incompatible requirements".to_string(),
             },
-            Why::NoCompatibleType => {
-                // Name the pod requirement that no instance type satisfies on its own.
-                let culprit = prof.reqs.iter().find(|(k, r)| {
-                    let mut only = p.reqs.clone();
-                    only.add(k, (*r).clone());
-                    !p.types.iter().any(|t| t.compatible(&only, None))
-                });
-                match culprit {
-                    Some((k, r)) => format!("no instance type satisfies requirement {k} {r}"),
-                    None if p.types.is_empty() => {
-                        "no instance type is compatible with the nodepool's requirements"
-                            .to_string()
-                    }
-                    None => format!("no instance type satisfies requirements {}", prof.reqs),
-                }
-            }
+            Why::NoCompatibleType => self.no_compatible_type(p, &prof.reqs),
             Why::NoFittingType => {
                 let mut largest: Dense = vec![0; self.table.len()];
                 for t in &p.types {

@@ -22,7 +22,7 @@ use crate::model::{
 };
 use crate::pod::SimPod;
 use crate::requirements::{Requirement, Requirements};
-use crate::resources::{CPU, MEMORY, Resources};
+use crate::resources::{CPU, MEMORY, NODES, Resources};
 use crate::taints::first_untolerated;
 
 use dense::{Dense, ResourceTable, add_into, fits, sub_into};
@@ -360,10 +360,15 @@ impl<'a> Engine<'a> {
                     .collect();
                 let mut alloc = table.dense(&it.allocatable());
                 sub_into(&mut alloc, &daemon_dense);
+                let mut capacity = table.dense(&it.capacity);
+                // A node of any type counts as one against a `nodes` limit.
+                if let Some(nodes) = table.position(NODES) {
+                    capacity[nodes] = 1000;
+                }
                 let pt = PoolType {
                     it,
                     alloc,
-                    capacity: table.dense(&it.capacity),
+                    capacity,
                     offerings,
                 };
                 if pt.compatible(&reqs, None) {

@@ -100,6 +100,8 @@ impl Memory {
             .store
             .nodepools
             .values()
+            // A static NodePool is left alone (its Ready condition says why).
+            .filter(|p| !p.is_static())
             .map(|p| (**p).clone())
             .collect();
         let allowed = pdb_allowed(&pdbs);

@@ -8,7 +8,8 @@ use driftwood_disruption::drift::{DriftFinding, DriftMarking, Verdict, drift_mar
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A NodeClaim the marker judges: not being deleted, with a NodePool that exists.
+/// A NodeClaim the marker judges: not being deleted, with a NodePool that exists and is not
+/// static (driftwood leaves static NodePools alone).
 pub struct Candidate<'a> {
     pub name: &'a str,
     pub claim: &'a Arc<NodeClaim>,
@@ -24,10 +25,11 @@ pub fn candidates(snapshot: &Snapshot) -> Vec<Candidate<'_>> {
         .filter(|(_, c)| c.metadata.deletion_timestamp.is_none())
         .filter_map(|(name, claim)| {
             let pool = claim.nodepool_name()?;
+            let nodepool = snapshot.nodepool(pool).filter(|p| !p.is_static())?;
             Some(Candidate {
                 name,
                 claim,
-                nodepool: snapshot.nodepool(pool)?,
+                nodepool,
             })
         })
         .collect()

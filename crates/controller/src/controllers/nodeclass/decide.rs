@@ -7,6 +7,7 @@ use crate::state::Snapshot;
 use driftwood_api::NodePoolStatus;
 use driftwood_api::condition::{Condition, Conditions, STATUS_FALSE, STATUS_TRUE, set_condition};
 use driftwood_api::ec2nodeclass::EC2NodeClassStatus;
+use driftwood_api::nodepool::{REASON_STATIC_UNSUPPORTED, STATIC_UNSUPPORTED_MESSAGE};
 use driftwood_api::wellknown::{CONDITION_NODECLASS_READY, CONDITION_READY};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -152,6 +153,7 @@ pub fn decide(
         let current = pool.status.clone().unwrap_or_default();
         let mut status = NodePoolStatus {
             resources,
+            nodes: i64::try_from(node_count).unwrap_or(i64::MAX),
             ..current.clone()
         };
         let (state, reason, message) = if class_ready {
@@ -178,11 +180,23 @@ pub fn decide(
             now.clone(),
             pool.metadata.generation,
         );
+        // A static NodePool is left alone: Ready=False says why (driftwood validate says so too).
+        let (state, reason, message) = if pool.is_static() {
+            (
+                STATUS_FALSE,
+                REASON_STATIC_UNSUPPORTED,
+                STATIC_UNSUPPORTED_MESSAGE.to_string(),
+            )
+        } else if class_ready {
+            (state, "Ready", message)
+        } else {
+            (state, reason, message)
+        };
         set_condition(
             &mut status.conditions,
             CONDITION_READY,
             state,
-            if class_ready { "Ready" } else { reason },
+            reason,
             &message,
             now.clone(),
             pool.metadata.generation,
@@ -358,6 +372,7 @@ mod tests {
                 .all(|t| cond(&status, t).is_some_and(|c| c.is_true()))
         );
         assert_eq!(status.resources.get("nodes"), Some(&Quantity("2".into())));
+        assert_eq!(status.nodes, 2);
         assert_eq!(status.resources.get("cpu"), Some(&Quantity("4".into())));
 
         let terminating = class(
@@ -387,5 +402,41 @@ mod tests {
             cond(&status, CONDITION_READY).map(|c| c.status),
             Some(STATUS_FALSE.to_string())
         );
+    }
+
+    /// A static NodePool (`spec.replicas`, Karpenter v1.14 static capacity) is left alone:
+    /// Ready=False with reason StaticCapacityNotSupported, even with its class Ready, and its
+    /// nodes are still counted.
+    #[test]
+    fn static_nodepool_is_not_ready_naming_static_capacity() {
+        let ready = class(
+            "c",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}),
+        );
+        let mut snapshot = snapshot(ready, vec![nodeclaim("a", false)]);
+        let mut pool = (*nodepool()).clone();
+        pool.spec.replicas = Some(3);
+        snapshot.apply("default".into(), Arc::new(pool));
+        let status = decide(&snapshot, &BTreeMap::new(), &now())
+            .into_iter()
+            .find_map(|a| match a {
+                Action::NodePoolStatus { status, .. } => Some(status),
+                _ => None,
+            })
+            .expect("a nodepool status");
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY)
+            .expect("Ready");
+        assert_eq!(ready.status, STATUS_FALSE);
+        assert_eq!(ready.reason.as_deref(), Some(REASON_STATIC_UNSUPPORTED));
+        assert!(
+            ready
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("spec.replicas"))
+        );
+        assert_eq!(status.nodes, 1);
     }
 }

@@ -11,6 +11,7 @@ use super::Outcome;
 use crate::api::{add_finalizer, modify, modify_status, remove_finalizer};
 use crate::context::Context;
 use crate::events::EventType;
+use driftwood_api::nodepool::{REASON_STATIC_UNSUPPORTED, STATIC_UNSUPPORTED_MESSAGE};
 use driftwood_api::wellknown::CONDITION_READY;
 use driftwood_api::{EC2NodeClass, NodePool};
 use kube::api::Api;
@@ -91,16 +92,43 @@ pub async fn pass(ctx: Context) -> Outcome {
                 }
             }
             Action::NodePoolStatus { nodepool, status } => {
-                let _ = modify_status(&pools, &nodepool, |p| {
+                let written = modify_status(&pools, &nodepool, |p| {
                     p.status = Some(status.clone());
                     true
                 })
                 .await;
+                if written.is_ok()
+                    && let Some(pool) = snapshot.store.nodepools.get(&nodepool)
+                    && became_static_unsupported(pool, &status)
+                {
+                    ctx.events
+                        .publish(
+                            pool.as_ref(),
+                            EventType::Warning,
+                            REASON_STATIC_UNSUPPORTED,
+                            STATIC_UNSUPPORTED_MESSAGE,
+                        )
+                        .await;
+                }
             }
         }
     }
     report_pods_state(&ctx, &snapshot);
     Outcome::idle().with_errors(errors)
+}
+
+/// Whether `status` newly marks `pool` Ready=False for its static capacity (once per change).
+fn became_static_unsupported(pool: &NodePool, status: &driftwood_api::NodePoolStatus) -> bool {
+    let static_reason = |conditions: &[driftwood_api::Condition]| {
+        conditions.iter().any(|c| {
+            c.type_ == CONDITION_READY && c.reason.as_deref() == Some(REASON_STATIC_UNSUPPORTED)
+        })
+    };
+    let before = pool
+        .status
+        .as_ref()
+        .is_some_and(|s| static_reason(&s.conditions));
+    !before && static_reason(&status.conditions)
 }
 
 /// karpenter_pods_state: one series per pod with its node, NodePool and phase.

@@ -177,6 +177,14 @@ pub fn decide(
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
+        // A static NodePool is left alone: expiring its nodes would shrink it with no
+        // replacement (driftwood does not provision static capacity).
+        if snapshot
+            .nodepool(&nodepool_of(claim))
+            .is_some_and(|p| p.is_static())
+        {
+            continue;
+        }
         let expire = claim
             .spec
             .expire_after
@@ -537,6 +545,22 @@ mod tests {
         let before = decide(&snapshot, NOW - 1, None, &BTreeSet::new());
         assert!(before.plans.is_empty());
         assert!(!before.busy);
+    }
+
+    /// A NodeClaim of a static NodePool (`spec.replicas`) is not expired: driftwood leaves
+    /// static NodePools alone, and would not replace the node.
+    #[test]
+    fn a_static_nodepools_nodeclaim_is_not_expired() {
+        let claim = nodeclaim("a", json!({"spec": {"expireAfter": "24h"}}));
+        let mut snapshot = store_with(vec![claim], vec![node("a", true, json!({}))], vec![]);
+        let pool: driftwood_api::NodePool = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {"replicas": 1, "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"}, "requirements": []}}}
+        }))
+        .expect("nodepool");
+        snapshot.apply("default".into(), Arc::new(pool));
+        let decision = decide(&snapshot, NOW, None, &BTreeSet::new());
+        assert!(steps(&decision, "nodeclaim/a").is_empty(), "{decision:?}");
     }
 
     /// Karpenter termination suite "should exclude nodes from load balancers when terminating"
