@@ -1,6 +1,7 @@
 //! AMI resolution: turns amiSelectorTerms into the images nodes launch with, newest image per
 //! requirement set (architecture, accelerator) first, deprecated images last.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
@@ -115,19 +116,26 @@ fn requirements_key(reqs: &[Requirement]) -> String {
 
 /// Orders candidates (non-deprecated first, newest first, then name and id) and keeps the first
 /// image of each requirement set. Pure.
-pub fn select_newest(mut candidates: Vec<ResolvedAmi>) -> Vec<ResolvedAmi> {
-    candidates.sort_by(|a, b| {
+pub fn select_newest(candidates: Vec<ResolvedAmi>) -> Vec<ResolvedAmi> {
+    // Each creation date is parsed once, not once per comparison (thousands of images match a
+    // wide name pattern).
+    let mut keyed: Vec<_> = candidates
+        .into_iter()
+        .map(|c| (Reverse(creation_key(&c.creation_date)), c))
+        .collect();
+    keyed.sort_by(|(ka, a), (kb, b)| {
         a.deprecated
             .cmp(&b.deprecated)
-            .then_with(|| creation_key(&b.creation_date).cmp(&creation_key(&a.creation_date)))
+            .then_with(|| ka.cmp(kb))
             .then_with(|| a.name.cmp(&b.name))
             .then_with(|| a.id.cmp(&b.id))
     });
-    let mut seen_ids = BTreeSet::new();
+    // The newest image of each requirement set (an image serving two variants stays twice,
+    // once per set).
     let mut seen_reqs = BTreeSet::new();
-    candidates
+    keyed
         .into_iter()
-        .filter(|c| seen_ids.insert(c.id.clone()))
+        .map(|(_, c)| c)
         .filter(|c| seen_reqs.insert(requirements_key(&c.requirements)))
         .collect()
 }
@@ -182,16 +190,26 @@ async fn resolve_term(
         if let Err(e) = check_kubernetes_version(alias, family, kubernetes_version) {
             return Ok(Err(e));
         }
-        let mut by_id: BTreeMap<String, Vec<Requirement>> = BTreeMap::new();
+        // Image id → the requirement sets it serves (one per variant).
+        let mut by_id: BTreeMap<String, Vec<Vec<Requirement>>> = BTreeMap::new();
         for param in alias_parameters(family, &version, kubernetes_version) {
             if let Some(id) = get_parameter_value(ssm, &param.path).await? {
-                by_id.entry(id).or_insert(param.requirements);
+                by_id
+                    .entry(id)
+                    .or_default()
+                    .extend(param.requirement_sets());
             }
         }
         let images = describe_by_ids(ec2, by_id.keys().cloned().collect()).await?;
         return Ok(Ok(images
             .iter()
-            .filter_map(|img| candidate(img, by_id.get(&img.image_id).map(Vec::as_slice), now))
+            .flat_map(|img| {
+                by_id
+                    .get(&img.image_id)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(move |reqs| candidate(img, Some(reqs), now))
+            })
             .collect()));
     }
     let images = if let Some(id) = &term.id {

@@ -5,7 +5,9 @@
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
 use driftwood_api::ec2nodeclass as api;
 use driftwood_api::requirement::{OP_DOES_NOT_EXIST, OP_EXISTS, OP_IN};
-use driftwood_api::wellknown::{LABEL_ARCH, LABEL_INSTANCE_GPU_COUNT};
+use driftwood_api::wellknown::{
+    LABEL_ARCH, LABEL_INSTANCE_ACCELERATOR_COUNT, LABEL_INSTANCE_GPU_COUNT,
+};
 
 /// An operating-system family of node images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -96,12 +98,62 @@ impl AmiFamily {
     }
 }
 
-/// One SSM public parameter an alias resolves through, and the requirements an instance type
-/// must meet to use the image it names.
+/// What kind of instance an EKS-optimized image is built for (Karpenter's AMI variants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// No GPU and no accelerator.
+    Standard,
+    /// An NVIDIA GPU (the instance has a GPU count).
+    Nvidia,
+    /// A Neuron device (the instance has an accelerator count).
+    Neuron,
+    /// Any instance of the architecture (Windows images).
+    Any,
+}
+
+impl Variant {
+    /// The requirements an instance type meets to use an image of this variant.
+    pub fn requirements(self) -> Vec<Requirement> {
+        match self {
+            Variant::Standard => vec![
+                Requirement::new(LABEL_INSTANCE_ACCELERATOR_COUNT, OP_DOES_NOT_EXIST, &[]),
+                Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_DOES_NOT_EXIST, &[]),
+            ],
+            Variant::Nvidia => vec![Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_EXISTS, &[])],
+            Variant::Neuron => vec![Requirement::new(
+                LABEL_INSTANCE_ACCELERATOR_COUNT,
+                OP_EXISTS,
+                &[],
+            )],
+            Variant::Any => Vec::new(),
+        }
+    }
+}
+
+/// One SSM public parameter an alias resolves through: the architecture of the image it names
+/// and the variants that image serves (the AL2 GPU image serves NVIDIA and Neuron instances,
+/// Bottlerocket's x86_64 image standard and Neuron ones, as in Karpenter v1.14).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AliasParameter {
     pub path: String,
-    pub requirements: Vec<Requirement>,
+    /// `amd64` or `arm64`.
+    pub arch: &'static str,
+    pub variants: Vec<Variant>,
+}
+
+impl AliasParameter {
+    /// One requirement set per variant, each with the architecture: an instance type may use
+    /// the image when it meets any of them.
+    pub fn requirement_sets(&self) -> Vec<Vec<Requirement>> {
+        self.variants
+            .iter()
+            .map(|v| {
+                let mut reqs = vec![arch_requirement(self.arch)];
+                reqs.extend(v.requirements());
+                reqs
+            })
+            .collect()
+    }
 }
 
 /// Why an alias is not usable.
@@ -193,26 +245,17 @@ fn arch_requirement(arch: &str) -> Requirement {
     Requirement::new(LABEL_ARCH, OP_IN, &[arch])
 }
 
-fn standard(arch: &str) -> Vec<Requirement> {
-    vec![
-        arch_requirement(arch),
-        Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_DOES_NOT_EXIST, &[]),
-    ]
-}
-
-fn accelerated(arch: &str) -> Vec<Requirement> {
-    vec![
-        arch_requirement(arch),
-        Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_EXISTS, &[]),
-    ]
-}
-
 /// The SSM public parameters an alias of `family` at `version` resolves through for a cluster
 /// running Kubernetes `k8s` (e.g. `1.29`).
 pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<AliasParameter> {
     let eks = format!("/aws/service/eks/optimized-ami/{k8s}");
     let latest = version == "latest";
-    let p = |path: String, requirements: Vec<Requirement>| AliasParameter { path, requirements };
+    use Variant::{Any, Neuron, Nvidia, Standard};
+    let p = |path: String, arch: &'static str, variants: &[Variant]| AliasParameter {
+        path,
+        arch,
+        variants: variants.to_vec(),
+    };
     match family {
         AmiFamily::Al2 => {
             let variant = |dir: &str, prefix: &str| {
@@ -225,15 +268,18 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
             vec![
                 p(
                     variant("amazon-linux-2", "amazon-eks-node"),
-                    standard("amd64"),
+                    "amd64",
+                    &[Standard],
                 ),
                 p(
                     variant("amazon-linux-2-arm64", "amazon-eks-arm64-node"),
-                    standard("arm64"),
+                    "arm64",
+                    &[Standard],
                 ),
                 p(
                     variant("amazon-linux-2-gpu", "amazon-eks-gpu-node"),
-                    accelerated("amd64"),
+                    "amd64",
+                    &[Neuron, Nvidia],
                 ),
             ]
         }
@@ -249,9 +295,11 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
                 }
             };
             vec![
-                p(variant("x86_64", "standard"), standard("amd64")),
-                p(variant("arm64", "standard"), standard("arm64")),
-                p(variant("x86_64", "nvidia"), accelerated("amd64")),
+                p(variant("x86_64", "standard"), "amd64", &[Standard]),
+                p(variant("arm64", "standard"), "arm64", &[Standard]),
+                p(variant("x86_64", "nvidia"), "amd64", &[Nvidia]),
+                p(variant("x86_64", "neuron"), "amd64", &[Neuron]),
+                p(variant("arm64", "nvidia"), "arm64", &[Nvidia]),
             ]
         }
         AmiFamily::Bottlerocket => {
@@ -266,10 +314,10 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
                 )
             };
             vec![
-                p(variant("", "x86_64"), standard("amd64")),
-                p(variant("", "arm64"), standard("arm64")),
-                p(variant("-nvidia", "x86_64"), accelerated("amd64")),
-                p(variant("-nvidia", "arm64"), accelerated("arm64")),
+                p(variant("", "x86_64"), "amd64", &[Standard, Neuron]),
+                p(variant("", "arm64"), "arm64", &[Standard]),
+                p(variant("-nvidia", "x86_64"), "amd64", &[Nvidia]),
+                p(variant("-nvidia", "arm64"), "arm64", &[Nvidia]),
             ]
         }
         AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {
@@ -282,7 +330,8 @@ pub fn alias_parameters(family: AmiFamily, version: &str, k8s: &str) -> Vec<Alia
                 format!(
                     "/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s}/image_id"
                 ),
-                vec![arch_requirement("amd64")],
+                "amd64",
+                &[Any],
             )]
         }
         AmiFamily::Custom => Vec::new(),

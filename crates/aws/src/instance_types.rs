@@ -2,6 +2,7 @@
 //! (zone × capacity type × price × availability), built purely from described EC2 data.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use driftwood_api::wellknown::{
     CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_CAPACITY_TYPE,
@@ -52,8 +53,14 @@ pub struct InstanceTypeInfo {
     /// Single-valued labels every node of this type gets (zone and capacity type excluded).
     pub labels: BTreeMap<String, String>,
     pub capacity: Resources,
+    /// Device and network resources beyond cpu/memory/storage/pods, whole units, none zero
+    /// (see [`extended_resources`]); the kubelet reserves none of them.
+    pub extended: BTreeMap<&'static str, i64>,
     pub overhead: Overhead,
     pub offerings: Vec<Offering>,
+    /// [`Self::label_values`], worked out on first use (labels and offerings do not change
+    /// once a catalog is built).
+    pub label_values_cache: OnceLock<LabelValues>,
 }
 
 impl InstanceTypeInfo {
@@ -64,7 +71,12 @@ impl InstanceTypeInfo {
 
     /// Labels plus the zones, zone ids and capacity types of the available offerings, for
     /// requirement matching.
-    pub fn label_values(&self) -> LabelValues {
+    pub fn label_values(&self) -> &LabelValues {
+        self.label_values_cache
+            .get_or_init(|| self.compute_label_values())
+    }
+
+    fn compute_label_values(&self) -> LabelValues {
         let mut values: LabelValues = self
             .labels
             .iter()
@@ -114,10 +126,19 @@ pub fn parse_type_name(name: &str) -> TypeNameParts {
         .chars()
         .take_while(|c| c.is_ascii_alphabetic())
         .collect();
-    let generation: String = family[category.len()..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect();
+    // High-memory types carry their memory between category and generation (`u-3tb1`: `u`,
+    // generation 1), as Karpenter's name pattern allows.
+    let rest = &family[category.len()..];
+    let rest = rest
+        .strip_prefix('-')
+        .and_then(|r| {
+            let digits = r.chars().take_while(|c| c.is_ascii_digit()).count();
+            (digits > 0)
+                .then(|| r[digits..].strip_prefix("tb"))
+                .flatten()
+        })
+        .unwrap_or(rest);
+    let generation: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
     TypeNameParts {
         category,
         family: family.to_string(),
@@ -211,6 +232,53 @@ pub fn instance_type_labels(
     Some(labels)
 }
 
+/// `nvidia.com/gpu`: NVIDIA GPUs.
+pub const RESOURCE_NVIDIA_GPU: &str = "nvidia.com/gpu";
+/// `amd.com/gpu`: AMD GPUs.
+pub const RESOURCE_AMD_GPU: &str = "amd.com/gpu";
+/// `habana.ai/gaudi`: Habana Gaudi accelerators (reported as GPUs by EC2).
+pub const RESOURCE_HABANA_GAUDI: &str = "habana.ai/gaudi";
+/// `aws.amazon.com/neuron`: Neuron devices (Inferentia, Trainium).
+pub const RESOURCE_AWS_NEURON: &str = "aws.amazon.com/neuron";
+/// `aws.amazon.com/neuroncore`: NeuronCores.
+pub const RESOURCE_AWS_NEURON_CORE: &str = "aws.amazon.com/neuroncore";
+/// `vpc.amazonaws.com/efa`: Elastic Fabric Adapter interfaces.
+pub const RESOURCE_EFA: &str = "vpc.amazonaws.com/efa";
+/// `vpc.amazonaws.com/pod-eni`: branch ENIs for security groups per pod.
+pub const RESOURCE_POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
+
+/// The extended resources Karpenter gives a described type (its `computeCapacity`): GPUs by
+/// maker (NVIDIA, AMD, Habana), Neuron devices and their cores, EFA interfaces and branch ENIs.
+/// Only non-zero amounts are returned.
+pub fn extended_resources(desc: &InstanceTypeDescription) -> BTreeMap<&'static str, i64> {
+    let gpus_by = |maker: &str| -> i64 {
+        desc.gpus
+            .iter()
+            .filter(|g| g.manufacturer.eq_ignore_ascii_case(maker))
+            .map(|g| g.count)
+            .sum()
+    };
+    let neuron: Vec<_> = desc
+        .accelerators
+        .iter()
+        .filter(|a| a.cores_per_device > 0 || a.manufacturer.eq_ignore_ascii_case("aws"))
+        .collect();
+    let amounts = [
+        (RESOURCE_NVIDIA_GPU, gpus_by("nvidia")),
+        (RESOURCE_AMD_GPU, gpus_by("amd")),
+        (RESOURCE_HABANA_GAUDI, gpus_by("habana")),
+        (RESOURCE_AWS_NEURON, neuron.iter().map(|a| a.count).sum()),
+        // Karpenter counts the cores of the first Neuron device kind only.
+        (
+            RESOURCE_AWS_NEURON_CORE,
+            neuron.first().map_or(0, |a| a.count * a.cores_per_device),
+        ),
+        (RESOURCE_EFA, desc.efa_max_interfaces),
+        (RESOURCE_POD_ENI, desc.branch_interfaces),
+    ];
+    amounts.into_iter().filter(|(_, n)| *n > 0).collect()
+}
+
 /// Raw EC2 data the catalog is built from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CatalogData {
@@ -250,10 +318,17 @@ impl Default for CatalogOptions {
     }
 }
 
-/// Capacity of a described type: vCPUs, memory minus the VM overhead, root volume, max pods.
+/// MiB that Graviton (arm64) kernels reserve for the contiguous memory allocator, which pods
+/// cannot use (Karpenter subtracts it before the VM overhead).
+const ARM64_CMA_MIB: i64 = 64;
+
+/// Capacity of a described type: vCPUs, memory minus the VM overhead (and, on arm64, the CMA
+/// reservation), root volume, max pods.
 pub fn capacity(desc: &InstanceTypeDescription, opts: &CatalogOptions) -> Resources {
-    let mem = desc.memory_mib * MIB;
-    let vm_overhead_mib = (desc.memory_mib as f64 * opts.vm_memory_overhead_percent).ceil() as i64;
+    let arm64 = desc.supported_architectures.first().map(String::as_str) == Some("arm64");
+    let memory_mib = desc.memory_mib - if arm64 { ARM64_CMA_MIB } else { 0 };
+    let mem = memory_mib * MIB;
+    let vm_overhead_mib = (memory_mib as f64 * opts.vm_memory_overhead_percent).ceil() as i64;
     Resources {
         cpu_millis: desc.default_vcpus * 1000,
         memory_bytes: mem - vm_overhead_mib * MIB,
@@ -318,8 +393,10 @@ pub fn build_catalog(
             arch,
             labels,
             capacity: cap,
+            extended: extended_resources(desc),
             overhead: oh,
             offerings,
+            label_values_cache: OnceLock::new(),
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -394,6 +471,7 @@ mod tests {
                 name: "Inferentia2".to_string(),
                 manufacturer: "aws".to_string(),
                 count: 1,
+                cores_per_device: 2,
             }],
             ..Default::default()
         };
@@ -417,6 +495,14 @@ mod tests {
             ("c", "c6gd", "2xlarge")
         );
         assert_eq!(p.generation.as_deref(), Some("6"));
+        // Karpenter's published labels for u-3tb1.56xlarge: category u, generation 1.
+        let u = parse_type_name("u-3tb1.56xlarge");
+        assert_eq!((u.category.as_str(), u.family.as_str()), ("u", "u-3tb1"));
+        assert_eq!(u.generation.as_deref(), Some("1"));
+        assert_eq!(
+            parse_type_name("c7i-flex.large").generation.as_deref(),
+            Some("7")
+        );
     }
 
     #[test]

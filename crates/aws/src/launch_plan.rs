@@ -117,7 +117,7 @@ pub fn plan_launch(
                 })
                 .cloned()
                 .collect();
-            requirements_allow(&defined, &labels)
+            requirements_allow(&defined, labels)
         })
         .filter(|it| fits(requests, &it.allocatable()))
         .collect();
@@ -156,7 +156,7 @@ pub fn plan_launch(
     let mut groups: Vec<AmiGroup> = Vec::new();
     for (it, offers, _) in priced {
         let labels = it.label_values();
-        let Some(ami) = compatible_amis(amis, &labels).into_iter().next() else {
+        let Some(ami) = compatible_amis(amis, labels).into_iter().next() else {
             continue;
         };
         let overrides = offers.into_iter().filter_map(|(zone, price)| {
@@ -210,7 +210,9 @@ mod tests {
                 ephemeral_storage_bytes: 1 << 34,
                 pods: 29,
             },
+            extended: BTreeMap::new(),
             overhead: Overhead::default(),
+            label_values_cache: Default::default(),
             offerings: offers
                 .iter()
                 .map(|(zone, ct, price)| Offering {

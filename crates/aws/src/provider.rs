@@ -13,9 +13,11 @@ use driftwood_api::wellknown::{
 };
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::AwsSettings;
+use super::catalog_cache::BuiltCatalogs;
 use super::catalog_fetch::fetch_catalog_data;
 use super::claim_view::{
     instance_tags, node_labels, requests_from_quantities, resource_quantities,
@@ -26,9 +28,7 @@ use super::class_view::{
 };
 use super::cleanup::{CleanupReport, cleanup_node_class};
 use super::drift::{ClassAmi, DriftInputs, ProviderDrift, provider_drift, provider_drifts};
-use super::instance_types::{
-    CatalogData, CatalogOptions, InstanceTypeInfo, build_catalog, instance_type_labels,
-};
+use super::instance_types::{CatalogData, CatalogOptions, InstanceTypeInfo, instance_type_labels};
 use super::launch_plan::{PlanError, plan_launch};
 use super::launcher::{
     LaunchConfig, LaunchError, instance_id_from_provider_id, launch, provider_id,
@@ -64,6 +64,8 @@ pub struct AwsProvider {
     unavailable: Mutex<UnavailableOfferings>,
     /// The raw catalog data and when it was fetched.
     catalog_cache: Mutex<Option<(Timestamp, Arc<CatalogData>)>>,
+    /// Each class's catalog built from that data.
+    built_catalogs: BuiltCatalogs,
     /// This cluster's instances as one DescribeInstances saw them, and when: drift checks read
     /// them instead of describing each NodeClaim's instance (one call per pass, not per node).
     drift_instances: Mutex<Option<(Timestamp, InstancesById)>>,
@@ -95,6 +97,7 @@ impl AwsProvider {
             classes,
             unavailable: Mutex::new(UnavailableOfferings::new()),
             catalog_cache: Mutex::new(None),
+            built_catalogs: BuiltCatalogs::default(),
             drift_instances: Mutex::new(None),
             class_hashes: Mutex::new(BTreeMap::new()),
         }
@@ -323,7 +326,7 @@ impl AwsProvider {
         &self,
         class: &EC2NodeClass,
         subnets: &[ZonalSubnet],
-    ) -> Result<Vec<InstanceTypeInfo>, CloudError> {
+    ) -> Result<Arc<Vec<InstanceTypeInfo>>, CloudError> {
         let data = self.catalog_data().await?;
         let family = class_family(class);
         let devices = block_devices(&class.spec, family).map_err(CloudError::Invalid)?;
@@ -344,7 +347,14 @@ impl AwsProvider {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        build_catalog(&data, &opts, &unavailable, now)
+        self.built_catalogs
+            .get_or_build(
+                class.metadata.name.as_deref().unwrap_or_default(),
+                &data,
+                opts,
+                &unavailable,
+                now,
+            )
             .map_err(|e| CloudError::Invalid(e.to_string()))
     }
 
@@ -375,7 +385,7 @@ impl AwsProvider {
     pub async fn instance_types_for_class(
         &self,
         class_name: &str,
-    ) -> Result<Vec<InstanceTypeInfo>, CloudError> {
+    ) -> Result<Arc<Vec<InstanceTypeInfo>>, CloudError> {
         let class = self.ready_class(class_name)?;
         let subnets = self.class_subnets(&class).await?;
         self.catalog_for(&class, &subnets).await
@@ -676,6 +686,13 @@ impl CloudProvider for AwsProvider {
         if let Some(it) = it {
             st.capacity = resource_quantities(&it.capacity);
             st.allocatable = resource_quantities(&it.allocatable());
+            // GPUs, Neuron devices, EFA and pod ENIs, as Karpenter reports them: the
+            // provisioner counts a launched claim's devices before its Node registers them.
+            for (name, count) in &it.extended {
+                for list in [&mut st.capacity, &mut st.allocatable] {
+                    list.insert(name.to_string(), Quantity(count.to_string()));
+                }
+            }
         }
         Ok(out)
     }
@@ -725,13 +742,13 @@ impl CloudProvider for AwsProvider {
         &self,
         pool: &NodePool,
     ) -> Result<Vec<driftwood_scheduling::InstanceType>, CloudError> {
-        let catalog = self
-            .instance_types_for_class(&pool.spec.template.spec.node_class_ref.name)
-            .await?;
-        Ok(catalog
-            .iter()
-            .map(InstanceTypeInfo::to_scheduling)
-            .collect())
+        let class = &pool.spec.template.spec.node_class_ref.name;
+        let catalog = self.instance_types_for_class(class).await?;
+        Ok(self
+            .built_catalogs
+            .scheduling(class, &catalog)
+            .as_ref()
+            .clone())
     }
 
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<CloudDrift>, CloudError> {

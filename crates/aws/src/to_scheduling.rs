@@ -44,10 +44,14 @@ impl InstanceTypeInfo {
         if !zone_ids.is_empty() {
             requirements.add(LABEL_TOPOLOGY_ZONE_ID, Requirement::is_in(zone_ids));
         }
+        let mut capacity = milli(&self.capacity);
+        for (name, count) in &self.extended {
+            capacity.add_one(name, count.saturating_mul(1000));
+        }
         InstanceType {
             name: self.name.clone(),
             requirements,
-            capacity: milli(&self.capacity),
+            capacity,
             overhead: Overhead {
                 kube_reserved: milli(&self.overhead.kube_reserved),
                 system_reserved: milli(&self.overhead.system_reserved),
@@ -87,7 +91,9 @@ mod tests {
                 ephemeral_storage_bytes: 0,
                 pods: 29,
             },
+            extended: BTreeMap::from([("nvidia.com/gpu", 4)]),
             overhead: AwsOverhead::default(),
+            label_values_cache: Default::default(),
             offerings: vec![AwsOffering {
                 zone: "us-west-2a".to_string(),
                 zone_id: "usw2-az1".to_string(),
@@ -100,6 +106,7 @@ mod tests {
         assert_eq!(s.capacity.get(CPU), 2000);
         assert_eq!(s.capacity.get(MEMORY), 1_024_000);
         assert_eq!(s.capacity.get(PODS), 29_000);
+        assert_eq!(s.capacity.get("nvidia.com/gpu"), 4000);
         assert!(
             s.requirements
                 .get("kubernetes.io/arch")

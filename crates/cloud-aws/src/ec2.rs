@@ -153,6 +153,12 @@ fn instance_type(t: &ec2::InstanceTypeInfo) -> InstanceTypeDescription {
             })
             .unwrap_or_default(),
         accelerators: accelerators(t),
+        efa_max_interfaces: wide(
+            network
+                .and_then(|n| n.efa_info())
+                .and_then(|e| e.maximum_efa_interfaces()),
+        ),
+        branch_interfaces: 0,
     }
 }
 
@@ -167,6 +173,7 @@ fn accelerators(t: &ec2::InstanceTypeInfo) -> Vec<AcceleratorInfo> {
                 name: d.name().unwrap_or_default().to_string(),
                 manufacturer: "aws".to_string(),
                 count: wide(d.count()),
+                cores_per_device: wide(d.core_info().and_then(|c| c.count())),
             })
             .collect();
     }
@@ -178,6 +185,7 @@ fn accelerators(t: &ec2::InstanceTypeInfo) -> Vec<AcceleratorInfo> {
                     name: d.name().unwrap_or_default().to_string(),
                     manufacturer: d.manufacturer().unwrap_or_default().to_string(),
                     count: wide(d.count()),
+                    cores_per_device: 0,
                 })
                 .collect()
         })

@@ -101,17 +101,20 @@ fn with_nodeclaim_view(existing: &mut ExistingNode, claim: &NodeClaim) {
             existing.taints.push(taint);
         }
     }
-    if existing
-        .allocatable
-        .get(driftwood_scheduling::resources::CPU)
-        == 0
-        && let Some(allocatable) = claim
-            .status
-            .as_ref()
-            .filter(|s| !s.allocatable.is_empty())
-            .and_then(|s| Resources::from_quantities(&s.allocatable).ok())
+    // Every resource the Node does not report yet (all of them before the kubelet's first
+    // status, a GPU before its device plugin runs) comes from the NodeClaim, as Karpenter's
+    // state node fills them in.
+    if let Some(allocatable) = claim
+        .status
+        .as_ref()
+        .filter(|s| !s.allocatable.is_empty())
+        .and_then(|s| Resources::from_quantities(&s.allocatable).ok())
     {
-        existing.allocatable = allocatable;
+        for name in allocatable.names() {
+            if existing.allocatable.get(name) == 0 {
+                existing.allocatable.set(name, allocatable.get(name));
+            }
+        }
     }
 }
 
@@ -460,5 +463,38 @@ mod tests {
             2000
         );
         assert!(!node.initialized);
+    }
+
+    /// Karpenter's state node: an uninitialized Node's zero resources come from its NodeClaim,
+    /// each on its own. A Node whose kubelet reports cpu and memory but whose device plugin has
+    /// not yet reported GPUs still counts the NodeClaim's GPUs (else the provisioner would
+    /// launch a second GPU node for the same pods).
+    #[test]
+    fn a_registered_node_without_its_gpus_yet_counts_the_nodeclaims() {
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "labels": {"karpenter.sh/nodepool": "gpu"}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
+            "status": {"providerID": "aws:///zone/i-1",
+                       "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "29", "nvidia.com/gpu": "1"}}
+        }))
+        .expect("nodeclaim");
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "spec": {"providerID": "aws:///zone/i-1"},
+            "status": {"allocatable": {"cpu": "3920m", "memory": "15Gi", "pods": "29"}}
+        }))
+        .expect("node");
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("c".into(), Arc::new(claim));
+        snapshot.apply("n1".into(), Arc::new(node));
+        let nodes = existing_nodes(&snapshot, true);
+        let node = &nodes[0];
+        assert_eq!(node.allocatable.get("nvidia.com/gpu"), 1000);
+        // What the kubelet reports wins where it reports something.
+        assert_eq!(
+            node.allocatable.get(driftwood_scheduling::resources::CPU),
+            3920
+        );
     }
 }

@@ -222,9 +222,10 @@ fn the_requirement_that_removed_the_last_instance_types_is_named() {
         LABEL_INSTANCE_TYPE,
         Requirement::is_in(["large".to_string(), "small".to_string()]),
     );
-    gpu_pool
-        .requirements
-        .add("karpenter.k8s.aws/instance-gpu-count", Requirement::exists());
+    gpu_pool.requirements.add(
+        "karpenter.k8s.aws/instance-gpu-count",
+        Requirement::exists(),
+    );
     // As the AWS provider models them: a type without GPUs has no GPU-count label.
     for t in &mut gpu_pool.instance_types {
         t.requirements.add(

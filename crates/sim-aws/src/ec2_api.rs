@@ -99,18 +99,14 @@ impl SimAws {
     fn on_demand_price(&self, instance_type: &str) -> Option<f64> {
         self.lock()
             .instance_types
-            .iter()
-            .find(|e| e.description.instance_type == instance_type)
+            .get(instance_type)
             .map(|e| e.on_demand_price)
     }
 
     fn offered_in(&self, instance_type: &str, zone: &str) -> bool {
         let index = self.config.zones.iter().position(|z| z == zone);
         let st = self.lock();
-        let entry = st
-            .instance_types
-            .iter()
-            .find(|e| e.description.instance_type == instance_type);
+        let entry = st.instance_types.get(instance_type);
         match (entry, index) {
             (Some(e), Some(i)) => !e.missing_zones.contains(&i),
             _ => false,
@@ -151,9 +147,8 @@ impl Ec2Api for SimAws {
                 .and_then(|t| t.parse::<Timestamp>().ok())
                 .is_some_and(|t| t <= now)
         };
-        Ok(st
-            .images
-            .values()
+        Ok(SimAws::image_candidates(&st, &input.filters)
+            .into_iter()
             .map(|s| &s.image)
             .filter(|img| input.image_ids.is_empty() || input.image_ids.contains(&img.image_id))
             .filter(|img| {
@@ -211,11 +206,7 @@ impl Ec2Api for SimAws {
         self.check_fault("DescribeInstanceTypes")?;
         let st = self.lock();
         for name in &input.instance_types {
-            if !st
-                .instance_types
-                .iter()
-                .any(|e| &e.description.instance_type == name)
-            {
+            if !st.instance_types.contains_key(name) {
                 return Err(AwsError::new(
                     codes::INVALID_PARAMETER_VALUE,
                     format!("The following supplied instance types do not exist: [{name}]"),
@@ -224,7 +215,7 @@ impl Ec2Api for SimAws {
         }
         Ok(st
             .instance_types
-            .iter()
+            .values()
             .map(|e| &e.description)
             .filter(|d| {
                 input.instance_types.is_empty() || input.instance_types.contains(&d.instance_type)
@@ -246,7 +237,7 @@ impl Ec2Api for SimAws {
         };
         let st = self.lock();
         let mut out = Vec::new();
-        for e in &st.instance_types {
+        for e in st.instance_types.values() {
             let name = &e.description.instance_type;
             let locations: Vec<String> = match location_type {
                 "region" => vec![self.config.region.clone()],
@@ -298,7 +289,7 @@ impl Ec2Api for SimAws {
         let now = self.now();
         let st = self.lock();
         let mut out = Vec::new();
-        for e in &st.instance_types {
+        for e in st.instance_types.values() {
             let name = &e.description.instance_type;
             if !input.instance_types.is_empty() && !input.instance_types.contains(name) {
                 continue;

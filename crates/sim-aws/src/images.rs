@@ -1,5 +1,9 @@
-//! The simulated EKS-optimized AMIs (AL2, AL2023, Bottlerocket; amd64 and arm64; Kubernetes
-//! 1.27–1.34) and the SSM public parameters that name them.
+//! The simulated EKS-optimized AMIs (AL2, AL2023, Bottlerocket, Windows; every variant and
+//! architecture of every Kubernetes version each release was built for) and the SSM public
+//! parameters that name them, built from public release facts (data/ami-releases.json).
+
+mod facts;
+mod variants;
 
 use std::collections::BTreeMap;
 
@@ -8,50 +12,167 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::ids::{hex_id, resource_id};
 
-/// The account that owns the EKS-optimized AMIs.
-pub const AMAZON_EKS_ACCOUNT: &str = "602401143452";
-/// Kubernetes minor versions the simulation publishes images for.
-pub const KUBERNETES_VERSIONS: &[&str] = &[
-    "1.27", "1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34",
-];
+pub use facts::newest_release;
+pub use variants::Family;
 
-/// One EKS AMI release: the AL2/AL2023 release tag and the Bottlerocket version shipped with it.
+/// The account that owns the EKS-optimized Linux AMIs (us-west-2).
+pub const AMAZON_EKS_ACCOUNT: &str = "602401143452";
+/// The account that owns Amazon's Windows AMIs.
+pub const AMAZON_WINDOWS_ACCOUNT: &str = "801119661308";
+/// When a simulation starts unless told otherwise: just after the newest release in the data
+/// (EKS AMI release v20260714), so every release in the data is published at the start.
+pub const DEFAULT_START_TIME: &str = "2026-07-20T00:00:00Z";
+/// When a public AMI is deprecated: EC2 caps a public AMI's deprecation time at two years after
+/// its creation (EnableImageDeprecation) and public AMIs carry that default.
+pub const DEPRECATION_AFTER: SignedDuration = SignedDuration::from_hours(2 * 365 * 24);
+
+/// [`DEFAULT_START_TIME`] as a timestamp.
+pub fn default_start_time() -> Timestamp {
+    DEFAULT_START_TIME.parse().unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// One release of one family: the images it built, per Kubernetes version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
-    /// e.g. `v20240817`.
-    pub eks_tag: String,
-    /// e.g. `1.20.5` (no `v`).
-    pub bottlerocket_version: String,
-    /// When the release's images were created.
+    pub family: Family,
+    /// `v20250715`, `1.39.1` (no `v`) or `2025.07.16`.
+    pub name: String,
+    /// When the release's last image was created (it is published then).
     pub created: Timestamp,
+    /// Kubernetes minor version → variant keys (see `variants::variant_image`).
+    pub builds: BTreeMap<String, Vec<String>>,
 }
 
 impl Release {
-    /// A release with these versions, created at `created`.
-    pub fn new(eks_tag: &str, bottlerocket_version: &str, created: Timestamp) -> Self {
+    /// A new AL2/AL2023 release `tag` created at `at`, rebuilding every Kubernetes version with
+    /// every variant it was ever built with in the data (for tests and scenarios: a release
+    /// after the data's newest, e.g. on Kubernetes 1.29 whose AL2 builds have ended).
+    pub fn new_eks(tag: &str, at: Timestamp) -> Self {
+        let mut builds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in &facts::facts().eks {
+            for (k8s, b) in &r.kubernetes {
+                let have = builds.entry(k8s.clone()).or_default();
+                for v in &b.variants {
+                    if !have.contains(v) {
+                        have.push(v.clone());
+                    }
+                }
+            }
+        }
         Self {
-            eks_tag: eks_tag.to_string(),
-            bottlerocket_version: bottlerocket_version.to_string(),
-            created,
+            family: Family::Eks,
+            name: tag.to_string(),
+            created: at,
+            builds,
+        }
+    }
+
+    /// A new Bottlerocket release `version` (with or without `v`) created at `at`, for every
+    /// Kubernetes version of the newest Bottlerocket release in the data.
+    pub fn new_bottlerocket(version: &str, at: Timestamp) -> Self {
+        let builds = facts::facts()
+            .bottlerocket
+            .last()
+            .map(|r| {
+                r.kubernetes
+                    .iter()
+                    .map(|k| (k.clone(), r.variants.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            family: Family::Bottlerocket,
+            name: version.trim_start_matches('v').to_string(),
+            created: at,
+            builds,
         }
     }
 }
 
-/// The releases present when a simulation starts (the last one is "latest").
-pub fn default_releases() -> Vec<Release> {
-    [
-        ("v20240703", "1.20.3", "2024-07-03T03:10:00Z"),
-        ("v20240729", "1.20.4", "2024-07-29T03:10:00Z"),
-        ("v20240807", "1.20.5", "2024-08-07T03:10:00Z"),
-        ("v20240817", "1.21.0", "2024-08-17T03:10:00Z"),
-    ]
-    .into_iter()
-    .filter_map(|(tag, br, at)| {
-        at.parse::<Timestamp>()
-            .ok()
-            .map(|t| Release::new(tag, br, t))
-    })
-    .collect()
+/// Every release in the data, oldest first. A Kubernetes version's Bottlerocket and Windows
+/// images newer than its last standard AL2 image are left out: the simulated account treats
+/// that AL2 build as the version's last, so a name pattern such as `*-1.27-*` with owner
+/// `amazon` still resolves to AL2 (as the public "update nodes with drift" walkthrough expects).
+pub fn catalog_releases() -> Vec<Release> {
+    let f = facts::facts();
+    let mut releases: Vec<Release> = f
+        .eks
+        .iter()
+        .map(|r| Release {
+            family: Family::Eks,
+            name: r.release.clone(),
+            created: r.created,
+            builds: r
+                .kubernetes
+                .iter()
+                .map(|(k, b)| (k.clone(), b.variants.clone()))
+                .collect(),
+        })
+        .collect();
+    let last_al2 = last_standard_al2(&releases);
+    let capped = |k8s: &str, created: Timestamp| last_al2.get(k8s).is_none_or(|t| created < *t);
+    for r in &f.bottlerocket {
+        let builds: BTreeMap<String, Vec<String>> = r
+            .kubernetes
+            .iter()
+            .filter(|k| capped(k, r.created))
+            .map(|k| (k.clone(), r.variants.clone()))
+            .collect();
+        releases.push(Release {
+            family: Family::Bottlerocket,
+            name: r.version.clone(),
+            created: r.created,
+            builds,
+        });
+    }
+    for r in &f.windows {
+        let builds: BTreeMap<String, Vec<String>> = r
+            .kubernetes
+            .iter()
+            .filter(|(k, _)| capped(k, r.created))
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect();
+        releases.push(Release {
+            family: Family::Windows,
+            name: r.release.clone(),
+            created: r.created,
+            builds,
+        });
+    }
+    releases.retain(|r| !r.builds.is_empty());
+    releases.sort_by_key(|r| (r.created, r.family));
+    releases
+}
+
+/// Per Kubernetes version, when its last standard (x86_64) AL2 image was created.
+fn last_standard_al2(releases: &[Release]) -> BTreeMap<String, Timestamp> {
+    let mut last = BTreeMap::new();
+    for r in releases.iter().filter(|r| r.family == Family::Eks) {
+        for (k8s, variants) in &r.builds {
+            if variants.iter().any(|v| v == "al2-x86_64") {
+                last.insert(k8s.clone(), r.created);
+            }
+        }
+    }
+    last
+}
+
+/// Every Kubernetes version some release in the data built images for, oldest first.
+pub fn kubernetes_versions() -> Vec<String> {
+    let mut versions: Vec<String> = catalog_releases()
+        .iter()
+        .flat_map(|r| r.builds.keys().cloned())
+        .collect();
+    versions.sort_by_key(|v| minor(v));
+    versions.dedup();
+    versions
+}
+
+fn minor(k8s: &str) -> u32 {
+    k8s.split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0)
 }
 
 /// An image plus what the simulation knows about it.
@@ -62,153 +183,132 @@ pub struct SimImage {
     pub kubernetes_version: Option<String>,
 }
 
-/// One image variant of a release: its name, EC2 architecture, SSM paths (latest and pinned),
-/// and creation offset within the release.
-struct Variant {
-    name: String,
-    arch: &'static str,
-    latest_path: String,
-    pinned_path: String,
-    offset_minutes: i64,
-    description: String,
-}
-
-fn variants(k8s: &str, r: &Release, seed: u64) -> Vec<Variant> {
-    let tag = &r.eks_tag;
-    let br = &r.bottlerocket_version;
-    let eks = format!("/aws/service/eks/optimized-ami/{k8s}");
-    let commit = hex_id(seed, &format!("bottlerocket/{br}"), 8);
-    let al2023 = |arch: &'static str, minutes: i64| Variant {
-        name: format!("amazon-eks-node-al2023-{arch}-standard-{k8s}-{tag}"),
-        arch,
-        latest_path: format!("{eks}/amazon-linux-2023/{arch}/standard/recommended/image_id"),
-        pinned_path: format!(
-            "{eks}/amazon-linux-2023/{arch}/standard/amazon-eks-node-al2023-{arch}-standard-{k8s}-{tag}/image_id"
-        ),
-        offset_minutes: minutes,
-        description: format!(
-            "EKS-optimized Kubernetes node based on Amazon Linux 2023, ({k8s}) {tag}"
-        ),
-    };
-    let bottlerocket = |arch: &'static str, name_arch: &str, minutes: i64| Variant {
-        name: format!("bottlerocket-aws-k8s-{k8s}-{name_arch}-v{br}-{commit}"),
-        arch,
-        latest_path: format!("/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/latest/image_id"),
-        pinned_path: format!("/aws/service/bottlerocket/aws-k8s-{k8s}/{arch}/{br}/image_id"),
-        offset_minutes: minutes,
-        description: format!("bottlerocket-aws-k8s-{k8s}-{name_arch}-v{br}-{commit}"),
-    };
-    vec![
-        bottlerocket("x86_64", "x86_64", 0),
-        bottlerocket("arm64", "aarch64", 5),
-        al2023("x86_64", 60),
-        al2023("arm64", 65),
-        Variant {
-            name: format!("amazon-eks-node-{k8s}-{tag}"),
-            arch: "x86_64",
-            latest_path: format!("{eks}/amazon-linux-2/recommended/image_id"),
-            pinned_path: format!("{eks}/amazon-linux-2/amazon-eks-node-{k8s}-{tag}/image_id"),
-            offset_minutes: 120,
-            description: format!(
-                "EKS Kubernetes Worker AMI with AmazonLinux2 image, (k8s: {k8s}, containerd)"
-            ),
-        },
-        Variant {
-            name: format!("amazon-eks-arm64-node-{k8s}-{tag}"),
-            arch: "arm64",
-            latest_path: format!("{eks}/amazon-linux-2-arm64/recommended/image_id"),
-            pinned_path: format!(
-                "{eks}/amazon-linux-2-arm64/amazon-eks-arm64-node-{k8s}-{tag}/image_id"
-            ),
-            offset_minutes: 125,
-            description: format!(
-                "EKS Kubernetes Worker AMI for arm64 with AmazonLinux2 image, (k8s: {k8s})"
-            ),
-        },
-    ]
-}
-
 /// Formats a timestamp as EC2 does (`2024-08-17T05:10:00.000Z`).
 pub fn ec2_time(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%S.000Z").to_string()
 }
 
-/// The images and SSM parameters (path → image id) of `release` for every Kubernetes version.
-/// Pinned parameters are always returned; `latest` parameters too (the caller decides whether
-/// the release is the newest).
-pub fn release_images(
-    seed: u64,
-    release: &Release,
-) -> (
-    Vec<SimImage>,
-    BTreeMap<String, String>,
-    BTreeMap<String, String>,
-) {
-    let mut images = Vec::new();
-    let mut pinned = BTreeMap::new();
-    let mut latest = BTreeMap::new();
-    for (ki, k8s) in KUBERNETES_VERSIONS.iter().enumerate() {
-        for v in variants(k8s, release, seed) {
+/// What publishing a release adds: its images, its pinned SSM parameters and the parameters
+/// that follow the newest release (path → image id).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseImages {
+    pub images: Vec<SimImage>,
+    pub pinned: Vec<(String, String)>,
+    pub latest: Vec<(String, String)>,
+}
+
+/// The images and SSM parameters of `release`. Pure.
+pub fn release_images(seed: u64, release: &Release) -> ReleaseImages {
+    let mut out = ReleaseImages::default();
+    let commit = hex_id(seed, &format!("bottlerocket/{}", release.name), 8);
+    for (k8s, keys) in &release.builds {
+        for key in keys {
+            let Some(v) = variants::variant_image(release.family, &release.name, k8s, key, &commit)
+            else {
+                continue;
+            };
             let id = resource_id("ami", seed, &v.name);
-            let created = release.created + SignedDuration::from_mins(v.offset_minutes + ki as i64);
-            let deprecation = created + SignedDuration::from_hours(2 * 365 * 24);
-            images.push(SimImage {
+            let created = release.created - SignedDuration::from_mins(v.minutes_before);
+            let (owner, platform) = if v.windows {
+                (AMAZON_WINDOWS_ACCOUNT, "Windows")
+            } else {
+                (AMAZON_EKS_ACCOUNT, "Linux/UNIX")
+            };
+            out.images.push(SimImage {
                 image: Image {
                     image_id: id.clone(),
-                    name: v.name.clone(),
+                    name: v.name,
                     description: v.description,
-                    owner_id: AMAZON_EKS_ACCOUNT.to_string(),
+                    owner_id: owner.to_string(),
                     image_owner_alias: Some("amazon".to_string()),
                     architecture: v.arch.to_string(),
                     creation_date: ec2_time(created),
-                    deprecation_time: Some(ec2_time(deprecation)),
+                    deprecation_time: Some(ec2_time(created + DEPRECATION_AFTER)),
                     state: "available".to_string(),
-                    platform_details: "Linux/UNIX".to_string(),
-                    tags: vec![Tag::new("kubernetes-version", *k8s)],
+                    platform_details: platform.to_string(),
+                    tags: vec![Tag::new("kubernetes-version", k8s.as_str())],
                 },
-                kubernetes_version: Some(k8s.to_string()),
+                kubernetes_version: Some(k8s.clone()),
             });
-            pinned.insert(v.pinned_path, id.clone());
-            latest.insert(v.latest_path, id);
+            if let Some(path) = v.pinned_path {
+                out.pinned.push((path, id.clone()));
+            }
+            out.latest.push((v.latest_path, id));
         }
     }
-    (images, pinned, latest)
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn release(family: Family, name: &str) -> Release {
+        catalog_releases()
+            .into_iter()
+            .find(|r| r.family == family && r.name == name)
+            .unwrap()
+    }
+
     #[test]
-    fn names_and_paths_look_real() {
-        let r = Release::new(
-            "v20240817",
-            "1.20.5",
-            "2024-08-17T03:10:00Z".parse().unwrap(),
-        );
-        let (images, pinned, latest) = release_images(1, &r);
-        let names: Vec<&str> = images.iter().map(|i| i.image.name.as_str()).collect();
-        assert!(names.contains(&"amazon-eks-node-1.29-v20240817"));
-        assert!(names.contains(&"amazon-eks-arm64-node-1.29-v20240817"));
-        assert!(names.contains(&"amazon-eks-node-al2023-x86_64-standard-1.29-v20240817"));
-        assert!(
-            names
-                .iter()
-                .any(|n| n.starts_with("bottlerocket-aws-k8s-1.29-x86_64-v1.20.5-"))
-        );
-        assert_eq!(images.len(), KUBERNETES_VERSIONS.len() * 6);
-        assert!(latest.contains_key(
-            "/aws/service/eks/optimized-ami/1.29/amazon-linux-2-arm64/recommended/image_id"
-        ));
-        assert!(
-            latest.contains_key("/aws/service/bottlerocket/aws-k8s-1.29/arm64/latest/image_id")
-        );
-        assert!(pinned.contains_key(
-            "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20240817/image_id"
-        ));
-        assert_eq!(
-            images[0].image.creation_date.len(),
-            "2024-08-17T03:10:00.000Z".len()
-        );
+    fn a_release_publishes_every_variant_with_real_looking_names() {
+        let out = release_images(1, &release(Family::Eks, "v20250715"));
+        let names: Vec<&str> = out.images.iter().map(|i| i.image.name.as_str()).collect();
+        for name in [
+            "amazon-eks-node-1.29-v20250715",
+            "amazon-eks-arm64-node-1.29-v20250715",
+            "amazon-eks-gpu-node-1.29-v20250715",
+            "amazon-eks-node-al2023-x86_64-standard-1.33-v20250715",
+            "amazon-eks-node-al2023-x86_64-neuron-1.33-v20250715",
+            "amazon-eks-node-al2023-arm64-nvidia-1.33-v20250715",
+        ] {
+            assert!(names.contains(&name), "{name} missing");
+        }
+        assert!(out.pinned.iter().any(|(p, _)| p
+            == "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.33-v20250715/image_id"));
+        let img = &out.images[0].image;
+        assert_eq!(img.creation_date.len(), "2024-08-17T03:10:00.000Z".len());
+        let created: Timestamp = img.creation_date.parse().unwrap();
+        let deprecated: Timestamp = img.deprecation_time.as_deref().unwrap().parse().unwrap();
+        assert_eq!(deprecated.duration_since(created), DEPRECATION_AFTER);
+    }
+
+    #[test]
+    fn windows_2025_exists_only_from_kubernetes_1_35() {
+        for r in catalog_releases()
+            .iter()
+            .filter(|r| r.family == Family::Windows)
+        {
+            for (k8s, editions) in &r.builds {
+                let has_2025 = editions.iter().any(|e| e.starts_with("2025"));
+                assert!(!has_2025 || minor(k8s) >= 35, "{} {k8s}", r.name);
+            }
+        }
+    }
+
+    #[test]
+    fn no_bottlerocket_or_windows_image_is_newer_than_its_versions_last_al2() {
+        let releases = catalog_releases();
+        let last = last_standard_al2(&releases);
+        for r in releases.iter().filter(|r| r.family != Family::Eks) {
+            for k8s in r.builds.keys() {
+                if let Some(t) = last.get(k8s) {
+                    assert!(r.created < *t, "{:?} {} {k8s}", r.family, r.name);
+                }
+            }
+        }
+        assert!(last.contains_key("1.27") && last.contains_key("1.28"));
+    }
+
+    #[test]
+    fn new_releases_rebuild_every_version() {
+        let at: Timestamp = "2026-08-01T00:00:00Z".parse().unwrap();
+        let eks = Release::new_eks("v20260801", at);
+        assert!(eks.builds["1.29"].contains(&"al2-x86_64".to_string()));
+        assert!(eks.builds.contains_key("1.36"));
+        let br = Release::new_bottlerocket("v1.51.0", at);
+        assert_eq!(br.name, "1.51.0");
+        assert!(br.builds.contains_key("1.34"));
+        assert!(default_start_time() > newest_release().unwrap());
     }
 }

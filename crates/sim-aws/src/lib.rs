@@ -18,7 +18,10 @@ use std::sync::Arc;
 
 use driftwood_aws::AwsPorts;
 
-pub use images::{AMAZON_EKS_ACCOUNT, KUBERNETES_VERSIONS, Release, default_releases};
+pub use images::{
+    AMAZON_EKS_ACCOUNT, AMAZON_WINDOWS_ACCOUNT, DEFAULT_START_TIME, Family, Release,
+    catalog_releases, default_start_time, kubernetes_versions,
+};
 pub use machines::{Machine, MachineSource};
 pub use network::DISCOVERY_TAG;
 pub use state::{SimAws, SimConfig};

@@ -68,8 +68,7 @@ impl MachineSource for SimAws {
                     .entry(i.instance_type.clone())
                     .or_insert_with(|| {
                         st.instance_types
-                            .iter()
-                            .find(|e| e.description.instance_type == i.instance_type)
+                            .get(&i.instance_type)
                             .and_then(|d| instance_type_labels(&d.description, "linux"))
                             .unwrap_or_default()
                     })

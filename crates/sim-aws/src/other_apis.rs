@@ -148,7 +148,7 @@ impl PricingApi for SimAws {
         Ok(self
             .lock()
             .instance_types
-            .iter()
+            .values()
             .map(|e| OnDemandPrice {
                 instance_type: e.description.instance_type.clone(),
                 price_per_hour: e.on_demand_price,

@@ -4,9 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use driftwood_api::requirement::OP_EXISTS;
-use driftwood_api::wellknown::LABEL_ARCH;
-use driftwood_aws::ami_family::{AmiFamily, alias_parameters};
+use driftwood_aws::ami_family::{AmiFamily, Variant, alias_parameters};
 use driftwood_aws::ports::{
     AwsError, Image, Instance, InstanceProfile, LaunchTemplate, Parameter, SecurityGroup, Subnet,
     Tag, codes, instance_state,
@@ -17,9 +15,9 @@ use jiff::{SignedDuration, Timestamp};
 use crate::faults::Faults;
 use crate::ids::resource_id;
 use crate::images::{
-    AMAZON_EKS_ACCOUNT, Release, SimImage, default_releases, ec2_time, release_images,
+    AMAZON_EKS_ACCOUNT, Release, SimImage, catalog_releases, ec2_time, release_images,
 };
-use crate::instance_catalog::{CatalogEntry, instance_catalog};
+use crate::instance_catalog::{InstanceCatalog, instance_catalog};
 use crate::network::{default_security_groups, default_subnets, vpc_id, zone_id};
 
 /// How a simulation is set up.
@@ -80,10 +78,13 @@ pub struct SimInstance {
 #[derive(Debug, Clone, Default)]
 pub struct SimState {
     pub images: BTreeMap<String, SimImage>,
+    /// Image name → id (names are unique in the simulation): DescribeImages by name or name
+    /// prefix reads a range of this instead of every image.
+    pub image_names: BTreeMap<String, String>,
     pub parameters: BTreeMap<String, StoredParameter>,
     pub subnets: BTreeMap<String, Subnet>,
     pub security_groups: BTreeMap<String, SecurityGroup>,
-    pub instance_types: Vec<CatalogEntry>,
+    pub instance_types: InstanceCatalog,
     pub launch_templates: BTreeMap<String, LaunchTemplate>,
     pub instances: BTreeMap<String, SimInstance>,
     pub instance_profiles: BTreeMap<String, InstanceProfile>,
@@ -93,7 +94,7 @@ pub struct SimState {
     pub counter: u64,
     /// Every CreateFleet call made (for assertions).
     pub fleet_calls: u64,
-    /// Releases to publish once the clock reaches their creation time.
+    /// Releases to publish once the clock reaches their creation time, oldest first.
     pub scheduled_releases: Vec<Release>,
     /// Private IPs held by instances not terminated, and each subnet's next address to try.
     pub ips_in_use: BTreeSet<String>,
@@ -135,8 +136,17 @@ impl SimAws {
             state: Mutex::new(state),
             machines: Mutex::default(),
         };
-        for r in default_releases() {
-            sim.publish_release(&r);
+        let now = sim.now();
+        let (due, later): (Vec<Release>, Vec<Release>) = catalog_releases()
+            .into_iter()
+            .partition(|r| r.created <= now);
+        let start = starting_catalog(sim.config.seed, &due);
+        {
+            let mut st = sim.lock();
+            st.images = start.images.clone();
+            st.image_names = start.image_names.clone();
+            st.parameters = start.parameters.clone();
+            st.scheduled_releases = later;
         }
         sim
     }
@@ -168,44 +178,81 @@ impl SimAws {
     /// Publishes a release: its images for every Kubernetes version, its pinned SSM parameters,
     /// and the `recommended`/`latest` parameters now pointing at it.
     pub fn publish_release(&self, release: &Release) {
-        let (images, pinned, latest) = release_images(self.config.seed, release);
-        let mut st = self.lock();
-        for img in images {
-            st.images.insert(img.image.image_id.clone(), img);
-        }
-        for (path, id) in pinned.into_iter().chain(latest) {
-            set_parameter(&mut st, &path, &id);
-        }
+        apply_release(&mut self.lock(), self.config.seed, release);
     }
 
-    /// Publishes release `eks_tag` (Bottlerocket `bottlerocket_version`) created at `at`: now
-    /// when `at` is not in the future, else as soon as the clock reaches `at` (the next API call
-    /// after that sees it).
-    pub fn publish_release_at(&self, eks_tag: &str, bottlerocket_version: &str, at: Timestamp) {
-        let release = Release::new(eks_tag, bottlerocket_version, at);
-        if at <= self.now() {
+    /// Publishes `release` now when it is not in the future, else as soon as the clock reaches
+    /// its creation time (the next API call after that sees it).
+    pub fn schedule_release(&self, release: Release) {
+        if release.created <= self.now() {
             self.publish_release(&release);
         } else {
-            self.lock().scheduled_releases.push(release);
+            let mut st = self.lock();
+            let at = st
+                .scheduled_releases
+                .partition_point(|r| r.created <= release.created);
+            st.scheduled_releases.insert(at, release);
         }
     }
 
-    /// Publishes every scheduled release whose time has come, oldest first.
+    /// Publishes a new AL2/AL2023 release `eks_tag` and Bottlerocket release
+    /// `bottlerocket_version` (either may be empty) created at `at`, now or when the clock gets
+    /// there; each rebuilds every Kubernetes version its family last built.
+    pub fn publish_release_at(&self, eks_tag: &str, bottlerocket_version: &str, at: Timestamp) {
+        if !eks_tag.is_empty() {
+            self.schedule_release(Release::new_eks(eks_tag, at));
+        }
+        if !bottlerocket_version.is_empty() {
+            self.schedule_release(Release::new_bottlerocket(bottlerocket_version, at));
+        }
+    }
+
+    /// Publishes every scheduled release whose time has come, oldest first. Cheap when none is
+    /// due (one comparison).
     pub fn publish_due_releases(&self) {
         let now = self.now();
-        let mut due: Vec<Release> = {
+        let due: Vec<Release> = {
             let mut st = self.lock();
-            let (due, later): (Vec<Release>, Vec<Release>) = st
-                .scheduled_releases
-                .drain(..)
-                .partition(|r| r.created <= now);
-            st.scheduled_releases = later;
-            due
+            let n = st.scheduled_releases.partition_point(|r| r.created <= now);
+            st.scheduled_releases.drain(..n).collect()
         };
-        due.sort_by_key(|r| r.created);
         for r in &due {
             self.publish_release(r);
         }
+    }
+
+    /// The images DescribeImages has to look at for `filters`: the named ids when an
+    /// `image-id` filter lists exact ids, the names with a `name` filter's literal prefix when
+    /// every pattern of it has one, else every image. The caller still applies every filter.
+    pub(crate) fn image_candidates<'a>(
+        st: &'a SimState,
+        filters: &[driftwood_aws::ports::Filter],
+    ) -> Vec<&'a SimImage> {
+        let literal_prefix =
+            |v: &String| -> String { v.chars().take_while(|c| *c != '*' && *c != '?').collect() };
+        if let Some(f) = filters.iter().find(|f| {
+            f.name == "image-id" && f.values.iter().all(|v| literal_prefix(v).len() == v.len())
+        }) {
+            let ids: BTreeSet<&String> = f.values.iter().collect();
+            return ids.into_iter().filter_map(|id| st.images.get(id)).collect();
+        }
+        if let Some(f) = filters
+            .iter()
+            .find(|f| f.name == "name" && f.values.iter().all(|v| !literal_prefix(v).is_empty()))
+        {
+            let mut ids = BTreeSet::new();
+            for v in &f.values {
+                let prefix = literal_prefix(v);
+                ids.extend(
+                    st.image_names
+                        .range(prefix.clone()..)
+                        .take_while(|(name, _)| name.starts_with(&prefix))
+                        .map(|(_, id)| id),
+                );
+            }
+            return ids.into_iter().filter_map(|id| st.images.get(id)).collect();
+        }
+        st.images.values().collect()
     }
 
     /// Adds an image owned by this account ("self"); returns its id.
@@ -231,7 +278,9 @@ impl SimAws {
             platform_details: "Linux/UNIX".to_string(),
             tags,
         };
-        self.lock().images.insert(
+        let mut st = self.lock();
+        st.image_names.insert(name.to_string(), id.clone());
+        st.images.insert(
             id.clone(),
             SimImage {
                 image,
@@ -266,9 +315,9 @@ impl SimAws {
             })
     }
 
-    /// The standard (non-accelerated) image an alias family (`al2`, `al2023`, `bottlerocket`)
-    /// resolves to for `kubernetes_version` and `arch` (`amd64`/`arm64`) at `version`
-    /// (`latest` or a release such as `v20240807`), read from the SSM public parameters — e.g.
+    /// The standard (non-accelerated) image an alias family (`al2`, `al2023`, `bottlerocket`,
+    /// `windows2022`, ...) resolves to for `kubernetes_version` and `arch` (`amd64`/`arm64`) at
+    /// `version` (`latest` or a release such as `v20250715`), read from the SSM public parameters — e.g.
     /// the walkthrough's `<<AMD64PREVAMI>>`.
     pub fn eks_ami(
         &self,
@@ -280,12 +329,7 @@ impl SimAws {
         let family = AmiFamily::from_alias(family)?;
         alias_parameters(family, version, kubernetes_version)
             .into_iter()
-            .find(|p| {
-                p.requirements
-                    .iter()
-                    .any(|r| r.key == LABEL_ARCH && r.values.iter().any(|v| v == arch))
-                    && p.requirements.iter().all(|r| r.operator != OP_EXISTS)
-            })
+            .find(|p| p.arch == arch && p.variants.contains(&Variant::Standard))
             .and_then(|p| self.ssm_get_parameter(&p.path).ok())
             .map(|p| p.value)
     }
@@ -297,11 +341,7 @@ impl SimAws {
 
     /// The id of the image named `name`, if any.
     pub fn image_id_by_name(&self, name: &str) -> Option<String> {
-        self.lock()
-            .images
-            .values()
-            .find(|i| i.image.name == name)
-            .map(|i| i.image.image_id.clone())
+        self.lock().image_names.get(name).cloned()
     }
 
     /// Marks an image deprecated from `at`.
@@ -467,6 +507,59 @@ impl SimAws {
             other => image.owner_id == other || image.image_owner_alias.as_deref() == Some(other),
         }
     }
+}
+
+/// Adds `release`'s images and points its parameters at them.
+fn apply_release(st: &mut SimState, seed: u64, release: &Release) {
+    let out = release_images(seed, release);
+    for img in out.images {
+        st.image_names
+            .insert(img.image.name.clone(), img.image.image_id.clone());
+        st.images.insert(img.image.image_id.clone(), img);
+    }
+    for (path, id) in out.pinned.into_iter().chain(out.latest) {
+        set_parameter(st, &path, &id);
+    }
+}
+
+/// The images and parameters of the releases published when an account starts.
+struct StartingCatalog {
+    images: BTreeMap<String, SimImage>,
+    image_names: BTreeMap<String, String>,
+    parameters: BTreeMap<String, StoredParameter>,
+}
+
+/// The account's starting catalog after publishing `due` (oldest first), built once per seed
+/// and number of releases and shared (up to eight at a time): building it takes ~100 ms in a
+/// debug build, cloning it a fraction of that.
+fn starting_catalog(seed: u64, due: &[Release]) -> Arc<StartingCatalog> {
+    type Cache = Mutex<std::collections::HashMap<(u64, usize), Arc<StartingCatalog>>>;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Cache::default);
+    let key = (seed, due.len());
+    if let Some(hit) = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return hit.clone();
+    }
+    let mut st = SimState::default();
+    for r in due {
+        apply_release(&mut st, seed, r);
+    }
+    let built = Arc::new(StartingCatalog {
+        images: st.images,
+        image_names: st.image_names,
+        parameters: st.parameters,
+    });
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if cache.len() >= 8 {
+        // A few megabytes each: keep the memory of runs over many seeds bounded.
+        cache.clear();
+    }
+    cache.insert(key, built.clone());
+    built
 }
 
 fn set_parameter(st: &mut SimState, name: &str, value: &str) {

@@ -50,9 +50,7 @@ pub struct SimClusterOptions {
 
 impl Default for SimClusterOptions {
     fn default() -> Self {
-        let start_time = "2024-08-20T00:00:00Z"
-            .parse()
-            .unwrap_or(Timestamp::UNIX_EPOCH);
+        let start_time = driftwood_sim_aws::default_start_time();
         Self {
             kubernetes_version: "1.29".to_string(),
             seed: 42,

@@ -125,6 +125,14 @@ pub(crate) fn check_node_class_ref(c: &mut Collector, path: &str, reference: &No
             c.error(format!("{path}.{name}"), format!("{name} may not be empty"));
         }
     }
+    // A group is an API group, never group/version (`karpenter.k8s.aws/v1` is refused by
+    // Karpenter's CRD, as by the API server).
+    c.pattern(
+        &format!("{path}.group"),
+        &reference.group,
+        rules::GROUP_PATTERN,
+        "must be an API group without a version",
+    );
 }
 
 pub(crate) fn check_expire_after(c: &mut Collector, field: &str, value: &NillableDuration) {

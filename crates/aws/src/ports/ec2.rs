@@ -148,6 +148,8 @@ pub struct AcceleratorInfo {
     pub name: String,
     pub manufacturer: String,
     pub count: i64,
+    /// NeuronCores per Neuron device (`CoreInfo.Count`); 0 for inference accelerators.
+    pub cores_per_device: i64,
 }
 
 /// One instance type as DescribeInstanceTypes reports it (nested AWS structures flattened).
@@ -183,6 +185,12 @@ pub struct InstanceTypeDescription {
     /// NeuronInfo.NeuronDevices (manufacturer `aws`) when present, else
     /// InferenceAcceleratorInfo.Accelerators.
     pub accelerators: Vec<AcceleratorInfo>,
+    /// NetworkInfo.EfaInfo.MaximumEfaInterfaces (0 without EFA).
+    pub efa_max_interfaces: i64,
+    /// Branch ENIs for security groups per pod (`vpc.amazonaws.com/pod-eni`) on trunking-capable
+    /// types. DescribeInstanceTypes does not report it: Karpenter ships it in a generated table;
+    /// the simulated account fills it from the same public table, the AWS adapter leaves 0.
+    pub branch_interfaces: i64,
 }
 
 /// DescribeInstanceTypeOfferings request.

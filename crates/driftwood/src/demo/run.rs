@@ -512,14 +512,14 @@ mod tests {
     #[test]
     fn scenario_settings_reach_the_cluster_and_controllers() {
         let s = parse_scenario(
-            "name: s\nkubernetesVersion: \"1.27\"\ncloud: {seed: 9, startTime: \"2024-08-20T09:00:00Z\", nodeReadyDelay: 7s}\ncontroller: {featureGates: Drift=false, evictUnprotectedAtOnce: true}\n",
+            "name: s\nkubernetesVersion: \"1.27\"\ncloud: {seed: 9, startTime: \"2026-07-20T09:00:00Z\", nodeReadyDelay: 7s}\ncontroller: {featureGates: Drift=false, evictUnprotectedAtOnce: true}\n",
         )
         .unwrap();
         let options = cluster_options(&s).unwrap();
         assert_eq!(options.kubernetes_version, "1.27");
         assert_eq!(options.seed, 9);
         assert_eq!(options.node_ready_delay, Duration::from_secs(7));
-        assert_eq!(options.start_time.to_string(), "2024-08-20T09:00:00Z");
+        assert_eq!(options.start_time.to_string(), "2026-07-20T09:00:00Z");
         let settings = controller_settings(&s).unwrap();
         assert!(!settings.feature_gates.drift);
         assert!(settings.unprotected_pacing.is_none());

@@ -171,7 +171,7 @@ pub struct PatchStep {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PublishAmi {
-    /// The AL2/AL2023 release tag, e.g. `v20240901`.
+    /// The AL2/AL2023 release tag, e.g. `v20260801`.
     pub release: String,
     /// The Bottlerocket version shipped with it.
     #[serde(default = "default_bottlerocket")]
@@ -182,7 +182,7 @@ pub struct PublishAmi {
 }
 
 fn default_bottlerocket() -> String {
-    "1.22.0".to_string()
+    "1.51.0".to_string()
 }
 
 /// Conditions that must all hold.
@@ -467,7 +467,7 @@ steps:
   - advanceTime: 10m
   - show: tables
   - expect: {minReadyPods: {app: x, count: 2}, driftReasonSeen: AMIDrift}
-  - publishAmi: {release: v20240901}
+  - publishAmi: {release: v20260801}
   - patch: {kind: NodePool, name: p, patch: {spec: {weight: 3}}}
 "#;
 
@@ -487,7 +487,7 @@ steps:
         let Action::PublishAmi(p) = &s.steps[5].action else {
             panic!("publishAmi")
         };
-        assert_eq!(p.bottlerocket, "1.22.0");
+        assert_eq!(p.bottlerocket, "1.51.0");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod e2e;
 pub mod kubectl;
 #[cfg(feature = "aws")]
 mod moto;
+mod public_manifests;
 mod scenarios;
 mod stability;
 mod validate;

@@ -83,6 +83,21 @@ fn rejects(manifest: &str, expected: &[&str]) {
     }
 }
 
+/// The AWS provider's examples/v1/windows-custom-userdata.yaml writes the group with its
+/// version; Karpenter's CRD refuses it, and so do the API server and `driftwood validate`.
+#[test]
+fn rejects_a_node_class_group_with_a_version() {
+    rejects(
+        &NODEPOOL_HEAD.replace("group: karpenter.k8s.aws,", "group: karpenter.k8s.aws/v1,"),
+        &[
+            "NodePool \"bad\"",
+            "spec.template.spec.nodeClassRef.group",
+            "\"karpenter.k8s.aws/v1\"",
+            "API group without a version",
+        ],
+    );
+}
+
 #[test]
 fn rejects_budget_of_150_percent() {
     rejects(

@@ -22,7 +22,7 @@ fn amd64_and_arm64(env: &Env, k8s: &str, tag: &str) -> (String, String) {
 #[tokio::test]
 async fn walkthrough_id_terms_resolve_both_architectures_and_infer_al2() {
     let env = env();
-    let (amd, arm) = amd64_and_arm64(&env, "1.29", "v20240807");
+    let (amd, arm) = amd64_and_arm64(&env, "1.29", "v20251120");
     let class = env
         .resolve(class(
             "latest-current-ami",
@@ -82,8 +82,8 @@ async fn walkthrough_name_terms_pick_newest_1_27_image_per_architecture() {
     assert_eq!(
         names,
         [
-            "amazon-eks-arm64-node-1.27-v20240817",
-            "amazon-eks-node-1.27-v20240817"
+            "amazon-eks-node-1.27-v20250715",
+            "amazon-eks-arm64-node-1.27-v20250715"
         ]
     );
 }
@@ -167,7 +167,7 @@ async fn aliases_resolve_through_the_ssm_public_parameters() {
     let class = env
         .resolve(self::class(
             "pinned",
-            vec![alias_term("al2@v20240807")],
+            vec![alias_term("al2@v20251120")],
             None,
         ))
         .await;
@@ -183,8 +183,34 @@ async fn aliases_resolve_through_the_ssm_public_parameters() {
     assert_eq!(
         names,
         [
-            "amazon-eks-arm64-node-1.29-v20240807",
-            "amazon-eks-node-1.29-v20240807"
+            "amazon-eks-arm64-node-1.29-v20251120",
+            "amazon-eks-gpu-node-1.29-v20251120",
+            "amazon-eks-gpu-node-1.29-v20251120",
+            "amazon-eks-node-1.29-v20251120"
+        ]
+    );
+    // The GPU image serves two requirement sets (Karpenter's AL2 query: Neuron and NVIDIA).
+    let mut gpu_sets: Vec<_> = class
+        .status
+        .as_ref()
+        .unwrap()
+        .amis
+        .iter()
+        .filter(|a| a.name.as_deref() == Some("amazon-eks-gpu-node-1.29-v20251120"))
+        .map(|a| {
+            a.requirements
+                .iter()
+                .find(|r| r.operator == "Exists")
+                .map(|r| r.key.clone())
+                .unwrap()
+        })
+        .collect();
+    gpu_sets.sort();
+    assert_eq!(
+        gpu_sets,
+        [
+            "karpenter.k8s.aws/instance-accelerator-count",
+            "karpenter.k8s.aws/instance-gpu-count"
         ]
     );
     // Alias AMIs carry the accelerator requirement too.
@@ -257,7 +283,7 @@ async fn deprecated_images_lose_to_older_ones() {
     let env = env();
     let newest = env
         .sim
-        .image_id_by_name("amazon-eks-node-1.29-v20240817")
+        .image_id_by_name("amazon-eks-node-1.29-v20251209")
         .unwrap();
     env.sim
         .deprecate_image(&newest, start() - jiff::SignedDuration::from_hours(1));
@@ -271,6 +297,6 @@ async fn deprecated_images_lose_to_older_ones() {
     let status = class.status.as_ref().unwrap();
     assert_eq!(
         status.amis[0].name.as_deref(),
-        Some("amazon-eks-node-1.29-v20240807")
+        Some("amazon-eks-node-1.29-v20251120")
     );
 }

@@ -41,12 +41,19 @@ impl Env {
     }
 }
 
+/// The simulation's default start: just after the newest release in the data.
 pub fn start() -> Timestamp {
-    "2024-08-20T00:00:00Z".parse().unwrap()
+    driftwood_sim_aws::default_start_time()
 }
 
 pub fn env_for(kubernetes_version: &str, seed: u64) -> Env {
-    let clock = Arc::new(ManualClock::new(start()));
+    env_at(kubernetes_version, seed, start())
+}
+
+/// An account whose clock starts at `at`: releases after `at` are published when the clock
+/// gets there.
+pub fn env_at(kubernetes_version: &str, seed: u64, at: Timestamp) -> Env {
+    let clock = Arc::new(ManualClock::new(at));
     let sim = Arc::new(SimAws::new(SimConfig::new(CLUSTER, seed), clock.clone()));
     let classes = Arc::new(InMemoryNodeClasses::new());
     let provider = AwsProvider::new(

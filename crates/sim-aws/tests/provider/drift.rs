@@ -40,11 +40,11 @@ async fn reasons_of(env: &Env, claim: &NodeClaim) -> Vec<&'static str> {
 async fn id_pinned(env: &Env) -> (EC2NodeClass, NodeClaim) {
     let amd = env
         .sim
-        .image_id_by_name("amazon-eks-node-1.29-v20240807")
+        .image_id_by_name("amazon-eks-node-1.29-v20251120")
         .unwrap();
     let arm = env
         .sim
-        .image_id_by_name("amazon-eks-arm64-node-1.29-v20240807")
+        .image_id_by_name("amazon-eks-arm64-node-1.29-v20251120")
         .unwrap();
     let class = env
         .resolve(class("c", vec![id_term(&amd), id_term(&arm)], None))
@@ -60,7 +60,7 @@ async fn new_release_drifts_nothing_for_an_id_pinned_class() {
     assert_eq!(drift_of(&env, &claim).await, None);
     env.advance(3600);
     env.sim
-        .publish_release_at("v20240904", "1.21.1", env.sim.now());
+        .publish_release_at("v20260801", "1.51.0", env.sim.now());
     env.resolve(class).await;
     assert_eq!(drift_of(&env, &claim).await, None);
 }
@@ -77,13 +77,13 @@ async fn new_release_drifts_an_alias_latest_class_with_ami_drift() {
 
     env.advance(3600);
     env.sim
-        .publish_release_at("v20240904", "1.21.1", env.sim.now());
+        .publish_release_at("v20260801", "1.51.0", env.sim.now());
     // Not drifted until the class status is re-resolved.
     assert_eq!(drift_of(&env, &claim).await, None);
     env.resolve(class).await;
     let new = env
         .sim
-        .image_id_by_name("amazon-eks-node-1.29-v20240904")
+        .image_id_by_name("amazon-eks-node-1.29-v20260801")
         .unwrap();
     let drift = drift_of(&env, &claim).await.unwrap();
     assert_eq!(reasons_of(&env, &claim).await, [DRIFT_AMI]);
@@ -120,7 +120,7 @@ async fn name_term_upgrade_from_1_27_to_1_28_is_ami_drift() {
     assert_eq!(reasons_of(&env, &claim).await, [DRIFT_AMI]);
     let new = env
         .sim
-        .image_id_by_name("amazon-eks-node-1.28-v20240817")
+        .image_id_by_name("amazon-eks-node-1.28-v20251112")
         .unwrap();
     assert!(
         matches!(&drift, ProviderDrift::Ami { current_images, .. } if current_images == &vec![new])
@@ -256,8 +256,8 @@ async fn a_release_scheduled_for_later_appears_when_the_clock_gets_there() {
         .await;
     let claim = launch(&env, "c").await;
     env.sim.publish_release_at(
-        "v20240904",
-        "1.21.1",
+        "v20260801",
+        "1.51.0",
         start() + jiff::SignedDuration::from_mins(10),
     );
     env.advance(9 * 60);
@@ -269,7 +269,7 @@ async fn a_release_scheduled_for_later_appears_when_the_clock_gets_there() {
     assert_eq!(reasons_of(&env, &claim).await, [DRIFT_AMI]);
     let new = env
         .sim
-        .image_id_by_name("amazon-eks-node-al2023-x86_64-standard-1.29-v20240904")
+        .image_id_by_name("amazon-eks-node-al2023-x86_64-standard-1.29-v20260801")
         .unwrap();
     assert!(
         matches!(&drift, ProviderDrift::Ami { current_images, .. } if current_images == &vec![new])

@@ -4,9 +4,11 @@
 // Test helpers outside #[test] functions unwrap too; a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod aliases;
 mod ami_selection;
 mod common;
 mod drift;
 mod launch;
+mod published_catalog;
 mod simulation;
 mod status_conditions;

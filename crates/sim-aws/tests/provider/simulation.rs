@@ -4,32 +4,41 @@ use driftwood_aws::ports::{
     AwsError, DescribeImagesInput, DescribeInstanceTypeOfferingsInput, Ec2Api, Filter, codes,
 };
 use driftwood_cloud::CloudProvider;
-use driftwood_sim_aws::{AMAZON_EKS_ACCOUNT, KUBERNETES_VERSIONS};
+use driftwood_sim_aws::AMAZON_EKS_ACCOUNT;
 
 use crate::common::*;
 
 #[tokio::test]
 async fn ssm_public_parameters_exist_for_every_version_and_family() {
     let env = env();
-    for v in KUBERNETES_VERSIONS {
+    for v in ["1.28", "1.29", "1.30", "1.31", "1.32"] {
         for path in [
             format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2/recommended/image_id"),
             format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2-arm64/recommended/image_id"),
+            format!("/aws/service/eks/optimized-ami/{v}/amazon-linux-2-gpu/recommended/image_id"),
             format!(
                 "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/x86_64/standard/recommended/image_id"
             ),
             format!(
                 "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/arm64/standard/recommended/image_id"
             ),
+            format!(
+                "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/x86_64/nvidia/recommended/image_id"
+            ),
+            format!(
+                "/aws/service/eks/optimized-ami/{v}/amazon-linux-2023/x86_64/neuron/recommended/image_id"
+            ),
             format!("/aws/service/bottlerocket/aws-k8s-{v}/x86_64/latest/image_id"),
             format!("/aws/service/bottlerocket/aws-k8s-{v}/arm64/latest/image_id"),
+            format!("/aws/service/bottlerocket/aws-k8s-{v}-nvidia/x86_64/latest/image_id"),
+            format!("/aws/service/bottlerocket/aws-k8s-{v}-nvidia/arm64/latest/image_id"),
             format!(
-                "/aws/service/eks/optimized-ami/{v}/amazon-linux-2/amazon-eks-node-{v}-v20240807/image_id"
+                "/aws/service/eks/optimized-ami/{v}/amazon-linux-2/amazon-eks-node-{v}-v20250715/image_id"
             ),
         ] {
             let p = env.sim.ssm_get_parameter(&path).unwrap();
             let img = env.sim.image(&p.value).unwrap();
-            assert_eq!(img.kubernetes_version.as_deref(), Some(*v));
+            assert_eq!(img.kubernetes_version.as_deref(), Some(v));
             assert_eq!(img.image.owner_id, AMAZON_EKS_ACCOUNT);
             assert!(p.value.starts_with("ami-") && p.value.len() == 21);
         }
@@ -47,13 +56,13 @@ async fn ssm_public_parameters_exist_for_every_version_and_family() {
 async fn publishing_a_release_moves_latest_but_not_pinned() {
     let env = env();
     let latest = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/recommended/image_id";
-    let pinned = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20240817/image_id";
+    let pinned = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20251209/image_id";
     let before = env.sim.ssm_get_parameter(latest).unwrap();
     assert_eq!(
         before.value,
         env.sim.ssm_get_parameter(pinned).unwrap().value
     );
-    env.sim.publish_release_at("v20240904", "1.21.1", start());
+    env.sim.publish_release_at("v20260801", "1.51.0", start());
     let after = env.sim.ssm_get_parameter(latest).unwrap();
     assert_ne!(after.value, before.value);
     assert_eq!(after.version, before.version + 1);
@@ -63,7 +72,7 @@ async fn publishing_a_release_moves_latest_but_not_pinned() {
     );
     assert_eq!(
         env.sim.image(&after.value).unwrap().image.name,
-        "amazon-eks-node-1.29-v20240904"
+        "amazon-eks-node-1.29-v20260801"
     );
 }
 
@@ -72,7 +81,7 @@ async fn same_seed_same_world_other_seed_other_ids() {
     let a = env_for("1.29", 7);
     let b = env_for("1.29", 7);
     let c = env_for("1.29", 8);
-    let name = "amazon-eks-node-1.29-v20240817";
+    let name = "amazon-eks-node-1.29-v20250715";
     assert_eq!(a.sim.image_id_by_name(name), b.sim.image_id_by_name(name));
     assert_ne!(a.sim.image_id_by_name(name), c.sim.image_id_by_name(name));
     let la = launch_default(&a).await;
@@ -101,12 +110,31 @@ async fn offerings_have_gaps_and_filters_work() {
         .sim
         .describe_images(DescribeImagesInput {
             owners: vec!["amazon".to_string()],
-            filters: vec![Filter::new("name", ["amazon-eks-node-al2023-*-1.30-*"])],
+            filters: vec![Filter::new(
+                "name",
+                ["amazon-eks-node-al2023-*-standard-1.30-*"],
+            )],
             ..Default::default()
         })
         .await
         .unwrap();
-    assert_eq!(images.len(), 2 * 4, "two architectures × four releases");
+    // Every AL2023 release that built 1.30 (81 in the data), both architectures; the
+    // deprecated ones (over two years old) are left out unless asked for.
+    let all = env
+        .sim
+        .describe_images(DescribeImagesInput {
+            owners: vec!["amazon".to_string()],
+            filters: vec![Filter::new(
+                "name",
+                ["amazon-eks-node-al2023-*-standard-1.30-*"],
+            )],
+            include_deprecated: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2 * 81);
+    assert!(!images.is_empty() && images.len() < all.len());
 }
 
 #[tokio::test]
@@ -147,19 +175,19 @@ async fn walkthrough_placeholders_resolve_to_real_images() {
     let arm = env.sim.eks_ami("al2", "latest", "1.28", "arm64").unwrap();
     assert_eq!(
         env.sim.image(&amd).unwrap().image.name,
-        "amazon-eks-node-1.28-v20240817"
+        "amazon-eks-node-1.28-v20251112"
     );
     assert_eq!(
         env.sim.image(&arm).unwrap().image.name,
-        "amazon-eks-arm64-node-1.28-v20240817"
+        "amazon-eks-arm64-node-1.28-v20251112"
     );
     let pinned = env
         .sim
-        .eks_ami("al2023", "v20240807", "1.30", "arm64")
+        .eks_ami("al2023", "v20240625", "1.30", "arm64")
         .unwrap();
     assert_eq!(
         env.sim.image(&pinned).unwrap().image.name,
-        "amazon-eks-node-al2023-arm64-standard-1.30-v20240807"
+        "amazon-eks-node-al2023-arm64-standard-1.30-v20240625"
     );
     assert_eq!(env.sim.eks_ami("ubuntu", "latest", "1.30", "amd64"), None);
 }

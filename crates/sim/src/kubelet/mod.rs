@@ -6,7 +6,7 @@ pub mod node_template;
 pub mod plan;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use driftwood_aws::ports::InstanceTypeDescription;
@@ -36,23 +36,13 @@ pub trait MachineFleet: Send + Sync {
     fn image_name(&self, image_id: &str) -> Option<String>;
 }
 
-fn catalog() -> &'static BTreeMap<String, InstanceTypeDescription> {
-    static CATALOG: OnceLock<BTreeMap<String, InstanceTypeDescription>> = OnceLock::new();
-    CATALOG.get_or_init(|| {
-        driftwood_sim_aws::instance_catalog::instance_catalog()
-            .into_iter()
-            .map(|e| (e.description.instance_type.clone(), e.description))
-            .collect()
-    })
-}
-
 impl MachineFleet for SimAws {
     fn running_machines(&self) -> Vec<Arc<Machine>> {
         MachineSource::running_machines(self)
     }
 
     fn instance_type(&self, name: &str) -> Option<InstanceTypeDescription> {
-        catalog().get(name).cloned()
+        driftwood_sim_aws::instance_catalog::describe(name).cloned()
     }
 
     fn image_name(&self, image_id: &str) -> Option<String> {

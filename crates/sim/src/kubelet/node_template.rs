@@ -8,7 +8,7 @@ use driftwood_api::wellknown::{
     TAINT_NODE_NOT_READY, TAINT_UNREGISTERED_KEY,
 };
 use driftwood_aws::Resources;
-use driftwood_aws::instance_types::{CatalogOptions, capacity};
+use driftwood_aws::instance_types::{CatalogOptions, capacity, extended_resources};
 use driftwood_aws::overhead::overhead;
 use driftwood_aws::ports::InstanceTypeDescription;
 use driftwood_sim_aws::Machine;
@@ -88,12 +88,15 @@ pub fn os_image_and_kernel(image_name: &str, arch: &str) -> (String, String) {
 }
 
 /// Capacity and allocatable of a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeResources {
     /// What the machine has.
     pub capacity: Resources,
     /// What pods may use (capacity minus kube-reserved, system-reserved and eviction threshold).
     pub allocatable: Resources,
+    /// Devices and network resources (GPUs, Neuron, EFA, pod ENIs), whole units, in both
+    /// capacity and allocatable as their device plugins report them.
+    pub extended: BTreeMap<&'static str, i64>,
 }
 
 /// Capacity and allocatable from the instance type's description, as Karpenter computes them
@@ -111,6 +114,7 @@ pub fn node_resources(description: &InstanceTypeDescription) -> NodeResources {
     NodeResources {
         capacity,
         allocatable,
+        extended: extended_resources(description),
     }
 }
 
@@ -126,21 +130,26 @@ pub fn node_resources_from_labels(labels: &BTreeMap<String, String>) -> NodeReso
     NodeResources {
         capacity,
         allocatable: capacity,
+        extended: BTreeMap::new(),
     }
 }
 
-fn quantities(resources: Resources) -> Value {
+fn quantities(resources: Resources, extended: &BTreeMap<&'static str, i64>) -> Value {
     let cpu = if resources.cpu_millis % 1000 == 0 {
         (resources.cpu_millis / 1000).to_string()
     } else {
         format!("{}m", resources.cpu_millis)
     };
-    json!({
+    let mut out = json!({
         "cpu": cpu,
         "memory": format!("{}Ki", resources.memory_bytes / 1024),
         "ephemeral-storage": format!("{}Ki", resources.ephemeral_storage_bytes / 1024),
         "pods": resources.pods.to_string(),
-    })
+    });
+    for (name, count) in extended {
+        out[*name] = Value::String(count.to_string());
+    }
+    out
 }
 
 /// Everything a kubelet knows about its machine beyond the `Machine` record.
@@ -210,8 +219,8 @@ pub fn node_for_machine(
         },
         "spec": {"providerID": machine.provider_id, "taints": taints},
         "status": {
-            "capacity": quantities(facts.resources.capacity),
-            "allocatable": quantities(facts.resources.allocatable),
+            "capacity": quantities(facts.resources.capacity, &facts.resources.extended),
+            "allocatable": quantities(facts.resources.allocatable, &facts.resources.extended),
             "conditions": [
                 condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
                 condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),

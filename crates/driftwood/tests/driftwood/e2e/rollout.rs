@@ -147,7 +147,7 @@ fn windowed_pool() -> String {
 #[tokio::test(start_paused = true)]
 async fn a_zero_budget_window_holds_drift_until_it_closes() {
     let mut h = cluster(Settings::default()).await;
-    // The simulation starts at 2024-08-20T00:00:00Z: inside the window.
+    // The simulation starts at 2026-07-20T00:00:00Z (DEFAULT_START_TIME): inside the window.
     let start = now(&h);
     assert!(start % 86_400 < 60, "the cluster starts at midnight UTC");
     let pool = windowed_pool();
@@ -186,7 +186,7 @@ async fn a_zero_budget_window_holds_drift_until_it_closes() {
         "the window budget binds: {text}"
     );
     assert!(
-        text.contains("2024-08-20T02:00:00Z"),
+        text.contains("2026-07-20T02:00:00Z"),
         "it names when the window closes: {text}"
     );
 
