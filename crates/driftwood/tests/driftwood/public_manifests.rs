@@ -351,27 +351,32 @@ fn invariants(h: &mut Harness, s: &Snapshot) -> Result<(), String> {
     )
 }
 
+/// `Type=Status(reason: message)` of each condition that is not True.
+fn not_true<'a>(
+    conditions: impl Iterator<Item = &'a driftwood_api::condition::Condition>,
+) -> Vec<String> {
+    conditions
+        .filter(|c| c.status != "True")
+        .map(|c| {
+            format!(
+                "{}={}({}: {})",
+                c.type_,
+                c.status,
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 /// Why a pending workload is not running yet: the EC2NodeClass conditions, the NodeClaims'
 /// conditions, and the controllers' events (the first lines of each).
 async fn why_not_running(h: &Harness, s: &Snapshot, workloads: &[Workload]) -> String {
     let mut out = Vec::new();
     for (name, class) in &s.store.nodeclasses {
         if !class.is_true(CONDITION_READY) {
-            let false_conditions: Vec<String> = class
-                .status
-                .iter()
-                .flat_map(|st| st.conditions.iter())
-                .filter(|c| c.status != "True")
-                .map(|c| {
-                    format!(
-                        "{}={}({}: {})",
-                        c.type_,
-                        c.status,
-                        c.reason.clone().unwrap_or_default(),
-                        c.message.clone().unwrap_or_default()
-                    )
-                })
-                .collect();
+            let false_conditions =
+                not_true(class.status.iter().flat_map(|st| st.conditions.iter()));
             out.push(format!(
                 "EC2NodeClass {name} not Ready: {}",
                 if false_conditions.is_empty() {
@@ -383,23 +388,9 @@ async fn why_not_running(h: &Harness, s: &Snapshot, workloads: &[Workload]) -> S
         }
     }
     for (name, claim) in &s.store.nodeclaims {
-        let not_true: Vec<String> = claim
-            .status
-            .iter()
-            .flat_map(|st| st.conditions.iter())
-            .filter(|c| c.status != "True")
-            .map(|c| {
-                format!(
-                    "{}={}({}: {})",
-                    c.type_,
-                    c.status,
-                    c.reason.clone().unwrap_or_default(),
-                    c.message.clone().unwrap_or_default()
-                )
-            })
-            .collect();
-        if !not_true.is_empty() {
-            out.push(format!("NodeClaim {name}: {}", not_true.join(" ")));
+        let pending = not_true(claim.status.iter().flat_map(|st| st.conditions.iter()));
+        if !pending.is_empty() {
+            out.push(format!("NodeClaim {name}: {}", pending.join(" ")));
         }
     }
     let pods = workload_pods(s, workloads);

@@ -18,7 +18,7 @@ fn cheapest(catalog: &[InstanceTypeInfo], reqs: &[Req], capacity_type: &str) -> 
     let mut best: Option<(f64, OfferingKey)> = None;
     for it in catalog
         .iter()
-        .filter(|it| requirements_allow(reqs, &it.label_values()))
+        .filter(|it| requirements_allow(reqs, it.label_values()))
     {
         for o in it
             .offerings
@@ -498,7 +498,7 @@ async fn without_the_pricing_api_on_demand_prices_are_estimated_and_launch_still
         .find(|it| it.name == chosen.instance_type)
         .unwrap();
     assert!(
-        requirements_allow(&reqs, &chosen_type.label_values()),
+        requirements_allow(&reqs, chosen_type.label_values()),
         "{chosen:?}"
     );
     assert!(
