@@ -228,7 +228,7 @@ pub fn parse_document(value: Value) -> Result<Document, ManifestError> {
             });
         }
     };
-    let mut unknown_fields = Vec::new();
+    let mut unknown_fields = unknown_top_level_fields(&value);
     if let Some(schema) = schema
         .spec
         .versions
@@ -278,6 +278,52 @@ fn find_placeholders(value: &Value, path: &str, out: &mut Vec<(String, String)>)
         }
         _ => {}
     }
+}
+
+/// The fields an object may carry besides `spec` and `status`, and those of its `metadata`
+/// (ObjectMeta), as kube-apiserver's strict decoding knows them.
+const TOP_LEVEL_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "spec", "status"];
+const METADATA_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// Unknown fields outside `spec` and `status`: at the top level (a field indented one level too
+/// little) and in `metadata`. An empty key is shown as `""`.
+fn unknown_top_level_fields(value: &Value) -> Vec<String> {
+    let shown = |key: &str| {
+        if key.is_empty() {
+            "\"\"".to_string()
+        } else {
+            key.to_string()
+        }
+    };
+    let mut out = Vec::new();
+    for key in value.as_object().into_iter().flat_map(|m| m.keys()) {
+        if !TOP_LEVEL_FIELDS.contains(&key.as_str()) {
+            out.push(shown(key));
+        }
+    }
+    let metadata = value.get("metadata").and_then(Value::as_object);
+    for key in metadata.into_iter().flat_map(|m| m.keys()) {
+        if !METADATA_FIELDS.contains(&key.as_str()) {
+            out.push(format!("metadata.{}", shown(key)));
+        }
+    }
+    out
 }
 
 /// Collects the paths of fields in `value` that `schema` does not declare.
@@ -366,6 +412,22 @@ mod tests {
         assert!(report.errors.iter().any(
             |e| e.field == "spec.template.spec.expireAftr" && e.rule.contains("unknown field")
         ));
+    }
+
+    /// Found by the validate fuzz test: a field indented one level too little (next to `spec`)
+    /// or misspelled in `metadata` passed `driftwood validate`, though a strict API server
+    /// refuses it.
+    #[test]
+    fn unknown_fields_outside_spec_are_errors_too() {
+        let text = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np, lables: {a: b}}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: g, kind: k, name: n}\n      requirements: []\nlimits: {cpu: 10}\n";
+        let Ok(Document::Karpenter(parsed)) = parse_documents(text).remove(0) else {
+            panic!("expected NodePool")
+        };
+        assert_eq!(
+            parsed.unknown_fields,
+            vec!["limits".to_string(), "metadata.lables".to_string()]
+        );
+        assert!(!parsed.validate().is_valid());
     }
 
     #[test]

@@ -5,6 +5,8 @@
 
 #[path = "parity/crd_parity.rs"]
 mod crd_parity;
+#[path = "validation/fuzz.rs"]
+mod fuzz;
 #[path = "validation/karpenter_v1_14.rs"]
 mod karpenter_v1_14;
 

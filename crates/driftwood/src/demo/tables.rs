@@ -55,7 +55,18 @@ pub fn pod_row(pod: &Pod, now: i64) -> Vec<String> {
         .and_then(|s| s.container_statuses.clone())
         .unwrap_or_default();
     let containers = pod.spec.as_ref().map_or(0, |s| s.containers.len());
-    let ready = statuses.iter().filter(|c| c.ready).count();
+    // The controllers' cache keeps a pod's conditions but not its container statuses: without
+    // them, a pod whose Ready condition is True has every container ready.
+    let ready = if statuses.is_empty() {
+        let pod_ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if pod_ready { containers } else { 0 }
+    } else {
+        statuses.iter().filter(|c| c.ready).count()
+    };
     let restarts: i32 = statuses.iter().map(|c| c.restart_count).sum();
     let phase = pod
         .status
@@ -205,6 +216,21 @@ mod tests {
         let mut deleting = pod.clone();
         deleting.metadata.deletion_timestamp = Some(time(1100));
         assert_eq!(pod_row(&deleting, 1130)[2], "Terminating");
+        // As the controllers' cache keeps it: conditions, no container statuses.
+        let mut trimmed = pod.clone();
+        if let Some(status) = trimmed.status.as_mut() {
+            status.container_statuses = None;
+            status.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]);
+        }
+        assert_eq!(pod_row(&trimmed, 1130)[1], "1/1");
+        if let Some(c) = trimmed.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            c[0].status = "False".into();
+        }
+        assert_eq!(pod_row(&trimmed, 1130)[1], "0/1");
     }
 
     #[test]

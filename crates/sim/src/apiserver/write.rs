@@ -76,7 +76,9 @@ pub(super) fn apply_patch(
         "application/json-patch+json" => {
             let patch: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut patched, &patch).map_err(|e| {
+            // `patched` is a copy dropped on error, so no undo is needed; json-patch's undo
+            // panics on some patches (a move to the root, then a failing operation).
+            json_patch::patch_unsafe(&mut patched, &patch).map_err(|e| {
                 ApiError::invalid(
                     &info.kind,
                     name,

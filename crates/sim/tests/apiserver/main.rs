@@ -6,6 +6,7 @@
 mod crud;
 mod custom;
 mod eviction;
+mod fuzz;
 mod kubectl;
 mod kubectl_versions;
 mod patches;
