@@ -13,7 +13,7 @@ use super::ami::{ResolvedAmi, compatible_amis};
 use super::instance_types::InstanceTypeInfo;
 use super::network::ZonalSubnet;
 use super::overhead::Resources;
-use super::requirements::{allowed_values, requirements_allow};
+use super::requirements::{allowed_values, requirement_allows};
 
 /// At most this many instance types are offered to one fleet request (like Karpenter).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -110,14 +110,12 @@ pub fn plan_launch(
         .iter()
         .filter(|it| {
             let labels = it.label_values();
-            let defined: Vec<Requirement> = requirements
+            requirements
                 .iter()
                 .filter(|r| {
                     labels.contains_key(&r.key) || INSTANCE_TYPE_LABELS.contains(&r.key.as_str())
                 })
-                .cloned()
-                .collect();
-            requirements_allow(&defined, labels)
+                .all(|r| requirement_allows(r, labels))
         })
         .filter(|it| fits(requests, &it.allocatable()))
         .collect();
