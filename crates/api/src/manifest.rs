@@ -280,26 +280,8 @@ fn find_placeholders(value: &Value, path: &str, out: &mut Vec<(String, String)>)
     }
 }
 
-/// The fields an object may carry besides `spec` and `status`, and those of its `metadata`
-/// (ObjectMeta), as kube-apiserver's strict decoding knows them.
+/// The fields an object may carry besides what is in `spec`, `status` and `metadata`.
 const TOP_LEVEL_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "spec", "status"];
-const METADATA_FIELDS: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
 
 /// Unknown fields outside `spec` and `status`: at the top level (a field indented one level too
 /// little) and in `metadata`. An empty key is shown as `""`.
@@ -319,7 +301,7 @@ fn unknown_top_level_fields(value: &Value) -> Vec<String> {
     }
     let metadata = value.get("metadata").and_then(Value::as_object);
     for key in metadata.into_iter().flat_map(|m| m.keys()) {
-        if !METADATA_FIELDS.contains(&key.as_str()) {
+        if !crate::wellknown::OBJECT_META_FIELDS.contains(&key.as_str()) {
             out.push(format!("metadata.{}", shown(key)));
         }
     }

@@ -256,3 +256,22 @@ pub fn normalized_label_key(key: &str) -> &str {
 pub fn is_well_known_label(key: &str) -> bool {
     WELL_KNOWN_LABELS.contains(&key)
 }
+
+/// The fields of ObjectMeta (`metadata`): any other key there is an unknown field.
+pub const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];

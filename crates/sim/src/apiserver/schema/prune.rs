@@ -2,28 +2,10 @@
 //! schema does not declare are dropped (and reported, for `fieldValidation`), unless the schema
 //! preserves unknown fields there; `null` in a field that is not `nullable` is dropped too.
 
+use driftwood_api::wellknown::OBJECT_META_FIELDS;
 use serde_json::Value;
 
 use super::cause::{child, index};
-
-/// ObjectMeta's fields: the rest of `metadata` is unknown.
-const OBJECT_META: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
 
 fn flag(schema: &Value, name: &str) -> bool {
     schema.get(name).and_then(Value::as_bool) == Some(true)
@@ -57,7 +39,7 @@ pub fn prune(
                     if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
                         let extra: Vec<String> = meta
                             .keys()
-                            .filter(|k| !OBJECT_META.contains(&k.as_str()))
+                            .filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str()))
                             .cloned()
                             .collect();
                         for extra in extra {
