@@ -39,7 +39,7 @@ pub struct NamespaceSelection {
 /// A topology spread constraint.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopologySpread {
-    /// Topology key (zone or hostname are supported).
+    /// Topology key (any label key).
     pub topology_key: String,
     /// Maximum allowed skew (at least 1).
     pub max_skew: i32,
@@ -54,7 +54,7 @@ pub struct TopologySpread {
 /// A pod affinity or anti-affinity term.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PodAffinityTerm {
-    /// Topology key (zone or hostname are supported).
+    /// Topology key (any label key).
     pub topology_key: String,
     /// Pods selected.
     pub selector: PodSelector,

@@ -41,18 +41,11 @@ const STAY_PUT_STEP: Duration = Duration::from_secs(1);
 /// Cases expected to fail today for a gap in driftwood or its simulation: (case, cause, a piece
 /// of the failure message that shows it). Take a case off when it passes (the test fails until
 /// then). A known gap that fails for another reason is noted in the summary.
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[
-    (
-        "blueprints/od-spot-split",
-        "the scheduling simulation spreads only on zone and hostname, not on a custom key",
-        "topology spread on key \"capacity-spread\" is not supported",
-    ),
-    (
-        "blueprints/static-nodepool",
-        "NodePool spec.replicas (static capacity) not supported",
-        "static capacity (spec.replicas) is not supported by driftwood",
-    ),
-];
+const KNOWN_GAPS: &[(&str, &str, &str)] = &[(
+    "blueprints/static-nodepool",
+    "NodePool spec.replicas (static capacity) not supported",
+    "static capacity (spec.replicas) is not supported by driftwood",
+)];
 
 /// Cases Karpenter v1.14 itself refuses, or cannot provision, as upstream wrote them: (case,
 /// why, a piece of the failure message that shows it). They must fail that way; the test fails

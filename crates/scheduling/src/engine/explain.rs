@@ -22,7 +22,7 @@ impl Engine<'_> {
         };
         format!(
             "{what} on {} (selector {})",
-            group.key.key.label(),
+            group.key.key.label(&self.labels),
             group.key.selector
         )
     }
@@ -114,6 +114,15 @@ impl Engine<'_> {
                 "zonal topology constraints (spread, affinity, anti-affinity) rule out its zone(s)"
                     .to_string()
             }
+            Why::NoLabel(k) => format!("the node has no {} label", self.labels.name(*k)),
+            Why::Domain(k) if self.labels.domain_count(*k) == 0 => format!(
+                "no NodePool or existing node gives topology key {} a value",
+                self.labels.name(*k)
+            ),
+            Why::Domain(k) => format!(
+                "topology constraints on {} (spread, affinity, anti-affinity) rule out its value(s)",
+                self.labels.name(*k)
+            ),
             Why::NoAffinityTarget(g) => {
                 format!("{}: no pod matches it anywhere", self.group_text(*g))
             }

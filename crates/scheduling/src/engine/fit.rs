@@ -77,6 +77,9 @@ impl Engine<'_> {
                         return Err(Why::Zone);
                     }
                 }
+                if !prof.labels.is_empty() {
+                    self.check_node_labels(b, prof, q.class)?;
+                }
                 if !fits_on(&bin.used, &q.req, &bin.alloc) {
                     return Err(Why::Resources);
                 }
@@ -89,6 +92,28 @@ impl Engine<'_> {
                 }
                 if !fits_on(&bin.used, &q.req, &claim.max_alloc) {
                     return Err(Why::Resources);
+                }
+                let narrows = !prof.reqs.is_empty() && !prof.reqs.is_implied_by(&claim.reqs);
+                let mut new_reqs = if narrows {
+                    Some(claim.reqs.intersection(&prof.reqs))
+                } else {
+                    None
+                };
+                if !prof.labels.is_empty() {
+                    let base = new_reqs.as_ref().unwrap_or(&claim.reqs);
+                    let extra = self.decide_labels(
+                        prof,
+                        q.class,
+                        |k| bin.label_domain(k),
+                        base,
+                        |r| {
+                            self.claim_types_fit(claim, Some(r), None, &bin.used, &q.req)
+                                .is_ok()
+                        },
+                    )?;
+                    if !extra.is_empty() {
+                        new_reqs = Some(base.intersection(&extra));
+                    }
                 }
                 let zone_choices: Vec<Option<usize>> = if prof.needs_zone && bin.zone.is_none() {
                     let allowed =
@@ -108,12 +133,6 @@ impl Engine<'_> {
                         return Err(Why::Zone);
                     }
                     vec![None]
-                };
-                let narrows = !prof.reqs.is_empty() && !prof.reqs.is_implied_by(&claim.reqs);
-                let new_reqs = if narrows {
-                    Some(claim.reqs.intersection(&prof.reqs))
-                } else {
-                    None
                 };
                 let mut last = Why::NoFittingType;
                 for zone in zone_choices {
@@ -187,32 +206,47 @@ impl Engine<'_> {
 
     /// Zones of `candidates` where the profile's zonal topology constraints allow the pod.
     pub(super) fn zone_filter(&self, prof: &Profile, class: u32, candidates: ZoneMask) -> ZoneMask {
+        let eligible = prof.zone_allowed & self.zone_universe;
+        self.domain_filter(prof, class, TopoKey::Zone, eligible, candidates)
+    }
+
+    /// Domains of `key` among `candidates` where the profile's topology constraints on `key`
+    /// allow the pod; `eligible` are the domains the pod's node requirements admit (those a
+    /// spread's minimum is taken over).
+    pub(super) fn domain_filter(
+        &self,
+        prof: &Profile,
+        class: u32,
+        key: TopoKey,
+        eligible: ZoneMask,
+        candidates: ZoneMask,
+    ) -> ZoneMask {
         let mut allowed = candidates;
-        for s in prof.spreads.iter().filter(|s| s.key == TopoKey::Zone) {
+        for s in prof.spreads.iter().filter(|s| s.key == key) {
             let g = &self.catalog.groups[s.group as usize];
-            let eligible = prof.zone_allowed & self.zone_universe;
             let mut min = i64::MAX;
             let mut domains = 0;
             for z in indices(eligible) {
                 domains += 1;
-                min = min.min(i64::from(g.zone_matched.get(z).copied().unwrap_or(0)));
+                min = min.min(i64::from(g.domain_matched.get(z).copied().unwrap_or(0)));
             }
             if domains == 0 || domains < s.min_domains {
                 min = 0;
             }
             let add = i64::from(s.self_match);
             for z in indices(allowed) {
-                if i64::from(g.zone_matched.get(z).copied().unwrap_or(0)) + add - min > s.max_skew {
+                if i64::from(g.domain_matched.get(z).copied().unwrap_or(0)) + add - min > s.max_skew
+                {
                     allowed &= !bit(z);
                 }
             }
         }
-        for t in prof.affinity.iter().filter(|t| t.key == TopoKey::Zone) {
+        for t in prof.affinity.iter().filter(|t| t.key == key) {
             let g = &self.catalog.groups[t.group as usize];
-            let zonal_total: u64 = g.zone_matched.iter().map(|c| u64::from(*c)).sum();
+            let zonal_total: u64 = g.domain_matched.iter().map(|c| u64::from(*c)).sum();
             if zonal_total > 0 {
                 for z in indices(allowed) {
-                    if g.zone_matched.get(z).copied().unwrap_or(0) == 0 {
+                    if g.domain_matched.get(z).copied().unwrap_or(0) == 0 {
                         allowed &= !bit(z);
                     }
                 }
@@ -220,21 +254,21 @@ impl Engine<'_> {
                 allowed = 0;
             }
         }
-        for t in prof.anti.iter().filter(|t| t.key == TopoKey::Zone) {
+        for t in prof.anti.iter().filter(|t| t.key == key) {
             let g = &self.catalog.groups[t.group as usize];
             for z in indices(allowed) {
-                if g.zone_matched.get(z).copied().unwrap_or(0) > 0 {
+                if g.domain_matched.get(z).copied().unwrap_or(0) > 0 {
                     allowed &= !bit(z);
                 }
             }
         }
         for gid in &self.catalog.classes[class as usize].matched_by_anti {
             let g = &self.catalog.groups[*gid as usize];
-            if g.key.key != TopoKey::Zone {
+            if g.key.key != key {
                 continue;
             }
             for z in indices(allowed) {
-                if g.zone_owners.get(z).copied().unwrap_or(0) > 0 {
+                if g.domain_owners.get(z).copied().unwrap_or(0) > 0 {
                     allowed &= !bit(z);
                 }
             }
@@ -244,17 +278,29 @@ impl Engine<'_> {
 
     /// Allowed zones ordered by how few pods of the pod's zonal spread groups they hold.
     fn rank_zones(&self, prof: &Profile, class: u32, allowed: ZoneMask) -> Vec<usize> {
+        self.rank_domains(prof, class, TopoKey::Zone, allowed)
+    }
+
+    /// Allowed domains of `key` ordered by how few pods of the pod's spread groups on `key`,
+    /// and of the groups of `key` it counts in, they hold (then by index).
+    pub(super) fn rank_domains(
+        &self,
+        prof: &Profile,
+        class: u32,
+        key: TopoKey,
+        allowed: ZoneMask,
+    ) -> Vec<usize> {
         let groups: Vec<u32> = prof
             .spreads
             .iter()
-            .filter(|s| s.key == TopoKey::Zone)
+            .filter(|s| s.key == key)
             .map(|s| s.group)
             .chain(
                 self.catalog.classes[class as usize]
                     .member_of
                     .iter()
                     .copied()
-                    .filter(|g| self.catalog.groups[*g as usize].key.key == TopoKey::Zone),
+                    .filter(|g| self.catalog.groups[*g as usize].key.key == key),
             )
             .collect();
         let mut zones: Vec<(u64, usize)> = indices(allowed)
@@ -264,7 +310,7 @@ impl Engine<'_> {
                     .map(|g| {
                         u64::from(
                             self.catalog.groups[*g as usize]
-                                .zone_matched
+                                .domain_matched
                                 .get(z)
                                 .copied()
                                 .unwrap_or(0),
@@ -334,6 +380,35 @@ impl Engine<'_> {
                 return Err(Why::NoAffinityTarget(t.group));
             }
         }
+        let narrowed;
+        let (reqs, types): (&Requirements, &[u32]) = if prof.labels.is_empty() {
+            (reqs, types)
+        } else {
+            let extra = self.decide_labels(
+                prof,
+                q.class,
+                |_| None,
+                reqs,
+                |r| {
+                    types.iter().any(|t| {
+                        let pt = &p.types[*t as usize];
+                        fits(&q.req, &pt.alloc) && pt.compatible(r, None)
+                    })
+                },
+            )?;
+            if extra.is_empty() {
+                (reqs, types)
+            } else {
+                let r = reqs.intersection(&extra);
+                let kept: Vec<u32> = types
+                    .iter()
+                    .copied()
+                    .filter(|t| p.types[*t as usize].compatible(&r, None))
+                    .collect();
+                narrowed = (r, kept);
+                (&narrowed.0, &narrowed.1)
+            }
+        };
         let zone_choices: Vec<Option<usize>> = if prof.needs_zone {
             let mut offered = 0;
             for t in types {

@@ -5,6 +5,8 @@
 mod dense;
 mod explain;
 mod fit;
+mod label_fit;
+mod labels;
 mod profiles;
 mod state;
 mod zones;
@@ -26,7 +28,8 @@ use crate::resources::{CPU, MEMORY, NODES, Resources};
 use crate::taints::first_untolerated;
 
 use dense::{Dense, ResourceTable, add_into, fits, sub_into};
-use profiles::Catalog;
+use labels::LabelKeys;
+use profiles::{Catalog, TopoKey};
 use state::{Bin, BinKind, Claim, Pool, PoolOffering, PoolType, min_values_shortfall};
 use zones::{MAX_ZONES, ZoneTable, bit};
 
@@ -62,6 +65,10 @@ enum Why {
     HostnameAffinity(u32),
     NoZoneLabel,
     Zone,
+    /// The existing node lacks the custom topology key's label.
+    NoLabel(u32),
+    /// Topology constraints on the custom key rule out the node's or claim's domain(s).
+    Domain(u32),
     Resources,
     NoCompatibleType,
     NoFittingType,
@@ -80,7 +87,8 @@ impl Why {
             | Why::HostnameSpread(_)
             | Why::HostnameAnti(_)
             | Why::AntiOwnerHere(_)
-            | Why::NoZoneLabel => Lasting::Always,
+            | Why::NoZoneLabel
+            | Why::NoLabel(_) => Lasting::Always,
             Why::Resources | Why::NoFittingType | Why::MinValues(..) => Lasting::ForThisSize,
             _ => Lasting::ForNow,
         }
@@ -102,6 +110,7 @@ struct Engine<'a> {
     table: ResourceTable,
     zones: ZoneTable,
     zone_universe: u128,
+    labels: LabelKeys,
     catalog: Catalog,
     pools: Vec<Pool<'a>>,
     bins: Vec<Bin>,
@@ -131,15 +140,19 @@ struct Engine<'a> {
 /// * taints: NoSchedule and NoExecute must be tolerated (PreferNoSchedule never blocks;
 ///   NodePool startup taints and, on uninitialized nodes, startup and ephemeral taints need not);
 /// * host ports may not collide;
-/// * topology (keys `topology.kubernetes.io/zone` and `kubernetes.io/hostname`; other keys make a
-///   pod unschedulable with a reason when required and are ignored when preferred): spread with
-///   DoNotSchedule is strict and ScheduleAnyway a preference; for hostname the global minimum is
-///   0 because a new node can always be made (Karpenter's rule); zone domains are the zones of
-///   existing nodes and of the NodePools' offerings, filtered by the pod's node requirements;
-///   pod affinity and anti-affinity are required terms, anti-affinity of bound pods is honoured
-///   symmetrically. A NodeClaim's zone is decided (narrowed to one zone) by the first pod whose
-///   zonal constraints, or membership in a zonal group, need it; pods on claims whose zone is not
-///   decided do not count for zonal groups.
+/// * topology (any key): spread with DoNotSchedule is strict and ScheduleAnyway a preference;
+///   for hostname the global minimum is 0 because a new node can always be made (Karpenter's
+///   rule); zone domains are the zones of existing nodes and of the NodePools' offerings, and
+///   the domains of any other key the values NodePools allow for it (finite requirements and
+///   template labels, or instance types' values) and existing nodes carry, filtered by the pod's
+///   node requirements; pod affinity and anti-affinity are required terms, anti-affinity of
+///   bound pods is honoured symmetrically. A NodeClaim's zone (or value of another key) is
+///   decided (narrowed to one value, the allowed one with the fewest matching pods) by the first
+///   pod whose constraints on the key, or membership in a group of the key, need it; pods on
+///   claims whose domain is not decided do not count for the key's groups. Existing nodes
+///   without the key's label cannot take a pod constrained on it. A custom key with more than
+///   128 values makes a pod with required constraints on it unschedulable with a reason
+///   (preferred ones are ignored).
 /// * preferences (preferred pod affinity, then preferred anti-affinity, then preferred node
 ///   affinity heaviest first, then ScheduleAnyway spreads) are treated as required first and
 ///   dropped one at a time when the pod cannot be placed.
@@ -223,6 +236,18 @@ impl<'a> Engine<'a> {
             to_place.extend(n.pods.iter().filter(|p| !p.is_daemonset));
         }
 
+        let pools = Self::build_pools(input, &table, &zones);
+        let staying_pods = input
+            .existing_nodes
+            .iter()
+            .filter(|n| !n.going_away)
+            .flat_map(|n| n.pods.iter());
+        let labels = LabelKeys::new(
+            labels::topology_keys(to_place.iter().copied().chain(staying_pods)),
+            &pools,
+            &input.existing_nodes,
+        );
+
         let mut catalog = Catalog::default();
         catalog.collect_selector_keys(
             to_place.iter().copied().chain(
@@ -237,7 +262,7 @@ impl<'a> Engine<'a> {
         let mut size_index: BTreeMap<Dense, u32> = BTreeMap::new();
         for p in to_place {
             let class = catalog.class_of(&p.constraints);
-            catalog.build_profiles(class, &zones);
+            catalog.build_profiles(class, &zones, &labels);
             let req = table.dense(&p.requests);
             let next = size_index.len() as u32;
             let req_class = *size_index.entry(req.clone()).or_insert(next);
@@ -255,9 +280,9 @@ impl<'a> Engine<'a> {
             }
         }
         for c in 0..catalog.classes.len() as u32 {
-            catalog.register_owned_anti(c, zones.len());
+            catalog.register_owned_anti(c, zones.len(), &labels);
         }
-        catalog.link(&input.namespace_labels);
+        catalog.link(&input.namespace_labels, &labels, &input.existing_nodes);
 
         // Largest first, deterministic.
         let cpu = 0;
@@ -281,7 +306,6 @@ impl<'a> Engine<'a> {
                 .collect();
         }
 
-        let pools = Self::build_pools(input, &table, &zones);
         let mut zone_universe = 0;
         for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
             if let Some(z) = n.labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| zones.get(z)) {
@@ -300,6 +324,7 @@ impl<'a> Engine<'a> {
             table,
             zones,
             zone_universe,
+            labels,
             catalog,
             pools,
             bins: Vec::new(),
@@ -406,6 +431,7 @@ impl<'a> Engine<'a> {
                 kind: BinKind::Existing(ni),
                 name: node.name.clone(),
                 zone,
+                labels: self.labels.decided_by_labels(&node.labels),
                 taints: effective_taints(node),
                 alloc: self.table.dense(&node.allocatable),
                 used: vec![0; self.table.len()],
@@ -427,23 +453,33 @@ impl<'a> Engine<'a> {
 
     fn record_topology(catalog: &mut Catalog, bin: &mut Bin, class: u32) {
         let c = &catalog.classes[class as usize];
+        // The bin's domain for a group's key: its zone, except for custom keys.
+        let domain = |key: TopoKey| match key {
+            TopoKey::Label(id) => bin.label_domain(id),
+            TopoKey::Zone | TopoKey::Hostname => bin.zone,
+        };
         for g in &c.member_of {
-            bin.topo_add(*g, 1, 0);
             let group = &mut catalog.groups[*g as usize];
             group.total_matched += 1;
-            if let Some(z) = bin.zone
-                && let Some(slot) = group.zone_matched.get_mut(z)
+            if let Some(d) = domain(group.key.key)
+                && let Some(slot) = group.domain_matched.get_mut(d)
             {
                 *slot += 1;
             }
         }
         for g in &c.owner_of {
-            bin.topo_add(*g, 0, 1);
-            if let Some(z) = bin.zone
-                && let Some(slot) = catalog.groups[*g as usize].zone_owners.get_mut(z)
+            let group = &mut catalog.groups[*g as usize];
+            if let Some(d) = domain(group.key.key)
+                && let Some(slot) = group.domain_owners.get_mut(d)
             {
                 *slot += 1;
             }
+        }
+        for g in &c.member_of {
+            bin.topo_add(*g, 1, 0);
+        }
+        for g in &c.owner_of {
+            bin.topo_add(*g, 0, 1);
         }
     }
 
@@ -543,6 +579,7 @@ impl<'a> Engine<'a> {
                 .and_then(|r| r.single_value())
                 .and_then(|z| self.zones.get(z))
         });
+        let labels = self.labels.decided_by_requirements(&claim.reqs);
         let p = &self.pools[pool];
         // The pool types' `alloc` already excludes daemonsets: track only pod usage.
         let used = vec![0; dims];
@@ -552,6 +589,7 @@ impl<'a> Engine<'a> {
             kind: BinKind::Claim(Box::new(claim)),
             name,
             zone,
+            labels,
             taints: p.taints.to_vec(),
             alloc: Vec::new(),
             used,
@@ -593,6 +631,9 @@ impl<'a> Engine<'a> {
                     .get(LABEL_TOPOLOGY_ZONE)
                     .and_then(|r| r.single_value())
                     .and_then(|z| self.zones.get(z));
+            }
+            if reqs_changed && !self.labels.is_empty() {
+                bin.labels = self.labels.decided_by_requirements(&claim.reqs);
             }
             let reqs = &claim.reqs;
             claim.types.retain(|t| {

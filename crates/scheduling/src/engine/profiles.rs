@@ -6,10 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 
+use crate::model::ExistingNode;
 use crate::pod::{NamespaceSelection, PodAffinityTerm, PodConstraints, TopologySpread};
 use crate::requirements::Requirements;
 use crate::taints::Toleration;
 
+use super::labels::{LabelKeys, MAX_DOMAINS};
 use super::zones::{ZoneMask, ZoneTable};
 
 /// The topology keys the engine tracks.
@@ -19,22 +21,40 @@ pub enum TopoKey {
     Zone,
     /// `kubernetes.io/hostname`.
     Hostname,
+    /// Any other label key, by its id in [`LabelKeys`].
+    Label(u32),
 }
 
 impl TopoKey {
-    fn parse(key: &str) -> Option<Self> {
+    /// The key of `key`; `None` for a custom key whose domains cannot be tracked.
+    fn parse(key: &str, labels: &LabelKeys) -> Option<Self> {
         match key {
             LABEL_TOPOLOGY_ZONE => Some(Self::Zone),
             LABEL_HOSTNAME => Some(Self::Hostname),
-            _ => None,
+            _ => {
+                let id = labels.id(key)?;
+                match labels.get(id) {
+                    Some(k) if !k.too_many => Some(Self::Label(id)),
+                    _ => None,
+                }
+            }
         }
     }
 
     /// The label key.
-    pub fn label(self) -> &'static str {
+    pub fn label(self, labels: &LabelKeys) -> &str {
         match self {
             Self::Zone => LABEL_TOPOLOGY_ZONE,
             Self::Hostname => LABEL_HOSTNAME,
+            Self::Label(id) => labels.name(id),
+        }
+    }
+
+    /// The number of domains counted per group of this key (zones for zone and hostname).
+    fn domain_count(self, zones: usize, labels: &LabelKeys) -> usize {
+        match self {
+            Self::Zone | Self::Hostname => zones,
+            Self::Label(id) => labels.domain_count(id),
         }
     }
 }
@@ -72,10 +92,11 @@ pub struct GroupKey {
 #[derive(Debug, Clone)]
 pub struct Group {
     pub key: GroupKey,
-    /// Matching pods per zone (pods on nodes whose zone is known).
-    pub zone_matched: Vec<u32>,
-    /// Pods owning this (required anti-affinity) term, per zone.
-    pub zone_owners: Vec<u32>,
+    /// Matching pods per domain of the group's key (pods on nodes whose domain is known); per
+    /// zone for zone and hostname groups.
+    pub domain_matched: Vec<u32>,
+    /// Pods owning this (required anti-affinity) term, per domain as `domain_matched`.
+    pub domain_owners: Vec<u32>,
     /// Matching pods anywhere.
     pub total_matched: u64,
 }
@@ -136,8 +157,22 @@ pub struct Profile {
     pub needs_zone: bool,
     /// The pod itself has zonal constraints (its own, or another pod's zonal anti-affinity selects it).
     pub zone_constrained: bool,
+    /// Custom keys the pod has constraints on: its node's domain must be decided and allowed.
+    pub labels: Vec<LabelNeed>,
     /// A required constraint the engine cannot evaluate.
     pub unsupported: Option<String>,
+}
+
+/// A custom topology key a profile has constraints on (its own spread or (anti-)affinity, or
+/// another pod's required anti-affinity selecting it). Unlike zones, pods that only count in a
+/// group of the key do not decide their node's domain (Karpenter narrows a NodeClaim only for
+/// the pod's own constraints); they count where the domain is decided.
+#[derive(Debug, Clone)]
+pub struct LabelNeed {
+    /// The key's id.
+    pub key: u32,
+    /// Domains the pod's node requirements allow.
+    pub allowed: ZoneMask,
 }
 
 /// Pods with equal constraints.
@@ -234,15 +269,15 @@ impl Catalog {
         id
     }
 
-    fn group(&mut self, key: GroupKey, zones: usize) -> u32 {
+    fn group(&mut self, key: GroupKey, domains: usize) -> u32 {
         if let Some(id) = self.group_index.get(&key) {
             return *id;
         }
         let id = self.groups.len() as u32;
         self.groups.push(Group {
             key: key.clone(),
-            zone_matched: vec![0; zones],
-            zone_owners: vec![0; zones],
+            domain_matched: vec![0; domains],
+            domain_owners: vec![0; domains],
             total_matched: 0,
         });
         self.group_index.insert(key, id);
@@ -255,8 +290,9 @@ impl Catalog {
         own_ns: &str,
         t: &PodAffinityTerm,
         zones: usize,
+        labels: &LabelKeys,
     ) -> Option<(u32, TopoKey)> {
-        let key = TopoKey::parse(&t.topology_key)?;
+        let key = TopoKey::parse(&t.topology_key, labels)?;
         // A null selector selects nothing: represent it by an unsatisfiable requirement.
         let selector = t.selector.clone().unwrap_or_else(nothing_selector);
         Some((
@@ -267,7 +303,7 @@ impl Catalog {
                     selector,
                     ns: ns_filter(own_ns, &t.namespaces),
                 },
-                zones,
+                key.domain_count(zones, labels),
             ),
             key,
         ))
@@ -278,8 +314,9 @@ impl Catalog {
         own_ns: &str,
         s: &TopologySpread,
         zones: usize,
+        labels: &LabelKeys,
     ) -> Option<(u32, TopoKey)> {
-        let key = TopoKey::parse(&s.topology_key)?;
+        let key = TopoKey::parse(&s.topology_key, labels)?;
         let selector = s.selector.clone().unwrap_or_else(nothing_selector);
         Some((
             self.group(
@@ -289,18 +326,18 @@ impl Catalog {
                     selector,
                     ns: NsFilter::Own(own_ns.to_string()),
                 },
-                zones,
+                key.domain_count(zones, labels),
             ),
             key,
         ))
     }
 
     /// Registers the required anti-affinity terms of a class (bound pods need only these).
-    pub fn register_owned_anti(&mut self, class: u32, zones: usize) {
+    pub fn register_owned_anti(&mut self, class: u32, zones: usize, labels: &LabelKeys) {
         let c = self.classes[class as usize].constraints.clone();
         let mut owned = Vec::new();
         for t in &c.anti_affinity {
-            if let Some((g, _)) = self.term_group(GroupKind::Anti, &c.namespace, t, zones) {
+            if let Some((g, _)) = self.term_group(GroupKind::Anti, &c.namespace, t, zones, labels) {
                 owned.push(g);
             }
         }
@@ -310,7 +347,7 @@ impl Catalog {
     }
 
     /// Builds the relaxation profiles of a class of pods to place.
-    pub fn build_profiles(&mut self, class: u32, zone_table: &ZoneTable) {
+    pub fn build_profiles(&mut self, class: u32, zone_table: &ZoneTable, labels: &LabelKeys) {
         if !self.classes[class as usize].profiles.is_empty() {
             return;
         }
@@ -376,7 +413,7 @@ impl Catalog {
                     .filter(|s| s.hard)
                     .chain(lv.soft.iter().copied())
                 {
-                    match self.spread_group(ns, s, zones) {
+                    match self.spread_group(ns, s, zones, labels) {
                         Some((group, key)) => spreads.push(SpreadUse {
                             group,
                             key,
@@ -386,7 +423,7 @@ impl Catalog {
                         }),
                         None if s.hard => {
                             unsupported = Some(format!(
-                                "topology spread on key {:?} is not supported (only {LABEL_TOPOLOGY_ZONE} and {LABEL_HOSTNAME})",
+                                "topology spread on key {:?} is not supported (it has more than {MAX_DOMAINS} values)",
                                 s.topology_key
                             ));
                         }
@@ -395,7 +432,7 @@ impl Catalog {
                 }
                 let mut affinity = Vec::new();
                 for (i, t) in c.affinity.iter().chain(lv.aff.iter().copied()).enumerate() {
-                    match self.term_group(GroupKind::Affinity, ns, t, zones) {
+                    match self.term_group(GroupKind::Affinity, ns, t, zones, labels) {
                         Some((group, key)) => affinity.push(TermUse {
                             group,
                             key,
@@ -403,7 +440,7 @@ impl Catalog {
                         }),
                         None if i < c.affinity.len() => {
                             unsupported = Some(format!(
-                                "pod affinity on topology key {:?} is not supported (only {LABEL_TOPOLOGY_ZONE} and {LABEL_HOSTNAME})",
+                                "pod affinity on topology key {:?} is not supported (it has more than {MAX_DOMAINS} values)",
                                 t.topology_key
                             ));
                         }
@@ -417,7 +454,7 @@ impl Catalog {
                     .chain(lv.anti.iter().copied())
                     .enumerate()
                 {
-                    match self.term_group(GroupKind::Anti, ns, t, zones) {
+                    match self.term_group(GroupKind::Anti, ns, t, zones, labels) {
                         Some((group, key)) => anti.push(TermUse {
                             group,
                             key,
@@ -425,7 +462,7 @@ impl Catalog {
                         }),
                         None if i < c.anti_affinity.len() => {
                             unsupported = Some(format!(
-                                "pod anti-affinity on topology key {:?} is not supported (only {LABEL_TOPOLOGY_ZONE} and {LABEL_HOSTNAME})",
+                                "pod anti-affinity on topology key {:?} is not supported (it has more than {MAX_DOMAINS} values)",
                                 t.topology_key
                             ));
                         }
@@ -446,6 +483,7 @@ impl Catalog {
                     zone_allowed,
                     needs_zone: false,
                     zone_constrained: false,
+                    labels: Vec::new(),
                     unsupported,
                 });
                 ids.push(id);
@@ -456,7 +494,12 @@ impl Catalog {
 
     /// Computes which groups count each class, self-matches and zone needs. Call once all
     /// classes and groups exist.
-    pub fn link(&mut self, namespace_labels: &BTreeMap<String, BTreeMap<String, String>>) {
+    pub fn link(
+        &mut self,
+        namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+        labels: &LabelKeys,
+        nodes: &[ExistingNode],
+    ) {
         for ci in 0..self.classes.len() {
             let (member_of, matched_by_anti) = {
                 let c = &self.classes[ci].constraints;
@@ -500,6 +543,9 @@ impl Catalog {
             }
             self.classes[ci].member_of = member_of;
             self.classes[ci].matched_by_anti = matched_by_anti;
+            if !labels.is_empty() {
+                self.link_labels(ci, labels, nodes);
+            }
         }
     }
 }
@@ -512,4 +558,40 @@ fn nothing_selector() -> Requirements {
         crate::requirements::Requirement::unsatisfiable(),
     );
     r
+}
+
+impl Catalog {
+    /// The custom keys each profile of class `ci` has constraints on: those of its own
+    /// constraints, then those of anti-affinity groups selecting it.
+    fn link_labels(&mut self, ci: usize, labels: &LabelKeys, nodes: &[ExistingNode]) {
+        let class = &self.classes[ci];
+        let key_of = |g: &u32| match self.groups[*g as usize].key.key {
+            TopoKey::Label(id) => Some(id),
+            _ => None,
+        };
+        let inverse: Vec<u32> = class.matched_by_anti.iter().filter_map(key_of).collect();
+        for pid in class.profiles.clone() {
+            let p = &self.profiles[pid as usize];
+            let own = p
+                .spreads
+                .iter()
+                .map(|s| s.key)
+                .chain(p.affinity.iter().chain(&p.anti).map(|t| t.key))
+                .filter_map(|k| match k {
+                    TopoKey::Label(id) => Some(id),
+                    _ => None,
+                });
+            let mut needs: Vec<LabelNeed> = Vec::new();
+            for key in own.chain(inverse.iter().copied()) {
+                if needs.iter().any(|n| n.key == key) {
+                    continue;
+                }
+                needs.push(LabelNeed {
+                    key,
+                    allowed: labels.eligible(key, &p.reqs, nodes),
+                });
+            }
+            self.profiles[pid as usize].labels = needs;
+        }
+    }
 }

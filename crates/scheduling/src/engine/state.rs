@@ -198,6 +198,8 @@ pub struct Bin {
     pub name: String,
     /// Decided zone, if any.
     pub zone: Option<usize>,
+    /// Decided domains of custom topology keys, as (key id, domain).
+    pub labels: Vec<(u32, usize)>,
     /// Taints pods must tolerate.
     pub taints: Vec<Taint>,
     /// Allocatable for existing nodes (unused for claims).
@@ -220,6 +222,11 @@ impl Bin {
             .iter()
             .find(|(g, _, _)| *g == group)
             .map_or((0, 0), |(_, m, o)| (*m, *o))
+    }
+
+    /// The decided domain of custom key `key`, if any.
+    pub fn label_domain(&self, key: u32) -> Option<usize> {
+        self.labels.iter().find(|(k, _)| *k == key).map(|(_, d)| *d)
     }
 
     /// Adds to a group's counts.
