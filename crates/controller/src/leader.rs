@@ -45,6 +45,16 @@ pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: i64) -> LeaseActio
     }
 }
 
+/// Whether a leader whose renewal just failed (an API error, not a lost race) keeps leading: yes
+/// while its last successful renewal is younger than the renew deadline, two thirds of the
+/// lease (controller-runtime's 10 s of 15 s). One failed write then does not restart the
+/// controllers, and the leader still steps down before its lease can lapse and a standby take
+/// over.
+pub fn keeps_leading(last_renewed: Option<i64>, now: i64, lease_duration: Duration) -> bool {
+    let deadline = i64::try_from(lease_duration.as_secs() * 2 / 3).unwrap_or(i64::MAX);
+    last_renewed.is_some_and(|at| now - at < deadline)
+}
+
 /// Campaigns for the lease: `on_change(true)` when this replica becomes leader,
 /// `on_change(false)` when it loses the lease. Runs until aborted.
 pub async fn run_election(
@@ -57,6 +67,7 @@ pub async fn run_election(
 ) {
     let api: Api<Lease> = Api::namespaced(client, namespace);
     let mut leading = false;
+    let mut last_renewed: Option<i64> = None;
     let retry = lease_duration / 3;
     loop {
         let now = clock.now();
@@ -65,6 +76,11 @@ pub async fn run_election(
             Err(e) if is_not_found(&e) => None,
             Err(error) => {
                 tracing::warn!(%error, "reading leader lease failed");
+                if leading && !keeps_leading(last_renewed, now.as_second(), lease_duration) {
+                    leading = false;
+                    tracing::info!(identity = %identity, "lost leader lease (renew deadline passed)");
+                    on_change(false);
+                }
                 tokio::time::sleep(retry).await;
                 continue;
             }
@@ -109,11 +125,14 @@ pub async fn run_election(
                     }
                 };
                 match result {
-                    Ok(_) => true,
+                    Ok(_) => {
+                        last_renewed = Some(now.as_second());
+                        true
+                    }
                     Err(e) if is_conflict(&e) => false,
                     Err(error) => {
                         tracing::warn!(%error, "writing leader lease failed");
-                        false
+                        leading && keeps_leading(last_renewed, now.as_second(), lease_duration)
                     }
                 }
             }
@@ -134,6 +153,17 @@ pub async fn run_election(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by `driftwood chaos`: one 429 on a renewal made the leader step down and restart
+    /// its controllers; controller-runtime keeps leading until its renew deadline.
+    #[test]
+    fn a_failed_renewal_keeps_leading_until_the_renew_deadline() {
+        let lease = Duration::from_secs(15);
+        assert!(keeps_leading(Some(100), 105, lease));
+        assert!(keeps_leading(Some(100), 109, lease));
+        assert!(!keeps_leading(Some(100), 110, lease));
+        assert!(!keeps_leading(None, 100, lease));
+    }
 
     fn spec(holder: &str, renewed: i64, duration: i32) -> LeaseSpec {
         LeaseSpec {

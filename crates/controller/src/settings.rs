@@ -105,6 +105,10 @@ pub struct Settings {
     /// Pacing of pods no PDB protects during drain (at most 25% of a controller's pods
     /// unavailable at once, at least one); `None` evicts them all at once, as Karpenter does.
     pub unprotected_pacing: Option<driftwood_disruption::drain::UnprotectedPacing>,
+    /// Test-only, never set by a flag: delete a disrupted candidate without waiting for its
+    /// replacements to initialize. It breaks the replacement-first rule on purpose, so tests
+    /// can show that `driftwood chaos` catches and names the violation.
+    pub unsafe_skip_replacement_wait: bool,
 }
 
 /// The shortest replacement timeout driftwood accepts.
@@ -126,6 +130,7 @@ impl Default for Settings {
             gc_grace: Duration::from_secs(30),
             name_seed: 0,
             unprotected_pacing: Some(driftwood_disruption::drain::UnprotectedPacing::default()),
+            unsafe_skip_replacement_wait: false,
         }
     }
 }

@@ -240,6 +240,18 @@ pub fn owner_availability<'a>(
                 .as_ref()
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        // A pod still terminating long past its deletion time (a finalizer nobody removes, a
+        // hung runtime) is one the drain no longer waits for and its controller has already
+        // replaced: counting it as unavailable would hold every later eviction of its owner
+        // back for ever (found by `driftwood chaos`, seed 20 of update-nodes-with-drift).
+        let stuck = pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .is_some_and(|t| now - t.0.as_second() > crate::drain::STUCK_TERMINATING_SECONDS);
+        if stuck {
+            continue;
+        }
         let terminating = pod.metadata.deletion_timestamp.is_some();
         let young = pod
             .metadata
@@ -493,6 +505,27 @@ mod tests {
         let availability = owner_availability(pods.iter(), now);
         let web = availability["ReplicaSet/default/web"];
         assert_eq!((web.total, web.unavailable), (4, 2));
+    }
+
+    /// Found by `driftwood chaos` (update-nodes-with-drift, seed 20): a pod that never finishes
+    /// terminating held its owner's eviction pacing at "one unavailable" for ever, so the rest
+    /// of a drifted node's pods were never evicted and the rollout never completed.
+    #[test]
+    fn a_pod_stuck_terminating_no_longer_counts_against_its_owner() {
+        let at = |name: &str, deleted: &str| {
+            pod(&format!(
+                "metadata: {{name: {name}, namespace: default, creationTimestamp: \"2026-11-21T09:00:00Z\", deletionTimestamp: \"{deleted}\", ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: u, controller: true}}]}}\nspec: {{containers: [{{name: c}}]}}\nstatus: {{phase: Running, conditions: [{{type: Ready, status: \"True\"}}]}}"
+            ))
+        };
+        let now = "2026-11-21T10:00:00Z"
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .as_second();
+        let leaving = at("leaving", "2026-11-21T09:59:30Z");
+        let stuck = at("stuck", "2026-11-21T09:30:00Z");
+        let availability = owner_availability([&leaving, &stuck], now);
+        let web = availability["ReplicaSet/default/web"];
+        assert_eq!((web.total, web.unavailable), (1, 1));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! driftwood's controllers talking to it through the kube-rs client and to the simulated EC2
 //! through the production AWS provider.
 
+use crate::api_faults::{ApiFaults, FaultyService, ProcessGate};
 use anyhow::Context as _;
 use driftwood_aws::{AwsPorts, AwsSettings};
 use driftwood_controller::rbac::ApiCall;
@@ -25,6 +26,10 @@ pub struct Embedded {
     api_calls: ApiCallRecorder,
     /// Another cloud the controllers launch into instead of the simulated account.
     cloud: Option<ExternalCloud>,
+    /// Faults armed between the controllers and the API server.
+    pub api_faults: ApiFaults,
+    /// Controller processes started so far (each gets its own name seed).
+    incarnations: u64,
 }
 
 /// A cloud other than the simulated account (e.g. the aws-sdk-rust adapter pointed at moto's
@@ -156,6 +161,8 @@ impl Embedded {
             controllers: None,
             api_calls: ApiCallRecorder::default(),
             cloud,
+            api_faults: ApiFaults::default(),
+            incarnations: 0,
         };
         embedded.start_controllers();
         Ok(embedded)
@@ -163,19 +170,32 @@ impl Embedded {
 
     /// Starts a fresh controller process (new cache, new tasks), as after a restart.
     pub fn start_controllers(&mut self) {
-        let seed = rand_seed(&self.controllers);
-        self.controllers = Some(self.process_template().start(seed));
+        // A different name seed per incarnation, so a restarted controller does not reuse the
+        // names its predecessors generated.
+        let seed = if self.incarnations == 0 {
+            0
+        } else {
+            0x5eed_u64.wrapping_mul(self.incarnations)
+        };
+        self.incarnations += 1;
+        let identity = format!("controller-{}", self.incarnations);
+        self.controllers = Some(self.process_template(&identity).start(seed));
     }
 
-    /// What starting a controller process needs, detached from `self`.
-    fn process_template(&self) -> ProcessTemplate {
+    /// Whether the single controller process (not a replica) is running.
+    pub fn controllers_running(&self) -> bool {
+        self.controllers.is_some()
+    }
+
+    /// What starting a controller process called `identity` needs, detached from `self`.
+    fn process_template(&self, identity: &str) -> ProcessTemplate {
         let options = self.cluster.options();
         let mut settings = self.settings.clone();
         if settings.cluster_name.is_empty() {
             settings.cluster_name.clone_from(&options.cluster_name);
         }
         ProcessTemplate {
-            client: self.controller_client(),
+            client: self.controller_client(identity),
             clock: self.cluster.clock(),
             ports: self
                 .cloud
@@ -195,19 +215,29 @@ impl Embedded {
     pub fn start_replica(&self, identity: &str, lease_duration: Duration) -> Replica {
         let running: Arc<Mutex<Option<Running>>> = Arc::new(Mutex::new(None));
         let slot = running.clone();
-        let template = self.process_template();
+        let template = self.process_template(identity);
+        let client = template.client.clone();
         let seed = identity.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
+        let mut terms: u64 = 0;
         let election = tokio::spawn(driftwood_controller::leader::run_election(
-            self.controller_client(),
+            client,
             "kube-system",
             identity.to_string(),
             self.cluster.clock(),
             lease_duration,
             move |leading| {
                 let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-                *slot = leading.then(|| template.start(seed));
+                // Every term starts a fresh process with its own name seed: a replica that
+                // leads again must not regenerate the names of its earlier term (a name freed
+                // since would be reused while annotations still point at the old object —
+                // found by `driftwood chaos`, seed 9 of update-nodes-with-drift).
+                if leading {
+                    terms += 1;
+                }
+                *slot = leading
+                    .then(|| template.start(seed ^ terms.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
             },
         ));
         Replica {
@@ -265,12 +295,6 @@ impl Embedded {
             ),
         ]))
     }
-}
-
-/// A different name seed per controller incarnation, so a restarted controller does not
-/// reuse the names its predecessor generated.
-fn rand_seed(previous: &Option<Running>) -> u64 {
-    if previous.is_some() { 0x5eed } else { 0 }
 }
 
 /// Replaces every placeholder in `text`.
@@ -334,16 +358,20 @@ impl Embedded {
         self.api_calls.calls()
     }
 
-    /// A kube client for the controllers: the in-process API server behind a layer that
-    /// records each request.
-    fn controller_client(&self) -> kube::Client {
+    /// A kube client for the controller process `identity`: the in-process API server behind
+    /// the armed faults ([`ApiFaults`]) and a layer that records each request.
+    fn controller_client(&self, identity: &str) -> kube::Client {
         let recorder = self.api_calls.clone();
         let service = tower::ServiceBuilder::new()
             .map_request(move |request: http::Request<kube::client::Body>| {
                 recorder.record(&request);
                 request
             })
-            .service(self.cluster.api_server().service());
+            .service(FaultyService::new(
+                self.cluster.api_server().service(),
+                self.api_faults.clone(),
+                ProcessGate::new(identity),
+            ));
         kube::Client::new(service, "default")
     }
 }

@@ -3,6 +3,10 @@
 //! scenarios, observation and reports. All of it is the `embedded` feature's (on by default).
 
 #[cfg(feature = "embedded")]
+pub mod api_faults;
+#[cfg(feature = "embedded")]
+pub mod chaos;
+#[cfg(feature = "embedded")]
 pub mod demo;
 #[cfg(feature = "embedded")]
 pub mod embedded;

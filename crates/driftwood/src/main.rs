@@ -59,6 +59,15 @@ enum Command {
     /// below what the scenario allows. `--list` shows the bundled scenarios.
     #[cfg(feature = "embedded")]
     Demo(cmd::demo::Args),
+    /// Run a scenario under many fault seeds (cloud capacity and errors, API conflicts and
+    /// dropped watches, controller crashes and failovers, nodes that never become Ready, PDBs
+    /// that block, ...) and check the safety invariants every virtual second.
+    ///
+    /// Prints a line per failing seed (with the command that replays it) and a summary: faults
+    /// injected by kind, violations by invariant, `N passed, M failed`. Exits 1 on any
+    /// violation.
+    #[cfg(feature = "embedded")]
+    Chaos(cmd::chaos::Args),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +81,8 @@ fn main() -> ExitCode {
         Command::Sim(command) => cmd::sim::run(&command),
         #[cfg(feature = "embedded")]
         Command::Demo(args) => cmd::demo::run_command(&args),
+        #[cfg(feature = "embedded")]
+        Command::Chaos(args) => cmd::chaos::run(&args),
     };
     match result {
         Ok(code) => code,

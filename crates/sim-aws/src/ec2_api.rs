@@ -458,6 +458,14 @@ impl Ec2Api for SimAws {
         });
         let mut instances = Vec::new();
         let mut remaining = input.total_target_capacity.max(0);
+        // A partial failure (a fault): the cheapest offerings report no capacity this once and
+        // the fleet falls through to the next ones.
+        let mut refused = {
+            let mut st = self.lock();
+            let partial = st.faults.partial_fleet_failures > 0;
+            st.faults.partial_fleet_failures = st.faults.partial_fleet_failures.saturating_sub(1);
+            if partial { candidates.len() / 2 } else { 0 }
+        };
         for (_, o, lt) in candidates {
             if remaining == 0 {
                 break;
@@ -474,7 +482,9 @@ impl Ec2Api for SimAws {
                 launch_template_and_overrides: override_ref.clone(),
             };
             let key = OfferingKey::new(&o.instance_type, &o.availability_zone, &capacity_type);
-            if self.lock().faults.lacks_capacity(&key) {
+            let partially_refused = refused > 0;
+            refused = refused.saturating_sub(1);
+            if partially_refused || self.lock().faults.lacks_capacity(&key) {
                 errors.push(fail(
                     codes::INSUFFICIENT_INSTANCE_CAPACITY,
                     format!(
@@ -732,12 +742,15 @@ impl SimAws {
         if let Some(s) = st.subnets.get_mut(subnet_id) {
             s.available_ip_address_count -= 1;
         }
+        let stuck = st.faults.stuck_launches > 0;
+        st.faults.stuck_launches = st.faults.stuck_launches.saturating_sub(1);
         st.instances.insert(
             id.clone(),
             SimInstance {
                 instance,
                 terminated_at: None,
                 kubernetes_version: image.kubernetes_version.clone(),
+                stuck,
             },
         );
         Ok(id)

@@ -1,5 +1,6 @@
 //! Fault knobs: insufficient capacity per offering, one-shot API errors and throttling per
-//! operation.
+//! operation, launches that never leave `pending`, and what the kubelet of a machine does
+//! wrong (never Ready, stops posting status, registers late).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -15,6 +16,26 @@ pub struct Faults {
     pub queued_errors: BTreeMap<String, VecDeque<AwsError>>,
     /// How many more calls of an operation are throttled (RequestLimitExceeded).
     pub throttled_calls: BTreeMap<String, u32>,
+    /// How many of the next CreateFleet calls find no capacity in their cheaper half of
+    /// offerings (and launch from the rest, or fail if that is all there was).
+    pub partial_fleet_failures: u32,
+    /// How many of the next launched instances stay `pending` forever.
+    pub stuck_launches: u32,
+    /// What goes wrong with the kubelet of a machine, by instance id.
+    pub node_faults: BTreeMap<String, NodeFault>,
+}
+
+/// A machine whose kubelet misbehaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeFault {
+    /// It registers its Node but never reports Ready.
+    NeverReady,
+    /// It never registers a Node (bad user data, a wrong AMI, no route to the API server).
+    NeverRegisters,
+    /// It stops posting status: the Node goes Ready=Unknown and stays so.
+    NotReady,
+    /// It registers its Node no earlier than this.
+    RegisterAfter(jiff::Timestamp),
 }
 
 impl Faults {

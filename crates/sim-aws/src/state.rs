@@ -12,7 +12,7 @@ use driftwood_aws::ports::{
 use driftwood_cloud::{Clock, OfferingKey};
 use jiff::{SignedDuration, Timestamp};
 
-use crate::faults::Faults;
+use crate::faults::{Faults, NodeFault};
 use crate::ids::resource_id;
 use crate::images::{
     AMAZON_EKS_ACCOUNT, Release, SimImage, catalog_releases, ec2_time, release_images,
@@ -72,6 +72,8 @@ pub struct SimInstance {
     pub instance: Instance,
     pub terminated_at: Option<Timestamp>,
     pub kubernetes_version: Option<String>,
+    /// Never leaves `pending` (a fault).
+    pub stuck: bool,
 }
 
 /// Everything in the account.
@@ -452,6 +454,92 @@ impl SimAws {
             .insert(operation.to_string(), calls);
     }
 
+    /// Restores capacity for one offering.
+    pub fn restore_capacity(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        self.lock()
+            .faults
+            .insufficient_capacity
+            .remove(&OfferingKey::new(instance_type, zone, capacity_type));
+    }
+
+    /// Lifts every armed fault except the kubelets' (a machine whose kubelet never became Ready
+    /// stays broken; lift those with [`SimAws::set_node_fault`]).
+    pub fn clear_faults(&self) {
+        let mut st = self.lock();
+        let node_faults = std::mem::take(&mut st.faults.node_faults);
+        st.faults = Faults {
+            node_faults,
+            ..Faults::default()
+        };
+    }
+
+    /// Makes the next `count` CreateFleet calls fail for their cheaper half of offerings.
+    pub fn fail_next_fleets_partially(&self, count: u32) {
+        self.lock().faults.partial_fleet_failures += count;
+    }
+
+    /// Makes the next `count` launched instances stay `pending` forever.
+    pub fn stick_next_launches(&self, count: u32) {
+        self.lock().faults.stuck_launches += count;
+    }
+
+    /// Makes (or with `None` stops making) the kubelet of `instance_id` misbehave.
+    pub fn set_node_fault(&self, instance_id: &str, fault: Option<NodeFault>) {
+        let mut st = self.lock();
+        match fault {
+            Some(f) => st.faults.node_faults.insert(instance_id.to_string(), f),
+            None => st.faults.node_faults.remove(instance_id),
+        };
+    }
+
+    /// The misbehaving kubelets, by provider ID (`aws:///zone/id`).
+    pub fn node_faults(&self) -> BTreeMap<String, NodeFault> {
+        let st = self.lock();
+        st.faults
+            .node_faults
+            .iter()
+            .filter_map(|(id, f)| {
+                let s = st.instances.get(id)?;
+                Some((
+                    driftwood_aws::launcher::provider_id(&s.instance.availability_zone, id),
+                    *f,
+                ))
+            })
+            .collect()
+    }
+
+    /// Terminates an instance from outside the controller (a spot interruption, an operator
+    /// in the console). Returns whether it was running or pending.
+    pub fn terminate_from_outside(&self, instance_id: &str) -> bool {
+        let now = self.now();
+        let mut st = self.lock();
+        let Some(stored) = st.instances.get(instance_id).cloned() else {
+            return false;
+        };
+        if stored.terminated_at.is_some() {
+            return false;
+        }
+        if let Some(s) = st.instances.get_mut(instance_id) {
+            s.terminated_at = Some(now);
+        }
+        st.ips_in_use.remove(&stored.instance.private_ip_address);
+        if let Some(subnet) = st.subnets.get_mut(&stored.instance.subnet_id) {
+            subnet.available_ip_address_count += 1;
+        }
+        true
+    }
+
+    /// Deletes a launch template behind the provider's back (its cache then names one that
+    /// no longer exists).
+    pub fn forget_launch_template(&self, name: &str) -> bool {
+        self.lock().launch_templates.remove(name).is_some()
+    }
+
+    /// The names of the account's launch templates.
+    pub fn launch_template_names(&self) -> Vec<String> {
+        self.lock().launch_templates.keys().cloned().collect()
+    }
+
     /// How many CreateFleet calls were made.
     pub fn fleet_calls(&self) -> u64 {
         self.lock().fleet_calls
@@ -471,6 +559,7 @@ impl SimAws {
         match stored.terminated_at {
             Some(t) if now >= t + self.config.termination_delay => instance_state::TERMINATED,
             Some(_) => instance_state::SHUTTING_DOWN,
+            None if stored.stuck => instance_state::PENDING,
             None if now >= stored.instance.launch_time + self.config.launch_delay => {
                 instance_state::RUNNING
             }

@@ -47,6 +47,13 @@ pub struct Args {
     /// Leave out the controllers' log lines.
     #[arg(long)]
     quiet: bool,
+    /// Run under faults as `driftwood chaos` does (`all`, `KIND=RATE,...`, or `scenario` for
+    /// the scenario's `faults:` section); with --seed, replays one chaos seed exactly.
+    #[arg(long, value_name = "SPEC")]
+    faults: Option<String>,
+    /// The fault schedule's seed (with --faults).
+    #[arg(long, value_name = "S", default_value_t = 1, requires = "faults")]
+    seed: u64,
 }
 
 pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
@@ -71,10 +78,19 @@ pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
         (false, Some(x)) => Pace::Speed(x),
         (false, None) => Pace::Virtual,
     };
+    let chaos = match &args.faults {
+        Some(text) => Some(driftwood::chaos::ChaosConfig {
+            spec: super::chaos::fault_spec(Some(text), &scenario)?,
+            seed: args.seed,
+            unsafe_skip_replacement_wait: false,
+        }),
+        None => None,
+    };
     let config = RunConfig {
         pace,
         progress,
         log_clock: Some(log_clock),
+        chaos,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -85,6 +101,9 @@ pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
         let mut stdout = std::io::stdout();
         let outcome = run(&scenario, &files, &config, &mut stdout).await?;
         say(&outcome.summary.text());
+        if let Some(findings) = &outcome.chaos {
+            say(&chaos_text(findings));
+        }
         sayln!(
             "({} of cluster time in {:.1}s of wall time)",
             driftwood::demo::duration::compact(
@@ -99,12 +118,42 @@ pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
         if args.serve {
             serve(&outcome, pace).await?;
         }
-        Ok(if outcome.failure.is_none() {
+        let violated = outcome
+            .chaos
+            .as_ref()
+            .is_some_and(|f| !f.violations.is_empty());
+        Ok(if outcome.failure.is_none() && !violated {
             ExitCode::SUCCESS
         } else {
             ExitCode::FAILURE
         })
     })
+}
+
+/// The faults injected and the invariants violated, for a run under --faults.
+fn chaos_text(findings: &driftwood::chaos::ChaosFindings) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!("\nFaults injected: {}\n", findings.injected.len());
+    for i in &findings.injected {
+        let _ = writeln!(
+            out,
+            "  {} {}: {}",
+            driftwood::demo::report::clock_time(i.at),
+            i.kind.name(),
+            i.detail
+        );
+    }
+    let _ = writeln!(out, "Invariant violations: {}", findings.violations.len());
+    for v in &findings.violations {
+        let _ = writeln!(
+            out,
+            "  {} {}: {}",
+            driftwood::demo::report::clock_time(v.at),
+            v.invariant.name(),
+            v.detail
+        );
+    }
+    out
 }
 
 fn scenario_start(summary: &driftwood::demo::Summary) -> i64 {

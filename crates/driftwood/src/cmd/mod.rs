@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+#[cfg(feature = "embedded")]
+pub mod chaos;
 pub mod controller;
 pub mod crds;
 #[cfg(feature = "embedded")]

@@ -11,6 +11,7 @@ use super::scenario::{Action, PatchStep, Scenario, Source, Step, default_api_ver
 use super::tables;
 use super::template::{apply_edits, fill_expressions};
 use super::track::{EventKind, Frame, Tracker};
+use crate::chaos::{ChaosConfig, ChaosFindings, ChaosRun, Invariant};
 use crate::embedded::{Embedded, fill};
 use anyhow::Context as _;
 use driftwood_controller::state::{Snapshot, spawn_watchers};
@@ -42,6 +43,8 @@ pub struct RunConfig {
     pub progress: bool,
     /// Where the log layer reads its timestamps from (set once the cluster's clock exists).
     pub log_clock: Option<LogClock>,
+    /// Run under faults, checking the chaos invariants.
+    pub chaos: Option<ChaosConfig>,
 }
 
 impl Default for RunConfig {
@@ -50,6 +53,7 @@ impl Default for RunConfig {
             pace: Pace::Virtual,
             progress: false,
             log_clock: None,
+            chaos: None,
         }
     }
 }
@@ -68,6 +72,8 @@ pub struct StepFailure {
 pub struct Outcome {
     pub summary: Summary,
     pub failure: Option<StepFailure>,
+    /// What a chaos run found (None without faults).
+    pub chaos: Option<ChaosFindings>,
     pub embedded: Embedded,
     pub observer: ClusterState,
     observer_tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -130,6 +136,7 @@ struct Runner<'a> {
     embedded: Embedded,
     observer: ClusterState,
     tracker: Tracker,
+    chaos: Option<ChaosRun>,
 }
 
 /// Runs `scenario`, printing what a user should see to `out`.
@@ -140,8 +147,16 @@ pub async fn run(
     out: &mut dyn Write,
 ) -> anyhow::Result<Outcome> {
     let options = cluster_options(scenario)?;
-    let settings = controller_settings(scenario)?;
-    let embedded = Embedded::start(options, settings).await?;
+    let mut settings = controller_settings(scenario)?;
+    settings.unsafe_skip_replacement_wait = config
+        .chaos
+        .as_ref()
+        .is_some_and(|c| c.unsafe_skip_replacement_wait);
+    let mut embedded = Embedded::start(options, settings).await?;
+    let chaos = config
+        .chaos
+        .as_ref()
+        .map(|c| ChaosRun::start(c, &mut embedded));
     if let Some(log_clock) = &config.log_clock {
         log_clock.set(embedded.cluster.clock());
     }
@@ -156,10 +171,16 @@ pub async fn run(
         embedded,
         observer,
         tracker: Tracker::new(),
+        chaos,
     };
     let started = runner.now();
     let failure = runner.run_all().await;
+    if runner.chaos.is_some() {
+        runner.settle(failure.as_ref()).await;
+    }
     runner.clear_progress();
+    let now = runner.now();
+    let findings = runner.chaos.take().map(|c| c.finish(now));
     let summary = Summary::new(
         scenario,
         started,
@@ -170,6 +191,7 @@ pub async fn run(
     Ok(Outcome {
         summary,
         failure,
+        chaos: findings,
         embedded: runner.embedded,
         observer: runner.observer,
         observer_tasks,
@@ -288,14 +310,33 @@ impl Runner<'_> {
                         return Ok(());
                     }
                     if waited >= limit {
-                        return Err(format!(
+                        let message = format!(
                             "timed out after {} of virtual time waiting for: {}",
                             super::duration::compact(limit as i64),
                             unmet.join("; ")
-                        ));
+                        );
+                        let now = self.now();
+                        if let Some(chaos) = self.chaos.as_mut() {
+                            chaos.invariants.record(
+                                now,
+                                Invariant::RolloutCompletes,
+                                &step.name,
+                                format!(
+                                    "step {:?} {message} (after the faults stopped)",
+                                    step.name
+                                ),
+                            );
+                        }
+                        return Err(message);
                     }
+                    // Under faults, a wait's timeout counts from when the faults stop: the
+                    // liveness bound is the step's timeout after the window.
+                    let now = self.now();
+                    let counting = self.chaos.as_ref().is_none_or(|c| !c.faults_active(now));
                     self.tick().await;
-                    waited += 1;
+                    if counting {
+                        waited += 1;
+                    }
                 }
             }
             Action::AdvanceTime(duration) => {
@@ -307,6 +348,16 @@ impl Runner<'_> {
             Action::Expect(expect) => {
                 let failed = check::failed(expect, &self.snapshot(), &self.tracker);
                 if failed.is_empty() {
+                    Ok(())
+                } else if self.chaos.is_some() {
+                    // Under faults, nodes and pods are also taken away involuntarily (a node
+                    // NotReady, an instance terminated): the scenario's expectations describe a
+                    // fault-free run, the chaos invariants judge this one.
+                    let clock = super::report::clock_time(self.now());
+                    self.say(&format!(
+                        "{clock} expectation not held under faults (not enforced): {}",
+                        failed.join("; ")
+                    ));
                     Ok(())
                 } else {
                     Err(failed.join("; "))
@@ -326,6 +377,49 @@ impl Runner<'_> {
         self.tracker.start_rollout(at, &snapshot);
     }
 
+    /// After the steps of a chaos run: let the faults window run out, then wait (up to the
+    /// liveness bound) for the end state — every workload ready, no NodeClaim leaked, no
+    /// instance orphaned — and record what never came as violations.
+    async fn settle(&mut self, failure: Option<&StepFailure>) {
+        let Some(deadline) = self.chaos.as_ref().and_then(ChaosRun::liveness_deadline) else {
+            return;
+        };
+        if failure.is_some_and(|f| f.index == 0) {
+            return;
+        }
+        loop {
+            let now = self.now();
+            let snapshot = self.snapshot();
+            let Some(chaos) = self.chaos.as_mut() else {
+                return;
+            };
+            if !chaos.faults_active(now) && chaos.injector.lifted() {
+                let unmet = chaos.end_state_unmet(&self.embedded, &snapshot);
+                if unmet.is_empty() {
+                    return;
+                }
+                if now >= deadline {
+                    let state = chaos.injector.leader_state();
+                    let clock = super::report::clock_time(now);
+                    let _ = writeln!(
+                        self.out,
+                        "{clock} controller replicas at the liveness deadline:\n{state}"
+                    );
+                    for (invariant, subject, what) in unmet {
+                        chaos.invariants.record(
+                            now,
+                            invariant,
+                            &subject,
+                            format!("{what} at the liveness deadline"),
+                        );
+                    }
+                    return;
+                }
+            }
+            self.tick().await;
+        }
+    }
+
     /// One virtual second: sleep, observe, redraw progress.
     async fn tick(&mut self) {
         if let Pace::Speed(speed) = self.config.pace
@@ -333,10 +427,20 @@ impl Runner<'_> {
         {
             std::thread::sleep(Duration::from_secs_f64(1.0 / speed));
         }
+        if let Some(chaos) = self.chaos.as_mut() {
+            let now = self.embedded.cluster.clock().now().as_second();
+            let snapshot = self.observer.snapshot();
+            chaos
+                .before_second(now, &mut self.embedded, &snapshot)
+                .await;
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
         let at = self.now();
         let snapshot = self.snapshot();
         self.tracker.observe(at, &snapshot);
+        if let Some(chaos) = self.chaos.as_mut() {
+            chaos.after_second(at, &self.embedded, &snapshot);
+        }
         if self.config.progress
             && let Some(frame) = self.tracker.frames.last().cloned()
         {

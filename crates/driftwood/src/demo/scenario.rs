@@ -35,6 +35,8 @@ pub struct Scenario {
     /// Applied in order before the first step.
     pub manifests: Vec<Source>,
     pub steps: Vec<Step>,
+    /// The faults `driftwood chaos` injects by default (and `driftwood demo --faults scenario`).
+    pub faults: Option<crate::chaos::FaultsSection>,
 }
 
 /// The simulated cloud and cluster.
@@ -292,6 +294,8 @@ struct RawScenario {
     manifests: Vec<Source>,
     #[serde(default)]
     steps: Vec<serde_yaml::Value>,
+    #[serde(default)]
+    faults: Option<crate::chaos::FaultsSection>,
 }
 
 fn default_version() -> String {
@@ -316,6 +320,10 @@ pub fn parse_scenario(text: &str) -> Result<Scenario, ScenarioError> {
         .enumerate()
         .map(|(i, value)| parse_step(i + 1, value))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(faults) = &raw.faults {
+        crate::chaos::FaultSpec::from_section(faults)
+            .map_err(|e| ScenarioError::Header(e.to_string()))?;
+    }
     Ok(Scenario {
         name: raw.name,
         description: raw.description,
@@ -324,6 +332,7 @@ pub fn parse_scenario(text: &str) -> Result<Scenario, ScenarioError> {
         controller: raw.controller,
         manifests: raw.manifests,
         steps,
+        faults: raw.faults,
     })
 }
 

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers may unwrap
 
+mod chaos;
 mod crds;
 mod demo;
 pub mod deploy;

@@ -597,3 +597,68 @@ async fn private_addresses_are_unique_and_reused_only_after_termination() {
     assert_eq!(unique.len(), names.len(), "node names unique");
     assert!(again.status.is_some());
 }
+
+/// Chaos faults: an instance stuck in `pending`, one terminated from outside (a spot
+/// interruption), a CreateFleet that finds its cheaper half of offerings without capacity, and
+/// kubelet faults reported by provider ID.
+#[tokio::test]
+async fn fault_knobs_for_chaos_runs() {
+    use driftwood_sim_aws::faults::NodeFault;
+    let (env, _) = walkthrough_env().await;
+    env.sim.stick_next_launches(1);
+    let stuck = env
+        .provider
+        .create(&claim(
+            "stuck",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .unwrap();
+    env.advance(600);
+    assert!(env.sim.running_machines().is_empty(), "stays pending");
+    let pid = stuck.status.as_ref().unwrap().provider_id.clone().unwrap();
+    let id = pid.rsplit('/').next().unwrap().to_string();
+    assert_eq!(env.sim.instances()[0].state, "pending");
+
+    env.sim.fail_next_fleets_partially(1);
+    let cheapest = env
+        .provider
+        .create(&claim(
+            "fallback",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .unwrap();
+    assert_ne!(
+        launched_offering(&cheapest),
+        launched_offering(&stuck),
+        "the partial failure fell through to a dearer offering"
+    );
+
+    env.sim.set_node_fault(&id, Some(NodeFault::NeverReady));
+    assert_eq!(
+        env.sim.node_faults().get(&pid),
+        Some(&NodeFault::NeverReady)
+    );
+    env.sim.set_node_fault(&id, None);
+    assert!(env.sim.node_faults().is_empty());
+
+    env.advance(60);
+    let running = env.sim.running_machines();
+    assert_eq!(running.len(), 1, "the stuck one is still pending");
+    assert!(env.sim.terminate_from_outside(&running[0].instance_id));
+    assert!(
+        !env.sim.terminate_from_outside(&running[0].instance_id),
+        "once"
+    );
+    assert!(env.sim.running_machines().is_empty());
+
+    let names = env.sim.launch_template_names();
+    assert!(!names.is_empty());
+    assert!(env.sim.forget_launch_template(&names[0]));
+    assert!(!env.sim.launch_template_names().contains(&names[0]));
+}

@@ -147,10 +147,19 @@ impl ApiServer {
     /// Close every open watch stream, as if the connections dropped. Clients resume from
     /// their last resourceVersion (or relist after 410 if it has expired).
     pub fn disconnect_watches(&self) {
-        self.service
-            .shared()
-            .disconnects
-            .send_modify(|epoch| *epoch += 1);
+        self.service.shared().disconnects.send_modify(|d| {
+            d.epoch += 1;
+            d.expire = false;
+        });
+    }
+
+    /// End every open watch with `410 Expired`, as after an etcd compaction or a watch-cache
+    /// reset: clients must relist.
+    pub fn expire_watches(&self) {
+        self.service.shared().disconnects.send_modify(|d| {
+            d.epoch += 1;
+            d.expire = true;
+        });
     }
 
     /// How many events the watch log currently holds.

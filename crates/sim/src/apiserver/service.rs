@@ -33,7 +33,17 @@ pub struct Shared {
     /// Latest resourceVersion, for waking watchers.
     pub changes: watch::Sender<u64>,
     /// Bumped to close every open watch (simulates dropped connections).
-    pub disconnects: watch::Sender<u64>,
+    pub disconnects: watch::Sender<Disconnect>,
+}
+
+/// How open watches were last cut off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Disconnect {
+    /// Bumped on every cut.
+    pub epoch: u64,
+    /// Whether the watches end with `410 Expired` (their clients must relist) rather than
+    /// just closing (their clients resume from their last resourceVersion).
+    pub expire: bool,
 }
 
 impl Shared {
@@ -80,7 +90,7 @@ impl ApiService {
     pub fn new(core: ApiCore) -> Self {
         let version = core.store().resource_version();
         let (changes, _) = watch::channel(version);
-        let (disconnects, _) = watch::channel(0);
+        let (disconnects, _) = watch::channel(Disconnect::default());
         Self {
             shared: Arc::new(Shared {
                 core: Mutex::new(core),

@@ -203,7 +203,7 @@ pub async fn run(
     plan: WatchPlan,
     shared: Arc<Shared>,
     mut changes: watch::Receiver<u64>,
-    mut disconnects: watch::Receiver<u64>,
+    mut disconnects: watch::Receiver<super::service::Disconnect>,
     tx: mpsc::Sender<Bytes>,
 ) {
     let filter = &plan.filter;
@@ -292,7 +292,16 @@ pub async fn run(
                 }
             }
             () = tokio::time::sleep_until(deadline) => return,
-            _ = disconnects.changed() => return,
+            _ = disconnects.changed() => {
+                if disconnects.borrow().expire {
+                    let error = ApiError::expired(format!(
+                        "too old resource version: {cursor} (the watch cache was reset)"
+                    ));
+                    buffer.extend(line("ERROR", &error.to_status()));
+                    flush(&tx, &mut buffer).await;
+                }
+                return;
+            }
             () = tx.closed() => return,
         }
     }

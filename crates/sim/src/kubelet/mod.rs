@@ -24,7 +24,7 @@ use crate::clock::SharedClock;
 use crate::watch_cache::WatchCache;
 
 pub use node_template::{MachineFacts, NodeResources, kubelet_version, node_name};
-pub use plan::{KubeletAction, KubeletPlan, KubeletTimings};
+pub use plan::{KubeletAction, KubeletPlan, KubeletTimings, NodeFault};
 
 /// Where kubelets find their machines and what those machines are.
 pub trait MachineFleet: Send + Sync {
@@ -34,6 +34,10 @@ pub trait MachineFleet: Send + Sync {
     fn instance_type(&self, name: &str) -> Option<InstanceTypeDescription>;
     /// The name of an image, when known.
     fn image_name(&self, image_id: &str) -> Option<String>;
+    /// The machines whose kubelets misbehave, by provider ID.
+    fn node_faults(&self) -> BTreeMap<String, NodeFault> {
+        BTreeMap::new()
+    }
 }
 
 impl MachineFleet for SimAws {
@@ -47,6 +51,10 @@ impl MachineFleet for SimAws {
 
     fn image_name(&self, image_id: &str) -> Option<String> {
         self.image(image_id).map(|i| i.image.name)
+    }
+
+    fn node_faults(&self) -> BTreeMap<String, NodeFault> {
+        SimAws::node_faults(self)
     }
 }
 
@@ -147,6 +155,7 @@ async fn run(
     let mut issued: BTreeMap<String, Timestamp> = BTreeMap::new();
     let mut machines: Vec<(Arc<Machine>, Arc<MachineFacts>)> = Vec::new();
     let mut machines_read_at: Option<Timestamp> = None;
+    let mut faults = BTreeMap::new();
     loop {
         let now = clock.now();
         // The machine list is polled (every machine_poll_interval), not rebuilt on every
@@ -155,17 +164,19 @@ async fn run(
             .is_none_or(|at| now.duration_since(at).unsigned_abs() >= config.machine_poll_interval);
         if due {
             machines = poll_machines(fleet.as_ref());
+            faults = fleet.node_faults();
             machines_read_at = Some(now);
         }
         let node_list = nodes.objects();
         let pod_list = pods.objects();
-        let mut plan = plan::plan(
+        let mut plan = plan::plan_with_faults(
             &machines,
             &node_list,
             &pod_list,
             now,
             &config.timings,
             &config.kubernetes_version,
+            &faults,
         );
         let attach = plan::plan_volumes(
             &volumes.objects(),

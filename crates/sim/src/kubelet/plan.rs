@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use driftwood_api::wellknown::{TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE};
 use driftwood_sim_aws::Machine;
+pub use driftwood_sim_aws::faults::NodeFault;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use serde_json::{Value, json};
@@ -458,7 +459,8 @@ pub fn pod_ip(node_ip: &str, pod_identity: &str) -> String {
 }
 
 /// Pod annotation: `never` keeps a deleted pod terminating forever on a live node (a finalizer
-/// nobody removes, a hung container runtime) — what a drain must not wait for indefinitely.
+/// nobody removes, a hung container runtime) — what a drain must not wait for indefinitely;
+/// `full-grace` makes it take its whole grace period (it ignores SIGTERM).
 pub const ANNOTATION_TERMINATION: &str = "sim.driftwood.sh/termination";
 /// Pod annotation: `"false"` makes a running pod report Ready=False (a failing readiness
 /// probe).
@@ -536,7 +538,7 @@ fn pod_key(pod: &Pod) -> (String, String) {
     )
 }
 
-/// Decide what the kubelets do at `now`.
+/// Decide what the kubelets do at `now` (every kubelet healthy).
 pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
     machines: &[(Arc<Machine>, Arc<MachineFacts>)],
     nodes: &[N],
@@ -544,6 +546,28 @@ pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
     now: Timestamp,
     timings: &KubeletTimings,
     default_kubernetes_version: &str,
+) -> KubeletPlan {
+    plan_with_faults(
+        machines,
+        nodes,
+        pods,
+        now,
+        timings,
+        default_kubernetes_version,
+        &BTreeMap::new(),
+    )
+}
+
+/// Decide what the kubelets do at `now`, the kubelets of `faults` (by provider ID)
+/// misbehaving as said there.
+pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
+    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
+    nodes: &[N],
+    pods: &[P],
+    now: Timestamp,
+    timings: &KubeletTimings,
+    default_kubernetes_version: &str,
+    faults: &BTreeMap<String, NodeFault>,
 ) -> KubeletPlan {
     let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
     let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
@@ -562,6 +586,14 @@ pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
         .collect();
 
     for (machine, facts) in machines {
+        match faults.get(&machine.provider_id) {
+            Some(NodeFault::RegisterAfter(at)) if now < *at => {
+                out.due_at(*at);
+                continue;
+            }
+            Some(NodeFault::NeverRegisters) => continue,
+            _ => {}
+        }
         if !registered.contains(machine.provider_id.as_str()) {
             let node = node_for_machine(machine, facts, default_kubernetes_version, now);
             let name = node
@@ -597,6 +629,18 @@ pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
                 });
             }
             continue;
+        }
+        match faults.get(provider_id) {
+            Some(NodeFault::NotReady) => {
+                if is_ready {
+                    out.actions.push(KubeletAction::MarkNodeNotReady {
+                        node: (*name).to_string(),
+                    });
+                }
+                continue;
+            }
+            Some(NodeFault::NeverReady) if !is_ready => continue,
+            _ => {}
         }
         if is_ready {
             let since = ready.and_then(|(_, t)| t).unwrap_or(Timestamp::UNIX_EPOCH);
@@ -649,7 +693,13 @@ pub fn plan<N: Borrow<Node>, P: Borrow<Pod>>(
             let requested = deleted_at
                 .checked_sub(SignedDuration::from_secs(grace))
                 .unwrap_or(deleted_at);
-            let keep = Duration::from_secs(grace.unsigned_abs()).min(timings.pod_termination_cap);
+            let grace = Duration::from_secs(grace.unsigned_abs());
+            // A pod that ignores SIGTERM is killed only when its whole grace period is over.
+            let keep = if annotated(pod, ANNOTATION_TERMINATION, "full-grace") {
+                grace
+            } else {
+                grace.min(timings.pod_termination_cap)
+            };
             let due = plus(requested, keep);
             if node.is_some() && annotated(pod, ANNOTATION_TERMINATION, "never") {
                 continue;
@@ -799,6 +849,74 @@ mod tests {
         );
     }
 
+    fn faulty(fault: NodeFault) -> BTreeMap<String, NodeFault> {
+        BTreeMap::from([("aws:///us-west-2a/i-1".to_string(), fault)])
+    }
+
+    #[test]
+    fn a_kubelet_that_never_registers_or_registers_late() {
+        let plan = |faults: &BTreeMap<String, NodeFault>, now: i64| {
+            plan_with_faults(
+                &[machine("i-1")],
+                NO_NODES,
+                NO_PODS,
+                at(now),
+                &timings(),
+                "1.29",
+                faults,
+            )
+        };
+        let never = plan(&faults_never_registers(), 3600);
+        assert!(never.actions.is_empty(), "{:?}", never.actions);
+        let late = faulty(NodeFault::RegisterAfter(at(60)));
+        let early = plan(&late, 10);
+        assert!(early.actions.is_empty());
+        assert_eq!(early.next_due, Some(at(60)));
+        assert!(matches!(
+            &plan(&late, 60).actions[..],
+            [KubeletAction::RegisterNode(_)]
+        ));
+    }
+
+    fn faults_never_registers() -> BTreeMap<String, NodeFault> {
+        faulty(NodeFault::NeverRegisters)
+    }
+
+    #[test]
+    fn a_node_that_never_becomes_ready_and_one_that_stops_posting_status() {
+        let fresh = [registered("i-1", 0, None)];
+        let never = plan_with_faults(
+            &[machine("i-1")],
+            &fresh,
+            NO_PODS,
+            at(600),
+            &timings(),
+            "1.29",
+            &faulty(NodeFault::NeverReady),
+        );
+        assert!(never.actions.is_empty(), "{:?}", never.actions);
+        let ready = [registered("i-1", 0, Some(5))];
+        let pods = [pod("p", "ip-i-1.us-west-2.compute.internal", 0)];
+        let mut running = pods[0].clone();
+        running.status = serde_json::from_value(running_status(&pods[0], &ready[0], at(7))).ok();
+        let stopped = plan_with_faults(
+            &[machine("i-1")],
+            &ready,
+            &[running],
+            at(60),
+            &timings(),
+            "1.29",
+            &faulty(NodeFault::NotReady),
+        );
+        assert!(stopped.actions.contains(&KubeletAction::MarkNodeNotReady {
+            node: "ip-i-1.us-west-2.compute.internal".into()
+        }));
+        assert!(stopped.actions.contains(&KubeletAction::MarkPodNotReady {
+            namespace: "default".into(),
+            name: "p".into()
+        }));
+    }
+
     #[test]
     fn readiness_taints_come_and_go() {
         let now = at(3);
@@ -919,6 +1037,34 @@ mod tests {
                 name: "p".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_pod_that_ignores_sigterm_takes_its_whole_grace_period() {
+        let name = "ip-i-1.us-west-2.compute.internal";
+        let mut slow = pod("p", name, 0);
+        slow.metadata.deletion_timestamp =
+            serde_json::from_value(json!(at(40).to_string())).unwrap();
+        slow.metadata.deletion_grace_period_seconds = Some(30);
+        slow.metadata.annotations = Some(BTreeMap::from([(
+            ANNOTATION_TERMINATION.to_string(),
+            "full-grace".to_string(),
+        )]));
+        let nodes = [registered("i-1", 0, Some(5))];
+        let run = |now| {
+            plan(
+                &[machine("i-1")],
+                &nodes,
+                std::slice::from_ref(&slow),
+                at(now),
+                &timings(),
+                "1.29",
+            )
+        };
+        let waiting = run(39);
+        assert!(waiting.actions.is_empty());
+        assert_eq!(waiting.next_due, Some(at(40)));
+        assert_eq!(run(40).actions.len(), 1);
     }
 
     #[test]

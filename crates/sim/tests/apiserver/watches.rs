@@ -126,6 +126,42 @@ async fn kube_runtime_watcher_resumes_after_disconnect_and_relists_after_expiry(
     assert!(matches!(next_event(&mut stream).await, Event::Apply(p) if name_of(&p) == "after"));
 }
 
+/// `expire_watches` (a chaos fault: an etcd compaction or watch-cache reset) ends every watch
+/// with 410 Expired, and a kube-runtime watcher relists even though it was up to date.
+#[tokio::test]
+async fn expired_watches_end_with_410_and_watchers_relist() {
+    let api = small_log_server(1000);
+    let pods: Api<Pod> = Api::namespaced(api.client(), "default");
+    pods.create(&PostParams::default(), &pod("p0", json!({})))
+        .await
+        .unwrap();
+    let mut stream = watcher::watcher(pods.clone(), watcher::Config::default()).boxed();
+    assert!(matches!(next_event(&mut stream).await, Event::Init));
+    assert!(matches!(next_event(&mut stream).await, Event::InitApply(p) if name_of(&p) == "p0"));
+    assert!(matches!(next_event(&mut stream).await, Event::InitDone));
+    // An event through the open watch, so the expiry below ends a live one.
+    pods.create(&PostParams::default(), &pod("p1", json!({})))
+        .await
+        .unwrap();
+    assert!(matches!(next_event(&mut stream).await, Event::Apply(p) if name_of(&p) == "p1"));
+    api.expire_watches();
+    // The watcher saw an error (skipped by next_event) and starts over with a list.
+    let relisted = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        assert!(matches!(next_event(&mut stream).await, Event::Init));
+        let mut listed = Vec::new();
+        loop {
+            match next_event(&mut stream).await {
+                Event::InitApply(p) => listed.push(name_of(&p)),
+                Event::InitDone => break listed,
+                other => panic!("unexpected {other:?} during relist"),
+            }
+        }
+    })
+    .await
+    .expect("the watcher relists after 410");
+    assert_eq!(relisted, vec!["p0".to_string(), "p1".to_string()]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn bookmarks_and_timestamps_follow_virtual_time() {
     let base: jiff::Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();

@@ -174,6 +174,26 @@ impl Memory {
         let timeout = i64::try_from(ctx.settings.replacement_timeout.as_secs()).unwrap_or(i64::MAX);
         let mut acted = false;
         for action in in_flight(snapshot, ctx.now_seconds(), timeout) {
+            let action = match action {
+                InFlightAction::Wait { nodeclaim, .. }
+                    if ctx.settings.unsafe_skip_replacement_wait =>
+                {
+                    let nodepool = snapshot
+                        .store
+                        .nodeclaims
+                        .get(&nodeclaim)
+                        .and_then(|c| {
+                            driftwood_api::lookup::ObjectLookups::nodepool_name(c.as_ref())
+                                .map(str::to_string)
+                        })
+                        .unwrap_or_default();
+                    InFlightAction::Terminate {
+                        nodeclaim,
+                        nodepool,
+                    }
+                }
+                other => other,
+            };
             match action {
                 InFlightAction::Terminate {
                     nodeclaim,

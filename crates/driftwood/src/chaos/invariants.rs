@@ -1,0 +1,492 @@
+//! The safety and liveness invariants a chaos run checks, each by name: over the cluster as
+//! the controllers' own cache would see it every virtual second, and over the end state once
+//! the faults are lifted.
+
+use driftwood_api::NodeClaim;
+use driftwood_api::condition::Conditions;
+use driftwood_api::wellknown::{
+    ANNOTATION_DISRUPTION_REPLACEMENTS, CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED,
+    LABEL_NODEPOOL, REASON_DRIFTED,
+};
+use driftwood_aws::ports::Instance;
+use driftwood_controller::state::Snapshot;
+use driftwood_disruption::budget::allowed_disruptions;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A named invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Invariant {
+    /// No PDB below its desired healthy pods because of a voluntary disruption.
+    PdbRespected,
+    /// Never more nodes of a NodePool disrupting than its budgets allow.
+    BudgetRespected,
+    /// No disrupted node removed before its replacements were initialized.
+    ReplacementFirst,
+    /// Every workload pod is eventually replaced and Running (ready replicas = desired).
+    NoPodLost,
+    /// Every instance belongs to a NodeClaim, or is collected within the GC bound.
+    NoOrphanInstance,
+    /// No NodeClaim without a working instance and Node, no pool Node without a NodeClaim,
+    /// once the faults stopped.
+    NoLeakedNodeClaim,
+    /// The scenario's rollout completes once the faults stop (within the stated bound).
+    RolloutCompletes,
+    /// Nothing panicked.
+    NoPanic,
+}
+
+impl Invariant {
+    /// Every invariant, in report order.
+    pub const ALL: [Invariant; 8] = [
+        Self::PdbRespected,
+        Self::BudgetRespected,
+        Self::ReplacementFirst,
+        Self::NoPodLost,
+        Self::NoOrphanInstance,
+        Self::NoLeakedNodeClaim,
+        Self::RolloutCompletes,
+        Self::NoPanic,
+    ];
+
+    /// The invariant's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PdbRespected => "pdb-respected",
+            Self::BudgetRespected => "budget-respected",
+            Self::ReplacementFirst => "replacement-first",
+            Self::NoPodLost => "no-pod-lost",
+            Self::NoOrphanInstance => "no-orphan-instance",
+            Self::NoLeakedNodeClaim => "no-leaked-nodeclaim",
+            Self::RolloutCompletes => "rollout-completes",
+            Self::NoPanic => "no-panic",
+        }
+    }
+}
+
+/// One violation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Virtual time (seconds since the epoch).
+    pub at: i64,
+    pub invariant: Invariant,
+    pub detail: String,
+}
+
+/// An instance with our NodePool tag and no NodeClaim is an orphan after this long (the
+/// controller's GC grace plus a few of its passes).
+pub const ORPHAN_BOUND_SECONDS: i64 = 5 * 60;
+
+/// What the checks remember between seconds.
+#[derive(Debug, Default)]
+pub struct Invariants {
+    /// PDBs that have had their desired healthy pods since they were last excused.
+    pdb_armed: BTreeMap<String, bool>,
+    /// When each instance without a NodeClaim was first seen so.
+    orphan_since: BTreeMap<String, i64>,
+    /// (invariant, subject) already reported: one violation per subject.
+    reported: BTreeSet<(Invariant, String)>,
+    /// NodeClaims (by uid) whose deletion has been judged for replacement-first.
+    deletions_judged: BTreeSet<String>,
+    /// NodeClaims removed by expiry or a terminationGracePeriod (forceful, reported apart).
+    pub forced_removals: BTreeSet<String>,
+    pub violations: Vec<Violation>,
+}
+
+/// Whether `selector` selects `labels` (matchLabels and matchExpressions).
+pub fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let expressions_ok = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or(&[]);
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    labels_ok && expressions_ok
+}
+
+/// The pods a PDB covers.
+pub fn pods_of_pdb<'a>(snapshot: &'a Snapshot, pdb: &PodDisruptionBudget) -> Vec<&'a Pod> {
+    let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+        return Vec::new();
+    };
+    let empty = BTreeMap::new();
+    snapshot
+        .store
+        .pods
+        .values()
+        .map(AsRef::as_ref)
+        .filter(|p| p.metadata.namespace == pdb.metadata.namespace)
+        .filter(|p| selects(selector, p.metadata.labels.as_ref().unwrap_or(&empty)))
+        .collect()
+}
+
+/// The PDBs (namespace/name) covering any of `pods`.
+pub fn pdbs_selecting(snapshot: &Snapshot, pods: &[&Pod]) -> Vec<String> {
+    let empty = BTreeMap::new();
+    snapshot
+        .store
+        .pdbs
+        .iter()
+        .filter(|(_, pdb)| {
+            let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+                return false;
+            };
+            pods.iter().any(|p| {
+                p.metadata.namespace == pdb.metadata.namespace
+                    && selects(selector, p.metadata.labels.as_ref().unwrap_or(&empty))
+            })
+        })
+        .map(|(key, _)| key.clone())
+        .collect()
+}
+
+/// Whether a pod is Ready and not terminating.
+pub fn pod_ready(pod: &Pod) -> bool {
+    crate::demo::track::pod_ready(pod)
+}
+
+fn pool_of(claim: &NodeClaim) -> Option<&str> {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_NODEPOOL))
+        .map(String::as_str)
+}
+
+fn expired_at_deletion(claim: &NodeClaim) -> bool {
+    let Some(deleted) = claim.metadata.deletion_timestamp.as_ref() else {
+        return false;
+    };
+    claim
+        .spec
+        .expire_after
+        .as_ref()
+        .and_then(|e| e.seconds().ok().flatten())
+        .zip(claim.metadata.creation_timestamp.as_ref())
+        .is_some_and(|(after, created)| {
+            created.0.as_second() + i64::try_from(after).unwrap_or(i64::MAX)
+                <= deleted.0.as_second()
+        })
+}
+
+/// Whether an instance is one of a NodePool's (tagged `karpenter.sh/nodepool`) and not gone.
+fn is_live_pool_instance(instance: &Instance) -> bool {
+    instance.state != "terminated"
+        && instance.state != "shutting-down"
+        && instance.tags.iter().any(|t| t.key == LABEL_NODEPOOL)
+}
+
+/// The subject's provider ID form.
+fn provider_id(instance: &Instance) -> String {
+    driftwood_aws::launcher::provider_id(&instance.availability_zone, &instance.instance_id)
+}
+
+impl Invariants {
+    fn violate(&mut self, at: i64, invariant: Invariant, subject: &str, detail: String) {
+        if self.reported.insert((invariant, subject.to_string())) {
+            self.violations.push(Violation {
+                at,
+                invariant,
+                detail,
+            });
+        }
+    }
+
+    /// Records a violation found outside the per-second checks (liveness, panics).
+    pub fn record(&mut self, at: i64, invariant: Invariant, subject: &str, detail: String) {
+        self.violate(at, invariant, subject, detail);
+    }
+
+    /// The per-second safety checks. `excused(pdb, now)` says whether an involuntary fault
+    /// disrupted a PDB's pods; `externally_terminated` are instances a fault terminated.
+    pub fn check_second(
+        &mut self,
+        now: i64,
+        snapshot: &Snapshot,
+        instances: &[Instance],
+        excused: impl Fn(&str) -> bool,
+        externally_terminated: &BTreeSet<String>,
+    ) {
+        self.check_pdbs(now, snapshot, excused);
+        self.check_budgets(now, snapshot);
+        self.check_replacement_first(now, snapshot, externally_terminated);
+        self.check_orphans(now, snapshot, instances);
+    }
+
+    fn check_pdbs(&mut self, now: i64, snapshot: &Snapshot, excused: impl Fn(&str) -> bool) {
+        for (key, pdb) in &snapshot.store.pdbs {
+            let Some(status) = pdb.status.as_ref() else {
+                continue;
+            };
+            let (current, desired) = (status.current_healthy, status.desired_healthy);
+            if excused(key) {
+                self.pdb_armed.insert(key.clone(), false);
+                continue;
+            }
+            let armed = self.pdb_armed.entry(key.clone()).or_insert(false);
+            if current >= desired {
+                *armed = true;
+            } else if *armed {
+                *armed = false;
+                let subject = format!("{key}@{now}");
+                self.violate(
+                    now,
+                    Invariant::PdbRespected,
+                    &subject,
+                    format!("PDB {key}: {current} healthy pods < {desired} desired"),
+                );
+            }
+        }
+    }
+
+    fn check_budgets(&mut self, now: i64, snapshot: &Snapshot) {
+        for (name, pool) in &snapshot.store.nodepools {
+            let claims: Vec<&NodeClaim> = snapshot
+                .nodeclaims_by_nodepool
+                .get(name)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| snapshot.store.nodeclaims.get(c))
+                .map(AsRef::as_ref)
+                .collect();
+            let initialized: Vec<&&NodeClaim> = claims
+                .iter()
+                .filter(|c| c.is_true(CONDITION_INITIALIZED))
+                .collect();
+            let disrupting = initialized
+                .iter()
+                .filter(|c| c.condition(CONDITION_DISRUPTION_REASON).is_some())
+                .count();
+            // A budget's percentage is of the pool's nodes, not counting replacements that
+            // stand in for nodes still being disrupted.
+            let standing_in: BTreeSet<&str> = claims
+                .iter()
+                .filter(|c| {
+                    c.condition(CONDITION_DISRUPTION_REASON).is_some()
+                        || c.metadata.deletion_timestamp.is_some()
+                })
+                .filter_map(|c| {
+                    c.metadata
+                        .annotations
+                        .as_ref()?
+                        .get(ANNOTATION_DISRUPTION_REPLACEMENTS)
+                })
+                .flat_map(|r| r.split(','))
+                .collect();
+            let total = initialized
+                .iter()
+                .filter(|c| !standing_in.contains(c.metadata.name.as_deref().unwrap_or_default()))
+                .count();
+            let budget = allowed_disruptions(pool, REASON_DRIFTED, total, 0, now);
+            if let Some(limit) = budget.limit
+                && disrupting > limit
+            {
+                let subject = format!("{name}@{now}");
+                self.violate(
+                    now,
+                    Invariant::BudgetRespected,
+                    &subject,
+                    format!("NodePool {name}: {disrupting} nodes disrupting > budget {limit}"),
+                );
+            }
+        }
+    }
+
+    fn check_replacement_first(
+        &mut self,
+        now: i64,
+        snapshot: &Snapshot,
+        externally_terminated: &BTreeSet<String>,
+    ) {
+        for (name, claim) in &snapshot.store.nodeclaims {
+            if claim.metadata.deletion_timestamp.is_none() {
+                continue;
+            }
+            // Judged once, when the deletion is first seen: replacements must be initialized
+            // by then (a replacement's name may later be reused by an unrelated NodeClaim).
+            let uid = claim.metadata.uid.clone().unwrap_or_else(|| name.clone());
+            if !self.deletions_judged.insert(uid) {
+                continue;
+            }
+            if expired_at_deletion(claim) {
+                self.forced_removals.insert(name.clone());
+                continue;
+            }
+            let gone_outside = claim
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .is_some_and(|p| {
+                    externally_terminated.contains(p.rsplit('/').next().unwrap_or_default())
+                });
+            if gone_outside {
+                continue;
+            }
+            let replacements = claim
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS));
+            for replacement in replacements
+                .into_iter()
+                .flat_map(|r| r.split(','))
+                .filter(|r| !r.is_empty())
+            {
+                if let Some(r) = snapshot.store.nodeclaims.get(replacement)
+                    && !r.is_true(CONDITION_INITIALIZED)
+                {
+                    self.violate(
+                        now,
+                        Invariant::ReplacementFirst,
+                        name,
+                        format!(
+                            "NodeClaim {name} (NodePool {}) deleted before its replacement {replacement} was initialized",
+                            pool_of(claim).unwrap_or("?")
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn check_orphans(&mut self, now: i64, snapshot: &Snapshot, instances: &[Instance]) {
+        let mut still = BTreeSet::new();
+        for instance in instances.iter().filter(|i| is_live_pool_instance(i)) {
+            let pid = provider_id(instance);
+            if snapshot.nodeclaim_by_provider_id.contains_key(&pid) {
+                continue;
+            }
+            still.insert(instance.instance_id.clone());
+            let since = *self
+                .orphan_since
+                .entry(instance.instance_id.clone())
+                .or_insert(now);
+            if now - since > ORPHAN_BOUND_SECONDS {
+                let id = instance.instance_id.clone();
+                self.violate(
+                    now,
+                    Invariant::NoOrphanInstance,
+                    &id,
+                    format!(
+                        "instance {id} ({}) has had no NodeClaim for {}s",
+                        instance.instance_type,
+                        now - since
+                    ),
+                );
+            }
+        }
+        self.orphan_since.retain(|id, _| still.contains(id));
+    }
+}
+
+/// What of the end state does not hold yet: (invariant, subject, what), given the
+/// Deployments' (name → (ready, desired)).
+pub fn end_state_unmet(
+    snapshot: &Snapshot,
+    instances: &[Instance],
+    workloads: &BTreeMap<String, (i32, i32)>,
+) -> Vec<(Invariant, String, String)> {
+    let mut out = Vec::new();
+    for (name, (ready, desired)) in workloads {
+        if ready < desired {
+            out.push((
+                Invariant::NoPodLost,
+                name.clone(),
+                format!("{name}: {ready}/{desired} replicas ready"),
+            ));
+        }
+    }
+    for (name, claim) in &snapshot.store.nodeclaims {
+        if claim.metadata.deletion_timestamp.is_some() {
+            out.push((
+                Invariant::NoLeakedNodeClaim,
+                name.clone(),
+                format!("NodeClaim {name} still terminating"),
+            ));
+        } else if !claim.is_true(CONDITION_INITIALIZED) {
+            out.push((
+                Invariant::NoLeakedNodeClaim,
+                name.clone(),
+                format!("NodeClaim {name} never initialized"),
+            ));
+        }
+    }
+    for (name, node) in &snapshot.store.nodes {
+        let pooled = node
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_NODEPOOL));
+        let pid = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default();
+        if pooled && !snapshot.nodeclaim_by_provider_id.contains_key(&pid) {
+            out.push((
+                Invariant::NoLeakedNodeClaim,
+                name.clone(),
+                format!("Node {name} has no NodeClaim"),
+            ));
+        }
+    }
+    for instance in instances.iter().filter(|i| is_live_pool_instance(i)) {
+        if !snapshot
+            .nodeclaim_by_provider_id
+            .contains_key(&provider_id(instance))
+        {
+            out.push((
+                Invariant::NoOrphanInstance,
+                instance.instance_id.clone(),
+                format!("instance {} has no NodeClaim", instance.instance_id),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    #[test]
+    fn selectors_match_labels_and_expressions() {
+        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        let mut selector = LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+            match_expressions: None,
+        };
+        assert!(selects(&selector, &labels));
+        selector.match_expressions = Some(vec![LabelSelectorRequirement {
+            key: "tier".into(),
+            operator: "Exists".into(),
+            values: None,
+        }]);
+        assert!(!selects(&selector, &labels));
+        selector.match_expressions = Some(vec![LabelSelectorRequirement {
+            key: "tier".into(),
+            operator: "NotIn".into(),
+            values: Some(vec!["db".into()]),
+        }]);
+        assert!(selects(&selector, &labels));
+    }
+
+    #[test]
+    fn names_are_distinct() {
+        let names: BTreeSet<&str> = Invariant::ALL.iter().map(|i| i.name()).collect();
+        assert_eq!(names.len(), Invariant::ALL.len());
+    }
+}

@@ -1,0 +1,120 @@
+//! Chaos runs (issue 17): the fast slice of the campaign — two scenarios under faults of every
+//! kind, no invariant violated — and a safety check disabled behind the test-only switch, whose
+//! violation is caught, named and replays exactly. The full campaign is `driftwood chaos`
+//! (README, "Reliability").
+
+use driftwood::chaos::campaign::{CampaignConfig, replay_command, run_campaign, run_seed};
+use driftwood::chaos::{FaultKind, FaultSpec, Invariant};
+use driftwood::demo::bundle::{self, Files};
+use driftwood::demo::parse_scenario;
+use std::collections::BTreeMap;
+
+fn campaign(name: &str, seeds: std::ops::Range<u64>) -> CampaignConfig {
+    CampaignConfig {
+        scenario: parse_scenario(bundle::bundled(name).unwrap()).unwrap(),
+        scenario_arg: name.to_string(),
+        files: Files::Bundled,
+        spec: FaultSpec::all(),
+        seeds: seeds.collect(),
+        jobs: 2,
+        report_dir: None,
+        unsafe_skip_replacement_wait: false,
+    }
+}
+
+/// The fast slice: the walkthrough and a PDB-protected workload under every kind of fault.
+/// Every kind is injected somewhere in the slice, and nothing is violated.
+#[test]
+fn the_fast_slice_holds_every_invariant_under_every_kind_of_fault() {
+    let mut injected: BTreeMap<FaultKind, u64> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for (name, seeds) in [("update-nodes-with-drift", 1..25), ("pdb-protected", 1..13)] {
+        let config = campaign(name, seeds);
+        let summary = run_campaign(&config, |outcome| {
+            if !outcome.passed() {
+                failures.push(format!(
+                    "{}\n  replay: {}",
+                    outcome.failure_line(),
+                    replay_command(name, &config.spec, outcome.seed)
+                ));
+            }
+        })
+        .unwrap();
+        assert_eq!(summary.completed, summary.seeds, "{}", summary.text());
+        for (kind, n) in summary.injected {
+            *injected.entry(kind).or_insert(0) += n;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let missing: Vec<&str> = FaultKind::ALL
+        .iter()
+        .filter(|k| injected.get(k).copied().unwrap_or(0) == 0)
+        .map(|k| k.name())
+        .collect();
+    assert!(missing.is_empty(), "never injected: {missing:?}");
+}
+
+/// With the controllers told to skip waiting for replacements (a test-only switch), the old
+/// node goes before its replacement is initialized: the run names `replacement-first`, and the
+/// same seed replays to the same faults and the same violation.
+#[test]
+fn a_disabled_safety_check_is_caught_named_and_replays() {
+    let scenario = parse_scenario(bundle::bundled("update-nodes-with-drift").unwrap()).unwrap();
+    let spec = FaultSpec::parse("api-conflict,watch-closed,window=5m,settle=10m").unwrap();
+    let first = run_seed(&scenario, &Files::Bundled, &spec, 7, true).unwrap();
+    assert!(!first.passed());
+    let named: Vec<Invariant> = first
+        .findings
+        .violations
+        .iter()
+        .map(|v| v.invariant)
+        .collect();
+    assert!(
+        named.contains(&Invariant::ReplacementFirst),
+        "{named:?}\n{}",
+        first.output
+    );
+    let line = first.failure_line();
+    assert!(
+        line.contains("seed 7") && line.contains("replacement-first"),
+        "{line}"
+    );
+    let again = run_seed(&scenario, &Files::Bundled, &spec, 7, true).unwrap();
+    assert_eq!(again.findings.injected, first.findings.injected);
+    assert_eq!(again.findings.violations, first.findings.violations);
+    // The same seed with the check in place passes.
+    let safe = run_seed(&scenario, &Files::Bundled, &spec, 7, false).unwrap();
+    assert!(
+        safe.passed(),
+        "{}\n{:?}",
+        safe.failure_line(),
+        safe.findings.violations
+    );
+}
+
+/// The command line: a failing seed is printed with its replay command and the run exits 1; a
+/// passing campaign prints the summary and `N passed, 0 failed`.
+#[test]
+fn the_chaos_command_prints_a_summary_and_exits_by_verdict() {
+    let output = super::driftwood(
+        &[
+            "chaos",
+            "--scenario",
+            "update-nodes-with-drift",
+            "--seeds",
+            "2",
+            "--faults",
+            "all=30,window=5m",
+        ],
+        None,
+    );
+    let text = super::stdout(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("faults injected:"), "{text}");
+    assert!(text.contains("replacement-first"), "{text}");
+    assert!(text.contains("2 passed, 0 failed"), "{text}");
+    let bad = super::driftwood(&["chaos", "--faults", "cosmic-rays=1"], None);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("cosmic-rays"), "{err}");
+}
