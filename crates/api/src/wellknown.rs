@@ -89,6 +89,8 @@ pub const ANNOTATION_EC2NODECLASS_FIELD_HASHES: &str = "driftwood.sh/ec2nodeclas
 /// replacement NodeClaim names (comma-separated) and when the command started (RFC 3339).
 pub const ANNOTATION_DISRUPTION_REPLACEMENTS: &str = "driftwood.sh/disruption-replacements";
 pub const ANNOTATION_DISRUPTION_STARTED: &str = "driftwood.sh/disruption-started";
+/// On a replacement NodeClaim: the candidate whose disruption command launched it.
+pub const ANNOTATION_DISRUPTION_REPLACEMENT_FOR: &str = "driftwood.sh/disruption-replacement-for";
 
 // ---- taints ----
 /// Taint put on a node chosen for disruption (effect NoSchedule).

@@ -75,7 +75,7 @@ pub async fn run_election(
             Ok(lease) => Some(lease),
             Err(e) if is_not_found(&e) => None,
             Err(error) => {
-                tracing::warn!(%error, "reading leader lease failed");
+                tracing::warn!(lease = LEASE_NAME, %error, "reading leader lease failed");
                 if leading && !keeps_leading(last_renewed, now.as_second(), lease_duration) {
                     leading = false;
                     tracing::info!(identity = %identity, "lost leader lease (renew deadline passed)");
@@ -131,7 +131,7 @@ pub async fn run_election(
                     }
                     Err(e) if is_conflict(&e) => false,
                     Err(error) => {
-                        tracing::warn!(%error, "writing leader lease failed");
+                        tracing::warn!(lease = LEASE_NAME, %error, "writing leader lease failed");
                         leading && keeps_leading(last_renewed, now.as_second(), lease_duration)
                     }
                 }

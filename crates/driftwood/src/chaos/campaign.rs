@@ -111,12 +111,15 @@ pub fn run_seed(
         ..RunConfig::default()
     };
     let mut output: Vec<u8> = Vec::new();
-    let outcome = runtime.block_on(async {
-        let outcome = run(scenario, files, &config, &mut output).await?;
-        let text = outcome.summary.text();
-        let failure = outcome.failure.as_ref().map(ToString::to_string);
-        let findings = outcome.chaos.clone().unwrap_or_default();
-        anyhow::Ok((text, failure, findings))
+    // The run's thread gets the log check (error-names-object) as its subscriber.
+    let outcome = tracing::subscriber::with_default(super::log_check::subscriber(), || {
+        runtime.block_on(async {
+            let outcome = run(scenario, files, &config, &mut output).await?;
+            let text = outcome.summary.text();
+            let failure = outcome.failure.as_ref().map(ToString::to_string);
+            let findings = outcome.chaos.clone().unwrap_or_default();
+            anyhow::Ok((text, failure, findings))
+        })
     })?;
     let (summary, failure, mut findings) = outcome;
     // A rollout that failed for another reason than a recorded invariant is still one that did

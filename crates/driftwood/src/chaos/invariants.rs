@@ -36,11 +36,13 @@ pub enum Invariant {
     RolloutCompletes,
     /// Nothing panicked.
     NoPanic,
+    /// Every warning and error logged names the object it is about.
+    ErrorsNameObject,
 }
 
 impl Invariant {
     /// Every invariant, in report order.
-    pub const ALL: [Invariant; 8] = [
+    pub const ALL: [Invariant; 9] = [
         Self::PdbRespected,
         Self::BudgetRespected,
         Self::ReplacementFirst,
@@ -49,6 +51,7 @@ impl Invariant {
         Self::NoLeakedNodeClaim,
         Self::RolloutCompletes,
         Self::NoPanic,
+        Self::ErrorsNameObject,
     ];
 
     /// The invariant's name in reports.
@@ -62,6 +65,7 @@ impl Invariant {
             Self::NoLeakedNodeClaim => "no-leaked-nodeclaim",
             Self::RolloutCompletes => "rollout-completes",
             Self::NoPanic => "no-panic",
+            Self::ErrorsNameObject => "error-names-object",
         }
     }
 }
@@ -75,8 +79,8 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// An instance with our NodePool tag and no NodeClaim is an orphan after this long (the
-/// controller's GC grace plus a few of its passes).
+/// An instance with our NodePool tag and no NodeClaim is an orphan after this long once the
+/// faults stopped (two of garbage collection's 2-minute passes and its 30 s grace).
 pub const ORPHAN_BOUND_SECONDS: i64 = 5 * 60;
 
 /// What the checks remember between seconds.
@@ -210,7 +214,10 @@ impl Invariants {
     }
 
     /// The per-second safety checks. `excused(pdb, now)` says whether an involuntary fault
-    /// disrupted a PDB's pods; `externally_terminated` are instances a fault terminated.
+    /// disrupted a PDB's pods; `externally_terminated` are instances a fault terminated;
+    /// `faults_stopped` is when the cloud stopped failing calls (None: not yet), from when an
+    /// orphan's time is counted (garbage collection cannot terminate it while TerminateInstances
+    /// is being throttled or failed).
     pub fn check_second(
         &mut self,
         now: i64,
@@ -218,11 +225,12 @@ impl Invariants {
         instances: &[Instance],
         excused: impl Fn(&str) -> bool,
         externally_terminated: &BTreeSet<String>,
+        faults_stopped: Option<i64>,
     ) {
         self.check_pdbs(now, snapshot, excused);
         self.check_budgets(now, snapshot);
         self.check_replacement_first(now, snapshot, externally_terminated);
-        self.check_orphans(now, snapshot, instances);
+        self.check_orphans(now, snapshot, instances, faults_stopped);
     }
 
     fn check_pdbs(&mut self, now: i64, snapshot: &Snapshot, excused: impl Fn(&str) -> bool) {
@@ -361,7 +369,13 @@ impl Invariants {
         }
     }
 
-    fn check_orphans(&mut self, now: i64, snapshot: &Snapshot, instances: &[Instance]) {
+    fn check_orphans(
+        &mut self,
+        now: i64,
+        snapshot: &Snapshot,
+        instances: &[Instance],
+        faults_stopped: Option<i64>,
+    ) {
         let mut still = BTreeSet::new();
         for instance in instances.iter().filter(|i| is_live_pool_instance(i)) {
             let pid = provider_id(instance);
@@ -369,10 +383,14 @@ impl Invariants {
                 continue;
             }
             still.insert(instance.instance_id.clone());
-            let since = *self
+            let seen = *self
                 .orphan_since
                 .entry(instance.instance_id.clone())
                 .or_insert(now);
+            let Some(stopped) = faults_stopped else {
+                continue;
+            };
+            let since = seen.max(stopped);
             if now - since > ORPHAN_BOUND_SECONDS {
                 let id = instance.instance_id.clone();
                 self.violate(

@@ -7,6 +7,7 @@
 pub mod campaign;
 pub mod inject;
 pub mod invariants;
+pub mod log_check;
 pub mod panics;
 pub mod spec;
 
@@ -50,6 +51,7 @@ impl ChaosRun {
     /// Starts injecting into `embedded` (the controllers become two replicas).
     pub fn start(config: &ChaosConfig, embedded: &mut Embedded) -> Self {
         panics::install_counter();
+        drop(log_check::take_unnamed());
         let mut injector = Injector::start(config.spec.clone(), config.seed, embedded);
         injector.begin(embedded.cluster.clock().now().as_second());
         Self {
@@ -69,12 +71,16 @@ impl ChaosRun {
         let instances = embedded.cluster.aws().instances();
         let terminated: BTreeSet<String> = self.injector.terminated_instances.clone();
         let injector = &self.injector;
+        let faults_stopped = injector
+            .window_end()
+            .filter(|end| now >= *end && injector.lifted());
         self.invariants.check_second(
             now,
             snapshot,
             &instances,
             |pdb| injector.excused(pdb, now),
             &terminated,
+            faults_stopped,
         );
     }
 
@@ -111,6 +117,14 @@ impl ChaosRun {
                 Invariant::NoPanic,
                 "panic",
                 format!("{panics} panic(s); see the log for where"),
+            );
+        }
+        for line in log_check::take_unnamed() {
+            self.invariants.record(
+                now,
+                Invariant::ErrorsNameObject,
+                &line,
+                format!("logged without naming its object: {line}"),
             );
         }
         ChaosFindings {

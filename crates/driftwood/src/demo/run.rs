@@ -301,7 +301,13 @@ impl Runner<'_> {
                 Ok(())
             }
             Action::WaitFor(wait) => {
-                let limit = step.timeout.as_secs();
+                // Under faults the liveness bound is at least `settle` after the faults stop: a
+                // machine broken just before they stopped takes the registration timeout
+                // (15 min) and a relaunch to replace.
+                let limit = match &self.chaos {
+                    Some(chaos) => step.timeout.max(chaos.injector.spec().settle).as_secs(),
+                    None => step.timeout.as_secs(),
+                };
                 let mut waited = 0;
                 loop {
                     let deployments = self.deployments(wait.deployment_ready.as_deref());

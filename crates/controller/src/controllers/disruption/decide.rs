@@ -5,7 +5,9 @@
 use crate::state::Snapshot;
 use driftwood_api::condition::Conditions;
 use driftwood_api::lookup::ObjectLookups;
-use driftwood_api::wellknown::{CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED};
+use driftwood_api::wellknown::{
+    ANNOTATION_DISRUPTION_REPLACEMENT_FOR, CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED,
+};
 use driftwood_disruption::command::{InFlight, Progress, RollbackReason};
 
 /// What the disruption loop's next decision depends on, counted from the cache: NodeClaims,
@@ -41,6 +43,47 @@ pub enum InFlightAction {
         nodeclaim: String,
         replacements: Vec<String>,
     },
+}
+
+/// Replacements whose command is gone — their candidate was deleted or lost its command
+/// without them (its instance terminated from outside, say) — that have not initialized within
+/// the replacement timeout of their creation. Nothing would ever roll them back: a registered
+/// node that never becomes Ready stays for ever, and the provisioner keeps counting it as
+/// capacity for the pods it was meant for (found by `driftwood chaos`, fleet-50-nodes seed 2).
+pub fn orphaned_replacements(snapshot: &Snapshot, now: i64, timeout_seconds: i64) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, claim) in &snapshot.store.nodeclaims {
+        if claim.metadata.deletion_timestamp.is_some() || claim.is_true(CONDITION_INITIALIZED) {
+            continue;
+        }
+        let Some(candidate) = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENT_FOR))
+        else {
+            continue;
+        };
+        let commanded = snapshot
+            .store
+            .nodeclaims
+            .get(candidate)
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .and_then(|c| InFlight::read(c))
+            .is_some_and(|command| command.replacements.iter().any(|r| r == name));
+        if commanded {
+            continue;
+        }
+        let age = claim
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(0, |t| now - t.0.as_second());
+        if age > timeout_seconds {
+            out.push(name.clone());
+        }
+    }
+    out
 }
 
 /// Where every command in flight stands: one action per candidate NodeClaim that carries a
@@ -157,6 +200,56 @@ mod tests {
     }
 
     const T0: i64 = 1_704_067_200; // 2024-01-01T00:00:00Z
+
+    fn replacement_of(name: &str, candidate: &str, initialized: bool) -> Arc<NodeClaim> {
+        let conditions = if initialized {
+            json!([condition(CONDITION_INITIALIZED)])
+        } else {
+            json!([])
+        };
+        let mut c = (*claim(name, false, conditions)).clone();
+        c.metadata.creation_timestamp = serde_json::from_value(json!("2024-01-01T00:00:00Z")).ok();
+        c.metadata.annotations = Some(
+            [(
+                ANNOTATION_DISRUPTION_REPLACEMENT_FOR.to_string(),
+                candidate.to_string(),
+            )]
+            .into(),
+        );
+        Arc::new(c)
+    }
+
+    /// A replacement whose candidate vanished is deleted once it is older than the replacement
+    /// timeout without initializing; one its command still waits for, or one that initialized,
+    /// is left alone.
+    #[test]
+    fn replacements_whose_command_is_gone_are_collected_after_the_timeout() {
+        let mut store = Store::default();
+        store
+            .nodeclaims
+            .insert("orphan".into(), replacement_of("orphan", "vanished", false));
+        store
+            .nodeclaims
+            .insert("kept".into(), replacement_of("kept", "vanished", true));
+        let old = claim(
+            "old",
+            false,
+            json!([condition(CONDITION_DISRUPTION_REASON)]),
+        );
+        store.nodeclaims.insert(
+            "old".into(),
+            with_command(&old, "waited", "2024-01-01T00:00:00Z"),
+        );
+        store
+            .nodeclaims
+            .insert("waited".into(), replacement_of("waited", "old", false));
+        let snapshot = Snapshot::new(store);
+        assert!(orphaned_replacements(&snapshot, T0 + 600, 600).is_empty());
+        assert_eq!(
+            orphaned_replacements(&snapshot, T0 + 601, 600),
+            vec!["orphan".to_string()]
+        );
+    }
 
     /// Karpenter orchestration queue: wait while a replacement launches, terminate the
     /// candidate once it initialized; a candidate already being deleted is not looked at.

@@ -6,7 +6,7 @@
 
 mod decide;
 
-pub use decide::{InFlightAction, budget_signature, in_flight};
+pub use decide::{InFlightAction, budget_signature, in_flight, orphaned_replacements};
 
 use super::Outcome;
 use crate::api::{
@@ -22,7 +22,10 @@ use crate::simulation::simulation_input;
 use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
 use driftwood_api::condition::STATUS_TRUE;
-use driftwood_api::wellknown::{CONDITION_DISRUPTION_REASON, REASON_DRIFTED, TAINT_DISRUPTED_KEY};
+use driftwood_api::wellknown::{
+    ANNOTATION_DISRUPTION_REPLACEMENT_FOR, CONDITION_DISRUPTION_REASON, REASON_DRIFTED,
+    TAINT_DISRUPTED_KEY,
+};
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::plan::{Command, Decision, PlannerInput, plan_drift};
 use driftwood_disruption::views::{node_view, pdb_allowed};
@@ -173,6 +176,15 @@ impl Memory {
     async fn advance_in_flight(&mut self, ctx: &Context, snapshot: &Snapshot) -> bool {
         let timeout = i64::try_from(ctx.settings.replacement_timeout.as_secs()).unwrap_or(i64::MAX);
         let mut acted = false;
+        for orphan in orphaned_replacements(snapshot, ctx.now_seconds(), timeout) {
+            tracing::info!(nodeclaim = %orphan, "deleting replacement that never initialized; its disruption command is gone");
+            if let Err(error) = delete(&nodeclaims(&ctx.client), &orphan).await {
+                self.errors += 1;
+                tracing::warn!(nodeclaim = %orphan, %error, "could not delete orphaned replacement; will retry");
+                continue;
+            }
+            acted = true;
+        }
         for action in in_flight(snapshot, ctx.now_seconds(), timeout) {
             let action = match action {
                 InFlightAction::Wait { nodeclaim, .. }
@@ -324,7 +336,15 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
             let name = ctx
                 .names
                 .nodeclaim_name(&p.nodepool, |n| snapshot.store.nodeclaims.contains_key(n));
-            let claim = build_nodeclaim(&name, pool, p);
+            let mut claim = build_nodeclaim(&name, pool, p);
+            claim
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(
+                    ANNOTATION_DISRUPTION_REPLACEMENT_FOR.to_string(),
+                    command.nodeclaim.clone(),
+                );
             replacements.push((name, claim));
         }
     }

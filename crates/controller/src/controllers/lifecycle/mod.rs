@@ -319,7 +319,11 @@ pub async fn collect_garbage(ctx: Context) -> Outcome {
     let instances = match ctx.cloud.list().await {
         Ok(list) => list,
         Err(error) => {
-            tracing::warn!(%error, "listing instances for garbage collection failed");
+            tracing::warn!(
+                cluster = %ctx.settings.cluster_name,
+                %error,
+                "listing the cluster's instances for garbage collection failed"
+            );
             return Outcome::idle().with_errors(1);
         }
     };
