@@ -252,23 +252,11 @@ pub fn write_report(
     );
     let _ = writeln!(text, "violations:");
     for v in &outcome.findings.violations {
-        let _ = writeln!(
-            text,
-            "  {} {}: {}",
-            crate::demo::report::clock_time(v.at),
-            v.invariant.name(),
-            v.detail
-        );
+        let _ = writeln!(text, "  {}", v.line());
     }
     let _ = writeln!(text, "\nfaults injected:");
     for i in &outcome.findings.injected {
-        let _ = writeln!(
-            text,
-            "  {} {}: {}",
-            crate::demo::report::clock_time(i.at),
-            i.kind.name(),
-            i.detail
-        );
+        let _ = writeln!(text, "  {}", i.line());
     }
     let _ = writeln!(text, "\nrun output:\n{}", outcome.output);
     std::fs::write(&path, text)?;

@@ -35,6 +35,18 @@ pub struct Injected {
     pub detail: String,
 }
 
+impl Injected {
+    /// `HH:MM:SS kind: detail`, as reports list it.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {}: {}",
+            crate::demo::report::clock_time(self.at),
+            self.kind.name(),
+            self.detail
+        )
+    }
+}
+
 /// Something to undo later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Undo {

@@ -79,6 +79,18 @@ pub struct Violation {
     pub detail: String,
 }
 
+impl Violation {
+    /// `HH:MM:SS invariant: detail`, as reports list it.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {}: {}",
+            crate::demo::report::clock_time(self.at),
+            self.invariant.name(),
+            self.detail
+        )
+    }
+}
+
 /// An instance with our NodePool tag and no NodeClaim is an orphan after this long once the
 /// faults stopped (two of garbage collection's 2-minute passes and its 30 s grace).
 pub const ORPHAN_BOUND_SECONDS: i64 = 5 * 60;

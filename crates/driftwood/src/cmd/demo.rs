@@ -135,23 +135,11 @@ fn chaos_text(findings: &driftwood::chaos::ChaosFindings) -> String {
     use std::fmt::Write as _;
     let mut out = format!("\nFaults injected: {}\n", findings.injected.len());
     for i in &findings.injected {
-        let _ = writeln!(
-            out,
-            "  {} {}: {}",
-            driftwood::demo::report::clock_time(i.at),
-            i.kind.name(),
-            i.detail
-        );
+        let _ = writeln!(out, "  {}", i.line());
     }
     let _ = writeln!(out, "Invariant violations: {}", findings.violations.len());
     for v in &findings.violations {
-        let _ = writeln!(
-            out,
-            "  {} {}: {}",
-            driftwood::demo::report::clock_time(v.at),
-            v.invariant.name(),
-            v.detail
-        );
+        let _ = writeln!(out, "  {}", v.line());
     }
     out
 }
