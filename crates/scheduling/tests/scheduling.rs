@@ -599,6 +599,15 @@ fn a_nodes_limit_caps_the_number_of_new_nodeclaims() {
         "{}",
         r.unschedulable[0].reason
     );
+    // Only what the NodePool limits is printed, a used-up limit as 0 (unlimited resources less
+    // what the two claims reserve are no figures: they printed as ~9.2e18 before).
+    for u in &r.unschedulable {
+        assert!(
+            u.reason.contains("remaining nodes=0") && !u.reason.contains("memory="),
+            "{}",
+            u.reason
+        );
+    }
 }
 
 #[test]

@@ -245,13 +245,17 @@ impl Engine<'_> {
                 }
             }
             Why::Limits => {
+                // Only the resources the NodePool limits: the others stay near i64::MAX less
+                // what in-flight claims reserved, which is no figure to print.
                 let remaining = p.remaining.as_ref().map(|r| {
-                    let named = self.table.named(
-                        &r.iter()
-                            .map(|v| if *v == i64::MAX { 0 } else { *v })
-                            .collect::<Vec<_>>(),
-                    );
-                    named.to_string()
+                    let named = self.table.named(r);
+                    let shown: Vec<String> = p
+                        .limits
+                        .iter()
+                        .flat_map(|l| l.0.keys())
+                        .map(|name| format!("{name}={}", format_amount(name, named.get(name))))
+                        .collect();
+                    shown.join(", ")
                 });
                 format!(
                     "limits reached: remaining {}",

@@ -412,6 +412,7 @@ impl<'a> Engine<'a> {
                 daemon,
                 daemon_ports,
                 remaining: np.remaining_limits.as_ref().map(|l| table.dense_limits(l)),
+                limits: np.remaining_limits.as_ref(),
             });
         }
         pools

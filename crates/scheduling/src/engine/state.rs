@@ -122,6 +122,8 @@ pub struct Pool<'a> {
     pub daemon_ports: Vec<HostPort>,
     /// Remaining limits (unlimited resources are `i64::MAX`).
     pub remaining: Option<Dense>,
+    /// The remaining limits as given: which resources the NodePool limits at all.
+    pub limits: Option<&'a Resources>,
 }
 
 /// The first requirement with minValues that `types` do not span, as (key, have, need).
