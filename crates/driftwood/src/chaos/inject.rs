@@ -16,7 +16,8 @@ use driftwood_controller::state::Snapshot;
 use driftwood_sim::kubelet::NodeFault;
 use driftwood_sim::kubelet::plan::{ANNOTATION_READY, ANNOTATION_TERMINATION};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,6 +64,11 @@ enum Undo {
         name: String,
     },
     StartReplica,
+    /// Remove a PDB the fault applied over a workload that had none.
+    DeletePdb {
+        namespace: String,
+        name: String,
+    },
 }
 
 /// The injector's state over a run.
@@ -91,6 +97,27 @@ pub struct Injector {
     replacement_never_ready_armed: u32,
     /// Replacements already considered for that fault.
     replacements_seen: BTreeSet<String>,
+    /// Temporary PDBs applied so far (names them).
+    temporary_pdbs: u32,
+}
+
+/// The name prefix of a PDB `pdb-blocking` applied where the cluster had none.
+pub const TEMPORARY_PDB_PREFIX: &str = "chaos-pdb-blocking-";
+
+/// Pod labels a controller sets per pod or per revision: never part of a workload's selector.
+const UNSTABLE_POD_LABELS: &[&str] = &[
+    "pod-template-hash",
+    "controller-revision-hash",
+    "statefulset.kubernetes.io/pod-name",
+    "apps.kubernetes.io/pod-index",
+];
+
+/// Whether `pdb` is one the injector applied itself.
+fn is_temporary_pdb(pdb: &PodDisruptionBudget) -> bool {
+    pdb.metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| n.starts_with(TEMPORARY_PDB_PREFIX))
 }
 
 fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> Option<&'a T> {
@@ -134,6 +161,7 @@ impl Injector {
             terminated_instances: BTreeSet::new(),
             replacement_never_ready_armed: 0,
             replacements_seen: BTreeSet::new(),
+            temporary_pdbs: 0,
         };
         embedded.kill_controllers();
         injector.start_replica(embedded);
@@ -309,6 +337,13 @@ impl Injector {
                     self.start_replica(embedded);
                 }
             }
+            Undo::DeletePdb { namespace, name } => {
+                let pdbs: Api<PodDisruptionBudget> =
+                    Api::namespaced(embedded.cluster.client(), &namespace);
+                if let Err(error) = pdbs.delete(&name, &DeleteParams::default()).await {
+                    tracing::warn!(%error, pdb = %format!("{namespace}/{name}"), "chaos: could not remove the temporary PDB");
+                }
+            }
         }
     }
 
@@ -401,6 +436,85 @@ impl Injector {
             .map(AsRef::as_ref)
             .collect();
         super::invariants::pdbs_selecting(snapshot, &pods)
+    }
+
+    /// `pdb-blocking` where the cluster has no PDB of its own: a PDB with `maxUnavailable: 0`
+    /// over one workload's pods for 2–10 min, so that its pods cannot be evicted until it is
+    /// removed. It is held to the PDB invariant like any other, except while an earlier
+    /// involuntary fault may still take pods it covers.
+    async fn apply_blocking_pdb(
+        &mut self,
+        now: i64,
+        embedded: &Embedded,
+        snapshot: &Snapshot,
+    ) -> Option<String> {
+        let workloads: BTreeMap<(String, BTreeMap<String, String>), usize> = snapshot
+            .store
+            .pods
+            .values()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                let owned = p
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.kind == "ReplicaSet" || o.kind == "StatefulSet");
+                let selector: BTreeMap<String, String> = p
+                    .metadata
+                    .labels
+                    .iter()
+                    .flatten()
+                    .filter(|(k, _)| !UNSTABLE_POD_LABELS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                (owned && !selector.is_empty())
+                    .then(|| (p.metadata.namespace.clone().unwrap_or_default(), selector))
+            })
+            .fold(BTreeMap::new(), |mut acc, key| {
+                *acc.entry(key).or_insert(0) += 1;
+                acc
+            });
+        let choices: Vec<&(String, BTreeMap<String, String>)> = workloads.keys().collect();
+        let (namespace, selector) = (*pick(&mut self.rng, &choices)?).clone();
+        self.temporary_pdbs += 1;
+        let name = format!("{TEMPORARY_PDB_PREFIX}{}", self.temporary_pdbs);
+        let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": selector}},
+        }))
+        .ok()?;
+        let api: Api<PodDisruptionBudget> = Api::namespaced(embedded.cluster.client(), &namespace);
+        if let Err(error) = api.create(&PostParams::default(), &pdb).await {
+            tracing::warn!(%error, pdb = %format!("{namespace}/{name}"), "chaos: could not apply the temporary PDB");
+            return None;
+        }
+        let minutes = self.rng.random_range(2..10);
+        self.undo.push((
+            now + minutes * 60,
+            Undo::DeletePdb {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            },
+        ));
+        let key = format!("{namespace}/{name}");
+        let in_flight = self
+            .involuntary_until
+            .values()
+            .copied()
+            .chain([self.all_involuntary_until])
+            .max()
+            .unwrap_or(i64::MIN);
+        if in_flight >= now {
+            self.excuse(vec![key.clone()], in_flight);
+        }
+        let selector: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        Some(format!(
+            "PDB {key} (maxUnavailable 0 over {}) for {minutes}m",
+            selector.join(",")
+        ))
     }
 
     fn excuse(&mut self, pdbs: Vec<String>, until: i64) {
@@ -641,7 +755,16 @@ impl Injector {
                 Some(format!("pod {namespace}/{name} will terminate: {value}"))
             }
             FaultKind::PdbBlocking => {
-                let pdbs: Vec<String> = snapshot.store.pdbs.keys().cloned().collect();
+                let pdbs: Vec<String> = snapshot
+                    .store
+                    .pdbs
+                    .iter()
+                    .filter(|(_, pdb)| !is_temporary_pdb(pdb))
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                if pdbs.is_empty() {
+                    return self.apply_blocking_pdb(now, embedded, snapshot).await;
+                }
                 let key = pick(rng, &pdbs)?.clone();
                 let pdb = snapshot.store.pdbs.get(&key)?;
                 let pods = super::invariants::pods_of_pdb(snapshot, pdb);

@@ -14,7 +14,7 @@ pub mod spec;
 pub use campaign::{CampaignConfig, CampaignSummary, SeedOutcome, run_campaign, run_seed};
 pub use inject::{Injected, Injector};
 pub use invariants::{Invariant, Invariants, Violation};
-pub use spec::{FaultKind, FaultSpec, FaultsSection};
+pub use spec::{FaultKind, FaultSpec, FaultsSection, TimedFault};
 
 use crate::embedded::Embedded;
 use driftwood_controller::state::Snapshot;

@@ -4,9 +4,10 @@
 //! (README, "Reliability").
 
 use driftwood::chaos::campaign::{CampaignConfig, replay_command, run_campaign, run_seed};
-use driftwood::chaos::{FaultKind, FaultSpec, Invariant};
+use driftwood::chaos::{FaultKind, FaultSpec, Invariant, TimedFault};
 use driftwood::demo::bundle::{self, Files};
 use driftwood::demo::parse_scenario;
+use driftwood::demo::report::clock_time;
 use std::collections::BTreeMap;
 
 fn campaign(name: &str, seeds: std::ops::Range<u64>) -> CampaignConfig {
@@ -52,6 +53,54 @@ fn the_fast_slice_holds_every_invariant_under_every_kind_of_fault() {
         .map(|k| k.name())
         .collect();
     assert!(missing.is_empty(), "never injected: {missing:?}");
+}
+
+/// `pdb-blocking` on a scenario without a PDB of its own (the walkthrough): the injector applies
+/// a PDB with `maxUnavailable: 0` over the workload just before the AMI change, the old node
+/// stays until that PDB is removed, and then the rollout completes with nothing violated.
+#[test]
+fn a_temporary_blocking_pdb_holds_the_rollout_until_it_is_removed() {
+    let scenario = parse_scenario(bundle::bundled("update-nodes-with-drift").unwrap()).unwrap();
+    let mut spec = FaultSpec::none();
+    spec.at.push(TimedFault {
+        after: std::time::Duration::from_secs(30),
+        fault: FaultKind::PdbBlocking,
+    });
+    spec.window = std::time::Duration::from_secs(20 * 60);
+    spec.settle = std::time::Duration::from_secs(10 * 60);
+    let outcome = run_seed(&scenario, &Files::Bundled, &spec, 3, false).unwrap();
+    assert!(
+        outcome.passed(),
+        "{}\n{}",
+        outcome.failure_line(),
+        outcome.output
+    );
+    let [fault] = outcome.findings.injected.as_slice() else {
+        panic!("{:?}", outcome.findings.injected);
+    };
+    assert!(
+        fault.detail.contains("chaos-pdb-blocking-1") && fault.detail.contains("maxUnavailable 0"),
+        "{}",
+        fault.detail
+    );
+    let minutes: i64 = fault
+        .detail
+        .rsplit("for ")
+        .next()
+        .and_then(|m| m.trim_end_matches('m').parse().ok())
+        .unwrap();
+    let removed = clock_time(fault.at + minutes * 60);
+    let terminated = outcome
+        .output
+        .lines()
+        .find(|l| l.contains("old node terminated"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no old node terminated:\n{}", outcome.output));
+    assert!(
+        terminated >= removed.as_str(),
+        "old node terminated at {terminated}, PDB removed at {removed}\n{}",
+        outcome.output
+    );
 }
 
 /// With the controllers told to skip waiting for replacements (a test-only switch), the old

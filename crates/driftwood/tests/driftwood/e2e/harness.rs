@@ -1,25 +1,22 @@
 //! Test harness: an embedded cluster with the controllers, an independent observer cache, and
 //! the invariants checked at every step.
 
+use driftwood::chaos::{Invariants, Violation};
 use driftwood::embedded::{Embedded, fill};
-use driftwood_api::condition::Conditions;
-use driftwood_api::wellknown::{
-    ANNOTATION_DISRUPTION_REPLACEMENTS, CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED,
-    LABEL_NODEPOOL, REASON_DRIFTED,
-};
 use driftwood_controller::state::{Snapshot, spawn_watchers};
 use driftwood_controller::{ClusterState, Settings};
-use driftwood_disruption::budget::allowed_disruptions;
 use driftwood_sim::SimClusterOptions;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 pub struct Harness {
     pub embedded: Embedded,
     pub observer: ClusterState,
     observer_tasks: Vec<tokio::task::JoinHandle<()>>,
-    /// The largest number of ready pods each PDB has had (invariants start once satisfied).
-    pdb_armed: BTreeMap<String, bool>,
+    /// The safety checks, as chaos runs make them.
+    pub invariants: Invariants,
+    /// When the harness started watching (virtual seconds).
+    started: i64,
     pub steps: usize,
     /// The fewest ready pods of each Deployment seen once it was first fully ready.
     pub min_ready: BTreeMap<String, i32>,
@@ -59,11 +56,13 @@ impl Harness {
         let observer = ClusterState::new();
         let observer_tasks = spawn_watchers(&embedded.cluster.client(), &observer);
         observer.wait_synced().await;
+        let started = embedded.cluster.clock().now().as_second();
         Self {
             embedded,
             observer,
             observer_tasks,
-            pdb_armed: BTreeMap::new(),
+            invariants: Invariants::default(),
+            started,
             steps: 0,
             min_ready: BTreeMap::new(),
         }
@@ -115,134 +114,32 @@ impl Harness {
         );
     }
 
-    /// The safety invariants: no PDB below its minimum once met, no NodePool disrupting more
-    /// nodes than its budgets allow, no drifted node deleted before its replacements were
-    /// initialized.
+    /// The safety invariants, the same named checks a chaos run makes (no PDB below its desired
+    /// healthy pods once met, no NodePool disrupting more nodes than its budgets allow, no node
+    /// deleted before its replacements were initialized, no instance without a NodeClaim past
+    /// garbage collection's bound), with no fault excused; then the availability record.
     pub fn check_invariants(&mut self, snapshot: &Snapshot) {
         let now = self.embedded.cluster.clock().now().as_second();
-        // PDBs.
-        for (key, pdb) in &snapshot.store.pdbs {
-            let Some(min) = pdb.spec.as_ref().and_then(|s| s.min_available.as_ref()) else {
-                continue;
-            };
-            let k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(min) = min else {
-                continue;
-            };
-            let selector = pdb
-                .spec
-                .as_ref()
-                .and_then(|s| s.selector.as_ref())
-                .and_then(|s| s.match_labels.clone())
-                .unwrap_or_default();
-            let ready = snapshot
-                .store
-                .pods
-                .values()
-                .filter(|p| p.metadata.namespace == pdb.metadata.namespace)
-                .filter(|p| {
-                    selector
-                        .iter()
-                        .all(|(k, v)| p.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
-                })
-                .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
-                .count() as i32;
-            let armed = self.pdb_armed.entry(key.clone()).or_insert(false);
-            if ready >= *min {
-                *armed = true;
-            }
-            assert!(
-                !*armed || ready >= *min,
-                "PDB {key} violated: {ready} ready pods < minAvailable {min}\n{}",
-                describe(snapshot)
-            );
-        }
-        // Budgets.
-        for (name, pool) in &snapshot.store.nodepools {
-            let claims: Vec<_> = snapshot
-                .store
-                .nodeclaims
-                .values()
-                .filter(|c| {
-                    c.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(LABEL_NODEPOOL))
-                        == Some(name)
-                })
-                .collect();
-            let initialized: Vec<_> = claims
+        let instances = self.embedded.cluster.aws().instances();
+        self.invariants.check_second(
+            now,
+            snapshot,
+            &instances,
+            |_| false,
+            &BTreeSet::new(),
+            Some(self.started),
+        );
+        assert!(
+            self.invariants.violations.is_empty(),
+            "{}\n{}",
+            self.invariants
+                .violations
                 .iter()
-                .filter(|c| c.is_true(CONDITION_INITIALIZED))
-                .collect();
-            let disrupting = initialized
-                .iter()
-                .filter(|c| c.condition(CONDITION_DISRUPTION_REASON).is_some())
-                .count();
-            // The budget's percentage is of the pool's initialized nodes, not counting
-            // replacements that stand in for nodes still being disrupted.
-            let standing_in: std::collections::BTreeSet<&str> = claims
-                .iter()
-                .filter(|c| {
-                    c.condition(CONDITION_DISRUPTION_REASON).is_some()
-                        || c.metadata.deletion_timestamp.is_some()
-                })
-                .filter_map(|c| {
-                    c.metadata
-                        .annotations
-                        .as_ref()?
-                        .get(ANNOTATION_DISRUPTION_REPLACEMENTS)
-                })
-                .flat_map(|r| r.split(','))
-                .collect();
-            let total = initialized
-                .iter()
-                .filter(|c| !standing_in.contains(c.metadata.name.as_deref().unwrap_or_default()))
-                .count();
-            let budget = allowed_disruptions(pool, REASON_DRIFTED, total, 0, now);
-            if let Some(limit) = budget.limit {
-                assert!(
-                    disrupting <= limit,
-                    "nodepool {name}: {disrupting} nodes disrupting > budget {limit}\n{}",
-                    describe(snapshot)
-                );
-            }
-        }
-        // Replacements first (expiry is forceful and exempt, as in Karpenter).
-        for (name, claim) in &snapshot.store.nodeclaims {
-            let Some(deleted) = claim.metadata.deletion_timestamp.as_ref() else {
-                continue;
-            };
-            let expired = claim
-                .spec
-                .expire_after
-                .as_ref()
-                .and_then(|e| e.seconds().ok().flatten())
-                .zip(claim.metadata.creation_timestamp.as_ref())
-                .is_some_and(|(after, created)| {
-                    created.0.as_second() + i64::try_from(after).unwrap_or(i64::MAX)
-                        <= deleted.0.as_second()
-                });
-            if expired {
-                continue;
-            }
-            let replacements = claim
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS));
-            for replacement in replacements
-                .into_iter()
-                .flat_map(|r| r.split(','))
-                .filter(|r| !r.is_empty())
-            {
-                if let Some(r) = snapshot.store.nodeclaims.get(replacement) {
-                    assert!(
-                        r.is_true(CONDITION_INITIALIZED),
-                        "nodeclaim {name} deleted before its replacement {replacement} was initialized"
-                    );
-                }
-            }
-        }
+                .map(Violation::line)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            describe(snapshot)
+        );
         // Availability: the fewest ready pods per app once any was ready.
         for (app, ready) in ready_by_app(snapshot) {
             let entry = self.min_ready.entry(app).or_insert(i32::MAX);
