@@ -86,9 +86,20 @@ pub fn orphaned_replacements(snapshot: &Snapshot, now: i64, timeout_seconds: i64
     out
 }
 
+/// How commands in flight are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlightRules {
+    /// Replacements not initialized this long after the command started roll it back.
+    pub timeout_seconds: i64,
+    /// Test-only (`Settings::unsafe_skip_replacement_wait`): a command still waiting for its
+    /// replacements terminates its candidate at once, breaking replacement-first on purpose so
+    /// that chaos runs can show the violation is caught.
+    pub unsafe_skip_replacement_wait: bool,
+}
+
 /// Where every command in flight stands: one action per candidate NodeClaim that carries a
 /// command and is not already being deleted.
-pub fn in_flight(snapshot: &Snapshot, now: i64, timeout_seconds: i64) -> Vec<InFlightAction> {
+pub fn in_flight(snapshot: &Snapshot, now: i64, rules: InFlightRules) -> Vec<InFlightAction> {
     let lookup = |name: &str| snapshot.store.nodeclaims.get(name).map(|c| c.as_ref());
     let mut actions = Vec::new();
     for (name, claim) in &snapshot.store.nodeclaims {
@@ -98,7 +109,11 @@ pub fn in_flight(snapshot: &Snapshot, now: i64, timeout_seconds: i64) -> Vec<InF
         let Some(command) = InFlight::read(claim) else {
             continue;
         };
-        actions.push(match command.progress(lookup, now, timeout_seconds) {
+        let progress = match command.progress(lookup, now, rules.timeout_seconds) {
+            Progress::Wait if rules.unsafe_skip_replacement_wait => Progress::Terminate,
+            other => other,
+        };
+        actions.push(match progress {
             Progress::Terminate => InFlightAction::Terminate {
                 nodeclaim: name.clone(),
                 nodepool: claim.nodepool_name().unwrap_or_default().to_string(),
@@ -200,6 +215,10 @@ mod tests {
     }
 
     const T0: i64 = 1_704_067_200; // 2024-01-01T00:00:00Z
+    const RULES: InFlightRules = InFlightRules {
+        timeout_seconds: 600,
+        unsafe_skip_replacement_wait: false,
+    };
 
     fn replacement_of(name: &str, candidate: &str, initialized: bool) -> Arc<NodeClaim> {
         let conditions = if initialized {
@@ -279,10 +298,22 @@ mod tests {
         );
         let snapshot = Snapshot::new(store.clone());
         assert_eq!(
-            in_flight(&snapshot, T0 + 10, 600),
+            in_flight(&snapshot, T0 + 10, RULES),
             vec![InFlightAction::Wait {
                 nodeclaim: "old".into(),
                 replacements: vec!["new".into()]
+            }]
+        );
+        // The test-only switch that breaks replacement-first terminates at once instead.
+        let unsafe_rules = InFlightRules {
+            unsafe_skip_replacement_wait: true,
+            ..RULES
+        };
+        assert_eq!(
+            in_flight(&snapshot, T0 + 10, unsafe_rules),
+            vec![InFlightAction::Terminate {
+                nodeclaim: "old".into(),
+                nodepool: "default".into()
             }]
         );
         store.nodeclaims.insert(
@@ -290,7 +321,7 @@ mod tests {
             claim("new", false, json!([condition(CONDITION_INITIALIZED)])),
         );
         assert_eq!(
-            in_flight(&Snapshot::new(store), T0 + 11, 600),
+            in_flight(&Snapshot::new(store), T0 + 11, RULES),
             vec![InFlightAction::Terminate {
                 nodeclaim: "old".into(),
                 nodepool: "default".into()
@@ -320,7 +351,7 @@ mod tests {
             "ready".into(),
             claim("ready", false, json!([condition(CONDITION_INITIALIZED)])),
         );
-        let actions = in_flight(&Snapshot::new(store), T0 + 601, 600);
+        let actions = in_flight(&Snapshot::new(store), T0 + 601, RULES);
         assert_eq!(
             actions,
             vec![InFlightAction::RollBack {

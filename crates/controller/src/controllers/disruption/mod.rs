@@ -6,7 +6,9 @@
 
 mod decide;
 
-pub use decide::{InFlightAction, budget_signature, in_flight, orphaned_replacements};
+pub use decide::{
+    InFlightAction, InFlightRules, budget_signature, in_flight, orphaned_replacements,
+};
 
 use super::Outcome;
 use crate::api::{
@@ -185,27 +187,11 @@ impl Memory {
             }
             acted = true;
         }
-        for action in in_flight(snapshot, ctx.now_seconds(), timeout) {
-            let action = match action {
-                InFlightAction::Wait { nodeclaim, .. }
-                    if ctx.settings.unsafe_skip_replacement_wait =>
-                {
-                    let nodepool = snapshot
-                        .store
-                        .nodeclaims
-                        .get(&nodeclaim)
-                        .and_then(|c| {
-                            driftwood_api::lookup::ObjectLookups::nodepool_name(c.as_ref())
-                                .map(str::to_string)
-                        })
-                        .unwrap_or_default();
-                    InFlightAction::Terminate {
-                        nodeclaim,
-                        nodepool,
-                    }
-                }
-                other => other,
-            };
+        let rules = InFlightRules {
+            timeout_seconds: timeout,
+            unsafe_skip_replacement_wait: ctx.settings.unsafe_skip_replacement_wait,
+        };
+        for action in in_flight(snapshot, ctx.now_seconds(), rules) {
             match action {
                 InFlightAction::Terminate {
                     nodeclaim,
