@@ -448,7 +448,8 @@ impl Injector {
         embedded: &Embedded,
         snapshot: &Snapshot,
     ) -> Option<String> {
-        let workloads: BTreeMap<(String, BTreeMap<String, String>), usize> = snapshot
+        // (namespace, the labels its pods share but for per-pod and per-revision ones).
+        let workloads: BTreeSet<(String, BTreeMap<String, String>)> = snapshot
             .store
             .pods
             .values()
@@ -471,11 +472,8 @@ impl Injector {
                 (owned && !selector.is_empty())
                     .then(|| (p.metadata.namespace.clone().unwrap_or_default(), selector))
             })
-            .fold(BTreeMap::new(), |mut acc, key| {
-                *acc.entry(key).or_insert(0) += 1;
-                acc
-            });
-        let choices: Vec<&(String, BTreeMap<String, String>)> = workloads.keys().collect();
+            .collect();
+        let choices: Vec<&(String, BTreeMap<String, String>)> = workloads.iter().collect();
         let (namespace, selector) = (*pick(&mut self.rng, &choices)?).clone();
         self.temporary_pdbs += 1;
         let name = format!("{TEMPORARY_PDB_PREFIX}{}", self.temporary_pdbs);

@@ -31,6 +31,7 @@ pub const OBJECT_FIELDS: &[&str] = &[
     "ec2nodeclass",
     "provider_id",
     "cluster",
+    "pdb",
 ];
 
 thread_local! {

@@ -58,7 +58,8 @@ pub enum FaultKind {
     PodSlowTermination,
     /// A pod never finishes terminating (a finalizer nobody removes).
     PodStuckTerminating,
-    /// A PDB allows no disruption for a while (one of its pods fails readiness).
+    /// A PDB allows no disruption for a while: one of its pods fails readiness, or, on a
+    /// cluster without a PDB, a temporary `maxUnavailable: 0` PDB covers one workload.
     PdbBlocking,
     /// The next machine's kubelet registers late.
     KubeletSlowRegistration,
@@ -122,15 +123,6 @@ impl FaultKind {
     /// The kind called `name`.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-
-    /// Whether the fault takes pods or nodes away by itself (involuntary disruption): the
-    /// PDB invariant is not held against the controller while one of these is in effect.
-    pub fn is_involuntary(self) -> bool {
-        matches!(
-            self,
-            Self::InstanceTerminated | Self::NodeNotReady | Self::PdbBlocking
-        )
     }
 
     /// How many of these a run expects per virtual hour by default.
