@@ -79,15 +79,22 @@ pub fn tolerates_disrupted(pod: &Pod) -> bool {
         })
 }
 
+/// Whether `pdb` covers `pod`: same namespace, and its selector (matchLabels and
+/// matchExpressions) matches the pod's labels. A PDB without a selector covers nothing.
+pub fn pdb_selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
+    if pdb.metadata.namespace != pod.metadata.namespace {
+        return false;
+    }
+    let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
+    let no_labels = BTreeMap::new();
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&no_labels);
+    matches!(label_selector(selector), Ok(Some(requirements)) if requirements.matches_labels(labels))
+}
+
 /// The keys (namespace/name) of the PDBs whose selector matches `pod`.
 pub fn matching_pdbs(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Vec<String> {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
     pdbs.iter()
-        .filter(|pdb| pdb.metadata.namespace == pod.metadata.namespace)
-        .filter(|pdb| {
-            let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
-            matches!(label_selector(selector), Ok(Some(requirements)) if requirements.matches_labels(&labels))
-        })
+        .filter(|pdb| pdb_selects(pdb, pod))
         .map(|pdb| key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref()))
         .collect()
 }
@@ -414,6 +421,28 @@ mod tests {
         let allowed = pdb_allowed(&pdbs);
         assert_eq!(allowed["default/web"], 1);
         assert_eq!(allowed["default/other"], 0);
+    }
+
+    /// matchExpressions count with matchLabels: `Exists` on a label the pod lacks excludes it,
+    /// `NotIn` a value it does not have keeps it.
+    #[test]
+    fn pdb_selectors_read_match_expressions() {
+        let web = pod(APP);
+        let with = |expressions: &str| {
+            pdb(&format!(
+                "metadata: {{name: p, namespace: default}}\nspec: {{selector: {{matchLabels: {{app: web}}, matchExpressions: [{expressions}]}}}}"
+            ))
+        };
+        assert!(pdb_selects(&with(""), &web));
+        assert!(!pdb_selects(&with("{key: tier, operator: Exists}"), &web));
+        assert!(pdb_selects(
+            &with("{key: tier, operator: NotIn, values: [db]}"),
+            &web
+        ));
+        assert!(!pdb_selects(
+            &pdb("metadata: {name: none, namespace: default}\nspec: {}"),
+            &web
+        ));
     }
 
     /// Karpenter's PDB utils: the evictable set (DaemonSet pods checked; tolerating the

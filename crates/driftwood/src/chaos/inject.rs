@@ -7,10 +7,12 @@
 use super::spec::{FaultKind, FaultSpec};
 use crate::api_faults::WriteError;
 use crate::embedded::{Embedded, Replica};
+use driftwood_api::lookup::ObjectLookups;
 use driftwood_api::wellknown::{
     ANNOTATION_DISRUPTION_REPLACEMENTS, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE,
     LABEL_TOPOLOGY_ZONE, TAINT_DISRUPTED_KEY,
 };
+use driftwood_aws::launcher::instance_id_from_provider_id;
 use driftwood_aws::ports::{AwsError, codes};
 use driftwood_controller::state::Snapshot;
 use driftwood_sim::kubelet::NodeFault;
@@ -39,12 +41,7 @@ pub struct Injected {
 impl Injected {
     /// `HH:MM:SS kind: detail`, as reports list it.
     pub fn line(&self) -> String {
-        format!(
-            "{} {}: {}",
-            crate::demo::report::clock_time(self.at),
-            self.kind.name(),
-            self.detail
-        )
+        crate::demo::report::timeline_line(self.at, self.kind.name(), &self.detail)
     }
 }
 
@@ -128,16 +125,9 @@ fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> Option<&'a T> {
     }
 }
 
-fn label<'a>(labels: Option<&'a BTreeMap<String, String>>, key: &str) -> &'a str {
-    labels
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-        .unwrap_or_default()
-}
-
-/// The instance id of an `aws:///zone/i-...` provider ID.
+/// The instance id of an `aws:///zone/i-...` provider ID (empty if it is none).
 fn instance_id(provider_id: &str) -> &str {
-    provider_id.rsplit('/').next().unwrap_or_default()
+    instance_id_from_provider_id(provider_id).unwrap_or_default()
 }
 
 impl Injector {
@@ -386,13 +376,7 @@ impl Injector {
             .store
             .nodeclaims
             .values()
-            .filter_map(|c| {
-                c.metadata
-                    .annotations
-                    .as_ref()?
-                    .get(ANNOTATION_DISRUPTION_REPLACEMENTS)
-                    .map(String::as_str)
-            })
+            .filter_map(|c| c.annotation(ANNOTATION_DISRUPTION_REPLACEMENTS))
             .flat_map(|r| r.split(','))
             .filter(|r| !r.is_empty())
             .collect();
@@ -554,10 +538,10 @@ impl Injector {
             FaultKind::InsufficientCapacity => {
                 let claims: Vec<_> = snapshot.store.nodeclaims.values().collect();
                 let claim = pick(rng, &claims)?;
-                let labels = claim.metadata.labels.as_ref();
-                let instance_type = label(labels, LABEL_INSTANCE_TYPE).to_string();
-                let zone = label(labels, LABEL_TOPOLOGY_ZONE).to_string();
-                let capacity_type = label(labels, LABEL_CAPACITY_TYPE).to_string();
+                let label = |key| claim.label(key).unwrap_or_default().to_string();
+                let instance_type = label(LABEL_INSTANCE_TYPE);
+                let zone = label(LABEL_TOPOLOGY_ZONE);
+                let capacity_type = label(LABEL_CAPACITY_TYPE);
                 if instance_type.is_empty() || zone.is_empty() {
                     return None;
                 }

@@ -4,16 +4,18 @@
 
 use driftwood_api::NodeClaim;
 use driftwood_api::condition::Conditions;
+use driftwood_api::lookup::ObjectLookups;
 use driftwood_api::wellknown::{
     ANNOTATION_DISRUPTION_REPLACEMENTS, CONDITION_DISRUPTION_REASON, CONDITION_INITIALIZED,
     LABEL_NODEPOOL, REASON_DRIFTED,
 };
+use driftwood_aws::launcher::instance_id_from_provider_id;
 use driftwood_aws::ports::Instance;
 use driftwood_controller::state::Snapshot;
 use driftwood_disruption::budget::allowed_disruptions;
+use driftwood_disruption::views::pdb_selects;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A named invariant.
@@ -82,12 +84,7 @@ pub struct Violation {
 impl Violation {
     /// `HH:MM:SS invariant: detail`, as reports list it.
     pub fn line(&self) -> String {
-        format!(
-            "{} {}: {}",
-            crate::demo::report::clock_time(self.at),
-            self.invariant.name(),
-            self.detail
-        )
+        crate::demo::report::timeline_line(self.at, self.invariant.name(), &self.detail)
     }
 }
 
@@ -111,58 +108,24 @@ pub struct Invariants {
     pub violations: Vec<Violation>,
 }
 
-/// Whether `selector` selects `labels` (matchLabels and matchExpressions).
-pub fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let labels_ok = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let expressions_ok = selector.match_expressions.iter().flatten().all(|e| {
-        let values = e.values.as_deref().unwrap_or(&[]);
-        match e.operator.as_str() {
-            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
-            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
-            "Exists" => labels.contains_key(&e.key),
-            "DoesNotExist" => !labels.contains_key(&e.key),
-            _ => false,
-        }
-    });
-    labels_ok && expressions_ok
-}
-
 /// The pods a PDB covers.
 pub fn pods_of_pdb<'a>(snapshot: &'a Snapshot, pdb: &PodDisruptionBudget) -> Vec<&'a Pod> {
-    let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
-        return Vec::new();
-    };
-    let empty = BTreeMap::new();
     snapshot
         .store
         .pods
         .values()
         .map(AsRef::as_ref)
-        .filter(|p| p.metadata.namespace == pdb.metadata.namespace)
-        .filter(|p| selects(selector, p.metadata.labels.as_ref().unwrap_or(&empty)))
+        .filter(|p| pdb_selects(pdb, p))
         .collect()
 }
 
 /// The PDBs (namespace/name) covering any of `pods`.
 pub fn pdbs_selecting(snapshot: &Snapshot, pods: &[&Pod]) -> Vec<String> {
-    let empty = BTreeMap::new();
     snapshot
         .store
         .pdbs
         .iter()
-        .filter(|(_, pdb)| {
-            let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
-                return false;
-            };
-            pods.iter().any(|p| {
-                p.metadata.namespace == pdb.metadata.namespace
-                    && selects(selector, p.metadata.labels.as_ref().unwrap_or(&empty))
-            })
-        })
+        .filter(|(_, pdb)| pods.iter().any(|p| pdb_selects(pdb, p)))
         .map(|(key, _)| key.clone())
         .collect()
 }
@@ -170,15 +133,6 @@ pub fn pdbs_selecting(snapshot: &Snapshot, pods: &[&Pod]) -> Vec<String> {
 /// Whether a pod is Ready and not terminating.
 pub fn pod_ready(pod: &Pod) -> bool {
     crate::demo::track::pod_ready(pod)
-}
-
-fn pool_of(claim: &NodeClaim) -> Option<&str> {
-    claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_NODEPOOL))
-        .map(String::as_str)
 }
 
 fn expired_at_deletion(claim: &NodeClaim) -> bool {
@@ -297,12 +251,7 @@ impl Invariants {
                     c.condition(CONDITION_DISRUPTION_REASON).is_some()
                         || c.metadata.deletion_timestamp.is_some()
                 })
-                .filter_map(|c| {
-                    c.metadata
-                        .annotations
-                        .as_ref()?
-                        .get(ANNOTATION_DISRUPTION_REPLACEMENTS)
-                })
+                .filter_map(|c| c.annotation(ANNOTATION_DISRUPTION_REPLACEMENTS))
                 .flat_map(|r| r.split(','))
                 .collect();
             let total = initialized
@@ -349,16 +298,13 @@ impl Invariants {
                 .as_ref()
                 .and_then(|s| s.provider_id.as_deref())
                 .is_some_and(|p| {
-                    externally_terminated.contains(p.rsplit('/').next().unwrap_or_default())
+                    instance_id_from_provider_id(p)
+                        .is_some_and(|id| externally_terminated.contains(id))
                 });
             if gone_outside {
                 continue;
             }
-            let replacements = claim
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS));
+            let replacements = claim.annotation(ANNOTATION_DISRUPTION_REPLACEMENTS);
             for replacement in replacements
                 .into_iter()
                 .flat_map(|r| r.split(','))
@@ -373,7 +319,7 @@ impl Invariants {
                         name,
                         format!(
                             "NodeClaim {name} (NodePool {}) deleted before its replacement {replacement} was initialized",
-                            pool_of(claim).unwrap_or("?")
+                            claim.nodepool_name().unwrap_or("?")
                         ),
                     );
                 }
@@ -490,29 +436,6 @@ pub fn end_state_unmet(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
-
-    #[test]
-    fn selectors_match_labels_and_expressions() {
-        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
-        let mut selector = LabelSelector {
-            match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
-            match_expressions: None,
-        };
-        assert!(selects(&selector, &labels));
-        selector.match_expressions = Some(vec![LabelSelectorRequirement {
-            key: "tier".into(),
-            operator: "Exists".into(),
-            values: None,
-        }]);
-        assert!(!selects(&selector, &labels));
-        selector.match_expressions = Some(vec![LabelSelectorRequirement {
-            key: "tier".into(),
-            operator: "NotIn".into(),
-            values: Some(vec!["db".into()]),
-        }]);
-        assert!(selects(&selector, &labels));
-    }
 
     #[test]
     fn names_are_distinct() {

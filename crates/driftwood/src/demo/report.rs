@@ -16,6 +16,11 @@ pub fn clock_time(second: i64) -> String {
         .unwrap_or_else(|_| second.to_string())
 }
 
+/// `HH:MM:SS what: detail`, one line of a timeline (injected faults, violations).
+pub fn timeline_line(second: i64, what: &str, detail: &str) -> String {
+    format!("{} {what}: {detail}", clock_time(second))
+}
+
 fn rfc3339(second: i64) -> String {
     k8s_openapi::jiff::Timestamp::from_second(second)
         .map(|t| t.to_string())

@@ -56,12 +56,7 @@ pub fn orphaned_replacements(snapshot: &Snapshot, now: i64, timeout_seconds: i64
         if claim.metadata.deletion_timestamp.is_some() || claim.is_true(CONDITION_INITIALIZED) {
             continue;
         }
-        let Some(candidate) = claim
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENT_FOR))
-        else {
+        let Some(candidate) = claim.annotation(ANNOTATION_DISRUPTION_REPLACEMENT_FOR) else {
             continue;
         };
         let commanded = snapshot
@@ -200,6 +195,16 @@ mod tests {
         assert_eq!(budget_signature(&Snapshot::new(store)), [0; 5]);
     }
 
+    /// A candidate marked for disruption whose command (started at T0) lists `replacements`.
+    fn candidate(name: &str, deleting: bool, replacements: &str) -> Arc<NodeClaim> {
+        let marked = claim(
+            name,
+            deleting,
+            json!([condition(CONDITION_DISRUPTION_REASON)]),
+        );
+        with_command(&marked, replacements, "2024-01-01T00:00:00Z")
+    }
+
     fn with_command(claim: &NodeClaim, replacements: &str, started: &str) -> Arc<NodeClaim> {
         let mut claim = claim.clone();
         let annotations = claim
@@ -250,15 +255,9 @@ mod tests {
         store
             .nodeclaims
             .insert("kept".into(), replacement_of("kept", "vanished", true));
-        let old = claim(
-            "old",
-            false,
-            json!([condition(CONDITION_DISRUPTION_REASON)]),
-        );
-        store.nodeclaims.insert(
-            "old".into(),
-            with_command(&old, "waited", "2024-01-01T00:00:00Z"),
-        );
+        store
+            .nodeclaims
+            .insert("old".into(), candidate("old", false, "waited"));
         store
             .nodeclaims
             .insert("waited".into(), replacement_of("waited", "old", false));
@@ -275,27 +274,15 @@ mod tests {
     #[test]
     fn commands_in_flight_wait_then_terminate() {
         let mut store = Store::default();
-        let old = claim(
-            "old",
-            false,
-            json!([condition(CONDITION_DISRUPTION_REASON)]),
-        );
-        store.nodeclaims.insert(
-            "old".into(),
-            with_command(&old, "new", "2024-01-01T00:00:00Z"),
-        );
+        store
+            .nodeclaims
+            .insert("old".into(), candidate("old", false, "new"));
         store
             .nodeclaims
             .insert("new".into(), claim("new", false, json!([])));
-        let deleting = claim(
-            "gone",
-            true,
-            json!([condition(CONDITION_DISRUPTION_REASON)]),
-        );
-        store.nodeclaims.insert(
-            "gone".into(),
-            with_command(&deleting, "", "2024-01-01T00:00:00Z"),
-        );
+        store
+            .nodeclaims
+            .insert("gone".into(), candidate("gone", true, ""));
         let snapshot = Snapshot::new(store.clone());
         assert_eq!(
             in_flight(&snapshot, T0 + 10, RULES),
@@ -335,15 +322,9 @@ mod tests {
     #[test]
     fn a_timed_out_command_rolls_back_and_deletes_what_never_initialized() {
         let mut store = Store::default();
-        let old = claim(
-            "old",
-            false,
-            json!([condition(CONDITION_DISRUPTION_REASON)]),
-        );
-        store.nodeclaims.insert(
-            "old".into(),
-            with_command(&old, "new,ready", "2024-01-01T00:00:00Z"),
-        );
+        store
+            .nodeclaims
+            .insert("old".into(), candidate("old", false, "new,ready"));
         store
             .nodeclaims
             .insert("new".into(), claim("new", false, json!([])));
