@@ -118,6 +118,8 @@ pub const CONDITION_DISRUPTION_REASON: &str = "DisruptionReason";
 pub const CONDITION_INSTANCE_TERMINATING: &str = "InstanceTerminating";
 pub const CONDITION_EMPTY: &str = "Empty";
 pub const CONDITION_EXPIRED: &str = "Expired";
+/// Set by termination once the node's pods are drained (Karpenter v1).
+pub const CONDITION_DRAINED: &str = "Drained";
 
 // ---- EC2NodeClass condition types ----
 pub const CONDITION_AMIS_READY: &str = "AMIsReady";

@@ -1,22 +1,21 @@
-//! Fetches the raw EC2 data the instance-type catalog is built from: types, zonal offerings,
-//! latest spot prices and on-demand prices.
+//! Fetches the raw EC2 data the instance-type catalog is built from: types, zonal offerings
+//! and latest spot prices. On-demand prices come from the provider's `PriceBook`, which never
+//! makes a launch wait for the Pricing API.
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
 use super::instance_types::CatalogData;
-use super::price_estimate::estimate_on_demand_prices;
 use crate::ports::{
     AwsError, DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput,
-    DescribeSpotPriceHistoryInput, Ec2Api, PricingApi,
+    DescribeSpotPriceHistoryInput, Ec2Api,
 };
 
-/// Describes everything the catalog needs for `region`.
+/// Describes everything the catalog needs from EC2; `on_demand` prices the described types.
 pub async fn fetch_catalog_data(
     ec2: &dyn Ec2Api,
-    pricing: &dyn PricingApi,
-    region: &str,
+    on_demand: impl FnOnce(&[crate::ports::InstanceTypeDescription]) -> BTreeMap<String, f64>,
 ) -> Result<CatalogData, AwsError> {
     let descriptions = ec2
         .describe_instance_types(DescribeInstanceTypesInput::default())
@@ -51,28 +50,7 @@ pub async fn fetch_catalog_data(
         }
     }
     let spot_prices = latest.into_iter().map(|(k, (_, p))| (k, p)).collect();
-    let listed = match pricing.on_demand_prices(region).await {
-        Ok(prices) if !prices.is_empty() => prices,
-        Ok(_) => {
-            tracing::warn!(
-                region,
-                "the Pricing API listed no on-demand prices for the region; using prices estimated from vCPU and memory"
-            );
-            estimate_on_demand_prices(&descriptions)
-        }
-        Err(e) => {
-            tracing::warn!(
-                region,
-                error = %e,
-                "the Pricing API is unavailable; using on-demand prices estimated from vCPU and memory"
-            );
-            estimate_on_demand_prices(&descriptions)
-        }
-    };
-    let on_demand_prices = listed
-        .into_iter()
-        .map(|p| (p.instance_type, p.price_per_hour))
-        .collect();
+    let on_demand_prices = on_demand(&descriptions);
     Ok(CatalogData {
         descriptions,
         offered_zones,

@@ -24,6 +24,7 @@ pub mod network;
 pub mod node_classes;
 pub mod overhead;
 pub mod ports;
+pub mod price_book;
 pub mod price_estimate;
 pub mod provider;
 pub mod quantity;

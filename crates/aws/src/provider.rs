@@ -35,6 +35,7 @@ use super::launcher::{
 };
 use super::network::{ZonalSubnet, subnet_per_zone};
 use super::node_classes::NodeClassSource;
+use super::price_book::PriceBook;
 use super::requirements::single_valued;
 use super::status::{NodeClassResolution, resolve_node_class};
 use super::unavailable::{OfferingKey, UnavailableOfferings};
@@ -62,8 +63,13 @@ pub struct AwsProvider {
     clock: Arc<dyn Clock>,
     classes: Arc<dyn NodeClassSource>,
     unavailable: Mutex<UnavailableOfferings>,
-    /// The raw catalog data and when it was fetched.
-    catalog_cache: Mutex<Option<(Timestamp, Arc<CatalogData>)>>,
+    /// The raw catalog data, when it was fetched, and the price book's version it is priced at.
+    catalog_cache: Mutex<Option<(Timestamp, u64, Arc<CatalogData>)>>,
+    /// Held while the catalog is described: concurrent callers wait for that one fetch instead
+    /// of each describing the whole catalog again.
+    catalog_fetch: tokio::sync::Mutex<()>,
+    /// On-demand prices: the built-in table at once, the Pricing API's list when it arrives.
+    prices: Arc<PriceBook>,
     /// Each class's catalog built from that data.
     built_catalogs: BuiltCatalogs,
     /// This cluster's instances as one DescribeInstances saw them, and when: drift checks read
@@ -90,6 +96,12 @@ impl AwsProvider {
         clock: Arc<dyn Clock>,
         classes: Arc<dyn NodeClassSource>,
     ) -> Self {
+        let prices = Arc::new(PriceBook::new(
+            ports.pricing.clone(),
+            &settings.region,
+            clock.clone(),
+            settings.isolated_vpc,
+        ));
         Self {
             ports,
             settings,
@@ -97,10 +109,18 @@ impl AwsProvider {
             classes,
             unavailable: Mutex::new(UnavailableOfferings::new()),
             catalog_cache: Mutex::new(None),
+            catalog_fetch: tokio::sync::Mutex::new(()),
+            prices,
             built_catalogs: BuiltCatalogs::default(),
             drift_instances: Mutex::new(None),
             class_hashes: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Starts what the provider keeps current in the background (the on-demand price list).
+    /// Call from within the async runtime.
+    pub fn start_background(&self) {
+        self.prices.fetch_if_due();
     }
 
     /// The filters that select this cluster's live instances.
@@ -358,27 +378,53 @@ impl AwsProvider {
             .map_err(|e| CloudError::Invalid(e.to_string()))
     }
 
-    /// The raw catalog data, described again once [`CATALOG_TTL`] has passed.
+    /// The raw catalog data, described again once [`CATALOG_TTL`] has passed, priced at the
+    /// price book's current version. One fetch at a time: concurrent callers wait for it.
     async fn catalog_data(&self) -> Result<Arc<CatalogData>, AwsError> {
-        let now = self.clock.now();
-        let cached = self
-            .catalog_cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some((at, data)) = cached
-            && now < at + CATALOG_TTL
-            && now >= at
-        {
+        if let Some(data) = self.fresh_catalog() {
             return Ok(data);
         }
-        let p = &self.ports;
-        let data = Arc::new(fetch_catalog_data(&*p.ec2, &*p.pricing, &self.settings.region).await?);
+        let _fetching = self.catalog_fetch.lock().await;
+        if let Some(data) = self.fresh_catalog() {
+            return Ok(data);
+        }
+        let now = self.clock.now();
+        let prices = self.prices.clone();
+        let version = prices.version();
+        let data = Arc::new(
+            fetch_catalog_data(&*self.ports.ec2, |descriptions| {
+                prices.prices(descriptions).0
+            })
+            .await?,
+        );
         *self
             .catalog_cache
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((now, data.clone()));
+            .unwrap_or_else(PoisonError::into_inner) = Some((now, version, data.clone()));
         Ok(data)
+    }
+
+    /// The cached catalog data if it is younger than [`CATALOG_TTL`], re-priced (without
+    /// describing EC2 again) when the price book moved on since.
+    fn fresh_catalog(&self) -> Option<Arc<CatalogData>> {
+        let now = self.clock.now();
+        let mut cache = self
+            .catalog_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (at, version, data) = cache.as_ref()?;
+        if now >= *at + CATALOG_TTL || now < *at {
+            return None;
+        }
+        let current = self.prices.version();
+        if *version == current {
+            return Some(data.clone());
+        }
+        let mut repriced = (**data).clone();
+        repriced.on_demand_prices = self.prices.prices(&repriced.descriptions).0;
+        let repriced = Arc::new(repriced);
+        *cache = Some((*at, current, repriced.clone()));
+        Some(repriced)
     }
 
     /// The instance types (with offerings in the class's zones) of a Ready class.

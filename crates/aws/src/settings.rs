@@ -22,6 +22,9 @@ pub struct AwsSettings {
     pub vm_memory_overhead_percent: f64,
     /// ENIs kept out of the max-pods calculation (Karpenter's RESERVED_ENIS, default 0).
     pub reserved_enis: i64,
+    /// A cluster without a route to the Pricing API (Karpenter's ISOLATED_VPC): the built-in
+    /// prices are used and the API is never called.
+    pub isolated_vpc: bool,
 }
 
 impl AwsSettings {
@@ -38,6 +41,7 @@ impl AwsSettings {
             kubernetes_version: kubernetes_version.to_string(),
             vm_memory_overhead_percent: 0.075,
             reserved_enis: 0,
+            isolated_vpc: false,
         }
     }
 }

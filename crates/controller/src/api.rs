@@ -107,7 +107,10 @@ where
 /// The JSON patch from `read` to `edited`, led by a replace of metadata.resourceVersion with
 /// the version read (the API server refuses the patch with 409 when the object moved on).
 /// None when nothing changed.
-fn precondition_patch<K: Resource + Serialize>(read: &K, edited: &K) -> Option<json_patch::Patch> {
+pub(crate) fn precondition_patch<K: Resource + Serialize>(
+    read: &K,
+    edited: &K,
+) -> Option<json_patch::Patch> {
     let before = serde_json::to_value(read).ok()?;
     let after = serde_json::to_value(edited).ok()?;
     let changes = json_patch::diff(&before, &after);

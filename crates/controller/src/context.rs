@@ -2,7 +2,9 @@
 //! metrics, settings and the name generator.
 
 use crate::events::Events;
+use crate::liveness::Liveness;
 use crate::metrics::Metrics;
+use crate::retry::ObjectRetries;
 use crate::settings::Settings;
 use crate::state::ClusterState;
 use driftwood_api::EC2NodeClass;
@@ -44,7 +46,6 @@ impl NodeClassResolver for AwsProvider {
 impl NodeClassSource for ClusterState {
     fn node_class(&self, name: &str) -> Option<Arc<EC2NodeClass>> {
         self.read(|s| s.store.nodeclasses.get(name).cloned())
-            .flatten()
     }
 }
 
@@ -109,6 +110,10 @@ pub struct Context {
     pub metrics: Metrics,
     pub settings: Arc<Settings>,
     pub names: Arc<NameGenerator>,
+    /// Objects whose last step failed, backing off one by one.
+    pub retries: ObjectRetries,
+    /// When each running loop last completed a pass (/healthz).
+    pub liveness: Liveness,
 }
 
 impl Context {

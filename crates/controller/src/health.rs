@@ -1,5 +1,7 @@
-//! /healthz, /readyz (the watch cache has synced) and /metrics over HTTP.
+//! /healthz (no controller loop is stuck), /readyz (the watch cache has synced) and /metrics
+//! over HTTP.
 
+use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::state::ClusterState;
 use bytes::Bytes;
@@ -12,9 +14,36 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
-fn respond(state: &ClusterState, metrics: &Metrics, path: &str) -> Response<Full<Bytes>> {
+/// What the endpoints read.
+#[derive(Clone)]
+pub struct Probes {
+    pub state: ClusterState,
+    pub metrics: Metrics,
+    pub liveness: Liveness,
+    pub clock: std::sync::Arc<dyn driftwood_cloud::Clock>,
+}
+
+fn respond(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
+    let Probes {
+        state,
+        metrics,
+        liveness,
+        clock,
+    } = probes;
+    let stuck = || liveness.stuck(clock.now());
     let (status, body) = match path {
-        "/healthz" => (StatusCode::OK, "ok".to_string()),
+        "/healthz" => match stuck().as_slice() {
+            [] => (StatusCode::OK, "ok".to_string()),
+            loops => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                loops
+                    .iter()
+                    .map(|(name, since)| {
+                        format!("controller {name} has not completed a pass for {since:#}\n")
+                    })
+                    .collect(),
+            ),
+        },
         "/readyz" if state.synced() => (StatusCode::OK, "ok".to_string()),
         "/readyz" => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -31,8 +60,7 @@ fn respond(state: &ClusterState, metrics: &Metrics, path: &str) -> Response<Full
 /// Serves until the task is aborted. Returns the bound address through `bound`.
 pub async fn serve(
     addr: SocketAddr,
-    state: ClusterState,
-    metrics: Metrics,
+    probes: Probes,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -41,16 +69,18 @@ pub async fn serve(
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            let state = state.clone();
-            let metrics = metrics.clone();
+            let probes = probes.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |request: Request<Incoming>| {
-                    let response = respond(&state, &metrics, request.uri().path());
+                    let response = respond(&probes, request.uri().path());
                     async move { Ok::<_, Infallible>(response) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
+                if let Err(error) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                    .await
+                {
+                    tracing::debug!(%error, "health/metrics connection ended with an error");
+                }
             });
         }
     });
@@ -62,27 +92,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn readiness_follows_sync() {
-        let state = ClusterState::new();
-        let metrics = Metrics::new();
+    fn readiness_follows_sync_and_health_follows_the_loops() {
+        use driftwood_cloud::Clock as _;
+        let clock = std::sync::Arc::new(driftwood_cloud::ManualClock::new(
+            "2026-01-01T00:00:00Z".parse().expect("time"),
+        ));
+        let probes = Probes {
+            state: ClusterState::new(),
+            metrics: Metrics::new(),
+            liveness: Liveness::default(),
+            clock: clock.clone(),
+        };
+        assert_eq!(respond(&probes, "/healthz").status(), StatusCode::OK);
         assert_eq!(
-            respond(&state, &metrics, "/healthz").status(),
-            StatusCode::OK
-        );
-        assert_eq!(
-            respond(&state, &metrics, "/readyz").status(),
+            respond(&probes, "/readyz").status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
         for kind in crate::state::Kind::ALL {
-            state.mark_synced(kind);
+            probes.state.mark_synced(kind);
         }
+        assert_eq!(respond(&probes, "/readyz").status(), StatusCode::OK);
+        assert_eq!(respond(&probes, "/nope").status(), StatusCode::NOT_FOUND);
+        // A loop that stops completing passes fails /healthz once its allowance is over.
+        probes
+            .liveness
+            .beat("lifecycle", std::time::Duration::from_secs(10), clock.now());
+        clock.advance(jiff::SignedDuration::from_secs(600));
+        assert_eq!(respond(&probes, "/healthz").status(), StatusCode::OK);
+        clock.advance(jiff::SignedDuration::from_secs(1));
         assert_eq!(
-            respond(&state, &metrics, "/readyz").status(),
-            StatusCode::OK
-        );
-        assert_eq!(
-            respond(&state, &metrics, "/nope").status(),
-            StatusCode::NOT_FOUND
+            respond(&probes, "/healthz").status(),
+            StatusCode::SERVICE_UNAVAILABLE
         );
     }
 }

@@ -43,6 +43,7 @@ pub struct Metrics {
     pub nodepools_allowed_disruptions: Family<Labels, Gauge>,
     pub reconcile_total: Family<Labels, Counter>,
     pub reconcile_errors: Family<Labels, Counter>,
+    pub object_errors: Family<Labels, Counter>,
     pub scheduling_duration: Histogram,
     pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
 }
@@ -75,6 +76,7 @@ impl Metrics {
             nodepools_allowed_disruptions: Family::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
+            object_errors: Family::default(),
             scheduling_duration: duration_histogram(),
             cloudprovider_duration: Family::new_with_constructor(duration_histogram),
         };
@@ -88,6 +90,12 @@ impl Metrics {
                 "controller_runtime_reconcile_errors",
                 "Failed steps of controller passes, by controller (each retried)",
                 &metrics.reconcile_errors,
+            ),
+            (
+                "driftwood_object_errors",
+                "Failed steps on one object (a write or cloud call), by controller and step; \
+                 each is retried for that object after its backoff",
+                &metrics.object_errors,
             ),
             (
                 "karpenter_nodeclaims_created",

@@ -6,6 +6,7 @@
 
 use crate::context::{Context, NameGenerator};
 use crate::events::Events;
+use crate::fence::{Fence, FencedCloud};
 use crate::metrics::Metrics;
 use crate::runtime::{Controllers, spawn_controllers};
 use crate::settings::Settings;
@@ -25,6 +26,9 @@ pub struct ProcessConfig {
     pub settings: Settings,
     /// Seeds NodeClaim names (fixed in simulations so a run repeats).
     pub name_seed: u64,
+    /// Whether this process may write now: [`Fence::open`] without leader election; under
+    /// election the same fence must also guard `client` ([`crate::fence::FenceLayer`]).
+    pub fence: Fence,
 }
 
 /// A running controller process: its context and the watches feeding its cache. Dropping it
@@ -44,6 +48,7 @@ impl Process {
             aws,
             settings,
             name_seed,
+            fence,
         } = config;
         let state = ClusterState::new();
         let provider = Arc::new(AwsProvider::new(
@@ -52,15 +57,18 @@ impl Process {
             clock.clone(),
             Arc::new(state.clone()),
         ));
+        provider.start_background();
         let ctx = Context {
             client: client.clone(),
             state: state.clone(),
             clock: clock.clone(),
-            cloud: provider.clone(),
+            cloud: Arc::new(FencedCloud::new(provider.clone(), fence)),
             nodeclasses: provider,
             events: Events::new(client.clone(), clock),
             metrics: Metrics::new(),
             names: Arc::new(NameGenerator::new(name_seed)),
+            retries: Default::default(),
+            liveness: Default::default(),
             settings: Arc::new(settings),
         };
         let watchers = spawn_watchers(&client, &state);

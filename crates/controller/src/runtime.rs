@@ -60,6 +60,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let debounce = Duration::from_millis(200);
     let checks = drift::InstanceTypeChecks::default();
     let disruption_loop = disruption::DisruptionController::default();
+    let nodeclass_loop = nodeclass::NodeClassController::default();
     let handles = vec![
         tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
         tokio::spawn(drive(
@@ -74,15 +75,23 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
             cancel.clone(),
             hash::pass,
         )),
+        // Node classes: resolved against the cloud only when due (refresh::due); woken by
+        // changes to classes, NodePools and NodeClaims, never by pod events.
         tokio::spawn(drive(
             ctx.clone(),
             spec(
                 "nodeclass",
                 s.nodeclass_interval,
-                on_change(Duration::from_secs(1)),
+                Wake::Signal {
+                    probe: Arc::new(nodeclass::wake_signature),
+                    look_every: Duration::from_secs(1),
+                },
             ),
             cancel.clone(),
-            nodeclass::pass,
+            move |ctx| {
+                let controller = nodeclass_loop.clone();
+                async move { controller.pass(ctx).await }
+            },
         )),
         tokio::spawn(drive(
             ctx.clone(),

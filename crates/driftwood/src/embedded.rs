@@ -6,6 +6,7 @@
 use crate::api_faults::{ApiFaults, FaultyService, ProcessGate};
 use anyhow::Context as _;
 use driftwood_aws::{AwsPorts, AwsSettings};
+use driftwood_controller::fence::{Fence, FenceLayer};
 use driftwood_controller::rbac::ApiCall;
 use driftwood_controller::runtime::Controllers;
 use driftwood_controller::{Context, Process, ProcessConfig, Settings};
@@ -16,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// The embedded cluster plus controllers.
 pub struct Embedded {
@@ -70,6 +72,8 @@ impl Drop for Running {
 /// Everything a controller process is built from.
 struct ProcessTemplate {
     client: kube::Client,
+    /// Guards `client` and the cloud (open for the single controller process).
+    fence: Fence,
     clock: Arc<dyn driftwood_cloud::Clock>,
     ports: AwsPorts,
     /// The simulated account's cluster name (discovery tags).
@@ -93,6 +97,7 @@ impl ProcessTemplate {
             aws,
             settings: self.settings.clone(),
             name_seed: self.settings.name_seed ^ seed,
+            fence: self.fence.clone(),
         });
         let controllers = process.spawn_controllers();
         Running {
@@ -179,7 +184,7 @@ impl Embedded {
         };
         self.incarnations += 1;
         let identity = format!("controller-{}", self.incarnations);
-        self.controllers = Some(self.process_template(&identity).start(seed));
+        self.controllers = Some(self.process_template(&identity, Fence::open()).start(seed));
     }
 
     /// Whether the single controller process (not a replica) is running.
@@ -187,15 +192,17 @@ impl Embedded {
         self.controllers.is_some()
     }
 
-    /// What starting a controller process called `identity` needs, detached from `self`.
-    fn process_template(&self, identity: &str) -> ProcessTemplate {
+    /// What starting a controller process called `identity` needs, detached from `self`: its
+    /// client and cloud behind `fence`.
+    fn process_template(&self, identity: &str, fence: Fence) -> ProcessTemplate {
         let options = self.cluster.options();
         let mut settings = self.settings.clone();
         if settings.cluster_name.is_empty() {
             settings.cluster_name.clone_from(&options.cluster_name);
         }
         ProcessTemplate {
-            client: self.controller_client(identity),
+            client: self.controller_client(identity, fence.clone()),
+            fence,
             clock: self.cluster.clock(),
             ports: self
                 .cloud
@@ -215,18 +222,25 @@ impl Embedded {
     pub fn start_replica(&self, identity: &str, lease_duration: Duration) -> Replica {
         let running: Arc<Mutex<Option<Running>>> = Arc::new(Mutex::new(None));
         let slot = running.clone();
-        let template = self.process_template(identity);
-        let client = template.client.clone();
+        // The controllers' writes (API and cloud) pass the fence the election holds; the
+        // election's own client does not.
+        let fence = Fence::elected(self.cluster.clock());
+        let template = self.process_template(identity, fence.clone());
         let seed = identity.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
         let mut terms: u64 = 0;
+        let election = driftwood_controller::leader::Election {
+            client: self.controller_client(identity, Fence::open()),
+            namespace: "kube-system".to_string(),
+            identity: identity.to_string(),
+            clock: self.cluster.clock(),
+            timings: driftwood_controller::leader::Timings::for_lease(lease_duration),
+            fence,
+        };
         let election = tokio::spawn(driftwood_controller::leader::run_election(
-            client,
-            "kube-system",
-            identity.to_string(),
-            self.cluster.clock(),
-            lease_duration,
+            election,
+            CancellationToken::new(),
             move |leading| {
                 let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
                 // Every term starts a fresh process with its own name seed: a replica that
@@ -360,9 +374,10 @@ impl Embedded {
 
     /// A kube client for the controller process `identity`: the in-process API server behind
     /// the armed faults ([`ApiFaults`]) and a layer that records each request.
-    fn controller_client(&self, identity: &str) -> kube::Client {
+    fn controller_client(&self, identity: &str, fence: Fence) -> kube::Client {
         let recorder = self.api_calls.clone();
         let service = tower::ServiceBuilder::new()
+            .layer(FenceLayer::new(fence))
             .map_request(move |request: http::Request<kube::client::Body>| {
                 recorder.record(&request);
                 request

@@ -5,6 +5,7 @@
 
 use super::Outcome;
 use crate::context::Context;
+use crate::liveness::LoopGuard;
 use crate::metrics::Metrics;
 use crate::state::Snapshot;
 use std::future::Future;
@@ -89,9 +90,15 @@ where
         () = ctx.state.wait_synced() => {}
     }
     tracing::debug!(controller = spec.name, "starting");
+    ctx.liveness.beat(spec.name, spec.period, ctx.clock.now());
+    let _alive = LoopGuard {
+        liveness: ctx.liveness.clone(),
+        name: spec.name,
+    };
     let mut failures = 0u32;
     loop {
         let outcome = pass(ctx.clone()).await;
+        ctx.liveness.beat(spec.name, spec.period, ctx.clock.now());
         let result = if outcome.errors > 0 {
             "error"
         } else {
@@ -113,7 +120,7 @@ where
         let deadline =
             tokio::time::Instant::now() + next_wait(&outcome, spec.period, &spec.backoff, failures);
         let seen = match &spec.wake {
-            Wake::Signal { probe, .. } => ctx.state.read(|s| probe(s)),
+            Wake::Signal { probe, .. } => Some(ctx.state.read(|s| probe(s))),
             _ => None,
         };
         // Wait for the timer, a wake-up, or cancellation.
@@ -137,7 +144,7 @@ where
                         Wake::Signal { probe, look_every } => {
                             tokio::time::sleep(*look_every).await;
                             changes.borrow_and_update();
-                            if ctx.state.read(|s| probe(s)) != seen {
+                            if Some(ctx.state.read(|s| probe(s))) != seen {
                                 break;
                             }
                         }

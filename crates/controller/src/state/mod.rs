@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use std::collections::BTreeSet;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use tokio::sync::watch as tokio_watch;
 
 /// `namespace/name` (cluster-scoped objects: `/name`... stored as just `name`).
@@ -101,10 +101,11 @@ impl ClusterState {
 
     /// Whether every kind has completed its initial list.
     pub fn synced(&self) -> bool {
-        self.synced
+        let synced = self
+            .synced
             .read()
-            .map(|s| s.len() == Kind::ALL.len())
-            .unwrap_or(false)
+            .unwrap_or_else(|e| poisoned("synced kinds", e));
+        synced.len() == Kind::ALL.len()
     }
 
     /// Waits until every kind has completed its initial list.
@@ -119,13 +120,24 @@ impl ClusterState {
 
     /// The store and its indexes as they are now. Cheap: the persistent maps are shared, not
     /// copied, and later events do not change what this snapshot sees.
+    ///
+    /// A poisoned lock (a panic while the store was being updated) is a crash, never an empty
+    /// view: an empty store read as "no NodeClaims" would have garbage collection terminate
+    /// every instance.
     pub fn snapshot(&self) -> Snapshot {
-        self.current.read().map(|s| s.clone()).unwrap_or_default()
+        self.current
+            .read()
+            .unwrap_or_else(|e| poisoned("cluster state", e))
+            .clone()
     }
 
     /// Reads one thing from the current state without taking a snapshot.
-    pub fn read<T>(&self, f: impl FnOnce(&Snapshot) -> T) -> Option<T> {
-        self.current.read().ok().map(|s| f(&s))
+    pub fn read<T>(&self, f: impl FnOnce(&Snapshot) -> T) -> T {
+        let current = self
+            .current
+            .read()
+            .unwrap_or_else(|e| poisoned("cluster state", e));
+        f(&current)
     }
 
     /// Stores `object` under `key` (added or changed), updating the indexes.
@@ -144,18 +156,35 @@ impl ClusterState {
     }
 
     fn update(&self, f: impl FnOnce(&mut Snapshot)) {
-        if let Ok(mut current) = self.current.write() {
+        {
+            let mut current = self
+                .current
+                .write()
+                .unwrap_or_else(|e| poisoned("cluster state", e));
             f(&mut current);
         }
         self.changes.send_modify(|v| *v += 1);
     }
 
     pub(crate) fn mark_synced(&self, kind: Kind) {
-        if let Ok(mut synced) = self.synced.write() {
-            synced.insert(kind);
-        }
+        self.synced
+            .write()
+            .unwrap_or_else(|e| poisoned("synced kinds", e))
+            .insert(kind);
         self.changes.send_modify(|v| *v += 1);
     }
+}
+
+/// A lock some thread panicked while holding: what it guards may be half-updated, and every
+/// decision read from it could be wrong (an empty store reads as "no NodeClaims"). The process
+/// stops at once so that it restarts from the API server's state, as a crashed pod does.
+pub fn poisoned<T>(what: &str, _error: PoisonError<T>) -> ! {
+    tracing::error!(
+        object = what,
+        "a lock was poisoned by a panic; stopping the process so it restarts with a fresh cache"
+    );
+    eprintln!("driftwood: the {what} lock was poisoned by a panic; aborting");
+    std::process::abort()
 }
 
 /// The store key of an object: `namespace/name`, or `name` when cluster-scoped.

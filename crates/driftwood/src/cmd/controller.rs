@@ -38,7 +38,9 @@ pub struct Args {
     /// This replica's name in the Lease (the pod name in a Deployment).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
-    /// Seconds a leader's Lease lasts without renewal before a standby takes over.
+    /// Seconds a leader's Lease lasts without renewal before a standby takes over (the leader
+    /// stops writing at 2/3 of it without a successful renewal, controller-runtime's
+    /// proportions: 15 s lease, 10 s renew deadline, 2 s retry period).
     #[arg(long, default_value_t = 15)]
     pub lease_duration_seconds: u64,
     /// The cloud provider (aws).
@@ -51,6 +53,10 @@ pub struct Args {
     /// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_EC2/_SSM/_IAM/_PRICING).
     #[arg(long)]
     pub aws_endpoint_url: Option<String>,
+    /// The cluster has no route to the AWS Pricing API (a private VPC): use the built-in
+    /// on-demand prices and never call it (Karpenter's ISOLATED_VPC).
+    #[arg(long, env = "ISOLATED_VPC", default_value_t = false)]
+    pub isolated_vpc: bool,
     /// Attempts per AWS call; throttling and transient errors are retried with backoff.
     #[arg(long, env = "AWS_MAX_ATTEMPTS", default_value_t = 8)]
     pub aws_max_attempts: u32,
@@ -95,12 +101,15 @@ mod aws {
     use driftwood_aws::AwsSettings;
     use driftwood_cloud::{Clock, SystemClock};
     use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
+    use driftwood_controller::fence::{Fence, FenceLayer};
+    use driftwood_controller::leader::{Election, Timings};
     use driftwood_controller::runtime::Controllers;
     use driftwood_controller::{Process, ProcessConfig, Settings};
     use std::net::{Ipv4Addr, SocketAddr};
     use std::process::ExitCode;
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
 
     /// How long controllers get to finish the pass under way when they stop.
     const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -148,9 +157,19 @@ mod aws {
              (aws eks describe-cluster --name {} --query cluster.endpoint)",
             args.cluster_name
         );
-        let client = kube::Client::try_default()
+        // Two clients over one configuration: the election's, and the controllers', whose
+        // writes pass the leader fence (refused once this replica does not hold the lease).
+        let kube_config = kube::Config::infer()
             .await
+            .context("reading the Kubernetes client configuration (in-cluster or KUBECONFIG)")?;
+        let election_client = kube::Client::try_from(kube_config.clone())
             .context("connecting to the Kubernetes API (in-cluster config or KUBECONFIG)")?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let fence = Fence::elected(clock.clone());
+        let client = kube::client::ClientBuilder::try_from(kube_config)
+            .context("connecting to the Kubernetes API (in-cluster config or KUBECONFIG)")?
+            .with_layer(&FenceLayer::new(fence.clone()))
+            .build();
         let version = client
             .apiserver_version()
             .await
@@ -175,8 +194,8 @@ mod aws {
             .cluster_ca_bundle
             .clone_from(&aws_settings.cluster_ca_bundle);
         aws_settings.cluster_dns_ip.clone_from(&args.cluster_dns_ip);
+        aws_settings.isolated_vpc = args.isolated_vpc;
 
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let seed = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0)
             ^ u64::from(std::process::id());
         let process = Process::start(ProcessConfig {
@@ -186,23 +205,28 @@ mod aws {
             aws: aws_settings,
             settings,
             name_seed: seed,
+            fence: fence.clone(),
         });
         let ctx = process.ctx.clone();
         let state = ctx.state.clone();
         let metrics = ctx.metrics.clone();
 
         let any = Ipv4Addr::UNSPECIFIED.into();
+        let probes = driftwood_controller::health::Probes {
+            state: state.clone(),
+            metrics: metrics.clone(),
+            liveness: ctx.liveness.clone(),
+            clock: clock.clone(),
+        };
         let (metrics_addr, metrics_task) = driftwood_controller::health::serve(
             SocketAddr::new(any, args.metrics_port),
-            state.clone(),
-            metrics.clone(),
+            probes.clone(),
         )
         .await
         .with_context(|| format!("serving /metrics on port {}", args.metrics_port))?;
         let (health_addr, health_task) = driftwood_controller::health::serve(
             SocketAddr::new(any, args.health_probe_port),
-            state.clone(),
-            metrics.clone(),
+            probes.clone(),
         )
         .await
         .with_context(|| format!("serving /healthz on port {}", args.health_probe_port))?;
@@ -223,43 +247,55 @@ mod aws {
         let controllers: Arc<Mutex<Option<Controllers>>> = Arc::default();
         let slot = controllers.clone();
         let election_ctx = ctx.clone();
-        let namespace = args.leader_election_namespace.clone();
-        let lease_duration = Duration::from_secs(args.lease_duration_seconds.max(2));
-        let election = tokio::spawn(async move {
-            driftwood_controller::leader::run_election(
-                client,
-                &namespace,
+        let timings = Timings::for_lease(Duration::from_secs(args.lease_duration_seconds.max(2)));
+        let stop_election = CancellationToken::new();
+        let election = tokio::spawn(driftwood_controller::leader::run_election(
+            Election {
+                client: election_client,
+                namespace: args.leader_election_namespace.clone(),
                 identity,
                 clock,
-                lease_duration,
-                move |leading| {
-                    let mut running = slot.lock().unwrap_or_else(PoisonError::into_inner);
-                    // Stop between passes: a pass under way finishes its writes.
-                    if let Some(stopping) = running.take() {
-                        tokio::spawn(stopping.stop(SHUTDOWN_GRACE));
-                    }
-                    if leading {
-                        tracing::info!("acquired the leader lease; starting the controllers");
-                        *running = Some(driftwood_controller::runtime::spawn_controllers(
-                            &election_ctx,
-                        ));
-                    } else {
-                        tracing::info!("lost the leader lease; controllers stopped");
-                    }
-                },
-            )
-            .await;
-        });
+                timings,
+                fence,
+            },
+            stop_election.clone(),
+            move |leading| {
+                if !leading {
+                    // The fence already refuses every write. Like controller-runtime, exit at
+                    // once: a restarted process starts from the API server's state as a
+                    // standby, and nothing of this term's passes can go on writing.
+                    tracing::error!(
+                        lease = driftwood_controller::leader::LEASE_NAME,
+                        "leader election lost; exiting"
+                    );
+                    std::process::exit(1);
+                }
+                let mut running = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                tracing::info!("acquired the leader lease; starting the controllers");
+                *running = Some(driftwood_controller::runtime::spawn_controllers(
+                    &election_ctx,
+                ));
+            },
+        ));
 
         super::super::signal::wait_for_shutdown().await;
         tracing::info!("shutting down");
-        election.abort();
         let running = controllers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(running) = running {
             running.stop(SHUTDOWN_GRACE).await;
+        }
+        // Release the lease so a standby takes over at its next try (Karpenter's
+        // LeaderElectionReleaseOnCancel), not after a whole lease.
+        stop_election.cancel();
+        if let Err(error) = election.await {
+            tracing::warn!(
+                lease = driftwood_controller::leader::LEASE_NAME,
+                %error,
+                "the leader election task ended abnormally"
+            );
         }
         drop(process);
         metrics_task.abort();

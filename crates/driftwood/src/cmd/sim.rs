@@ -171,9 +171,16 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout();
     if let (Some(port), Some(ctx)) = (args.metrics_port, embedded.ctx()) {
         let address = std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), port);
-        let (bound, _task) =
-            driftwood_controller::health::serve(address, ctx.state.clone(), ctx.metrics.clone())
-                .await?;
+        let (bound, _task) = driftwood_controller::health::serve(
+            address,
+            driftwood_controller::health::Probes {
+                state: ctx.state.clone(),
+                metrics: ctx.metrics.clone(),
+                liveness: ctx.liveness.clone(),
+                clock: ctx.clock.clone(),
+            },
+        )
+        .await?;
         let _ = writeln!(
             out,
             "metrics: http://{bound}/metrics (also /healthz, /readyz)"

@@ -211,6 +211,18 @@ pub enum Collect {
     },
 }
 
+impl Action {
+    /// The NodeClaim this step is for.
+    pub fn nodeclaim(&self) -> &str {
+        match self {
+            Action::Launch { nodeclaim, .. }
+            | Action::Register { nodeclaim, .. }
+            | Action::DeleteUnregistered { nodeclaim }
+            | Action::Initialize { nodeclaim, .. } => nodeclaim,
+        }
+    }
+}
+
 /// Garbage collection from the cloud's instance list (each instance as a NodeClaim with its
 /// providerID and creation time): `now` and `grace` in seconds.
 pub fn collect(snapshot: &Snapshot, instances: &[NodeClaim], now: i64, grace: i64) -> Vec<Collect> {
@@ -233,12 +245,20 @@ pub fn collect(snapshot: &Snapshot, instances: &[NodeClaim], now: i64, grace: i6
             out.push(Collect::TerminateInstance { provider_id: id });
         }
     }
+    // Karpenter's rule (core nodeclaim/garbagecollection): only a Registered NodeClaim is
+    // collected — its instance has been seen by a kubelet, so its absence from the list is not
+    // the eventual consistency of a Describe right after launch — and only while its Node is
+    // gone or not Ready. One that never registers is left to the registration TTL.
     for (name, claim) in &snapshot.store.nodeclaims {
         let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.clone()) else {
             continue;
         };
+        let node_ready = snapshot
+            .node_of(claim)
+            .is_some_and(|node| driftwood_api::lookup::node_is_ready(node));
         if claim.metadata.deletion_timestamp.is_none()
-            && claim.is_true(CONDITION_LAUNCHED)
+            && claim.is_true(CONDITION_REGISTERED)
+            && !node_ready
             && !live.contains(&id)
         {
             out.push(Collect::DeleteNodeClaim {
@@ -459,20 +479,13 @@ mod tests {
 
     /// Karpenter garbage collection suite "should delete the NodeClaim when the Node is there in
     /// a NotReady state and the instance is gone" (the instance list decides) and orphaned
-    /// instances terminated only after the grace period.
+    /// instances terminated only after the grace period (the AWS provider's 30 s).
     #[test]
     fn garbage_collection_reclaims_orphans_both_ways() {
-        let claim = nodeclaim(&[CONDITION_LAUNCHED], json!({}));
-        let snapshot = snapshot(claim, None);
-        let instance = |id: &str, created: &str| -> NodeClaim {
-            serde_json::from_value(json!({
-                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                "metadata": {"name": id, "creationTimestamp": created},
-                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
-                "status": {"providerID": id}
-            }))
-            .expect("instance")
-        };
+        let claim = nodeclaim(&[CONDITION_LAUNCHED, CONDITION_REGISTERED], json!({}));
+        let not_ready =
+            node(json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}));
+        let snapshot = snapshot(claim, Some(not_ready));
         let orphan = instance("aws:///zone/i-orphan", "2024-01-01T00:00:00Z");
         let ours = instance("aws:///zone/i-1", "2024-01-01T00:00:00Z");
         assert!(collect(&snapshot, &[ours.clone(), orphan.clone()], NOW + 29, 30).is_empty());
@@ -489,5 +502,33 @@ mod tests {
                 provider_id: "aws:///zone/i-1".into()
             }]
         );
+    }
+
+    fn instance(id: &str, created: &str) -> NodeClaim {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": id, "creationTimestamp": created},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
+            "status": {"providerID": id}
+        }))
+        .expect("instance")
+    }
+
+    /// EC2's Describe calls are eventually consistent: right after CreateFleet the instance may
+    /// be missing from DescribeInstances. A NodeClaim that is Launched but not Registered is
+    /// never collected for that (Karpenter's GC only looks at Registered NodeClaims; one that
+    /// never registers is the registration TTL's) — the old rule deleted it at once.
+    #[test]
+    fn a_launched_nodeclaim_whose_instance_is_not_listed_yet_is_left_alone() {
+        let claim = nodeclaim(&[CONDITION_LAUNCHED], json!({}));
+        assert!(collect(&snapshot(claim, None), &[], NOW, 30).is_empty());
+    }
+
+    /// Karpenter garbage collection suite "shouldn't delete the NodeClaim when the Node is there
+    /// in a Ready state": a Ready Node vouches for its instance whatever the list says.
+    #[test]
+    fn a_registered_nodeclaim_with_a_ready_node_is_left_alone() {
+        let claim = nodeclaim(&[CONDITION_LAUNCHED, CONDITION_REGISTERED], json!({}));
+        assert!(collect(&snapshot(claim, Some(node(json!({})))), &[], NOW, 30).is_empty());
     }
 }

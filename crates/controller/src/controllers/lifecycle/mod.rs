@@ -30,28 +30,44 @@ use std::time::Duration;
 /// excludes the offerings that failed each time).
 const LAUNCH_ATTEMPTS: usize = 3;
 
+/// The controller's name in logs, metrics and the per-object retries.
+const CONTROLLER: &str = "nodeclaim.lifecycle";
+
 pub async fn pass(ctx: Context) -> Outcome {
     let snapshot = ctx.state.snapshot();
     let ttl = i64::try_from(ctx.settings.registration_ttl.as_secs()).unwrap_or(i64::MAX);
-    let decision = decide(&snapshot, ctx.now_seconds(), ttl);
+    let now = ctx.clock.now();
+    let decision = decide(&snapshot, now.as_second(), ttl);
+    // A NodeClaim whose last step failed waits out its own backoff; the others go on.
+    let ready = |name: &str| {
+        ctx.retries
+            .ready(CONTROLLER, &format!("nodeclaim/{name}"), now)
+    };
     // Launches go out together; the cloud calls dominate.
     let launches = decision.actions.iter().filter_map(|a| match a {
         Action::Launch {
             nodeclaim,
             nodepool,
-        } => snapshot
-            .store
-            .nodeclaims
-            .get(nodeclaim)
-            .map(|claim| launch(&ctx, nodeclaim, nodepool, claim)),
+        } if ready(nodeclaim) => snapshot.store.nodeclaims.get(nodeclaim).map(|claim| {
+            let ctx = &ctx;
+            async move {
+                (
+                    nodeclaim,
+                    "launch",
+                    launch(ctx, nodeclaim, nodepool, claim).await,
+                )
+            }
+        }),
         _ => None,
     });
-    futures::future::join_all(launches).await;
-    let mut errors = 0;
+    let mut results = futures::future::join_all(launches).await;
     for action in &decision.actions {
-        let (name, result) = match action {
+        let (name, step, result) = match action {
             Action::Launch { .. } => continue,
-            Action::Register { nodeclaim, .. } => (nodeclaim, register(&ctx, action).await),
+            action if !ready(action.nodeclaim()) => continue,
+            Action::Register { nodeclaim, .. } => {
+                (nodeclaim, "register", register(&ctx, action).await)
+            }
             Action::DeleteUnregistered { nodeclaim } => {
                 tracing::warn!(%nodeclaim, ttl = ?ctx.settings.registration_ttl, "deleting nodeclaim: node did not register in time");
                 if let Some(claim) = snapshot.store.nodeclaims.get(nodeclaim) {
@@ -64,24 +80,51 @@ pub async fn pass(ctx: Context) -> Outcome {
                         )
                         .await;
                 }
-                (nodeclaim, delete(&nodeclaims(&ctx.client), nodeclaim).await)
+                let deleted = delete(&nodeclaims(&ctx.client), nodeclaim).await;
+                (
+                    nodeclaim,
+                    "delete-unregistered",
+                    deleted.map_err(StepError::from),
+                )
             }
-            Action::Initialize { nodeclaim, .. } => (nodeclaim, initialize(&ctx, action).await),
+            Action::Initialize { nodeclaim, .. } => {
+                (nodeclaim, "initialize", initialize(&ctx, action).await)
+            }
         };
-        if let Err(error) = result {
-            errors += 1;
-            tracing::warn!(nodeclaim = %name, %error, "lifecycle step failed; will retry");
-        }
+        results.push((name, step, result));
     }
+    let now = ctx.clock.now();
+    let errors = results
+        .iter()
+        .filter(|(name, step, result)| {
+            let object = format!("nodeclaim/{name}");
+            ctx.retries
+                .record(&ctx.metrics, CONTROLLER, &object, step, now, result)
+        })
+        .count();
     let outcome = if decision.pending {
         Outcome::again_in(Duration::from_secs(1))
     } else {
         Outcome::idle()
     };
-    outcome.with_errors(errors)
+    outcome.with_errors(u32::try_from(errors).unwrap_or(u32::MAX))
 }
 
-async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) {
+/// Why one lifecycle step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Cloud(#[from] CloudError),
+    #[error("{cloud}; and recording it on the NodeClaim failed: {api}")]
+    CloudAndApi { cloud: CloudError, api: kube::Error },
+}
+
+/// Launches `claim`'s instance and records it. Every failure is returned (the caller backs the
+/// NodeClaim off): a cloud error is also written as Launched=False with its reason; a launch
+/// out of capacity everywhere deletes the NodeClaim so provisioning picks other offerings.
+async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) -> Result<(), StepError> {
     let mut last_error = None;
     for _ in 0..LAUNCH_ATTEMPTS {
         let started = std::time::Instant::now();
@@ -95,12 +138,10 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) {
             .observe(started.elapsed().as_secs_f64());
         match result {
             Ok(launched) => {
-                if let Err(error) = record_launch(ctx, name, &launched).await {
-                    // The instance exists but is not recorded: garbage collection reclaims it
-                    // if the NodeClaim ends up pointing at another one.
-                    tracing::warn!(nodeclaim = %name, %error, "could not record launch");
-                    return;
-                }
+                // The instance exists but may not be recorded yet: the retry finds it again
+                // (the provider's launch is idempotent by the NodeClaim's tag), and garbage
+                // collection reclaims it if the NodeClaim ends up pointing at another one.
+                record_launch(ctx, name, &launched).await?;
                 let status = launched.status.clone().unwrap_or_default();
                 let labels = launched.metadata.labels.clone().unwrap_or_default();
                 tracing::info!(
@@ -113,17 +154,17 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) {
                     "launched nodeclaim"
                 );
                 Metrics::inc(&ctx.metrics.nodeclaims_launched, &[("nodepool", pool)]);
-                return;
+                return Ok(());
             }
             Err(error @ CloudError::InsufficientCapacity { .. }) => last_error = Some(error),
             Err(error) => {
-                let (reason, requeue) = match &error {
-                    CloudError::NodeClassNotReady { .. } => ("NodeClassNotReady", true),
-                    _ => ("LaunchFailed", true),
+                let reason = match &error {
+                    CloudError::NodeClassNotReady { .. } => "NodeClassNotReady",
+                    _ => "LaunchFailed",
                 };
                 let now = ctx.now();
                 let message = error.to_string();
-                let _ = modify_status(&nodeclaims(&ctx.client), name, |c| {
+                let written = modify_status(&nodeclaims(&ctx.client), name, |c| {
                     set_claim_condition(
                         c,
                         CONDITION_LAUNCHED,
@@ -134,8 +175,10 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) {
                     )
                 })
                 .await;
-                tracing::warn!(nodeclaim = %name, %error, requeue, "could not launch nodeclaim");
-                return;
+                return Err(match written {
+                    Ok(_) => StepError::Cloud(error),
+                    Err(api) => StepError::CloudAndApi { cloud: error, api },
+                });
             }
         }
     }
@@ -169,7 +212,8 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) {
         })
         .collect();
     tracing::warn!(nodeclaim = %name, error = %message, requirements = %requirements.join("; "), "deleting nodeclaim: no capacity to launch it");
-    let _ = delete(&nodeclaims(&ctx.client), name).await;
+    delete(&nodeclaims(&ctx.client), name).await?;
+    Ok(())
 }
 
 /// Writes what the provider returned: labels and annotations, then status with Launched.
@@ -213,7 +257,7 @@ async fn record_launch(ctx: &Context, name: &str, launched: &NodeClaim) -> Resul
 }
 
 /// Carries out [`Action::Register`].
-async fn register(ctx: &Context, action: &Action) -> Result<(), kube::Error> {
+async fn register(ctx: &Context, action: &Action) -> Result<(), StepError> {
     let Action::Register {
         nodeclaim,
         node,
@@ -272,7 +316,7 @@ async fn register(ctx: &Context, action: &Action) -> Result<(), kube::Error> {
 }
 
 /// Carries out [`Action::Initialize`].
-async fn initialize(ctx: &Context, action: &Action) -> Result<(), kube::Error> {
+async fn initialize(ctx: &Context, action: &Action) -> Result<(), StepError> {
     let Action::Initialize {
         nodeclaim,
         node,
@@ -312,8 +356,12 @@ async fn initialize(ctx: &Context, action: &Action) -> Result<(), kube::Error> {
     Ok(())
 }
 
+/// The garbage collector's name in logs, metrics and the per-object retries.
+const GC_CONTROLLER: &str = "nodeclaim.garbagecollection";
+
 /// Garbage collection: terminate instances of this cluster that no NodeClaim points at (after
-/// the grace period), and delete launched NodeClaims whose instance is gone.
+/// the grace period), and delete Registered NodeClaims whose instance is gone. Each failure is
+/// counted and retried for its object after its backoff.
 pub async fn collect_garbage(ctx: Context) -> Outcome {
     let snapshot = ctx.state.snapshot();
     let instances = match ctx.cloud.list().await {
@@ -328,29 +376,48 @@ pub async fn collect_garbage(ctx: Context) -> Outcome {
         }
     };
     let grace = i64::try_from(ctx.settings.gc_grace.as_secs()).unwrap_or(i64::MAX);
-    for action in collect(&snapshot, &instances, ctx.now_seconds(), grace) {
-        match action {
+    let now = ctx.clock.now();
+    let mut errors = 0u32;
+    for action in collect(&snapshot, &instances, now.as_second(), grace) {
+        let (object, step, result) = match action {
             Collect::TerminateInstance { provider_id } => {
+                let object = format!("instance/{provider_id}");
                 let Some(instance) = instances.iter().find(|i| {
                     i.status.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(&provider_id)
                 }) else {
                     continue;
                 };
-                tracing::info!(%provider_id, "garbage collecting instance with no nodeclaim");
-                if let Err(error) = ctx.cloud.delete(instance).await
-                    && !error.is_not_found()
-                {
-                    tracing::warn!(%provider_id, %error, "could not terminate orphaned instance");
+                if !ctx.retries.ready(GC_CONTROLLER, &object, now) {
+                    continue;
                 }
+                tracing::info!(%provider_id, "garbage collecting instance with no nodeclaim");
+                let result = match ctx.cloud.delete(instance).await {
+                    Err(error) if !error.is_not_found() => Err(StepError::Cloud(error)),
+                    _ => Ok(()),
+                };
+                (object, "terminate-instance", result)
             }
             Collect::DeleteNodeClaim {
                 nodeclaim,
                 provider_id,
             } => {
+                let object = format!("nodeclaim/{nodeclaim}");
+                if !ctx.retries.ready(GC_CONTROLLER, &object, now) {
+                    continue;
+                }
                 tracing::info!(%nodeclaim, %provider_id, "garbage collecting nodeclaim with no cloudprovider representation");
-                let _ = delete(&nodeclaims(&ctx.client), &nodeclaim).await;
+                let result = delete(&nodeclaims(&ctx.client), &nodeclaim)
+                    .await
+                    .map_err(StepError::from);
+                (object, "delete-nodeclaim", result)
             }
+        };
+        if ctx
+            .retries
+            .record(&ctx.metrics, GC_CONTROLLER, &object, step, now, &result)
+        {
+            errors += 1;
         }
     }
-    Outcome::idle()
+    Outcome::idle().with_errors(errors)
 }

@@ -4,8 +4,10 @@
 //! the writes; [`pass`] resolves the classes, then carries them out.
 
 mod decide;
+pub mod refresh;
 
 pub use decide::{Action, FINALIZER_NODECLASS, decide};
+pub use refresh::{REFRESH, Resolution};
 
 use super::Outcome;
 use crate::api::{add_finalizer, modify, modify_status, remove_finalizer};
@@ -16,42 +18,137 @@ use driftwood_api::wellknown::CONDITION_READY;
 use driftwood_api::{EC2NodeClass, NodePool};
 use kube::api::Api;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-pub async fn pass(ctx: Context) -> Outcome {
+/// The controller's name in logs, metrics and the per-object retries.
+const CONTROLLER: &str = "nodeclass";
+
+/// The nodeclass controller: remembers each class's last resolution between passes, so that
+/// the cloud is asked again only when [`refresh::due`] says so. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct NodeClassController {
+    resolutions: Arc<tokio::sync::Mutex<BTreeMap<String, Resolution>>>,
+}
+
+impl NodeClassController {
+    pub async fn pass(&self, ctx: Context) -> Outcome {
+        let mut resolutions = self.resolutions.lock().await;
+        pass(&ctx, &mut resolutions).await
+    }
+}
+
+/// What wakes the nodeclass controller before its period: any change to an EC2NodeClass or a
+/// NodePool (its resourceVersion: a status written changes what NodePool status says), or to
+/// what NodePool status counts (NodeClaims created, launched, deleted; Nodes) — not pod
+/// events.
+pub fn wake_signature(snapshot: &crate::state::Snapshot) -> Vec<u64> {
+    let mut signature = Vec::with_capacity(2 * snapshot.store.nodeclasses.len() + 4);
+    let version = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        driftwood_api::hash::fnv1a64(
+            format!(
+                "{}/{}/{}",
+                meta.name.as_deref().unwrap_or_default(),
+                meta.uid.as_deref().unwrap_or_default(),
+                meta.resource_version.as_deref().unwrap_or_default(),
+            )
+            .as_bytes(),
+        )
+    };
+    signature.extend(
+        snapshot
+            .store
+            .nodeclasses
+            .values()
+            .map(|c| version(&c.metadata)),
+    );
+    signature.extend(
+        snapshot
+            .store
+            .nodepools
+            .values()
+            .map(|p| version(&p.metadata)),
+    );
+    let claims = &snapshot.store.nodeclaims;
+    signature.push(claims.len() as u64);
+    signature.push(
+        claims
+            .values()
+            .filter(|c| c.metadata.deletion_timestamp.is_some())
+            .count() as u64,
+    );
+    signature.push(
+        claims
+            .values()
+            .filter(|c| c.status.as_ref().is_some_and(|s| !s.capacity.is_empty()))
+            .count() as u64,
+    );
+    signature.push(snapshot.store.nodes.len() as u64);
+    signature
+}
+
+async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> Outcome {
     let snapshot = ctx.state.snapshot();
-    let mut resolved = BTreeMap::new();
+    let now = ctx.clock.now();
     let mut errors = 0;
+    resolutions.retain(|name, _| snapshot.store.nodeclasses.contains_key(name));
     for (name, class) in &snapshot.store.nodeclasses {
         if class.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let result = ctx.nodeclasses.resolve(class).await;
-        if let Err(error) = &result {
-            errors += 1;
-            tracing::warn!(ec2nodeclass = %name, %error, "could not resolve ec2nodeclass");
+        let object = format!("ec2nodeclass/{name}");
+        if !refresh::due(class, resolutions.get(name), now)
+            || !ctx.retries.ready(CONTROLLER, &object, now)
+        {
+            continue;
         }
-        resolved.insert(name.clone(), result);
+        let result = ctx.nodeclasses.resolve(class).await;
+        if ctx.retries.record(
+            &ctx.metrics,
+            CONTROLLER,
+            &object,
+            "resolve",
+            now,
+            &result.as_ref().map(|_| ()),
+        ) {
+            errors += 1;
+        }
+        resolutions.insert(name.clone(), Resolution::of(class, now, result));
     }
+    let resolved: BTreeMap<String, Result<_, String>> = resolutions
+        .iter()
+        .map(|(name, r)| (name.clone(), r.result.clone()))
+        .collect();
     let classes: Api<EC2NodeClass> = Api::all(ctx.client.clone());
     let pools: Api<NodePool> = Api::all(ctx.client.clone());
     for action in decide(&snapshot, &resolved, &ctx.now()) {
-        match action {
+        let (object, step, result): (String, &str, Result<(), String>) = match action {
             Action::AddFinalizer { class } => {
-                let _ = modify(&classes, &class, |c| add_finalizer(c, FINALIZER_NODECLASS)).await;
+                let written =
+                    modify(&classes, &class, |c| add_finalizer(c, FINALIZER_NODECLASS)).await;
+                (
+                    format!("ec2nodeclass/{class}"),
+                    "add-finalizer",
+                    written.map(|_| ()).map_err(|e| e.to_string()),
+                )
             }
             Action::CleanUp { class } => {
                 let Some(object) = snapshot.store.nodeclasses.get(&class) else {
                     continue;
                 };
-                if let Err(error) = ctx.nodeclasses.cleanup(object).await {
-                    errors += 1;
-                    tracing::warn!(ec2nodeclass = %class, %error, "cleanup failed; will retry");
+                let key = format!("ec2nodeclass/{class}");
+                if !ctx.retries.ready(CONTROLLER, &key, now) {
                     continue;
                 }
-                let _ = modify(&classes, &class, |c| {
-                    remove_finalizer(c, FINALIZER_NODECLASS)
-                })
-                .await;
+                let result = match ctx.nodeclasses.cleanup(object).await {
+                    Err(error) => Err(error),
+                    Ok(()) => modify(&classes, &class, |c| {
+                        remove_finalizer(c, FINALIZER_NODECLASS)
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                };
+                (key, "cleanup", result)
             }
             Action::WaitForNodeClaims { class, nodeclaims } => {
                 if let Some(object) = snapshot.store.nodeclasses.get(&class) {
@@ -67,6 +164,7 @@ pub async fn pass(ctx: Context) -> Outcome {
                         )
                         .await;
                 }
+                continue;
             }
             Action::ClassStatus { class, status } => {
                 let ready = status
@@ -79,17 +177,15 @@ pub async fn pass(ctx: Context) -> Outcome {
                     true
                 })
                 .await;
-                match (written, ready) {
-                    (Ok(_), Some((state, message))) => {
-                        let amis: Vec<&str> = status.amis.iter().map(|a| a.id.as_str()).collect();
-                        tracing::info!(ec2nodeclass = %class, ready = %state, amis = %amis.join(","), message = %message.unwrap_or_default(), "updated ec2nodeclass status");
-                    }
-                    (Err(error), _) => {
-                        errors += 1;
-                        tracing::warn!(ec2nodeclass = %class, %error, "could not write status")
-                    }
-                    _ => {}
+                if let (Ok(_), Some((state, message))) = (&written, ready) {
+                    let amis: Vec<&str> = status.amis.iter().map(|a| a.id.as_str()).collect();
+                    tracing::info!(ec2nodeclass = %class, ready = %state, amis = %amis.join(","), message = %message.unwrap_or_default(), "updated ec2nodeclass status");
                 }
+                (
+                    format!("ec2nodeclass/{class}"),
+                    "write-status",
+                    written.map(|_| ()).map_err(|e| e.to_string()),
+                )
             }
             Action::NodePoolStatus { nodepool, status } => {
                 let written = modify_status(&pools, &nodepool, |p| {
@@ -110,10 +206,21 @@ pub async fn pass(ctx: Context) -> Outcome {
                         )
                         .await;
                 }
+                (
+                    format!("nodepool/{nodepool}"),
+                    "write-status",
+                    written.map(|_| ()).map_err(|e| e.to_string()),
+                )
             }
+        };
+        if ctx
+            .retries
+            .record(&ctx.metrics, CONTROLLER, &object, step, now, &result)
+        {
+            errors += 1;
         }
     }
-    report_pods_state(&ctx, &snapshot);
+    report_pods_state(ctx, &snapshot);
     Outcome::idle().with_errors(errors)
 }
 

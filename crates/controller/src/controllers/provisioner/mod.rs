@@ -64,16 +64,13 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
     loop {
         // Wait for a provisionable pod whose answer may differ from the last pass's.
         loop {
-            let (pending, changed) = ctx
-                .state
-                .read(|s| {
-                    (
-                        !s.provisionable_pods.is_empty(),
-                        last.as_ref()
-                            .is_none_or(|(seen, _)| world_signature(s) != *seen),
-                    )
-                })
-                .unwrap_or((false, false));
+            let (pending, changed) = ctx.state.read(|s| {
+                (
+                    !s.provisionable_pods.is_empty(),
+                    last.as_ref()
+                        .is_none_or(|(seen, _)| world_signature(s) != *seen),
+                )
+            });
             let stale = last
                 .as_ref()
                 .is_some_and(|(_, at)| at.elapsed() >= RESIMULATE_AFTER);
@@ -101,7 +98,7 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
         }
         // Batch: until no new pod for batch_idle, or batch_max since the first. A new pod is
         // an arrival counted by the cache's index, so each event costs O(1) here.
-        let arrivals = |ctx: &Context| ctx.state.read(|s| s.provisionable_arrivals).unwrap_or(0);
+        let arrivals = |ctx: &Context| ctx.state.read(|s| s.provisionable_arrivals);
         let first = tokio::time::Instant::now();
         let mut seen = arrivals(&ctx);
         let mut last_new = first;
@@ -129,7 +126,6 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
         while !ctx
             .state
             .read(|s| created.iter().all(|n| s.store.nodeclaims.contains_key(n)))
-            .unwrap_or(true)
         {
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -142,10 +138,7 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
                 },
             }
         }
-        last = ctx
-            .state
-            .read(world_signature)
-            .map(|seen| (seen, tokio::time::Instant::now()));
+        last = Some((ctx.state.read(world_signature), tokio::time::Instant::now()));
     }
 }
 
@@ -195,7 +188,12 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
     }
     let (input, skipped) = simulation_input(ctx, &snapshot, true).await;
     let started = Instant::now();
-    let decision = decide(&snapshot, input, &skipped);
+    // The simulation is CPU-bound (seconds at fleet scale): it runs on the blocking pool so the
+    // async workers keep renewing the lease and serving watches meanwhile.
+    let decision = {
+        let snapshot = snapshot.clone();
+        super::off_runtime(move || decide(&snapshot, input, &skipped)).await
+    };
     ctx.metrics
         .scheduling_duration
         .observe(started.elapsed().as_secs_f64());

@@ -7,7 +7,7 @@ use driftwood_api::NodeClaim;
 use driftwood_api::condition::Conditions;
 use driftwood_api::lookup::{ObjectLookups, ProviderId};
 use driftwood_api::wellknown::{
-    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_INSTANCE_TERMINATING,
+    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DRAINED, CONDITION_INSTANCE_TERMINATING,
     FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS, TAINT_DISRUPTED_KEY,
 };
 use driftwood_disruption::drain::{DrainPod, ForcedDeletion, UnprotectedPacing, plan_drains};
@@ -44,8 +44,10 @@ pub enum Step {
     Evict { node: String, pods: Vec<String> },
     /// Delete these pods now: the terminationGracePeriod leaves them no more time.
     ForceDelete { pods: Vec<ForcedDeletion> },
-    /// The node is drained (counted once, as it happens).
-    Drained { nodepool: String },
+    /// The node is drained: set the NodeClaim's Drained condition (Karpenter v1's), and count
+    /// it once, when the condition is first set. Planned only while the condition is not True,
+    /// so a NodeClaim waiting for its volumes or its instance is not counted again each pass.
+    Drained { nodeclaim: String, nodepool: String },
     /// The node's persistent volumes are still attached: wait (ends the plan).
     WaitForVolumes {
         node: String,
@@ -61,6 +63,26 @@ pub enum Step {
     DeleteNode { node: String, nodepool: String },
     /// Release the NodeClaim's termination finalizer: the NodeClaim is gone.
     ReleaseNodeClaimFinalizer { nodeclaim: String, nodepool: String },
+}
+
+impl Step {
+    /// The step's name in logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::DeleteNodeClaim { .. } => "delete-nodeclaim",
+            Step::TaintForDrain { .. } => "taint",
+            Step::StampDeadline { .. } => "stamp-deadline",
+            Step::Evict { .. } => "evict",
+            Step::ForceDelete { .. } => "force-delete",
+            Step::Drained { .. } => "drained",
+            Step::WaitForVolumes { .. } => "wait-for-volumes",
+            Step::MarkInstanceTerminating { .. } => "mark-instance-terminating",
+            Step::TerminateInstance { .. } => "terminate-instance",
+            Step::ReleaseNodeFinalizer { .. } => "release-node-finalizer",
+            Step::DeleteNode { .. } => "delete-node",
+            Step::ReleaseNodeClaimFinalizer { .. } => "release-nodeclaim-finalizer",
+        }
+    }
 }
 
 /// The steps for one object, in order.
@@ -267,9 +289,12 @@ pub fn decide(
             drains.into_iter().zip(plans.into_iter().zip(inputs))
         {
             if drain.drained {
-                steps.push(Step::Drained {
-                    nodepool: nodepool_of(claim),
-                });
+                if !claim.is_true(CONDITION_DRAINED) {
+                    steps.push(Step::Drained {
+                        nodeclaim: name.clone(),
+                        nodepool: nodepool_of(claim),
+                    });
+                }
                 steps.extend(finish(snapshot, &name, claim, now, deadline));
             } else {
                 if !drain.evict.is_empty() {
@@ -622,6 +647,7 @@ mod tests {
             steps(&decision, "nodeclaim/a"),
             vec![
                 Step::Drained {
+                    nodeclaim: "a".into(),
                     nodepool: "default".into()
                 },
                 Step::MarkInstanceTerminating {
@@ -643,6 +669,35 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// `karpenter_nodes_drained_total` counted once: once the Drained condition is set, the
+    /// passes that wait for the instance to terminate do not plan Drained again.
+    #[test]
+    fn a_drained_nodeclaim_is_not_counted_again() {
+        let claim = nodeclaim(
+            "a",
+            json!({"metadata": {"deletionTimestamp": DELETING},
+                   "status": {"conditions": [{"type": "Drained", "status": "True", "reason": "Drained", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}),
+        );
+        let tainted = node(
+            "a",
+            true,
+            json!({
+                "metadata": {"labels": {"node.kubernetes.io/exclude-from-external-load-balancers": "karpenter"}},
+                "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}
+            }),
+        );
+        let snapshot = store_with(vec![claim], vec![tainted], vec![]);
+        let decision = decide(&snapshot, NOW, None, &BTreeSet::new());
+        let planned = steps(&decision, "nodeclaim/a");
+        assert!(
+            !planned.iter().any(|s| matches!(s, Step::Drained { .. })),
+            "{planned:?}"
+        );
+        assert!(planned.contains(&Step::TerminateInstance {
+            nodeclaim: "a".into()
+        }));
     }
 
     /// Karpenter termination suite "should delete nodes with no underlying instance even if not

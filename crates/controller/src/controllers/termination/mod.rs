@@ -23,13 +23,31 @@ use crate::metrics::Metrics;
 use crate::state::Snapshot;
 use driftwood_api::condition::STATUS_TRUE;
 use driftwood_api::wellknown::{
-    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_INSTANCE_TERMINATING,
+    ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DRAINED, CONDITION_INSTANCE_TERMINATING,
     FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, EvictParams};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+
+/// The controller's name in logs, metrics and the per-object retries.
+const CONTROLLER: &str = "node.termination";
+
+/// Why a termination step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Cloud(#[from] driftwood_cloud::CloudError),
+    #[error("{failed} of {tried} evictions failed; first: {first}")]
+    Evictions {
+        failed: usize,
+        tried: usize,
+        first: kube::Error,
+    },
+}
 
 /// How soon a pass runs again while something is terminating.
 const TERMINATING_REQUEUE: Duration = Duration::from_secs(1);
@@ -55,18 +73,35 @@ pub async fn pass(ctx: Context) -> Outcome {
         ctx.settings.unprotected_pacing,
         &gone,
     );
+    let now = ctx.clock.now();
     let mut errors = 0;
     for plan in &decision.plans {
+        // A NodeClaim whose last step failed waits out its own backoff.
+        if !ctx.retries.ready(CONTROLLER, &plan.subject, now) {
+            continue;
+        }
+        let mut result = Ok(());
+        let mut failed_step = "";
         for step in &plan.steps {
             match execute(&ctx, &snapshot, step).await {
                 Ok(Next::Continue) => {}
                 Ok(Next::Stop) => break,
                 Err(error) => {
-                    errors += 1;
-                    tracing::warn!(object = %plan.subject, %error, "termination step failed; will retry");
+                    failed_step = step.name();
+                    result = Err(error);
                     break;
                 }
             }
+        }
+        if ctx.retries.record(
+            &ctx.metrics,
+            CONTROLLER,
+            &plan.subject,
+            failed_step,
+            ctx.clock.now(),
+            &result,
+        ) {
+            errors += 1;
         }
     }
     let outcome = if decision.busy {
@@ -78,7 +113,7 @@ pub async fn pass(ctx: Context) -> Outcome {
 }
 
 /// Carries out one step.
-async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next, kube::Error> {
+async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next, StepError> {
     match step {
         Step::DeleteNodeClaim {
             nodeclaim,
@@ -131,8 +166,9 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
             })
             .await?;
         }
-        Step::Evict { node, pods } => evict(ctx, snapshot, node, pods).await,
+        Step::Evict { node, pods } => evict(ctx, snapshot, node, pods).await?,
         Step::ForceDelete { pods } => {
+            let mut failures = Vec::new();
             for forced in pods {
                 let (namespace, pod_name) = forced
                     .pod
@@ -150,13 +186,39 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
                     ),
                     Err(e) if is_not_found(&e) => {}
                     Err(e) => {
-                        tracing::warn!(pod = %forced.pod, error = %e, "forced deletion failed")
+                        tracing::warn!(pod = %forced.pod, error = %e, "forced deletion failed");
+                        failures.push(e);
                     }
                 }
             }
+            let failed = failures.len();
+            if let Some(first) = failures.into_iter().next() {
+                return Err(StepError::Evictions {
+                    failed,
+                    tried: pods.len(),
+                    first,
+                });
+            }
         }
-        Step::Drained { nodepool } => {
-            Metrics::inc(&ctx.metrics.nodes_drained, &[("nodepool", nodepool)]);
+        Step::Drained {
+            nodeclaim,
+            nodepool,
+        } => {
+            let now = ctx.now();
+            let written = modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
+                set_claim_condition(
+                    c,
+                    CONDITION_DRAINED,
+                    STATUS_TRUE,
+                    "Drained",
+                    "",
+                    now.clone(),
+                )
+            })
+            .await?;
+            if written.is_some() {
+                Metrics::inc(&ctx.metrics.nodes_drained, &[("nodepool", nodepool)]);
+            }
         }
         Step::WaitForVolumes { node, attachments } => {
             tracing::debug!(%node, volume_attachments = %attachments.join(","), "waiting for volumes to detach before terminating the instance");
@@ -185,10 +247,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
                 Err(e) if e.is_not_found() => {}
                 // Terminating: wait for the cloud to report it gone.
                 Ok(()) => return Ok(Next::Stop),
-                Err(e) => {
-                    tracing::warn!(%nodeclaim, error = %e, "could not terminate instance");
-                    return Ok(Next::Stop);
-                }
+                Err(e) => return Err(e.into()),
             }
         }
         Step::ReleaseNodeFinalizer { node } => {
@@ -224,9 +283,16 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
 }
 
 /// Evicts `pods` from `node` through the Eviction API; refusals (a PDB allows no disruption
-/// now) become one FailedDraining event on the node.
-async fn evict(ctx: &Context, snapshot: &Snapshot, node: &str, pods: &[String]) {
+/// now) become one FailedDraining event on the node and are tried again next pass; any other
+/// failure is returned (after trying every pod) so the NodeClaim backs off.
+async fn evict(
+    ctx: &Context,
+    snapshot: &Snapshot,
+    node: &str,
+    pods: &[String],
+) -> Result<(), StepError> {
     let mut refused = 0;
+    let mut failures = Vec::new();
     for key in pods {
         let (namespace, pod_name) = key.split_once('/').unwrap_or(("default", key));
         let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
@@ -242,7 +308,10 @@ async fn evict(ctx: &Context, snapshot: &Snapshot, node: &str, pods: &[String]) 
             }
             Err(e) if is_too_many_requests(&e) => refused += 1,
             Err(e) if is_not_found(&e) => {}
-            Err(e) => tracing::warn!(pod = %key, error = %e, "eviction failed"),
+            Err(e) => {
+                tracing::warn!(pod = %key, error = %e, "eviction failed");
+                failures.push(e);
+            }
         }
     }
     if refused > 0
@@ -254,5 +323,14 @@ async fn evict(ctx: &Context, snapshot: &Snapshot, node: &str, pods: &[String]) 
         ctx.events
             .publish(node.as_ref(), EventType::Warning, "FailedDraining", &note)
             .await;
+    }
+    let failed = failures.len();
+    match failures.into_iter().next() {
+        Some(first) => Err(StepError::Evictions {
+            failed,
+            tried: pods.len(),
+            first,
+        }),
+        None => Ok(()),
     }
 }
