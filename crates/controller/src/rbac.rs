@@ -187,9 +187,12 @@ pub const PERMISSIONS: &[Permission] = &[
         resource: "leases",
         scope: Scope::SystemNamespace,
         verbs: &[
-            verb("get", "leader::run_election (read the lease)"),
+            verb("get", "leader::run_election (a standby reads the lease)"),
             verb("create", "leader::run_election (first leader)"),
-            verb("update", "leader::run_election (acquire, renew)"),
+            verb(
+                "patch",
+                "leader::run_election (acquire, renew, release; resourceVersion precondition)",
+            ),
         ],
     },
 ];

@@ -16,6 +16,8 @@ pub mod codes {
     pub const GROUP_ID_NOT_FOUND: &str = "InvalidGroup.NotFound";
     pub const REQUEST_LIMIT_EXCEEDED: &str = "RequestLimitExceeded";
     pub const THROTTLING: &str = "Throttling";
+    /// SSM's and the Pricing API's throttling code.
+    pub const THROTTLING_EXCEPTION: &str = "ThrottlingException";
     pub const INTERNAL_ERROR: &str = "InternalError";
     pub const PARAMETER_NOT_FOUND: &str = "ParameterNotFound";
     pub const NO_SUCH_ENTITY: &str = "NoSuchEntity";
@@ -57,7 +59,7 @@ impl AwsError {
     pub fn is_throttled(&self) -> bool {
         matches!(
             self.code.as_str(),
-            codes::REQUEST_LIMIT_EXCEEDED | codes::THROTTLING
+            codes::REQUEST_LIMIT_EXCEEDED | codes::THROTTLING | codes::THROTTLING_EXCEPTION
         )
     }
 }

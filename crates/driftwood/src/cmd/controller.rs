@@ -161,7 +161,7 @@ mod aws {
         // writes pass the leader fence (refused once this replica does not hold the lease).
         let kube_config = kube::Config::infer()
             .await
-            .context("reading the Kubernetes client configuration (in-cluster or KUBECONFIG)")?;
+            .context("connecting to the Kubernetes API: no client configuration (in-cluster or KUBECONFIG)")?;
         let election_client = kube::Client::try_from(kube_config.clone())
             .context("connecting to the Kubernetes API (in-cluster config or KUBECONFIG)")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -242,7 +242,8 @@ async fn every_api_call_of_the_walkthrough_and_upgrade_is_granted_by_deploy() {
         "patch karpenter.sh/nodeclaims/status (cluster-wide)",
         "watch storage.k8s.io/volumeattachments (cluster-wide)",
         "delete karpenter.sh/nodeclaims (cluster-wide)",
-        "update coordination.k8s.io/leases in namespace kube-system",
+        // Renewals are patches with a resourceVersion precondition, never GET + PUT.
+        "patch coordination.k8s.io/leases in namespace kube-system",
         "get coordination.k8s.io/leases in namespace kube-system",
     ] {
         assert!(
