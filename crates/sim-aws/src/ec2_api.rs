@@ -1,5 +1,7 @@
 //! The simulated EC2 API: describe calls with filters, launch templates, CreateFleet (instant,
-//! cheapest override first, refusing offerings without capacity), instances and tags.
+//! cheapest override first, refusing offerings without capacity), instances (described only
+//! once visible: eventual consistency) and tags. Every call goes through the gate (counters,
+//! latency, faults, rate limits) first.
 
 use async_trait::async_trait;
 use driftwood_aws::ports::{
@@ -15,6 +17,7 @@ use driftwood_cloud::OfferingKey;
 use jiff::Timestamp;
 
 use crate::filter::{filters_match, tag_values};
+use crate::gate::Call;
 use crate::ids::resource_id;
 use crate::instance_catalog::spot_price;
 use crate::state::{SimAws, SimInstance};
@@ -129,7 +132,7 @@ const SUBNET_ADDRESSES: u64 = 8187;
 #[async_trait]
 impl Ec2Api for SimAws {
     async fn describe_images(&self, input: DescribeImagesInput) -> Result<Vec<Image>, AwsError> {
-        self.check_fault("DescribeImages")?;
+        self.enter(Call::new("DescribeImages")).await?;
         self.publish_due_releases();
         let now = self.now();
         let st = self.lock();
@@ -163,7 +166,7 @@ impl Ec2Api for SimAws {
     }
 
     async fn describe_subnets(&self, input: DescribeSubnetsInput) -> Result<Vec<Subnet>, AwsError> {
-        self.check_fault("DescribeSubnets")?;
+        self.enter(Call::new("DescribeSubnets")).await?;
         let st = self.lock();
         for id in &input.subnet_ids {
             if !st.subnets.contains_key(id) {
@@ -183,7 +186,8 @@ impl Ec2Api for SimAws {
         &self,
         input: DescribeSecurityGroupsInput,
     ) -> Result<Vec<SecurityGroup>, AwsError> {
-        self.check_fault("DescribeSecurityGroups")?;
+        self.enter(Call::new("DescribeSecurityGroups").unfiltered(input.filters.is_empty()))
+            .await?;
         let st = self.lock();
         for id in &input.group_ids {
             if !st.security_groups.contains_key(id) {
@@ -203,7 +207,7 @@ impl Ec2Api for SimAws {
         &self,
         input: DescribeInstanceTypesInput,
     ) -> Result<Vec<InstanceTypeDescription>, AwsError> {
-        self.check_fault("DescribeInstanceTypes")?;
+        self.enter(Call::new("DescribeInstanceTypes")).await?;
         let st = self.lock();
         for name in &input.instance_types {
             if !st.instance_types.contains_key(name) {
@@ -229,7 +233,8 @@ impl Ec2Api for SimAws {
         &self,
         input: DescribeInstanceTypeOfferingsInput,
     ) -> Result<Vec<InstanceTypeOffering>, AwsError> {
-        self.check_fault("DescribeInstanceTypeOfferings")?;
+        self.enter(Call::new("DescribeInstanceTypeOfferings"))
+            .await?;
         let location_type = if input.location_type.is_empty() {
             "region"
         } else {
@@ -285,7 +290,7 @@ impl Ec2Api for SimAws {
         &self,
         input: DescribeSpotPriceHistoryInput,
     ) -> Result<Vec<SpotPrice>, AwsError> {
-        self.check_fault("DescribeSpotPriceHistory")?;
+        self.enter(Call::new("DescribeSpotPriceHistory")).await?;
         let now = self.now();
         let st = self.lock();
         let mut out = Vec::new();
@@ -319,7 +324,7 @@ impl Ec2Api for SimAws {
         &self,
         input: CreateLaunchTemplateInput,
     ) -> Result<LaunchTemplate, AwsError> {
-        self.check_fault("CreateLaunchTemplate")?;
+        self.enter(Call::new("CreateLaunchTemplate")).await?;
         let now = self.now();
         let mut st = self.lock();
         if st
@@ -363,7 +368,7 @@ impl Ec2Api for SimAws {
         &self,
         input: DescribeLaunchTemplatesInput,
     ) -> Result<Vec<LaunchTemplate>, AwsError> {
-        self.check_fault("DescribeLaunchTemplates")?;
+        self.enter(Call::new("DescribeLaunchTemplates")).await?;
         let st = self.lock();
         for name in &input.launch_template_names {
             if !st.launch_templates.contains_key(name) {
@@ -395,7 +400,7 @@ impl Ec2Api for SimAws {
     }
 
     async fn delete_launch_template(&self, launch_template_name: &str) -> Result<(), AwsError> {
-        self.check_fault("DeleteLaunchTemplate")?;
+        self.enter(Call::new("DeleteLaunchTemplate")).await?;
         match self.lock().launch_templates.remove(launch_template_name) {
             Some(_) => Ok(()),
             None => Err(AwsError::new(
@@ -408,7 +413,9 @@ impl Ec2Api for SimAws {
     }
 
     async fn create_fleet(&self, input: CreateFleetInput) -> Result<CreateFleetOutput, AwsError> {
-        self.check_fault("CreateFleet")?;
+        let requested = usize::try_from(input.total_target_capacity).unwrap_or(0);
+        self.enter(Call::new("CreateFleet").resources(requested))
+            .await?;
         if input.type_ != "instant" {
             return Err(AwsError::new(
                 codes::INVALID_PARAMETER_VALUE,
@@ -548,18 +555,21 @@ impl Ec2Api for SimAws {
         &self,
         input: DescribeInstancesInput,
     ) -> Result<Vec<Instance>, AwsError> {
-        self.check_fault("DescribeInstances")?;
+        self.enter(Call::new("DescribeInstances").unfiltered(input.filters.is_empty()))
+            .await?;
         let now = self.now();
         let st = self.lock();
+        // Eventual consistency: an instance launched moments ago is not found yet, by id or by
+        // filter, though CreateFleet named it ("Eventual consistency in the Amazon EC2 API").
         for id in &input.instance_ids {
-            if st.instances.get(id).is_none_or(|s| self.vanished(s, now)) {
+            if st.instances.get(id).is_none_or(|s| !self.described(s, now)) {
                 return Err(not_found(codes::INSTANCE_ID_NOT_FOUND, "instance ID", id));
             }
         }
         Ok(st
             .instances
             .values()
-            .filter(|s| !self.vanished(s, now))
+            .filter(|s| self.described(s, now))
             .filter(|s| {
                 input.instance_ids.is_empty()
                     || input.instance_ids.contains(&s.instance.instance_id)
@@ -573,7 +583,8 @@ impl Ec2Api for SimAws {
         &self,
         instance_ids: Vec<String>,
     ) -> Result<Vec<InstanceStateChange>, AwsError> {
-        self.check_fault("TerminateInstances")?;
+        self.enter(Call::new("TerminateInstances").resources(instance_ids.len()))
+            .await?;
         let now = self.now();
         let mut st = self.lock();
         for id in &instance_ids {
@@ -611,7 +622,7 @@ impl Ec2Api for SimAws {
     }
 
     async fn create_tags(&self, input: CreateTagsInput) -> Result<(), AwsError> {
-        self.check_fault("CreateTags")?;
+        self.enter(Call::new("CreateTags")).await?;
         let mut st = self.lock();
         for id in &input.resources {
             if let Some(inst) = st.instances.get_mut(id) {
@@ -744,6 +755,11 @@ impl SimAws {
         }
         let stuck = st.faults.stuck_launches > 0;
         st.faults.stuck_launches = st.faults.stuck_launches.saturating_sub(1);
+        let visible_at = now
+            + self
+                .config
+                .realism
+                .visibility_delay_of(self.config.seed, &id);
         st.instances.insert(
             id.clone(),
             SimInstance {
@@ -751,6 +767,7 @@ impl SimAws {
                 terminated_at: None,
                 kubernetes_version: image.kubernetes_version.clone(),
                 stuck,
+                visible_at,
             },
         );
         Ok(id)

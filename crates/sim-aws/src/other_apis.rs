@@ -6,13 +6,14 @@ use driftwood_aws::ports::{
     OnDemandPrice, Parameter, PricingApi, SsmApi, codes,
 };
 
+use crate::gate::Call;
 use crate::ids::hex_id;
 use crate::state::SimAws;
 
 #[async_trait]
 impl SsmApi for SimAws {
     async fn get_parameter(&self, input: GetParameterInput) -> Result<Parameter, AwsError> {
-        self.check_fault("GetParameter")?;
+        self.enter(Call::new("GetParameter")).await?;
         self.ssm_get_parameter(&input.name)
     }
 }
@@ -27,7 +28,7 @@ fn no_such_profile(name: &str) -> AwsError {
 #[async_trait]
 impl IamApi for SimAws {
     async fn get_instance_profile(&self, name: &str) -> Result<InstanceProfile, AwsError> {
-        self.check_fault("GetInstanceProfile")?;
+        self.enter(Call::new("GetInstanceProfile")).await?;
         self.lock()
             .instance_profiles
             .get(name)
@@ -39,7 +40,7 @@ impl IamApi for SimAws {
         &self,
         input: CreateInstanceProfileInput,
     ) -> Result<InstanceProfile, AwsError> {
-        self.check_fault("CreateInstanceProfile")?;
+        self.enter(Call::new("CreateInstanceProfile")).await?;
         let mut st = self.lock();
         let name = input.instance_profile_name;
         if st.instance_profiles.contains_key(&name) {
@@ -76,7 +77,7 @@ impl IamApi for SimAws {
         profile: &str,
         role: &str,
     ) -> Result<(), AwsError> {
-        self.check_fault("AddRoleToInstanceProfile")?;
+        self.enter(Call::new("AddRoleToInstanceProfile")).await?;
         let mut st = self.lock();
         if !st.roles.contains(role) {
             return Err(AwsError::new(
@@ -103,7 +104,8 @@ impl IamApi for SimAws {
         profile: &str,
         role: &str,
     ) -> Result<(), AwsError> {
-        self.check_fault("RemoveRoleFromInstanceProfile")?;
+        self.enter(Call::new("RemoveRoleFromInstanceProfile"))
+            .await?;
         let mut st = self.lock();
         let p = st
             .instance_profiles
@@ -121,7 +123,7 @@ impl IamApi for SimAws {
     }
 
     async fn delete_instance_profile(&self, name: &str) -> Result<(), AwsError> {
-        self.check_fault("DeleteInstanceProfile")?;
+        self.enter(Call::new("DeleteInstanceProfile")).await?;
         let mut st = self.lock();
         let p = st
             .instance_profiles
@@ -141,7 +143,7 @@ impl IamApi for SimAws {
 #[async_trait]
 impl PricingApi for SimAws {
     async fn on_demand_prices(&self, region: &str) -> Result<Vec<OnDemandPrice>, AwsError> {
-        self.check_fault("GetProducts")?;
+        self.enter(Call::new("GetProducts")).await?;
         if region != self.config.region {
             return Ok(Vec::new());
         }

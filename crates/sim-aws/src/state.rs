@@ -12,6 +12,7 @@ use driftwood_aws::ports::{
 use driftwood_cloud::{Clock, OfferingKey};
 use jiff::{SignedDuration, Timestamp};
 
+use crate::calls::{CallCount, Meter};
 use crate::faults::{Faults, NodeFault};
 use crate::ids::resource_id;
 use crate::images::{
@@ -19,6 +20,7 @@ use crate::images::{
 };
 use crate::instance_catalog::{InstanceCatalog, instance_catalog};
 use crate::network::{default_security_groups, default_subnets, vpc_id, zone_id};
+use crate::realism::Realism;
 
 /// How a simulation is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub struct SimConfig {
     pub termination_delay: SignedDuration,
     /// IAM roles that exist (the node role of the walkthrough among them).
     pub roles: Vec<String>,
+    /// Eventual consistency, rate limits and latency (like AWS unless turned off).
+    pub realism: Realism,
 }
 
 impl SimConfig {
@@ -55,7 +59,20 @@ impl SimConfig {
             launch_delay: SignedDuration::from_secs(30),
             termination_delay: SignedDuration::from_secs(30),
             roles: vec![format!("KarpenterNodeRole-{cluster}")],
+            realism: Realism::aws(),
         }
+    }
+
+    /// The same account without eventual consistency, rate limits or latency: every call
+    /// answers at once, and a launched instance is described at once.
+    pub fn without_realism(self) -> Self {
+        self.with_realism(Realism::off())
+    }
+
+    /// The same account with `realism`.
+    pub fn with_realism(mut self, realism: Realism) -> Self {
+        self.realism = realism;
+        self
     }
 }
 
@@ -74,6 +91,9 @@ pub struct SimInstance {
     pub kubernetes_version: Option<String>,
     /// Never leaves `pending` (a fault).
     pub stuck: bool,
+    /// When DescribeInstances first sees it (eventual consistency; its launch time when
+    /// realism is off).
+    pub visible_at: Timestamp,
 }
 
 /// Everything in the account.
@@ -111,6 +131,8 @@ pub struct SimAws {
     /// The kubelets' view of each running instance, built once (a running instance's type,
     /// image, zone, labels and tags do not change).
     pub(crate) machines: Mutex<std::collections::HashMap<String, Arc<crate::machines::Machine>>>,
+    /// Call counters and rate limit buckets.
+    pub(crate) meter: Mutex<Meter>,
 }
 
 impl SimAws {
@@ -137,6 +159,7 @@ impl SimAws {
             clock,
             state: Mutex::new(state),
             machines: Mutex::default(),
+            meter: Mutex::default(),
         };
         let now = sim.now();
         let (due, later): (Vec<Release>, Vec<Release>) = catalog_releases()
@@ -165,6 +188,16 @@ impl SimAws {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, SimState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn meter(&self) -> MutexGuard<'_, Meter> {
+        self.meter.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The calls each API action received so far (by action name, e.g. `DescribeInstances`),
+    /// with how many were refused as throttled. Only calls through the ports count.
+    pub fn api_calls(&self) -> BTreeMap<String, CallCount> {
+        self.meter().calls.clone()
     }
 
     /// Fails the call if a fault is queued for `operation`.
@@ -574,7 +607,14 @@ impl SimAws {
         })
     }
 
-    /// Every instance as it is now (vanished ones excluded), by id.
+    /// Whether DescribeInstances lists `stored` at `now`: visible already (eventual
+    /// consistency) and not aged out.
+    pub(crate) fn described(&self, stored: &SimInstance, now: Timestamp) -> bool {
+        now >= stored.visible_at && !self.vanished(stored, now)
+    }
+
+    /// Every instance as it is now (vanished ones excluded), by id: the account's own view,
+    /// not DescribeInstances' eventually consistent one (a just-launched instance is here).
     pub fn instances(&self) -> Vec<Instance> {
         let now = self.now();
         let st = self.lock();

@@ -21,7 +21,7 @@ async fn resolve(env: &Env, alias: &str) -> Vec<String> {
     names
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn every_alias_form_of_karpenters_examples_resolves() {
     let cases: &[(&str, &str, &[&str])] = &[
         (
@@ -111,7 +111,7 @@ async fn every_alias_form_of_karpenters_examples_resolves() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn windows2025_needs_kubernetes_1_35() {
     let env = env_for("1.34", 42);
     let class = env
@@ -134,7 +134,7 @@ async fn windows2025_needs_kubernetes_1_35() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn pinned_releases_exist_only_once_the_clock_reaches_them() {
     let at: Timestamp = "2025-07-01T00:00:00Z".parse().unwrap();
     let env = env_at("1.33", 42, at);
@@ -172,7 +172,7 @@ async fn pinned_releases_exist_only_once_the_clock_reaches_them() {
 /// The public walkthrough's older form picks images by `*-<version>-*` and owner amazon: the
 /// newest x86_64 image of every version with AL2 builds is an EKS image (never Bottlerocket or
 /// Windows), and for the walkthrough's 1.27 and 1.28 the standard AL2 one.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn name_patterns_over_a_version_pick_the_standard_al2_image() {
     let env = env();
     for k8s in kubernetes_versions() {
@@ -240,10 +240,20 @@ async fn name_patterns_over_a_version_pick_the_standard_al2_image() {
 
 /// Figures for the catalog's size and the cost of the calls that read it (printed with
 /// `--nocapture`); the bounds are loose enough for a debug build on a slow machine.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_catalog_is_large_and_lookups_stay_cheap() {
     let t = std::time::Instant::now();
-    let env = env();
+    // Without rate limits: this measures the simulation's own cost of 100 lookups made in one
+    // instant, which EC2 would throttle past its DescribeImages bucket of 100.
+    let env = env_with(
+        "1.29",
+        42,
+        start(),
+        driftwood_sim_aws::Realism {
+            rate_limits: false,
+            ..driftwood_sim_aws::Realism::aws()
+        },
+    );
     let built = t.elapsed();
     let all = env
         .sim
@@ -313,7 +323,7 @@ async fn the_catalog_is_large_and_lookups_stay_cheap() {
 
 /// Karpenter's AMI variants at launch: a GPU type launches on the NVIDIA image, a Neuron type
 /// on the Neuron image, a plain type on the standard image (al2023@latest on 1.33).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn each_instance_type_launches_on_the_image_of_its_variant() {
     use driftwood_api::NodeSelectorRequirementWithMinValues as Req;
     use driftwood_api::requirement::OP_IN;

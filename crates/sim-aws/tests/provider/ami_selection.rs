@@ -19,7 +19,7 @@ fn amd64_and_arm64(env: &Env, k8s: &str, tag: &str) -> (String, String) {
     )
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn walkthrough_id_terms_resolve_both_architectures_and_infer_al2() {
     let env = env();
     let (amd, arm) = amd64_and_arm64(&env, "1.29", "v20251120");
@@ -58,7 +58,7 @@ async fn walkthrough_id_terms_resolve_both_architectures_and_infer_al2() {
     assert!(condition(&class, CONDITION_READY).is_true());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn walkthrough_name_terms_pick_newest_1_27_image_per_architecture() {
     let env = env();
     let class = env
@@ -88,7 +88,7 @@ async fn walkthrough_name_terms_pick_newest_1_27_image_per_architecture() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn name_term_without_owner_includes_self_images() {
     let env = env();
     let newest = start() - jiff::SignedDuration::from_hours(1);
@@ -119,7 +119,7 @@ async fn name_term_without_owner_includes_self_images() {
     assert!(!ami_ids(&class).contains(&golden));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn aliases_resolve_through_the_ssm_public_parameters() {
     let env = env();
     let param = |p: &str| env.sim.ssm_get_parameter(p).unwrap().value;
@@ -222,7 +222,7 @@ async fn aliases_resolve_through_the_ssm_public_parameters() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn alias_for_the_cluster_version_follows_settings() {
     let env = env_for("1.31", 42);
     let class = env
@@ -239,7 +239,7 @@ async fn alias_for_the_cluster_version_follows_settings() {
     assert!(names.iter().all(|n| n.contains("-1.31-")), "{names:?}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn tags_terms_with_star_mean_key_exists_and_ssm_parameter_terms() {
     let env = env();
     let at = start() - jiff::SignedDuration::from_hours(48);
@@ -278,7 +278,7 @@ async fn tags_terms_with_star_mean_key_exists_and_ssm_parameter_terms() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn deprecated_images_lose_to_older_ones() {
     let env = env();
     let newest = env

@@ -13,7 +13,7 @@ use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeSelectorRequirementWithMinValues as Req};
 use driftwood_aws::{AwsProvider, AwsSettings, InMemoryNodeClasses};
 use driftwood_cloud::ManualClock;
-use driftwood_sim_aws::{DISCOVERY_TAG, SimAws, SimConfig, sim_ports};
+use driftwood_sim_aws::{DISCOVERY_TAG, Realism, SimAws, SimConfig, sim_ports};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -30,6 +30,12 @@ pub struct Env {
 impl Env {
     pub fn advance(&self, secs: i64) {
         self.clock.advance(SignedDuration::from_secs(secs));
+    }
+
+    /// Waits out EC2's eventual consistency: every instance launched so far is visible to
+    /// DescribeInstances afterwards (the longest visibility delay is 5 s).
+    pub fn settle(&self) {
+        self.advance(5);
     }
 
     /// Resolves `class`, stores it with its status and returns it.
@@ -53,8 +59,14 @@ pub fn env_for(kubernetes_version: &str, seed: u64) -> Env {
 /// An account whose clock starts at `at`: releases after `at` are published when the clock
 /// gets there.
 pub fn env_at(kubernetes_version: &str, seed: u64, at: Timestamp) -> Env {
+    env_with(kubernetes_version, seed, at, Realism::aws())
+}
+
+/// An account like [`env_at`]'s with `realism` instead of the default (like AWS).
+pub fn env_with(kubernetes_version: &str, seed: u64, at: Timestamp, realism: Realism) -> Env {
     let clock = Arc::new(ManualClock::new(at));
-    let sim = Arc::new(SimAws::new(SimConfig::new(CLUSTER, seed), clock.clone()));
+    let config = SimConfig::new(CLUSTER, seed).with_realism(realism);
+    let sim = Arc::new(SimAws::new(config, clock.clone()));
     let classes = Arc::new(InMemoryNodeClasses::new());
     let provider = AwsProvider::new(
         sim_ports(&sim),

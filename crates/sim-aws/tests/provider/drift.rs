@@ -15,11 +15,16 @@ use driftwood_sim_aws::DISCOVERY_TAG;
 
 use crate::common::*;
 
+/// Launches a claim and waits until DescribeInstances sees its instance: drift is judged on
+/// launched claims long past EC2's eventual consistency (seconds; a node registers in ~30 s).
 async fn launch(env: &Env, class_name: &str) -> NodeClaim {
-    env.provider
+    let claim = env
+        .provider
         .create(&claim("nc", class_name, walkthrough_requirements(), "1"))
         .await
-        .unwrap()
+        .unwrap();
+    env.settle();
+    claim
 }
 
 async fn drift_of(env: &Env, claim: &NodeClaim) -> Option<ProviderDrift> {
@@ -53,7 +58,7 @@ async fn id_pinned(env: &Env) -> (EC2NodeClass, NodeClaim) {
     (class, claim)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn new_release_drifts_nothing_for_an_id_pinned_class() {
     let env = env();
     let (class, claim) = id_pinned(&env).await;
@@ -65,7 +70,7 @@ async fn new_release_drifts_nothing_for_an_id_pinned_class() {
     assert_eq!(drift_of(&env, &claim).await, None);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn new_release_drifts_an_alias_latest_class_with_ami_drift() {
     let env = env();
     let class = env
@@ -101,7 +106,7 @@ async fn new_release_drifts_an_alias_latest_class_with_ami_drift() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn name_term_upgrade_from_1_27_to_1_28_is_ami_drift() {
     let env = env_for("1.27", 42);
     let terms = |v: &str| {
@@ -127,7 +132,7 @@ async fn name_term_upgrade_from_1_27_to_1_28_is_ami_drift() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn static_field_change_is_nodeclass_drift_naming_the_field() {
     let env = env();
     let (mut class, claim) = id_pinned(&env).await;
@@ -165,7 +170,7 @@ async fn static_field_change_is_nodeclass_drift_naming_the_field() {
     assert_eq!(drift_of(&env, &claim).await, None);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn claims_stamped_under_another_hash_version_are_not_drifted_by_hash() {
     let env = env();
     let (mut class, mut claim) = id_pinned(&env).await;
@@ -178,7 +183,7 @@ async fn claims_stamped_under_another_hash_version_are_not_drifted_by_hash() {
     assert_eq!(drift_of(&env, &claim).await, None);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn subnet_no_longer_selected_is_subnet_drift_only() {
     let env = env();
     let (class, claim) = id_pinned(&env).await;
@@ -202,7 +207,7 @@ async fn subnet_no_longer_selected_is_subnet_drift_only() {
     assert_eq!(drift_of(&env, &claim).await, None);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn added_security_group_is_security_group_drift_only() {
     let env = env();
     let (class, claim) = id_pinned(&env).await;
@@ -234,7 +239,7 @@ async fn added_security_group_is_security_group_drift_only() {
     assert_eq!(drift_of(&env, &claim).await, None);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn drift_of_a_terminated_instance_is_not_found() {
     let env = env();
     let (_, claim) = id_pinned(&env).await;
@@ -248,7 +253,7 @@ async fn drift_of_a_terminated_instance_is_not_found() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_release_scheduled_for_later_appears_when_the_clock_gets_there() {
     let env = env();
     let class = env
@@ -276,7 +281,7 @@ async fn a_release_scheduled_for_later_appears_when_the_clock_gets_there() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn walkthrough_upgrade_of_ids_and_tag_reports_nodeclass_then_ami_drift() {
     let env = env_for("1.29", 42);
     let prev = |arch| env.sim.eks_ami("al2", "latest", "1.28", arch).unwrap();

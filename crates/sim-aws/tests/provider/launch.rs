@@ -34,7 +34,11 @@ fn cheapest(catalog: &[InstanceTypeInfo], reqs: &[Req], capacity_type: &str) -> 
 }
 
 async fn walkthrough_env() -> (Env, Vec<String>) {
-    let env = env();
+    walkthrough_env_with(driftwood_sim_aws::Realism::aws()).await
+}
+
+async fn walkthrough_env_with(realism: driftwood_sim_aws::Realism) -> (Env, Vec<String>) {
+    let env = env_with("1.29", 42, start(), realism);
     let amd = env
         .sim
         .image_id_by_name("amazon-eks-node-1.29-v20251120")
@@ -61,7 +65,7 @@ fn launched_offering(claim: &driftwood_api::NodeClaim) -> OfferingKey {
     )
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn launch_picks_the_cheapest_compatible_offering() {
     let (env, amis) = walkthrough_env().await;
     let catalog = env
@@ -117,15 +121,16 @@ async fn launch_picks_the_cheapest_compatible_offering() {
     );
 
     let instance_id = pid.rsplit('/').next().unwrap().to_string();
-    let inst = env
-        .sim
-        .describe_instances(DescribeInstancesInput {
-            instance_ids: vec![instance_id],
+    let describe = || {
+        env.sim.describe_instances(DescribeInstancesInput {
+            instance_ids: vec![instance_id.clone()],
             filters: Vec::new(),
         })
-        .await
-        .unwrap()
-        .remove(0);
+    };
+    // EC2 is eventually consistent: the id CreateFleet returned is not found at first.
+    assert!(describe().await.unwrap_err().is_not_found());
+    env.settle();
+    let inst = describe().await.unwrap().remove(0);
     let tag = |k: &str| {
         inst.tags
             .iter()
@@ -197,7 +202,7 @@ async fn launch_picks_the_cheapest_compatible_offering() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn insufficient_capacity_falls_back_and_marks_the_offering_for_three_minutes() {
     let (env, _) = walkthrough_env().await;
     let reqs = walkthrough_requirements();
@@ -251,7 +256,7 @@ async fn insufficient_capacity_falls_back_and_marks_the_offering_for_three_minut
     assert_eq!(cheapest(&catalog, &reqs, "spot"), first);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn no_capacity_anywhere_is_insufficient_capacity_naming_the_offerings() {
     let (env, _) = walkthrough_env().await;
     let reqs = vec![
@@ -285,7 +290,7 @@ async fn no_capacity_anywhere_is_insufficient_capacity_naming_the_offerings() {
     assert_eq!(env.sim.fleet_calls(), calls);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn requests_too_big_for_every_type_launch_nothing() {
     let (env, _) = walkthrough_env().await;
     let err = env
@@ -302,7 +307,7 @@ async fn requests_too_big_for_every_type_launch_nothing() {
     assert_eq!(env.sim.fleet_calls(), 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn class_not_ready_launches_nothing() {
     let env = env();
     env.resolve(class("broken", vec![name_term("*-1.99-*", None)], None))
@@ -327,7 +332,7 @@ async fn class_not_ready_launches_nothing() {
     assert!(matches!(err, CloudError::NodeClassNotReady { .. }));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn arm64_requirements_get_the_arm64_ami() {
     let (env, amis) = walkthrough_env().await;
     let reqs = vec![Req::new("kubernetes.io/arch", OP_IN, &["arm64"])];
@@ -344,7 +349,7 @@ async fn arm64_requirements_get_the_arm64_ami() {
     assert!(it.contains('g'), "a Graviton type: {it}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn instances_run_after_the_delay_and_kubelets_see_them() {
     let (env, _) = walkthrough_env().await;
     let launched = env
@@ -393,7 +398,7 @@ async fn instances_run_after_the_delay_and_kubelets_see_them() {
     assert!(env.provider.list().await.unwrap().is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn al2023_and_bottlerocket_classes_render_their_user_data() {
     let env = env();
     let mut c = class("al2023", vec![alias_term("al2023@latest")], None);
@@ -440,7 +445,7 @@ async fn al2023_and_bottlerocket_classes_render_their_user_data() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn without_the_pricing_api_on_demand_prices_are_estimated_and_launch_still_works() {
     let (env, _) = walkthrough_env().await;
     env.sim.inject_error(
@@ -509,7 +514,7 @@ async fn without_the_pricing_api_on_demand_prices_are_estimated_and_launch_still
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_launch_template_missing_at_create_fleet_is_recreated_and_the_launch_retried_once() {
     let (env, _) = walkthrough_env().await;
     let not_found = || {
@@ -554,9 +559,15 @@ async fn a_launch_template_missing_at_create_fleet_is_recreated_and_the_launch_r
 /// Private IPs (and so node names) stay unique past the point where the old address scheme
 /// wrapped: at 5,000 nodes the embedded cluster launched instances whose node names were taken,
 /// and 1,000 of them never registered. A terminated instance's address is free again.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn private_addresses_are_unique_and_reused_only_after_termination() {
-    let (env, _) = walkthrough_env().await;
+    // Without rate limits: 600 launches in one instant are far past CreateFleet's request
+    // bucket (50, refilled 5/s); this is about addresses, not about pacing launches.
+    let (env, _) = walkthrough_env_with(driftwood_sim_aws::Realism {
+        rate_limits: false,
+        ..driftwood_sim_aws::Realism::aws()
+    })
+    .await;
     let mut launched = Vec::new();
     for i in 0..600 {
         let claim = claim(
@@ -601,7 +612,7 @@ async fn private_addresses_are_unique_and_reused_only_after_termination() {
 /// Chaos faults: an instance stuck in `pending`, one terminated from outside (a spot
 /// interruption), a CreateFleet that finds its cheaper half of offerings without capacity, and
 /// kubelet faults reported by provider ID.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn fault_knobs_for_chaos_runs() {
     use driftwood_sim_aws::faults::NodeFault;
     let (env, _) = walkthrough_env().await;

@@ -10,5 +10,6 @@ mod common;
 mod drift;
 mod launch;
 mod published_catalog;
+mod realism;
 mod simulation;
 mod status_conditions;

@@ -8,7 +8,7 @@ use driftwood_sim_aws::AMAZON_EKS_ACCOUNT;
 
 use crate::common::*;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn ssm_public_parameters_exist_for_every_version_and_family() {
     let env = env();
     for v in ["1.28", "1.29", "1.30", "1.31", "1.32"] {
@@ -52,7 +52,7 @@ async fn ssm_public_parameters_exist_for_every_version_and_family() {
     assert_eq!(err.code, codes::PARAMETER_NOT_FOUND);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn publishing_a_release_moves_latest_but_not_pinned() {
     let env = env();
     let latest = "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/recommended/image_id";
@@ -76,7 +76,7 @@ async fn publishing_a_release_moves_latest_but_not_pinned() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn same_seed_same_world_other_seed_other_ids() {
     let a = env_for("1.29", 7);
     let b = env_for("1.29", 7);
@@ -90,7 +90,7 @@ async fn same_seed_same_world_other_seed_other_ids() {
     assert_eq!(la.metadata.labels, lb.metadata.labels);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn offerings_have_gaps_and_filters_work() {
     let env = env();
     let offerings = env
@@ -137,7 +137,7 @@ async fn offerings_have_gaps_and_filters_work() {
     assert!(!images.is_empty() && images.len() < all.len());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn injected_errors_surface_with_their_aws_code() {
     let env = env();
     env.resolve(class("c", vec![alias_term("al2@latest")], None))
@@ -168,7 +168,7 @@ async fn launch_default(e: &Env) -> driftwood_api::NodeClaim {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn walkthrough_placeholders_resolve_to_real_images() {
     let env = env();
     let amd = env.sim.eks_ami("al2", "latest", "1.28", "amd64").unwrap();

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::common::*;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn ready_class_lists_subnets_groups_and_profile() {
     let env = env();
     let class = env
@@ -66,7 +66,7 @@ async fn ready_class_lists_subnets_groups_and_profile() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn ami_selector_matching_nothing_names_the_term() {
     let env = env();
     let class = env
@@ -103,7 +103,7 @@ async fn ami_selector_matching_nothing_names_the_term() {
     assert!(condition(&class, CONDITION_SUBNETS_READY).is_true());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn bad_alias_is_reported_against_its_term() {
     let env = env();
     let class = env
@@ -118,7 +118,7 @@ async fn bad_alias_is_reported_against_its_term() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn subnet_and_group_selectors_matching_nothing_name_the_term() {
     let env = env();
     let mut c = class("c", vec![alias_term("al2@latest")], None);
@@ -156,7 +156,7 @@ async fn subnet_and_group_selectors_matching_nothing_name_the_term() {
     assert!(condition(&class, CONDITION_AMIS_READY).is_true());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn group_by_name_and_subnet_by_id() {
     let env = env();
     let subnet = env.sim.subnets()[0].subnet_id.clone();
@@ -183,7 +183,7 @@ async fn group_by_name_and_subnet_by_id() {
     assert_eq!(status.security_groups[0].name.as_deref(), Some("default"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn missing_role_or_profile_is_not_ready() {
     let env = env();
     let mut c = class("c", vec![alias_term("al2@latest")], None);
@@ -202,7 +202,7 @@ async fn missing_role_or_profile_is_not_ready() {
     assert!(!condition(&class, CONDITION_READY).is_true());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn throttling_is_an_error_not_a_condition() {
     let env = env();
     env.sim.throttle("DescribeSubnets", 1);
@@ -214,7 +214,7 @@ async fn throttling_is_an_error_not_a_condition() {
     assert!(env.provider.resolve_node_class(&c).await.unwrap().ready);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn deleting_a_class_cleans_up_templates_then_the_profile() {
     use driftwood_aws::ports::{DescribeLaunchTemplatesInput, Ec2Api};
     use driftwood_cloud::CloudProvider;
@@ -228,6 +228,10 @@ async fn deleting_a_class_cleans_up_templates_then_the_profile() {
         .create(&claim("nc", "c", walkthrough_requirements(), "1"))
         .await
         .unwrap();
+    // The class is cleaned up only once its NodeClaims are gone, long after EC2's eventual
+    // consistency lets DescribeInstances see this instance (a cleanup within those seconds
+    // would miss it and delete the profile under it).
+    env.settle();
     let profile = class
         .status
         .as_ref()
