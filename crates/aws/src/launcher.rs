@@ -56,6 +56,43 @@ pub enum LaunchError {
     Api(#[from] AwsError),
 }
 
+/// How long a launch template seen or created is taken to exist without describing it again.
+/// One deleted behind this (by hand, or a class cleanup) is recreated when CreateFleet reports
+/// it missing ([`relaunch`]), so the cache costs no failed launch.
+pub const KNOWN_TEMPLATE_TTL: jiff::SignedDuration = jiff::SignedDuration::from_mins(5);
+
+/// The launch templates known to exist, by name, and when that was last confirmed: a launch
+/// then costs one CreateFleet instead of a DescribeLaunchTemplates and a CreateFleet.
+#[derive(Debug, Default)]
+pub struct KnownTemplates(std::sync::Mutex<BTreeMap<String, jiff::Timestamp>>);
+
+impl KnownTemplates {
+    fn fresh(&self, name: &str, now: jiff::Timestamp) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .is_some_and(|at| now >= *at && now < *at + KNOWN_TEMPLATE_TTL)
+    }
+
+    fn confirm(&self, name: &str, now: jiff::Timestamp) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_string(), now);
+    }
+
+    fn forget(&self, names: impl IntoIterator<Item = String>) {
+        let mut known = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for name in names {
+            known.remove(&name);
+        }
+    }
+}
+
 /// Makes sure a launch template with `name` and `data` exists.
 pub async fn ensure_launch_template(
     ec2: &dyn Ec2Api,
@@ -119,11 +156,14 @@ async fn relaunch(
     ec2.create_fleet(input).await
 }
 
-/// Launches one instance for `plan`.
+/// Launches one instance for `plan`; templates in `known` (confirmed at `now`) are not
+/// described again.
 pub async fn launch(
     ec2: &dyn Ec2Api,
     plan: &LaunchPlan,
     config: &LaunchConfig,
+    known: &KnownTemplates,
+    now: jiff::Timestamp,
 ) -> Result<FleetLaunch, LaunchError> {
     let lt_tags = vec![
         Tag::new("karpenter.k8s.aws/cluster", &config.cluster_name),
@@ -139,7 +179,10 @@ pub async fn launch(
             ..config.data.clone()
         };
         let name = launch_template_name(&config.cluster_name, &data);
-        ensure_launch_template(ec2, &name, &data, &lt_tags).await?;
+        if !known.fresh(&name, now) {
+            ensure_launch_template(ec2, &name, &data, &lt_tags).await?;
+            known.confirm(&name, now);
+        }
         templates.push((name.clone(), data));
         image_by_template.insert(name.clone(), group.ami.id.clone());
         for o in &group.overrides {
@@ -179,13 +222,22 @@ pub async fn launch(
         tag_specifications: tag_specs,
         context: config.context.clone(),
     };
-    let out = match ec2.create_fleet(input.clone()).await {
-        Ok(out) if !launch_template_missing(&out) => out,
-        Ok(_) => relaunch(ec2, input, &templates, &lt_tags).await?,
-        Err(e) if e.code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND => {
-            relaunch(ec2, input, &templates, &lt_tags).await?
-        }
+    let missing = match ec2.create_fleet(input.clone()).await {
+        Ok(out) if !launch_template_missing(&out) => Ok(out),
+        Ok(_) => Err(input),
+        Err(e) if e.code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND => Err(input),
         Err(e) => return Err(e.into()),
+    };
+    let out = match missing {
+        Ok(out) => out,
+        Err(input) => {
+            known.forget(templates.iter().map(|(name, _)| name.clone()));
+            let out = relaunch(ec2, input, &templates, &lt_tags).await?;
+            for (name, _) in &templates {
+                known.confirm(name, now);
+            }
+            out
+        }
     };
     let refused: Vec<OfferingKey> = out
         .errors

@@ -31,7 +31,7 @@ use super::drift::{ClassAmi, DriftInputs, ProviderDrift, provider_drift, provide
 use super::instance_types::{CatalogData, CatalogOptions, InstanceTypeInfo, instance_type_labels};
 use super::launch_plan::{PlanError, plan_launch};
 use super::launcher::{
-    LaunchConfig, LaunchError, instance_id_from_provider_id, launch, provider_id,
+    KnownTemplates, LaunchConfig, LaunchError, instance_id_from_provider_id, launch, provider_id,
 };
 use super::network::{ZonalSubnet, subnet_per_zone};
 use super::node_classes::NodeClassSource;
@@ -70,6 +70,12 @@ pub struct AwsProvider {
     catalog_fetch: tokio::sync::Mutex<()>,
     /// On-demand prices: the built-in table at once, the Pricing API's list when it arrives.
     prices: Arc<PriceBook>,
+    /// Launch templates known to exist (not described before every launch).
+    known_templates: KnownTemplates,
+    /// Each class's subnets as last described (zone, free addresses), by their ids, and when:
+    /// reused for a minute (Karpenter's subnet cache) instead of a DescribeSubnets per launch
+    /// and per scheduling simulation.
+    subnets: Mutex<BTreeMap<Vec<String>, (Timestamp, Arc<Vec<ZonalSubnet>>)>>,
     /// Each class's catalog built from that data.
     built_catalogs: BuiltCatalogs,
     /// This cluster's instances as one DescribeInstances saw them, and when: drift checks read
@@ -84,6 +90,12 @@ type InstancesById = Arc<BTreeMap<String, Instance>>;
 
 /// How long the instances read for drift checks are reused.
 pub const DRIFT_INSTANCES_TTL: SignedDuration = SignedDuration::from_secs(15);
+
+/// How long a class's described subnets serve the catalog (Karpenter's subnet cache: 1 min).
+pub const SUBNETS_TTL: SignedDuration = SignedDuration::from_secs(60);
+
+/// A drift check for an instance missing from a listing at least this old lists again.
+pub const RELIST_AFTER: SignedDuration = SignedDuration::from_secs(5);
 
 /// How long described instance types, offerings and prices are reused.
 pub const CATALOG_TTL: SignedDuration = SignedDuration::from_secs(300);
@@ -111,6 +123,8 @@ impl AwsProvider {
             catalog_cache: Mutex::new(None),
             catalog_fetch: tokio::sync::Mutex::new(()),
             prices,
+            known_templates: KnownTemplates::default(),
+            subnets: Mutex::new(BTreeMap::new()),
             built_catalogs: BuiltCatalogs::default(),
             drift_instances: Mutex::new(None),
             class_hashes: Mutex::new(BTreeMap::new()),
@@ -143,41 +157,47 @@ impl AwsProvider {
     /// on its own.
     async fn instance_for_drift(&self, id: &str) -> Result<Instance, CloudError> {
         let now = self.clock.now();
-        let fresh = self
+        let cached = self
             .drift_instances
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
             .filter(|(at, _)| now.duration_since(*at) < DRIFT_INSTANCES_TTL)
-            .map(|(_, instances)| instances.clone());
-        let instances = match fresh {
-            Some(instances) => instances,
-            None => {
-                let listed = self
-                    .ports
-                    .ec2
-                    .describe_instances(DescribeInstancesInput {
-                        instance_ids: Vec::new(),
-                        filters: self.cluster_instance_filters(),
-                    })
-                    .await?;
-                let instances: InstancesById = Arc::new(
-                    listed
-                        .into_iter()
-                        .map(|i| (i.instance_id.clone(), i))
-                        .collect(),
-                );
-                *self
-                    .drift_instances
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some((now, instances.clone()));
-                instances
-            }
-        };
-        match instances.get(id) {
-            Some(instance) => Ok(instance.clone()),
-            None => self.describe_instance(id).await,
+            .map(|(at, instances)| (*at, instances.clone()));
+        if let Some((_, instances)) = &cached
+            && let Some(instance) = instances.get(id)
+        {
+            return Ok(instance.clone());
         }
+        // Not in a listing younger than RELIST_AFTER: list again, once for every instance
+        // launched since (a fleet coming up is one listing, not a Describe per instance).
+        let relist = cached
+            .as_ref()
+            .is_none_or(|(at, _)| now.duration_since(*at) >= RELIST_AFTER);
+        if relist {
+            let listed = self
+                .ports
+                .ec2
+                .describe_instances(DescribeInstancesInput {
+                    instance_ids: Vec::new(),
+                    filters: self.cluster_instance_filters(),
+                })
+                .await?;
+            let instances: InstancesById = Arc::new(
+                listed
+                    .into_iter()
+                    .map(|i| (i.instance_id.clone(), i))
+                    .collect(),
+            );
+            *self
+                .drift_instances
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some((now, instances.clone()));
+            if let Some(instance) = instances.get(id) {
+                return Ok(instance.clone());
+            }
+        }
+        self.describe_instance(id).await
     }
 
     /// `class`'s hashes, computed once per resourceVersion.
@@ -314,6 +334,36 @@ impl AwsProvider {
         Ok(class)
     }
 
+    /// The class's subnets for the catalog (which zones it offers): described at most once a
+    /// minute per set of subnets. A launch describes them afresh for their free addresses.
+    async fn cached_class_subnets(
+        &self,
+        class: &EC2NodeClass,
+    ) -> Result<Arc<Vec<ZonalSubnet>>, CloudError> {
+        let ids: Vec<String> = class
+            .status
+            .as_ref()
+            .map(|s| s.subnets.iter().map(|s| s.id.clone()).collect())
+            .unwrap_or_default();
+        let now = self.clock.now();
+        if let Some((at, subnets)) = self
+            .subnets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&ids)
+            && now >= *at
+            && now < *at + SUBNETS_TTL
+        {
+            return Ok(subnets.clone());
+        }
+        let subnets = Arc::new(self.class_subnets(class).await?);
+        self.subnets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(ids, (now, subnets.clone()));
+        Ok(subnets)
+    }
+
     async fn class_subnets(&self, class: &EC2NodeClass) -> Result<Vec<ZonalSubnet>, CloudError> {
         let ids: Vec<String> = class
             .status
@@ -433,7 +483,7 @@ impl AwsProvider {
         class_name: &str,
     ) -> Result<Arc<Vec<InstanceTypeInfo>>, CloudError> {
         let class = self.ready_class(class_name)?;
-        let subnets = self.class_subnets(&class).await?;
+        let subnets = self.cached_class_subnets(&class).await?;
         self.catalog_for(&class, &subnets).await
     }
 
@@ -668,7 +718,15 @@ impl CloudProvider for AwsProvider {
             instance_tags: tags,
             context: class.spec.context.clone(),
         };
-        let launched = match launch(&*self.ports.ec2, &plan, &config).await {
+        let launched = match launch(
+            &*self.ports.ec2,
+            &plan,
+            &config,
+            &self.known_templates,
+            self.clock.now(),
+        )
+        .await
+        {
             Ok(l) => l,
             Err(LaunchError::InsufficientCapacity { offerings }) => {
                 tracing::warn!(nodeclaim = %claim_name(claim), refused = offerings.len(), "no capacity for any offering");
@@ -743,10 +801,24 @@ impl CloudProvider for AwsProvider {
         Ok(out)
     }
 
+    /// TerminateInstances without describing the instance first (as Karpenter): an instance
+    /// that was already shutting down or terminated, or that EC2 does not know, is NotFound.
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError> {
         let id = claim_provider_instance(claim)?;
-        self.describe_instance(&id).await?;
+        let gone = |previous: &str| {
+            previous == instance_state::SHUTTING_DOWN || previous == instance_state::TERMINATED
+        };
         match self.ports.ec2.terminate_instances(vec![id.clone()]).await {
+            Ok(changes)
+                if changes
+                    .iter()
+                    .any(|c| c.instance_id == id && gone(&c.previous_state)) =>
+            {
+                Err(CloudError::NotFound {
+                    what: "instance".to_string(),
+                    message: id,
+                })
+            }
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Err(CloudError::NotFound {
                 what: "instance".to_string(),
@@ -782,6 +854,23 @@ impl CloudProvider for AwsProvider {
         }
         out.sort_by_key(claim_name);
         Ok(out)
+    }
+
+    /// One filtered, paginated DescribeInstances (the 100-call bucket), with no conversion of
+    /// each instance to a NodeClaim.
+    async fn live_provider_ids(&self) -> Result<std::collections::BTreeSet<String>, CloudError> {
+        let instances = self
+            .ports
+            .ec2
+            .describe_instances(DescribeInstancesInput {
+                instance_ids: Vec::new(),
+                filters: self.cluster_instance_filters(),
+            })
+            .await?;
+        Ok(instances
+            .iter()
+            .map(|i| provider_id(&i.availability_zone, &i.instance_id))
+            .collect())
     }
 
     async fn instance_types(

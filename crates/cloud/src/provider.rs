@@ -100,6 +100,18 @@ pub trait CloudProvider: Send + Sync {
     /// The NodeClaim view of every live instance this cluster launched.
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudError>;
 
+    /// The provider IDs of every live (pending or running) instance this cluster launched, in
+    /// one listing: for callers that only need to know what still exists (termination asks
+    /// once per pass instead of describing each instance).
+    async fn live_provider_ids(&self) -> Result<std::collections::BTreeSet<String>, CloudError> {
+        Ok(self
+            .list()
+            .await?
+            .into_iter()
+            .filter_map(|claim| claim.status.and_then(|s| s.provider_id))
+            .collect())
+    }
+
     /// The instance types (with offerings) `pool` may launch through its node class.
     /// The instance types (with offerings) `pool` may launch through its node class, as the
     /// scheduler models them.

@@ -1,6 +1,8 @@
-//! Small, idempotent API write helpers: read-modify-write as JSON patches with a
-//! resourceVersion precondition and conflict retries, finalizers, taints, conditions.
+//! Small, idempotent API write helpers: modify-write as JSON patches with a resourceVersion
+//! precondition — computed against the object in the watch cache, so a write costs no GET; on a
+//! conflict (the cache lagged) re-read and retry — finalizers, taints, conditions.
 
+use crate::state::{Cached, ClusterState};
 use driftwood_api::condition::{clear_condition, set_condition};
 use driftwood_api::{NodeClaim, NodeClaimStatus};
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -35,35 +37,93 @@ enum WriteTarget {
     Status,
 }
 
-/// Reads the object, lets `change` edit it (returning false when nothing changed), and writes
-/// only what changed: a JSON patch from the object as read to the object as edited, with the
-/// resourceVersion read as its precondition (a conflict is retried from a fresh read). Fields
-/// driftwood's types do not model — a newer Kubernetes field, another controller's field, a
-/// field of an adopted Karpenter object — are never in the patch, so they survive. Returns the
-/// written object, or None when it is gone or unchanged.
+/// Lets `change` edit the object as the watch cache holds it (returning false when nothing
+/// changed), and writes only what changed: a JSON patch from the cached object to the edited
+/// one, with the cached resourceVersion as its precondition. When the API server refuses it
+/// with 409 (the cache lagged behind a write), or the cache does not hold the object, the object
+/// is read from the API server and the edit retried. Fields driftwood's types do not model — a
+/// newer Kubernetes field, another controller's field, a field of an adopted Karpenter object —
+/// are never in the patch, so they survive. Returns the written object, or None when it is gone
+/// or unchanged.
 pub async fn modify<K>(
+    state: &ClusterState,
     api: &Api<K>,
     name: &str,
     change: impl Fn(&mut K) -> bool,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Cached + Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    read_modify_write(api, name, change, WriteTarget::Object).await
+    write_changes(state, api, name, change, WriteTarget::Object).await
 }
 
 /// As [`modify`], through the status subresource.
 pub async fn modify_status<K>(
+    state: &ClusterState,
     api: &Api<K>,
     name: &str,
     change: impl Fn(&mut K) -> bool,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Cached + Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    read_modify_write(api, name, change, WriteTarget::Status).await
+    write_changes(state, api, name, change, WriteTarget::Status).await
 }
 
+async fn write_changes<K>(
+    state: &ClusterState,
+    api: &Api<K>,
+    name: &str,
+    change: impl Fn(&mut K) -> bool,
+    target: WriteTarget,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Cached + Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let cached = state.read(|s| K::objects(&s.store).get(name).cloned());
+    if let Some(cached) = cached {
+        match patch_changes(api, name, &cached, &change, target).await {
+            Err(e) if is_conflict(&e) => {}
+            other => return other,
+        }
+    }
+    read_modify_write(api, name, change, target).await
+}
+
+/// Patches `name` from `read` to `read` edited by `change` (None: unchanged).
+async fn patch_changes<K>(
+    api: &Api<K>,
+    name: &str,
+    read: &K,
+    change: &impl Fn(&mut K) -> bool,
+    target: WriteTarget,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let mut object = read.clone();
+    if !change(&mut object) {
+        return Ok(None);
+    }
+    let Some(patch) = precondition_patch(read, &object) else {
+        return Ok(None);
+    };
+    let params = PatchParams::default();
+    let written = match target {
+        WriteTarget::Object => api.patch(name, &params, &Patch::Json::<()>(patch)).await,
+        WriteTarget::Status => {
+            api.patch_status(name, &params, &Patch::Json::<()>(patch))
+                .await
+        }
+    };
+    match written {
+        Ok(written) => Ok(Some(written)),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the object from the API server and patches it, retrying conflicts from a fresh read.
 async fn read_modify_write<K>(
     api: &Api<K>,
     name: &str,
@@ -79,26 +139,9 @@ where
             Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut object = read.clone();
-        if !change(&mut object) {
-            return Ok(None);
-        }
-        let Some(patch) = precondition_patch(&read, &object) else {
-            return Ok(None);
-        };
-        let params = PatchParams::default();
-        let written = match target {
-            WriteTarget::Object => api.patch(name, &params, &Patch::Json::<()>(patch)).await,
-            WriteTarget::Status => {
-                api.patch_status(name, &params, &Patch::Json::<()>(patch))
-                    .await
-            }
-        };
-        match written {
-            Ok(written) => return Ok(Some(written)),
+        match patch_changes(api, name, &read, &change, target).await {
             Err(e) if is_conflict(&e) => continue,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e),
+            other => return other,
         }
     }
     Err(kube::Error::Api(conflict_status(name)))

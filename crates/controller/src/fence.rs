@@ -208,6 +208,12 @@ impl driftwood_cloud::CloudProvider for FencedCloud {
         self.inner.list().await
     }
 
+    async fn live_provider_ids(
+        &self,
+    ) -> Result<std::collections::BTreeSet<String>, driftwood_cloud::CloudError> {
+        self.inner.live_provider_ids().await
+    }
+
     async fn instance_types(
         &self,
         pool: &driftwood_api::NodePool,

@@ -377,7 +377,7 @@ mod tests {
 
     #[test]
     fn the_table_allows_what_it_lists_and_nothing_else() {
-        let lease = |ns: &str| call("update", "coordination.k8s.io", "leases", Some(ns));
+        let lease = |ns: &str| call("patch", "coordination.k8s.io", "leases", Some(ns));
         assert!(allows(PERMISSIONS, &lease("kube-system"), "kube-system"));
         assert!(!allows(PERMISSIONS, &lease("default"), "kube-system"));
         assert!(allows(

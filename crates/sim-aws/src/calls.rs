@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use driftwood_aws::ports::{AwsError, codes};
+use driftwood_aws::ports::AwsError;
 
-use crate::rate_limits::{RateLimiter, THROTTLING_EXCEPTION};
+use crate::rate_limits::RateLimiter;
 
 /// The calls one action received.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,6 +48,8 @@ pub fn is_throttling(error: &AwsError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use driftwood_aws::ports::codes;
+    use driftwood_aws::ports::codes::THROTTLING_EXCEPTION;
 
     #[test]
     fn calls_and_throttled_calls_are_counted_per_action() {

@@ -122,19 +122,19 @@ pub async fn pass(ctx: Context) -> Outcome {
         let written = match stamp.target {
             Target::NodePool => {
                 let api: Api<NodePool> = Api::all(ctx.client.clone());
-                modify(&api, name, |p| set(&mut p.metadata.annotations))
+                modify(&ctx.state, &api, name, |p| set(&mut p.metadata.annotations))
                     .await
                     .map(|_| ())
             }
             Target::EC2NodeClass => {
                 let api: Api<EC2NodeClass> = Api::all(ctx.client.clone());
-                modify(&api, name, |c| set(&mut c.metadata.annotations))
+                modify(&ctx.state, &api, name, |c| set(&mut c.metadata.annotations))
                     .await
                     .map(|_| ())
             }
             Target::NodeClaim => {
                 let api: Api<NodeClaim> = Api::all(ctx.client.clone());
-                modify(&api, name, |c| set(&mut c.metadata.annotations))
+                modify(&ctx.state, &api, name, |c| set(&mut c.metadata.annotations))
                     .await
                     .map(|_| ())
             }

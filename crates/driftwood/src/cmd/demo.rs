@@ -47,6 +47,10 @@ pub struct Args {
     /// Leave out the controllers' log lines.
     #[arg(long)]
     quiet: bool,
+    /// Print the simulated account's AWS API calls per step, by action, per minute of cluster
+    /// time (also in --report's summary.json).
+    #[arg(long)]
+    aws_calls: bool,
     /// Run under faults as `driftwood chaos` does (`all`, `KIND=RATE,...`, or `scenario` for
     /// the scenario's `faults:` section); with --seed, replays one chaos seed exactly.
     #[arg(long, value_name = "SPEC")]
@@ -101,6 +105,11 @@ pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
         let mut stdout = std::io::stdout();
         let outcome = run(&scenario, &files, &config, &mut stdout).await?;
         say(&outcome.summary.text());
+        if args.aws_calls {
+            say(&driftwood::demo::aws_calls::text(
+                &outcome.summary.aws_calls,
+            ));
+        }
         if let Some(findings) = &outcome.chaos {
             say(&chaos_text(findings));
         }

@@ -2,6 +2,7 @@
 //! embedded cluster with the real controllers on a virtual clock, with kubectl-style tables,
 //! a timeline derived from the API objects, availability checks and a JSON/SVG report.
 
+pub mod aws_calls;
 pub mod bundle;
 pub mod check;
 pub mod duration;

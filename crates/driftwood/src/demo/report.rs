@@ -60,6 +60,8 @@ pub struct Summary {
     pub drift_reasons: Vec<String>,
     pub timeline: Vec<ReportedEvent>,
     pub frames: Vec<Frame>,
+    /// The simulated account's API calls in each step (empty against another cloud).
+    pub aws_calls: Vec<super::aws_calls::StepCalls>,
 }
 
 impl Summary {
@@ -101,6 +103,7 @@ impl Summary {
                 })
                 .collect(),
             frames: tracker.frames.clone(),
+            aws_calls: Vec::new(),
         }
     }
 

@@ -137,6 +137,8 @@ struct Runner<'a> {
     observer: ClusterState,
     tracker: Tracker,
     chaos: Option<ChaosRun>,
+    /// The simulated account's API calls during the manifests and each step.
+    aws_calls: Vec<super::aws_calls::StepCalls>,
 }
 
 /// Runs `scenario`, printing what a user should see to `out`.
@@ -172,6 +174,7 @@ pub async fn run(
         observer,
         tracker: Tracker::new(),
         chaos,
+        aws_calls: Vec::new(),
     };
     let started = runner.now();
     let failure = runner.run_all().await;
@@ -181,13 +184,14 @@ pub async fn run(
     runner.clear_progress();
     let now = runner.now();
     let findings = runner.chaos.take().map(|c| c.finish(now));
-    let summary = Summary::new(
+    let mut summary = Summary::new(
         scenario,
         started,
         runner.now(),
         &runner.tracker,
         failure.as_ref().map(ToString::to_string),
     );
+    summary.aws_calls = std::mem::take(&mut runner.aws_calls);
     Ok(Outcome {
         summary,
         failure,
@@ -231,6 +235,7 @@ impl Runner<'_> {
             "{clock} driftwood demo: {} (Kubernetes {}, simulated EC2, {pace})",
             scenario.name, scenario.kubernetes_version
         ));
+        let (mut at, mut calls) = (self.now(), self.embedded.cluster.aws().api_calls());
         for (i, source) in scenario.manifests.iter().enumerate() {
             if let Err(message) = self.apply(source).await {
                 return Some(StepFailure {
@@ -240,8 +245,11 @@ impl Runner<'_> {
                 });
             }
         }
+        self.count_aws_calls("manifests", &mut at, &mut calls);
         for (i, step) in scenario.steps.iter().enumerate() {
-            if let Err(message) = self.step(step).await {
+            let result = self.step(step).await;
+            self.count_aws_calls(&step.name, &mut at, &mut calls);
+            if let Err(message) = result {
                 return Some(StepFailure {
                     index: i + 1,
                     name: step.name.clone(),
@@ -250,6 +258,25 @@ impl Runner<'_> {
             }
         }
         None
+    }
+
+    /// Records the simulated account's calls since `at`/`calls` under `step`, and moves them on.
+    fn count_aws_calls(
+        &mut self,
+        step: &str,
+        at: &mut i64,
+        calls: &mut std::collections::BTreeMap<String, driftwood_sim_aws::calls::CallCount>,
+    ) {
+        let now = self.now();
+        let after = self.embedded.cluster.aws().api_calls();
+        self.aws_calls.push(super::aws_calls::StepCalls::between(
+            step,
+            now - *at,
+            calls,
+            &after,
+        ));
+        *at = now;
+        *calls = after;
     }
 
     async fn step(&mut self, step: &Step) -> Result<(), String> {

@@ -275,16 +275,16 @@ async fn rollback(
         delete(&nodeclaims(&ctx.client), replacement).await?;
     }
     if let Some(node) = node {
-        modify(&nodes(&ctx.client), node, |n| {
+        modify(&ctx.state, &nodes(&ctx.client), node, |n| {
             remove_taint(n, TAINT_DISRUPTED_KEY)
         })
         .await?;
     }
-    modify_status(&nodeclaims(&ctx.client), name, |c| {
+    modify_status(&ctx.state, &nodeclaims(&ctx.client), name, |c| {
         clear_claim_condition(c, CONDITION_DISRUPTION_REASON)
     })
     .await?;
-    modify(&nodeclaims(&ctx.client), name, |c| {
+    modify(&ctx.state, &nodeclaims(&ctx.client), name, |c| {
         let Some(a) = c.metadata.annotations.as_mut() else {
             return false;
         };
@@ -325,7 +325,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
     let names: Vec<String> = replacements.iter().map(|(n, _)| n.clone()).collect();
     let recorded = InFlight::annotations(&names, ctx.clock.now());
     let api = nodeclaims(&ctx.client);
-    modify(&api, &command.nodeclaim, |c| {
+    modify(&ctx.state, &api, &command.nodeclaim, |c| {
         let a = c.metadata.annotations.get_or_insert_with(BTreeMap::new);
         a.extend(recorded.iter().cloned());
         true
@@ -337,7 +337,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
     } else {
         format!("{}: {}", command.reason, command.message)
     };
-    modify_status(&api, &command.nodeclaim, |c| {
+    modify_status(&ctx.state, &api, &command.nodeclaim, |c| {
         set_claim_condition(
             c,
             CONDITION_DISRUPTION_REASON,
@@ -349,7 +349,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Resul
     })
     .await?;
     if let Some(node) = &command.node
-        && modify(&nodes(&ctx.client), node, |n| {
+        && modify(&ctx.state, &nodes(&ctx.client), node, |n| {
             add_taint(n, &disrupted_taint())
         })
         .await?

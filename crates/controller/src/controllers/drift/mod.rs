@@ -131,7 +131,7 @@ pub async fn pass(ctx: Context, checks: InstanceTypeChecks) -> Outcome {
                 nodepool,
                 finding,
             } => {
-                let written = modify_status(&api, &nodeclaim, |c| {
+                let written = modify_status(&ctx.state, &api, &nodeclaim, |c| {
                     set_claim_condition(
                         c,
                         CONDITION_DRIFTED,
@@ -166,7 +166,7 @@ pub async fn pass(ctx: Context, checks: InstanceTypeChecks) -> Outcome {
                 }
             }
             Mark::Clear { nodeclaim } => {
-                match modify_status(&api, &nodeclaim, |c| {
+                match modify_status(&ctx.state, &api, &nodeclaim, |c| {
                     clear_claim_condition(c, CONDITION_DRIFTED)
                 })
                 .await

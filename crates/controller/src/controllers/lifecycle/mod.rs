@@ -164,7 +164,7 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) -> Res
                 };
                 let now = ctx.now();
                 let message = error.to_string();
-                let written = modify_status(&nodeclaims(&ctx.client), name, |c| {
+                let written = modify_status(&ctx.state, &nodeclaims(&ctx.client), name, |c| {
                     set_claim_condition(
                         c,
                         CONDITION_LAUNCHED,
@@ -221,7 +221,7 @@ async fn record_launch(ctx: &Context, name: &str, launched: &NodeClaim) -> Resul
     let api = nodeclaims(&ctx.client);
     let labels = launched.metadata.labels.clone().unwrap_or_default();
     let annotations = launched.metadata.annotations.clone().unwrap_or_default();
-    modify(&api, name, |c| {
+    modify(&ctx.state, &api, name, |c| {
         let before = (c.metadata.labels.clone(), c.metadata.annotations.clone());
         c.metadata
             .labels
@@ -236,7 +236,7 @@ async fn record_launch(ctx: &Context, name: &str, launched: &NodeClaim) -> Resul
     .await?;
     let status = launched.status.clone().unwrap_or_default();
     let now = ctx.now();
-    modify_status(&api, name, |c| {
+    modify_status(&ctx.state, &api, name, |c| {
         let s = c.status.get_or_insert_with(Default::default);
         s.provider_id.clone_from(&status.provider_id);
         s.image_id.clone_from(&status.image_id);
@@ -270,7 +270,7 @@ async fn register(ctx: &Context, action: &Action) -> Result<(), StepError> {
     else {
         return Ok(());
     };
-    let synced = modify(&nodes(&ctx.client), node, |n: &mut Node| {
+    let synced = modify(&ctx.state, &nodes(&ctx.client), node, |n: &mut Node| {
         let mut changed = false;
         let node_labels = n.metadata.labels.get_or_insert_with(Default::default);
         for (k, v) in labels {
@@ -293,7 +293,7 @@ async fn register(ctx: &Context, action: &Action) -> Result<(), StepError> {
     })
     .await?;
     let now = ctx.now();
-    modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
+    modify_status(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
         c.status.get_or_insert_with(Default::default).node_name = Some(node.clone());
         set_claim_condition(
             c,
@@ -326,7 +326,7 @@ async fn initialize(ctx: &Context, action: &Action) -> Result<(), StepError> {
     else {
         return Ok(());
     };
-    modify(&nodes(&ctx.client), node, |n: &mut Node| {
+    modify(&ctx.state, &nodes(&ctx.client), node, |n: &mut Node| {
         n.metadata
             .labels
             .get_or_insert_with(Default::default)
@@ -335,7 +335,7 @@ async fn initialize(ctx: &Context, action: &Action) -> Result<(), StepError> {
     })
     .await?;
     let now = ctx.now();
-    modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
+    modify_status(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
         let a = set_claim_condition(
             c,
             CONDITION_INITIALIZED,

@@ -123,8 +123,10 @@ async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> 
     for action in decide(&snapshot, &resolved, &ctx.now()) {
         let (object, step, result): (String, &str, Result<(), String>) = match action {
             Action::AddFinalizer { class } => {
-                let written =
-                    modify(&classes, &class, |c| add_finalizer(c, FINALIZER_NODECLASS)).await;
+                let written = modify(&ctx.state, &classes, &class, |c| {
+                    add_finalizer(c, FINALIZER_NODECLASS)
+                })
+                .await;
                 (
                     format!("ec2nodeclass/{class}"),
                     "add-finalizer",
@@ -141,7 +143,7 @@ async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> 
                 }
                 let result = match ctx.nodeclasses.cleanup(object).await {
                     Err(error) => Err(error),
-                    Ok(()) => modify(&classes, &class, |c| {
+                    Ok(()) => modify(&ctx.state, &classes, &class, |c| {
                         remove_finalizer(c, FINALIZER_NODECLASS)
                     })
                     .await
@@ -172,7 +174,7 @@ async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> 
                     .iter()
                     .find(|c| c.type_ == CONDITION_READY)
                     .map(|c| (c.status.clone(), c.message.clone()));
-                let written = modify_status(&classes, &class, |c| {
+                let written = modify_status(&ctx.state, &classes, &class, |c| {
                     c.status = Some(status.clone());
                     true
                 })
@@ -188,7 +190,7 @@ async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> 
                 )
             }
             Action::NodePoolStatus { nodepool, status } => {
-                let written = modify_status(&pools, &nodepool, |p| {
+                let written = modify_status(&ctx.state, &pools, &nodepool, |p| {
                     p.status = Some(status.clone());
                     true
                 })

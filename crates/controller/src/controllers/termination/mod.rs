@@ -22,6 +22,7 @@ use crate::events::EventType;
 use crate::metrics::Metrics;
 use crate::state::Snapshot;
 use driftwood_api::condition::STATUS_TRUE;
+use driftwood_api::lookup::ProviderId as _;
 use driftwood_api::wellknown::{
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DRAINED, CONDITION_INSTANCE_TERMINATING,
     FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS,
@@ -60,13 +61,28 @@ enum Next {
 
 pub async fn pass(ctx: Context) -> Outcome {
     let snapshot = ctx.state.snapshot();
-    // Observe what only the cloud knows, then decide from data.
-    let mut gone = BTreeSet::new();
-    for provider_id in instances_to_check(&snapshot) {
-        if matches!(ctx.cloud.get(&provider_id).await, Err(e) if e.is_not_found()) {
-            gone.insert(provider_id);
+    // Observe what only the cloud knows — which instances still exist, in one listing per pass
+    // rather than a Describe per instance — then decide from data.
+    let live = if snapshot
+        .store
+        .nodeclaims
+        .values()
+        .any(|c| c.metadata.deletion_timestamp.is_some())
+    {
+        match ctx.cloud.live_provider_ids().await {
+            Ok(live) => Some(live),
+            Err(error) => {
+                tracing::warn!(cluster = %ctx.settings.cluster_name, %error, "listing the cluster's instances for termination failed; will retry");
+                return Outcome::again_in(TERMINATING_REQUEUE).with_errors(1);
+            }
         }
-    }
+    } else {
+        None
+    };
+    let gone: BTreeSet<String> = instances_to_check(&snapshot)
+        .into_iter()
+        .filter(|id| live.as_ref().is_some_and(|live| !live.contains(id)))
+        .collect();
     let decision = decide(
         &snapshot,
         ctx.now_seconds(),
@@ -83,7 +99,7 @@ pub async fn pass(ctx: Context) -> Outcome {
         let mut result = Ok(());
         let mut failed_step = "";
         for step in &plan.steps {
-            match execute(&ctx, &snapshot, step).await {
+            match execute(&ctx, &snapshot, live.as_ref(), step).await {
                 Ok(Next::Continue) => {}
                 Ok(Next::Stop) => break,
                 Err(error) => {
@@ -113,7 +129,12 @@ pub async fn pass(ctx: Context) -> Outcome {
 }
 
 /// Carries out one step.
-async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next, StepError> {
+async fn execute(
+    ctx: &Context,
+    snapshot: &Snapshot,
+    live: Option<&BTreeSet<String>>,
+    step: &Step,
+) -> Result<Next, StepError> {
     match step {
         Step::DeleteNodeClaim {
             nodeclaim,
@@ -137,7 +158,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
         Step::TaintForDrain { node } => {
             // The taint keeps new pods off; the label takes the node out of external load
             // balancers before its pods go (Karpenter sets both in one write).
-            let written = modify(&nodes(&ctx.client), node, |n| {
+            let written = modify(&ctx.state, &nodes(&ctx.client), node, |n| {
                 let tainted = add_taint(n, &disrupted_taint());
                 let labels = n.metadata.labels.get_or_insert_with(BTreeMap::new);
                 let excluded = labels
@@ -154,7 +175,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
             }
         }
         Step::StampDeadline { nodeclaim, at } => {
-            modify(&nodeclaims(&ctx.client), nodeclaim, |c| {
+            modify(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
                 c.metadata
                     .annotations
                     .get_or_insert_with(BTreeMap::new)
@@ -205,7 +226,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
             nodepool,
         } => {
             let now = ctx.now();
-            let written = modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
+            let written = modify_status(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
                 set_claim_condition(
                     c,
                     CONDITION_DRAINED,
@@ -226,7 +247,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
         }
         Step::MarkInstanceTerminating { nodeclaim } => {
             let now = ctx.now();
-            modify_status(&nodeclaims(&ctx.client), nodeclaim, |c| {
+            modify_status(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
                 set_claim_condition(
                     c,
                     CONDITION_INSTANCE_TERMINATING,
@@ -242,6 +263,12 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
             let Some(claim) = snapshot.store.nodeclaims.get(nodeclaim) else {
                 return Ok(Next::Stop);
             };
+            // Not listed any more (shutting down or gone): the rest of the plan may go on.
+            if let (Some(live), Some(id)) = (live, claim.provider_id())
+                && !live.contains(id)
+            {
+                return Ok(Next::Continue);
+            }
             match ctx.cloud.delete(claim).await {
                 // Gone: the rest of the plan may go on.
                 Err(e) if e.is_not_found() => {}
@@ -251,7 +278,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
             }
         }
         Step::ReleaseNodeFinalizer { node } => {
-            modify(&nodes(&ctx.client), node, |n| {
+            modify(&ctx.state, &nodes(&ctx.client), node, |n| {
                 remove_finalizer(n, FINALIZER_TERMINATION)
             })
             .await?;
@@ -265,7 +292,7 @@ async fn execute(ctx: &Context, snapshot: &Snapshot, step: &Step) -> Result<Next
             nodeclaim,
             nodepool,
         } => {
-            if modify(&nodeclaims(&ctx.client), nodeclaim, |c| {
+            if modify(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
                 remove_finalizer(c, FINALIZER_TERMINATION)
             })
             .await?
