@@ -75,7 +75,7 @@ pub struct AwsProvider {
     /// Each class's subnets as last described (zone, free addresses), by their ids, and when:
     /// reused for a minute (Karpenter's subnet cache) instead of a DescribeSubnets per launch
     /// and per scheduling simulation.
-    subnets: Mutex<BTreeMap<Vec<String>, (Timestamp, Arc<Vec<ZonalSubnet>>)>>,
+    subnets: Mutex<BTreeMap<Vec<String>, DescribedSubnets>>,
     /// Each class's catalog built from that data.
     built_catalogs: BuiltCatalogs,
     /// This cluster's instances as one DescribeInstances saw them, and when: drift checks read
@@ -84,6 +84,9 @@ pub struct AwsProvider {
     /// Each EC2NodeClass's hashes, by name, with the resourceVersion they were computed at.
     class_hashes: Mutex<BTreeMap<String, (String, Arc<TemplateHashes>)>>,
 }
+
+/// A class's subnets as described, and when.
+type DescribedSubnets = (Timestamp, Arc<Vec<ZonalSubnet>>);
 
 /// Instances by id, shared.
 type InstancesById = Arc<BTreeMap<String, Instance>>;

@@ -5,6 +5,8 @@
 #[cfg(feature = "embedded")]
 pub mod api_faults;
 #[cfg(feature = "embedded")]
+pub mod aws_endpoint;
+#[cfg(feature = "embedded")]
 pub mod chaos;
 #[cfg(feature = "embedded")]
 pub mod demo;

@@ -19,6 +19,7 @@ pub mod other_apis;
 pub mod rate_limits;
 pub mod realism;
 pub mod state;
+pub mod wire;
 
 use std::sync::Arc;
 

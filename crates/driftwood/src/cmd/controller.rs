@@ -157,11 +157,23 @@ mod aws {
              (aws eks describe-cluster --name {} --query cluster.endpoint)",
             args.cluster_name
         );
+        let identity = args.identity.clone().unwrap_or_else(|| {
+            std::env::var("HOSTNAME")
+                .unwrap_or_else(|_| format!("driftwood-{}", std::process::id()))
+        });
         // Two clients over one configuration: the election's, and the controllers', whose
         // writes pass the leader fence (refused once this replica does not hold the lease).
-        let kube_config = kube::Config::infer()
-            .await
-            .context("connecting to the Kubernetes API: no client configuration (in-cluster or KUBECONFIG)")?;
+        // Both name this replica in their User-Agent, so the API server's audit log says which
+        // replica wrote what.
+        let mut kube_config = kube::Config::infer().await.context(
+            "connecting to the Kubernetes API: no client configuration (in-cluster or KUBECONFIG)",
+        )?;
+        if let Ok(agent) = http::HeaderValue::from_str(&format!(
+            "driftwood-controller/{} ({identity})",
+            env!("CARGO_PKG_VERSION")
+        )) {
+            kube_config.headers.push((http::header::USER_AGENT, agent));
+        }
         let election_client = kube::Client::try_from(kube_config.clone())
             .context("connecting to the Kubernetes API (in-cluster config or KUBECONFIG)")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -231,10 +243,6 @@ mod aws {
         .await
         .with_context(|| format!("serving /healthz on port {}", args.health_probe_port))?;
 
-        let identity = args.identity.clone().unwrap_or_else(|| {
-            std::env::var("HOSTNAME")
-                .unwrap_or_else(|_| format!("driftwood-{}", std::process::id()))
-        });
         tracing::info!(
             cluster = %args.cluster_name,
             region = %region,

@@ -94,6 +94,15 @@ pub struct ServeArgs {
     /// (0 picks a free one; printed at start).
     #[arg(long)]
     metrics_port: Option<u16>,
+    /// Port on the same address for the simulated AWS account in AWS's wire protocols (0 picks
+    /// a free one): point `driftwood controller`, the AWS CLI or an SDK at it with
+    /// `AWS_ENDPOINT_URL` (any credentials are accepted).
+    #[arg(long, default_value_t = 0)]
+    aws_port: u16,
+    /// Write every write request the API server receives (time, User-Agent, verb, path,
+    /// status) to this file, one JSON line each.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<std::path::PathBuf>,
     /// Run cluster time X times faster than the wall clock (timestamps run ahead of your
     /// machine's clock, so kubectl's AGE column may read <invalid>). Default: wall time.
     #[arg(long, value_name = "X")]
@@ -161,10 +170,24 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if args.no_controller {
         embedded.kill_controllers();
     }
-    let server = embedded
-        .cluster
-        .serve_http(std::net::SocketAddr::new(args.address, args.port))
-        .await?;
+    let address = std::net::SocketAddr::new(args.address, args.port);
+    let server = match &args.audit_log {
+        Some(path) => {
+            let audit =
+                driftwood_sim::apiserver::audit::AuditLog::create(path, embedded.cluster.clock())?;
+            embedded
+                .cluster
+                .api_server()
+                .serve_http_audited(address, audit)
+                .await?
+        }
+        None => embedded.cluster.serve_http(address).await?,
+    };
+    let aws = driftwood::aws_endpoint::serve(
+        embedded.cluster.aws(),
+        std::net::SocketAddr::new(args.address, args.aws_port),
+    )
+    .await?;
     let kubeconfig = std::path::absolute(&args.kubeconfig)?;
     driftwood_sim::apiserver::http::write_kubeconfig(&kubeconfig, &server.url())?;
     // Write errors are ignored: the cluster keeps serving if whoever started us closed stdout.
@@ -199,6 +222,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
     );
     let _ = writeln!(out, "export KUBECONFIG={}", kubeconfig.display());
+    let _ = writeln!(out, "export AWS_ENDPOINT_URL={}", aws.url());
+    let _ = writeln!(
+        out,
+        "export AWS_REGION={}",
+        embedded.cluster.aws().config().region
+    );
     let _ = writeln!(
         out,
         "(the walkthrough's AMIs: driftwood sim ssm get-parameter --seed {} --name /aws/service/eks/optimized-ami/{}/amazon-linux-2/recommended/image_id --query Parameter.Value --output text)",
@@ -208,6 +237,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     super::signal::wait_for_shutdown().await;
     eprintln!("driftwood sim serve: stopping");
     server.shutdown();
+    drop(aws);
     Ok(ExitCode::SUCCESS)
 }
 

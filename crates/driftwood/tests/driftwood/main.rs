@@ -11,6 +11,8 @@ pub mod e2e;
 pub mod kubectl;
 #[cfg(feature = "aws")]
 mod moto;
+#[cfg(feature = "aws")]
+mod production;
 mod public_manifests;
 mod scenarios;
 mod stability;

@@ -10,6 +10,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::audit::AuditLog;
 use super::service::ApiService;
 
 /// A running HTTP server; dropping it (or calling `shutdown`) stops it.
@@ -42,8 +43,13 @@ impl Drop for HttpServer {
     }
 }
 
-/// Bind `address` (port 0 picks a free port) and serve `service` on it.
-pub async fn serve(service: ApiService, address: SocketAddr) -> std::io::Result<HttpServer> {
+/// Bind `address` (port 0 picks a free port) and serve `service` on it, recording writes in
+/// `audit` when given.
+pub async fn serve(
+    service: ApiService,
+    address: SocketAddr,
+    audit: Option<AuditLog>,
+) -> std::io::Result<HttpServer> {
     let listener = TcpListener::bind(address).await?;
     let address = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -59,10 +65,31 @@ pub async fn serve(service: ApiService, address: SocketAddr) -> std::io::Result<
             };
             while connections.try_join_next().is_some() {}
             let service = service.clone();
+            let audit = audit.clone();
             connections.spawn(async move {
                 let handler = service_fn(move |request: hyper::Request<Incoming>| {
                     let service = service.clone();
-                    async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
+                    let audit = audit.clone();
+                    async move {
+                        let seen = audit.as_ref().map(|_| {
+                            let agent = request
+                                .headers()
+                                .get(http::header::USER_AGENT)
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or_default()
+                                .to_string();
+                            (
+                                request.method().clone(),
+                                request.uri().path().to_string(),
+                                agent,
+                            )
+                        });
+                        let response = service.handle(request).await;
+                        if let (Some(audit), Some((method, path, agent))) = (&audit, seen) {
+                            audit.record(&method, &path, &agent, response.status().as_u16());
+                        }
+                        Ok::<_, std::convert::Infallible>(response)
+                    }
                 });
                 if let Err(error) = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), handler)

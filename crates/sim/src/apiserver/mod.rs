@@ -32,6 +32,7 @@
 //! * the PDB controller runs synchronously after every pod/PDB write, so evictions always
 //!   see current budgets.
 
+pub mod audit;
 mod builtin_kinds;
 mod builtin_validation;
 mod cascade;
@@ -94,7 +95,16 @@ impl ApiServer {
 
     /// Serve over HTTP/1.1 on `address` (port 0 picks a free port).
     pub async fn serve_http(&self, address: SocketAddr) -> std::io::Result<HttpServer> {
-        http::serve(self.service.clone(), address).await
+        http::serve(self.service.clone(), address, None).await
+    }
+
+    /// As [`Self::serve_http`], recording every write received in `audit`.
+    pub async fn serve_http_audited(
+        &self,
+        address: SocketAddr,
+        audit: audit::AuditLog,
+    ) -> std::io::Result<HttpServer> {
+        http::serve(self.service.clone(), address, Some(audit)).await
     }
 
     /// Serve on 127.0.0.1 with a free port and write a kubeconfig for it to `path`.
