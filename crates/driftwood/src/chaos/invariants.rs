@@ -40,11 +40,14 @@ pub enum Invariant {
     NoPanic,
     /// Every warning and error logged names the object it is about.
     ErrorsNameObject,
+    /// No controller replica's write reaches the API server while another holds the lease
+    /// (process chaos, from the API server's audit).
+    SingleWriter,
 }
 
 impl Invariant {
     /// Every invariant, in report order.
-    pub const ALL: [Invariant; 9] = [
+    pub const ALL: [Invariant; 10] = [
         Self::PdbRespected,
         Self::BudgetRespected,
         Self::ReplacementFirst,
@@ -54,6 +57,7 @@ impl Invariant {
         Self::RolloutCompletes,
         Self::NoPanic,
         Self::ErrorsNameObject,
+        Self::SingleWriter,
     ];
 
     /// The invariant's name in reports.
@@ -68,6 +72,7 @@ impl Invariant {
             Self::RolloutCompletes => "rollout-completes",
             Self::NoPanic => "no-panic",
             Self::ErrorsNameObject => "error-names-object",
+            Self::SingleWriter => "single-writer",
         }
     }
 }

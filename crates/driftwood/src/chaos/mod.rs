@@ -9,6 +9,7 @@ pub mod inject;
 pub mod invariants;
 pub mod log_check;
 pub mod panics;
+pub mod processes;
 pub mod spec;
 
 pub use campaign::{CampaignConfig, CampaignSummary, SeedOutcome, run_campaign, run_seed};

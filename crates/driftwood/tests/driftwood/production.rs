@@ -399,7 +399,7 @@ fn the_production_binary_rolls_out_through_sigkill_and_sigstop_of_its_leaders() 
         replica
             .writes(&audit)
             .into_iter()
-            .find(|e| e.path.contains("/leases/") && e.status < 300)
+            .find(|e| e.path.contains("/leases") && e.status < 300)
             .map(at)
             .unwrap_or_else(|| panic!("{identity} never wrote the lease"))
     };
@@ -425,7 +425,7 @@ fn the_production_binary_rolls_out_through_sigkill_and_sigstop_of_its_leaders() 
     assert!(
         thawed_late
             .iter()
-            .all(|e| e.path.contains("/leases/") && e.status == 409),
+            .all(|e| e.path.contains("/leases") && e.status == 409),
         "{thawed_late:?}"
     );
     // The last leader's writes are in the audit under its name (the rollout's taint, evictions
@@ -448,4 +448,33 @@ fn the_production_binary_rolls_out_through_sigkill_and_sigstop_of_its_leaders() 
     });
     assert!(status.success(), "{status:?}\n{}", logs(&replicas));
     assert_eq!(lease_holder(&kubeconfig), "", "released on SIGTERM");
+}
+
+/// The fast slice of `driftwood chaos --processes`: one seed of process faults over the
+/// walkthrough's rollout, every named invariant and single-writer checked.
+#[test]
+fn process_chaos_seed_passes_its_invariants() {
+    use driftwood::chaos::processes::{ProcessChaosConfig, run_seed};
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run_seed(&ProcessChaosConfig {
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_driftwood")),
+        seed: 3,
+        window: Duration::from_secs(45),
+        settle: Duration::from_secs(180),
+        work_dir: dir.path().to_path_buf(),
+    })
+    .unwrap();
+    assert!(
+        outcome.injected.len() >= 3,
+        "too few faults: {:?}",
+        outcome.injected
+    );
+    assert!(
+        outcome.passed(),
+        "{:?}\nfaults: {:?}\nlogs kept in {}",
+        outcome.violations,
+        outcome.injected,
+        dir.keep().display()
+    );
+    assert!(outcome.rollout_seconds.is_some());
 }
