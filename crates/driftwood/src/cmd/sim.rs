@@ -223,11 +223,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     );
     let _ = writeln!(out, "export KUBECONFIG={}", kubeconfig.display());
     let _ = writeln!(out, "export AWS_ENDPOINT_URL={}", aws.url());
-    let _ = writeln!(
-        out,
-        "export AWS_REGION={}",
-        embedded.cluster.aws().config().region
-    );
+    let region = embedded.cluster.aws().config().region.clone();
+    let _ = writeln!(out, "export AWS_REGION={region}");
+    // The AWS CLI v1 and boto3 read the region from AWS_DEFAULT_REGION.
+    let _ = writeln!(out, "export AWS_DEFAULT_REGION={region}");
     let _ = writeln!(
         out,
         "(the walkthrough's AMIs: driftwood sim ssm get-parameter --seed {} --name /aws/service/eks/optimized-ami/{}/amazon-linux-2/recommended/image_id --query Parameter.Value --output text)",

@@ -478,3 +478,55 @@ fn process_chaos_seed_passes_its_invariants() {
     );
     assert!(outcome.rollout_seconds.is_some());
 }
+
+/// boto3 (botocore: Python's AWS SDK, which the AWS CLI is built on) against `sim serve`'s AWS
+/// endpoint: a client nobody here wrote reads the simulated account's subnets, instance types,
+/// images and SSM parameters, and gets IAM's error shape.
+#[test]
+fn boto3_reads_the_simulated_account_over_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_serve(dir.path());
+    let python = std::env::var("DRIFTWOOD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = r#"
+import boto3, botocore, json
+ec2 = boto3.client("ec2")
+ssm = boto3.client("ssm")
+iam = boto3.client("iam")
+subnets = ec2.describe_subnets(Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": ["driftwood-demo"]}])["Subnets"]
+types = ec2.describe_instance_types(InstanceTypes=["m5.large"])["InstanceTypes"]
+images = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": ["amazon-eks-node-1.29-*"]}])["Images"]
+ami = ssm.get_parameter(Name="/aws/service/eks/optimized-ami/1.29/amazon-linux-2/recommended/image_id")["Parameter"]["Value"]
+try:
+    iam.get_instance_profile(InstanceProfileName="missing")
+    code = None
+except botocore.exceptions.ClientError as e:
+    code = e.response["Error"]["Code"]
+print(json.dumps({"zones": sorted(s["AvailabilityZone"] for s in subnets),
+                  "m5": [types[0]["VCpuInfo"]["DefaultVCpus"], types[0]["MemoryInfo"]["SizeInMiB"]],
+                  "ami_listed": ami in [i["ImageId"] for i in images], "iam": code}))
+"#;
+    let out = Command::new(python)
+        .args(["-c", script])
+        .env("AWS_ENDPOINT_URL", &sim.aws_endpoint)
+        .env("AWS_DEFAULT_REGION", &sim.region)
+        .env("AWS_ACCESS_KEY_ID", "x")
+        .env("AWS_SECRET_ACCESS_KEY", "x")
+        .output()
+        .expect("python runs (scripts/test installs boto3 with moto)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({
+            "zones": ["us-west-2a", "us-west-2b", "us-west-2c"],
+            "m5": [2, 8192],
+            "ami_listed": true,
+            "iam": "NoSuchEntity"
+        })
+    );
+}

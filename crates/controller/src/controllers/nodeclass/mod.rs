@@ -282,3 +282,47 @@ fn report_pods_state(ctx: &Context, snapshot: &crate::state::Snapshot) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Snapshot, Store};
+    use serde_json::json;
+
+    /// The nodeclass controller used to wake (and resolve every class against the cloud) on any
+    /// change in the cluster, pod events included; now pods do not wake it, classes, NodePools
+    /// and NodeClaims do.
+    #[test]
+    fn pod_events_do_not_wake_the_nodeclass_controller() {
+        let mut snapshot = Snapshot::new(Store::default());
+        let class: EC2NodeClass = serde_json::from_value(json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default", "uid": "u1", "resourceVersion": "1"},
+            "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                     "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                     "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]}
+        }))
+        .expect("class");
+        snapshot.apply("default".into(), Arc::new(class.clone()));
+        let seen = wake_signature(&snapshot);
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c"}]}
+        }))
+        .expect("pod");
+        snapshot.apply("default/p".into(), Arc::new(pod));
+        assert_eq!(wake_signature(&snapshot), seen, "a pod event");
+        let mut changed = class;
+        changed.metadata.resource_version = Some("2".into());
+        snapshot.apply("default".into(), Arc::new(changed));
+        assert_ne!(wake_signature(&snapshot), seen, "the class changed");
+        let claim: driftwood_api::NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c"},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "default"}, "requirements": []}
+        }))
+        .expect("nodeclaim");
+        let before = wake_signature(&snapshot);
+        snapshot.apply("c".into(), Arc::new(claim));
+        assert_ne!(wake_signature(&snapshot), before, "a NodeClaim created");
+    }
+}
