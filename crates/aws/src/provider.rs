@@ -85,6 +85,15 @@ pub struct AwsProvider {
     class_hashes: Mutex<BTreeMap<String, (String, Arc<TemplateHashes>)>>,
 }
 
+/// The subnet ids in a class's status: the key of its described subnets.
+fn class_subnet_ids(class: &EC2NodeClass) -> Vec<String> {
+    class
+        .status
+        .as_ref()
+        .map(|s| s.subnets.iter().map(|s| s.id.clone()).collect())
+        .unwrap_or_default()
+}
+
 /// A class's subnets as described, and when.
 type DescribedSubnets = (Timestamp, Arc<Vec<ZonalSubnet>>);
 
@@ -337,17 +346,13 @@ impl AwsProvider {
         Ok(class)
     }
 
-    /// The class's subnets for the catalog (which zones it offers): described at most once a
-    /// minute per set of subnets. A launch describes them afresh for their free addresses.
+    /// The class's subnets (zones, free addresses): described at most once a minute per set of
+    /// subnets; launches take their addresses off the cached counts meanwhile.
     async fn cached_class_subnets(
         &self,
         class: &EC2NodeClass,
     ) -> Result<Arc<Vec<ZonalSubnet>>, CloudError> {
-        let ids: Vec<String> = class
-            .status
-            .as_ref()
-            .map(|s| s.subnets.iter().map(|s| s.id.clone()).collect())
-            .unwrap_or_default();
+        let ids = class_subnet_ids(class);
         let now = self.clock.now();
         if let Some((at, subnets)) = self
             .subnets
@@ -365,6 +370,20 @@ impl AwsProvider {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(ids, (now, subnets.clone()));
         Ok(subnets)
+    }
+
+    /// One address of `subnet` taken by a launch: the cached count goes down until the next
+    /// DescribeSubnets (Karpenter's in-flight IP tracking).
+    fn use_address(&self, class: &EC2NodeClass, subnet: &str) {
+        let ids = class_subnet_ids(class);
+        let mut cache = self.subnets.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, subnets)) = cache.get_mut(&ids) {
+            let mut updated = (**subnets).clone();
+            for s in updated.iter_mut().filter(|s| s.id == subnet) {
+                s.available_ips = s.available_ips.saturating_sub(1);
+            }
+            *subnets = Arc::new(updated);
+        }
     }
 
     async fn class_subnets(&self, class: &EC2NodeClass) -> Result<Vec<ZonalSubnet>, CloudError> {
@@ -622,7 +641,11 @@ impl CloudProvider for AwsProvider {
         let now = self.clock.now();
         let class_name = claim.spec.node_class_ref.name.clone();
         let class = self.ready_class(&class_name)?;
-        let subnets = self.class_subnets(&class).await?;
+        // The class's subnets as last described (a minute at most), with the addresses this
+        // provider's launches used since taken off: not a DescribeSubnets per launch, which a
+        // fleet coming up would throttle (found with the simulated account's rate limits:
+        // 1,000 launches at once spent the Describe bucket on DescribeSubnets alone).
+        let subnets = self.cached_class_subnets(&class).await?;
         let catalog = self.catalog_for(&class, &subnets).await?;
         let requests = requests_from_quantities(
             &claim
@@ -744,6 +767,7 @@ impl CloudProvider for AwsProvider {
             }
         };
         self.mark_unavailable(&launched.refused, now);
+        self.use_address(&class, &launched.subnet_id);
         tracing::info!(
             nodeclaim = %claim_name(claim),
             instance = %launched.instance_id,

@@ -92,9 +92,14 @@ impl ObjectRetries {
             .get(&key)
             .map_or(0, |f| f.failures)
             .saturating_add(1);
-        let delay = OBJECT_BACKOFF
-            .delay(failures)
-            .unwrap_or(OBJECT_BACKOFF.base);
+        let delay = jittered(
+            OBJECT_BACKOFF
+                .delay(failures)
+                .unwrap_or(OBJECT_BACKOFF.base),
+            controller,
+            object,
+            failures,
+        );
         let not_before = now
             .checked_add(SignedDuration::try_from(delay).unwrap_or(SignedDuration::MAX))
             .unwrap_or(Timestamp::MAX);
@@ -123,12 +128,36 @@ impl ObjectRetries {
     }
 }
 
+/// `delay` scaled into [delay/2, delay] by a hash of the object and its failure count: objects
+/// that failed together (a burst of launches throttled by EC2) retry spread out instead of all
+/// at once, so a rate-limited API's refill is used as it comes rather than wasted between
+/// synchronized bursts (found with the simulated account's rate limits: 1,000 launches retrying
+/// in lockstep got 50 through per burst). Repeatable: no randomness.
+fn jittered(delay: Duration, controller: &str, object: &str, failures: u32) -> Duration {
+    let hash = driftwood_api::hash::fnv1a64(format!("{controller}/{object}/{failures}").as_bytes());
+    let fraction = 0.5 + 0.5 * (hash % 1024) as f64 / 1023.0;
+    delay.mul_f64(fraction)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(1_704_067_200 + seconds).expect("timestamp")
+    }
+
+    /// When `controller` may try `object` again after its latest failure (at `from`): the first
+    /// whole second it is ready.
+    fn ready_after(
+        retries: &ObjectRetries,
+        controller: &'static str,
+        object: &str,
+        from: i64,
+    ) -> i64 {
+        (from..from + 400)
+            .find(|t| retries.ready(controller, object, at(*t)))
+            .expect("ready within the cap")
     }
 
     #[test]
@@ -144,46 +173,69 @@ mod tests {
             at(0),
             &failed
         ));
-        // a waits 1 s; b, never failed, is ready.
+        // a waits (up to 1 s); b, never failed, is ready; the same object under another
+        // controller is not held back.
         assert!(!retries.ready("lifecycle", "nodeclaim/a", at(0)));
         assert!(retries.ready("lifecycle", "nodeclaim/b", at(0)));
-        assert!(retries.ready("lifecycle", "nodeclaim/a", at(1)));
-        // The same object under another controller is not held back.
         assert!(retries.ready("termination", "nodeclaim/a", at(0)));
-        // Doubling: 2 s after the second failure, 4 s after the third.
-        retries.record(
-            &metrics,
-            "lifecycle",
-            "nodeclaim/a",
-            "launch",
-            at(1),
-            &failed,
-        );
-        assert!(!retries.ready("lifecycle", "nodeclaim/a", at(2)));
-        assert!(retries.ready("lifecycle", "nodeclaim/a", at(3)));
-        retries.record(
-            &metrics,
-            "lifecycle",
-            "nodeclaim/a",
-            "launch",
-            at(3),
-            &failed,
-        );
-        assert!(!retries.ready("lifecycle", "nodeclaim/a", at(6)));
-        assert!(retries.ready("lifecycle", "nodeclaim/a", at(7)));
-        assert_eq!(retries.failures("lifecycle", "nodeclaim/a"), 3);
+        assert!(retries.ready("lifecycle", "nodeclaim/a", at(1)));
+        // Doubling, each delay between half and all of 1, 2, 4, 8 s.
+        let mut from = 1;
+        for full in [2, 4, 8] {
+            retries.record(
+                &metrics,
+                "lifecycle",
+                "nodeclaim/a",
+                "launch",
+                at(from),
+                &failed,
+            );
+            let waited = ready_after(&retries, "lifecycle", "nodeclaim/a", from) - from;
+            assert!(waited >= full / 2 && waited <= full, "{waited} of {full}");
+            from += waited;
+        }
+        assert_eq!(retries.failures("lifecycle", "nodeclaim/a"), 4);
         assert_eq!(retries.backing_off("lifecycle"), 1);
         let text = metrics.render();
         assert!(
             text.contains(
-                "driftwood_object_errors_total{controller=\"lifecycle\",step=\"launch\"} 3"
+                "driftwood_object_errors_total{controller=\"lifecycle\",step=\"launch\"} 4"
             ),
             "{text}"
         );
         let ok: Result<(), &str> = Ok(());
-        assert!(!retries.record(&metrics, "lifecycle", "nodeclaim/a", "launch", at(7), &ok));
+        assert!(!retries.record(
+            &metrics,
+            "lifecycle",
+            "nodeclaim/a",
+            "launch",
+            at(from),
+            &ok
+        ));
         assert_eq!(retries.failures("lifecycle", "nodeclaim/a"), 0);
-        assert!(retries.ready("lifecycle", "nodeclaim/a", at(7)));
+        assert!(retries.ready("lifecycle", "nodeclaim/a", at(from)));
+    }
+
+    /// Objects that failed together come back spread out, not in one burst.
+    #[test]
+    fn objects_that_failed_together_retry_spread_out() {
+        let retries = ObjectRetries::default();
+        let metrics = Metrics::new();
+        let failed: Result<(), &str> = Err("RequestLimitExceeded");
+        let mut first_ready = std::collections::BTreeSet::new();
+        for i in 0..100 {
+            let object = format!("nodeclaim/c{i}");
+            for _ in 0..6 {
+                retries.record(&metrics, "lifecycle", &object, "launch", at(0), &failed);
+            }
+            first_ready.insert(ready_after(&retries, "lifecycle", &object, 0));
+        }
+        // The sixth failure waits 16-32 s: the 100 objects come back over many seconds.
+        assert!(
+            first_ready.iter().all(|t| (16..=32).contains(t)),
+            "{first_ready:?}"
+        );
+        assert!(first_ready.len() >= 10, "{first_ready:?}");
     }
 
     #[test]
@@ -194,7 +246,7 @@ mod tests {
         for _ in 0..30 {
             retries.record(&metrics, "gc", "nodeclaim/a", "delete", at(0), &failed);
         }
-        assert!(!retries.ready("gc", "nodeclaim/a", at(299)));
+        assert!(!retries.ready("gc", "nodeclaim/a", at(149)));
         assert!(retries.ready("gc", "nodeclaim/a", at(300)));
     }
 }
