@@ -4,69 +4,26 @@
 //! are accepted, as moto does.
 
 use bytes::Bytes;
+use driftwood_sim::apiserver::http::{HttpServer, serve_with};
 use driftwood_sim_aws::SimAws;
 use driftwood_sim_aws::wire::{WireRequest, handle};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
-use tokio::task::{JoinHandle, JoinSet};
 
-/// A running endpoint; dropping it stops it.
-pub struct AwsEndpoint {
-    address: SocketAddr,
-    task: JoinHandle<()>,
-}
-
-impl AwsEndpoint {
-    /// `http://IP:PORT`, the value of `AWS_ENDPOINT_URL`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.address)
-    }
-}
-
-impl Drop for AwsEndpoint {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Binds `address` (port 0 picks a free one) and serves `sim` on it.
-pub async fn serve(sim: Arc<SimAws>, address: SocketAddr) -> std::io::Result<AwsEndpoint> {
-    let listener = TcpListener::bind(address).await?;
-    let address = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        let mut connections = JoinSet::new();
-        loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    tracing::warn!(%error, "accepting an AWS API connection failed");
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-            };
-            while connections.try_join_next().is_some() {}
+/// Binds `address` (port 0 picks a free one) and serves `sim` on it; `url()` of the server is
+/// the value of `AWS_ENDPOINT_URL`.
+pub async fn serve(sim: Arc<SimAws>, address: SocketAddr) -> std::io::Result<HttpServer> {
+    serve_with(
+        address,
+        "AWS API",
+        move |request: hyper::Request<Incoming>| {
             let sim = sim.clone();
-            connections.spawn(async move {
-                let handler = service_fn(move |request: hyper::Request<Incoming>| {
-                    let sim = sim.clone();
-                    async move { Ok::<_, std::convert::Infallible>(answer(&sim, request).await) }
-                });
-                if let Err(error) = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), handler)
-                    .await
-                {
-                    tracing::debug!(%error, "AWS API connection ended with an error");
-                }
-            });
-        }
-    });
-    Ok(AwsEndpoint { address, task })
+            async move { answer(&sim, request).await }
+        },
+    )
+    .await
 }
 
 async fn answer(sim: &SimAws, request: hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {

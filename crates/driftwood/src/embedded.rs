@@ -13,7 +13,7 @@ use driftwood_controller::{Context, Process, ProcessConfig, Settings};
 use driftwood_sim::{SimCluster, SimClusterOptions};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -372,6 +372,11 @@ impl Embedded {
         self.api_calls.calls()
     }
 
+    /// How many times the controllers sent each kind of request.
+    pub fn recorded_api_call_counts(&self) -> BTreeMap<ApiCall, u64> {
+        self.api_calls.counts()
+    }
+
     /// A kube client for the controller process `identity`: the in-process API server behind
     /// the armed faults ([`ApiFaults`]) and a layer that records each request.
     fn controller_client(&self, identity: &str, fence: Fence) -> kube::Client {
@@ -393,7 +398,7 @@ impl Embedded {
 
 /// The distinct API requests seen, as RBAC attributes.
 #[derive(Debug, Clone, Default)]
-struct ApiCallRecorder(Arc<Mutex<BTreeSet<ApiCall>>>);
+struct ApiCallRecorder(Arc<Mutex<BTreeMap<ApiCall, u64>>>);
 
 impl ApiCallRecorder {
     fn record<B>(&self, request: &http::Request<B>) {
@@ -406,7 +411,9 @@ impl ApiCallRecorder {
             self.0
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(call);
+                .entry(call)
+                .and_modify(|n| *n += 1)
+                .or_insert(1);
         }
     }
 
@@ -414,8 +421,15 @@ impl ApiCallRecorder {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .iter()
+            .keys()
             .cloned()
             .collect()
+    }
+
+    fn counts(&self) -> BTreeMap<ApiCall, u64> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }

@@ -194,3 +194,49 @@ pub fn object_key(namespace: Option<&str>, name: &str) -> ObjectKey {
         _ => name.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the child process the poisoned-lock test starts.
+    const CHILD: &str = "DRIFTWOOD_TEST_POISONED_CACHE_CHILD";
+
+    /// A panic while the store is being updated poisons its lock. Reading it then used to give
+    /// an empty snapshot — "no NodeClaims", which garbage collection would act on; now the
+    /// process aborts (to restart from the API server's state). Run in a child process, since
+    /// the abort ends the process.
+    #[test]
+    fn a_poisoned_cache_aborts_instead_of_reading_as_empty() {
+        if std::env::var_os(CHILD).is_some() {
+            let state = ClusterState::new();
+            let poisoner = state.clone();
+            let panicked = std::thread::spawn(move || {
+                poisoner.update(|_| panic!("a bug while applying a watch event"));
+            })
+            .join();
+            assert!(panicked.is_err());
+            let snapshot = state.snapshot();
+            // Not reached: the read above aborts.
+            println!("read {} nodeclaims", snapshot.store.nodeclaims.len());
+            return;
+        }
+        let child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "state::tests::a_poisoned_cache_aborts_instead_of_reading_as_empty",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .expect("the child runs");
+        let stdout = String::from_utf8_lossy(&child.stdout);
+        let stderr = String::from_utf8_lossy(&child.stderr);
+        assert!(!child.status.success(), "{stdout}\n{stderr}");
+        assert!(!stdout.contains("read 0 nodeclaims"), "{stdout}");
+        assert!(
+            stderr.contains("lock was poisoned by a panic; aborting"),
+            "{stderr}"
+        );
+    }
+}

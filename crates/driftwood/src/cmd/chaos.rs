@@ -141,12 +141,13 @@ fn run_processes(args: &Args) -> anyhow::Result<ExitCode> {
                 .count();
         }
         violations += outcome.violations.len();
-        let rollout = outcome
-            .rollout_seconds
-            .map_or_else(|| "not completed".to_string(), |s| format!("{s} s"));
+        let rollout = outcome.rollout_seconds.map_or_else(
+            || "end state not reached".to_string(),
+            |s| format!("end state +{s} s after the change"),
+        );
         if outcome.passed() {
             println!(
-                "seed {seed}: ok ({} faults, {} replicas, rollout {rollout})",
+                "seed {seed}: ok ({} faults, {} replicas, {rollout})",
                 outcome.injected.len(),
                 outcome.replicas_started
             );

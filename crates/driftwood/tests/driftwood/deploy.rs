@@ -252,6 +252,30 @@ async fn every_api_call_of_the_walkthrough_and_upgrade_is_granted_by_deploy() {
             described.join("\n")
         );
     }
+    // Writes patch the watch cache's object with its resourceVersion as precondition: a GET
+    // only after a conflict (the cache lagged), not one per write as before.
+    let counts = embedded.recorded_api_call_counts();
+    let count = |wanted: &str| -> u64 {
+        counts
+            .iter()
+            .filter(|(call, _)| {
+                let text = call.to_string();
+                wanted
+                    .split('|')
+                    .any(|w| text.starts_with(&format!("{w} ")))
+            })
+            .map(|(_, n)| *n)
+            .sum()
+    };
+    let patches = count(
+        "patch karpenter.sh/nodeclaims|patch karpenter.sh/nodeclaims/status|patch core/nodes",
+    );
+    let gets = count("get karpenter.sh/nodeclaims|get core/nodes");
+    assert!(patches >= 10, "{counts:#?}");
+    assert!(
+        gets * 5 <= patches,
+        "{gets} GETs for {patches} patches of NodeClaims and Nodes: writes read first\n{counts:#?}"
+    );
     let grants = deployed_grants();
     let refused: Vec<&String> = calls
         .iter()

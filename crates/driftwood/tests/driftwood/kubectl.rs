@@ -84,7 +84,8 @@ fn wait_for(
     }
 }
 
-fn ssm(version: &str, arch_path: &str) -> String {
+/// The simulated account's recommended AMI for `version` (`driftwood sim ssm get-parameter`).
+pub fn ssm(version: &str, arch_path: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_driftwood"))
         .args(["sim", "ssm", "get-parameter", "--name"])
         .arg(format!(

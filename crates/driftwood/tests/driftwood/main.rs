@@ -10,7 +10,7 @@ pub mod deploy;
 pub mod e2e;
 pub mod kubectl;
 #[cfg(feature = "aws")]
-mod moto;
+pub mod moto;
 #[cfg(feature = "aws")]
 mod production;
 mod public_manifests;

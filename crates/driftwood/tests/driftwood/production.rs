@@ -8,12 +8,13 @@
 //! names the replica) shows that no replica wrote after another had taken the lease over.
 
 use crate::blueprints;
-use crate::kubectl::{Server, kubectl};
+use crate::kubectl::{Server, kubectl, ssm};
+use crate::moto::controller_process::{eventually, free_port};
 use driftwood_sim::apiserver::audit::{AuditEntry, read_audit_log};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A short lease so failovers take seconds (renew deadline 4 s, retry 0.8 s).
 const LEASE_SECONDS: &str = "6";
@@ -78,14 +79,6 @@ fn sim_serve(dir: &Path) -> SimServe {
         region: exports["AWS_REGION"].clone(),
         audit,
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// One `driftwood controller` replica, as a Deployment's pod runs it.
@@ -155,18 +148,6 @@ impl Replica {
     }
 }
 
-/// Polls `check` every 250 ms of wall time until it returns Some, at most `limit`.
-fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 fn lease_holder(kubeconfig: &Path) -> String {
     kubectl(
         kubeconfig,
@@ -182,18 +163,6 @@ fn lease_holder(kubeconfig: &Path) -> String {
         ],
         None,
     )
-}
-
-fn ssm(version: &str, arch_path: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_driftwood"))
-        .args(["sim", "ssm", "get-parameter", "--name"])
-        .arg(format!(
-            "/aws/service/eks/optimized-ami/{version}/{arch_path}/recommended/image_id"
-        ))
-        .args(["--query", "Parameter.Value", "--output", "text"])
-        .output()
-        .expect("driftwood runs");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn walkthrough(version: &str) -> String {

@@ -50,6 +50,48 @@ pub async fn serve(
     address: SocketAddr,
     audit: Option<AuditLog>,
 ) -> std::io::Result<HttpServer> {
+    serve_with(address, "API", move |request: hyper::Request<Incoming>| {
+        let service = service.clone();
+        let audit = audit.clone();
+        async move {
+            let seen = audit.as_ref().map(|_| {
+                let agent = request
+                    .headers()
+                    .get(http::header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                (
+                    request.method().clone(),
+                    request.uri().path().to_string(),
+                    agent,
+                )
+            });
+            let response = service.handle(request).await;
+            if let (Some(audit), Some((method, path, agent))) = (&audit, seen) {
+                audit.record(&method, &path, &agent, response.status().as_u16());
+            }
+            response
+        }
+    })
+    .await
+}
+
+/// Bind `address` (port 0 picks a free port) and answer every HTTP/1.1 request on it with
+/// `handler` (`what` names the server in logs). The one accept loop of the embedded cluster's
+/// listeners.
+pub async fn serve_with<H, Fut, B>(
+    address: SocketAddr,
+    what: &'static str,
+    handler: H,
+) -> std::io::Result<HttpServer>
+where
+    H: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let listener = TcpListener::bind(address).await?;
     let address = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -58,44 +100,23 @@ pub async fn serve(
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
                 Err(error) => {
-                    tracing::warn!(%error, "accepting an API connection failed");
+                    tracing::warn!(%error, server = what, "accepting a connection failed");
                     tokio::task::yield_now().await;
                     continue;
                 }
             };
             while connections.try_join_next().is_some() {}
-            let service = service.clone();
-            let audit = audit.clone();
+            let handler = handler.clone();
             connections.spawn(async move {
-                let handler = service_fn(move |request: hyper::Request<Incoming>| {
-                    let service = service.clone();
-                    let audit = audit.clone();
-                    async move {
-                        let seen = audit.as_ref().map(|_| {
-                            let agent = request
-                                .headers()
-                                .get(http::header::USER_AGENT)
-                                .and_then(|v| v.to_str().ok())
-                                .unwrap_or_default()
-                                .to_string();
-                            (
-                                request.method().clone(),
-                                request.uri().path().to_string(),
-                                agent,
-                            )
-                        });
-                        let response = service.handle(request).await;
-                        if let (Some(audit), Some((method, path, agent))) = (&audit, seen) {
-                            audit.record(&method, &path, &agent, response.status().as_u16());
-                        }
-                        Ok::<_, std::convert::Infallible>(response)
-                    }
+                let service = service_fn(move |request: hyper::Request<Incoming>| {
+                    let answer = handler(request);
+                    async move { Ok::<_, std::convert::Infallible>(answer.await) }
                 });
                 if let Err(error) = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), handler)
+                    .serve_connection(TokioIo::new(stream), service)
                     .await
                 {
-                    tracing::debug!(%error, "API connection ended with an error");
+                    tracing::debug!(%error, server = what, "connection ended with an error");
                 }
             });
         }

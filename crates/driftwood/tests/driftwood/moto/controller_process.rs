@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use super::Moto;
 use crate::kubectl::{Server, kubectl};
 
-fn free_port() -> u16 {
+/// A port free on loopback now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -30,7 +31,7 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 }
 
 /// Polls `check` every 200 ms of wall time until it returns Some, at most `limit`.
-fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+pub fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(v) = check() {

@@ -4,7 +4,7 @@
 //! (controller_process). moto is required: scripts/test installs `moto[server]`; a missing
 //! moto fails these tests, it never skips them.
 
-mod controller_process;
+pub mod controller_process;
 mod fleet;
 mod provider;
 mod walkthrough;
