@@ -13,6 +13,7 @@ use crate::metrics::Metrics;
 use crate::nodeclaim_template::build_nodeclaim;
 use crate::simulation::simulation_input;
 use crate::state::Snapshot;
+use driftwood_api::condition::Conditions as _;
 use driftwood_disruption::views::{is_daemonset_pod, is_mirror_pod};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
@@ -159,6 +160,10 @@ pub struct WorldSignature {
     nodeclaims: usize,
     nodes: usize,
     nodepools: Vec<(String, Option<i64>)>,
+    /// Each EC2NodeClass's readiness: a class turning Ready makes its NodePools usable (found
+    /// with the simulated account's latency: the class resolved just after the first pass, and
+    /// the pods waited for the 30 s re-simulation).
+    nodeclasses: Vec<(String, bool)>,
 }
 
 /// The [`WorldSignature`] of `snapshot`.
@@ -172,6 +177,17 @@ pub fn world_signature(snapshot: &Snapshot) -> WorldSignature {
             .nodepools
             .iter()
             .map(|(name, pool)| (name.clone(), pool.metadata.generation))
+            .collect(),
+        nodeclasses: snapshot
+            .store
+            .nodeclasses
+            .iter()
+            .map(|(name, class)| {
+                (
+                    name.clone(),
+                    class.is_true(driftwood_api::wellknown::CONDITION_READY),
+                )
+            })
             .collect(),
     }
 }
@@ -338,5 +354,27 @@ mod tests {
             ),
         );
         assert_ne!(world_signature(&registered), seen, "a Node registered");
+        let class = |ready: &str| -> Arc<driftwood_api::EC2NodeClass> {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+                    "metadata": {"name": "default"},
+                    "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                             "subnetSelectorTerms": [{"tags": {"a": "b"}}],
+                             "securityGroupSelectorTerms": [{"tags": {"a": "b"}}]},
+                    "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "R", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}
+                }))
+                .expect("class"),
+            )
+        };
+        let mut waiting = snapshot.clone();
+        waiting.apply("default".into(), class("False"));
+        let before = world_signature(&waiting);
+        waiting.apply("default".into(), class("True"));
+        assert_ne!(
+            world_signature(&waiting),
+            before,
+            "a node class turned Ready"
+        );
     }
 }
