@@ -142,6 +142,8 @@ impl SimCluster {
         let clock: SharedClock = Arc::new(VirtualClock::starting_at(options.start_time));
         let mut config = ApiServerConfig::with_clock(Arc::clone(&clock));
         config.kubernetes_version = kubelet_version(&options.kubernetes_version);
+        // A managed control plane's latency, on the cluster's (virtual) time.
+        config.latency = crate::apiserver::RequestLatency::MANAGED;
         let api = ApiServer::new(config);
         let client = api.client();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

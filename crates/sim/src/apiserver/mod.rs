@@ -63,7 +63,7 @@ mod write;
 use std::net::SocketAddr;
 use std::path::Path;
 
-pub use self::core::{ApiCore, ApiServerConfig, PodTermination};
+pub use self::core::{ApiCore, ApiServerConfig, PodTermination, RequestLatency};
 pub use self::error::ApiError;
 pub use self::http::{HttpServer, kubeconfig_yaml, write_kubeconfig};
 pub use self::service::{ApiService, ResponseBody};

@@ -7,6 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -113,7 +114,22 @@ impl ApiService {
         B::Error: Into<BoxError>,
     {
         let (parts, body) = request.into_parts();
-        let limit = self.shared.lock().config().max_body_bytes;
+        let (limit, latency) = {
+            let core = self.shared.lock();
+            (core.config().max_body_bytes, core.config().latency)
+        };
+        let watch = parts
+            .uri
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+        let delay = match parts.method {
+            _ if watch => Duration::ZERO,
+            http::Method::GET | http::Method::HEAD => latency.read,
+            _ => latency.write,
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let body = match Limited::new(body, limit).collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(error) if error.is::<http_body_util::LengthLimitError>() => {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use driftwood_aws::ports::InstanceTypeDescription;
 use driftwood_sim_aws::{Machine, MachineSource, SimAws};
+use futures::StreamExt as _;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Taint};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
@@ -198,16 +199,32 @@ async fn run(
             plan.next_due = Some(plan.next_due.map_or(due, |t| t.min(due)));
         }
         issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
-        for action in plan.actions {
-            let key = action.key();
-            if issued.contains_key(&key) {
-                continue;
-            }
-            issued.insert(key, now);
-            if let Err(error) = execute(&client, clock.now(), action).await {
-                tracing::debug!(%error, "kubelet action failed; will retry");
-            }
-        }
+        let fresh: Vec<KubeletAction> = plan
+            .actions
+            .into_iter()
+            .filter(|action| match issued.entry(action.key()) {
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(now);
+                    true
+                }
+                std::collections::btree_map::Entry::Occupied(_) => false,
+            })
+            .collect();
+        // Every node has its own kubelet (and the attach/detach controller works per volume):
+        // one plan's actions touch distinct objects and go to the API server at once, as
+        // separate processes' would. One after another, each write's latency would add up and
+        // nodes launched together would turn Ready a write's latency apart per node.
+        futures::stream::iter(fresh)
+            .for_each_concurrent(None, |action| {
+                let client = &client;
+                let clock = &clock;
+                async move {
+                    if let Err(error) = execute(client, clock.now(), action).await {
+                        tracing::debug!(%error, "kubelet action failed; will retry");
+                    }
+                }
+            })
+            .await;
         // Wake for the next machine poll, counted from the last one.
         let since_poll =
             machines_read_at.map_or(Duration::ZERO, |at| now.duration_since(at).unsigned_abs());

@@ -31,9 +31,13 @@ use driftwood_api::wellknown::{
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::plan::{Command, Decision, PlannerInput, plan_drift};
 use driftwood_disruption::views::{node_view, pdb_allowed};
+use futures::StreamExt as _;
 use kube::api::PostParams;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// How many disruption commands start at once (each is a handful of writes in order).
+const COMMANDS_AT_ONCE: usize = 32;
 
 /// The disruption controller: cheap to clone, one pass at a time.
 #[derive(Clone, Default)]
@@ -124,9 +128,22 @@ impl Memory {
                 self.last_blocked.insert(name.clone(), message);
             }
         }
+        // Commands touch distinct candidates and replacements: they start together (a few at a
+        // time), so a wave of hundreds is not a sum of every write's round trip to the API
+        // server (five writes a command; 500 commands one after another at a managed control
+        // plane's ~10 ms a write would take 25 s).
+        let mut starts = Vec::with_capacity(plan.commands.len());
         for command in &plan.commands {
+            let (ctx, snapshot) = (&ctx, &snapshot);
+            starts.push(async move { (command, execute(ctx, snapshot, command).await) });
+        }
+        let started: Vec<(&Command, Result<(), kube::Error>)> = futures::stream::iter(starts)
+            .buffered(COMMANDS_AT_ONCE)
+            .collect()
+            .await;
+        for (command, result) in started {
             self.last_blocked.remove(&command.nodeclaim);
-            match execute(&ctx, &snapshot, command).await {
+            match result {
                 Ok(()) => acted = true,
                 Err(error) => {
                     self.errors += 1;

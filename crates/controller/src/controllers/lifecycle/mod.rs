@@ -23,6 +23,7 @@ use driftwood_api::wellknown::{
     FINALIZER_TERMINATION, LABEL_NODE_INITIALIZED, TAINT_UNREGISTERED_KEY,
 };
 use driftwood_cloud::CloudError;
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
 use std::time::Duration;
 
@@ -61,38 +62,20 @@ pub async fn pass(ctx: Context) -> Outcome {
         _ => None,
     });
     let mut results = futures::future::join_all(launches).await;
+    // Registrations and initializations touch one NodeClaim and its Node each: they go to the
+    // API server together too (a few at a time), so a wave of a hundred nodes is not a hundred
+    // round trips one after another.
+    let mut steps = Vec::new();
     for action in &decision.actions {
-        let (name, step, result) = match action {
-            Action::Launch { .. } => continue,
-            action if !ready(action.nodeclaim()) => continue,
-            Action::Register { nodeclaim, .. } => {
-                (nodeclaim, "register", register(&ctx, action).await)
-            }
-            Action::DeleteUnregistered { nodeclaim } => {
-                tracing::warn!(%nodeclaim, ttl = ?ctx.settings.registration_ttl, "deleting nodeclaim: node did not register in time");
-                if let Some(claim) = snapshot.store.nodeclaims.get(nodeclaim) {
-                    ctx.events
-                        .publish(
-                            claim.as_ref(),
-                            EventType::Warning,
-                            "NodeClaimNotRegistered",
-                            "Node did not register within the registration TTL; deleting the NodeClaim",
-                        )
-                        .await;
-                }
-                let deleted = delete(&nodeclaims(&ctx.client), nodeclaim).await;
-                (
-                    nodeclaim,
-                    "delete-unregistered",
-                    deleted.map_err(StepError::from),
-                )
-            }
-            Action::Initialize { nodeclaim, .. } => {
-                (nodeclaim, "initialize", initialize(&ctx, action).await)
-            }
-        };
-        results.push((name, step, result));
+        if !matches!(action, Action::Launch { .. }) && ready(action.nodeclaim()) {
+            steps.push(step(&ctx, &snapshot, action));
+        }
     }
+    let stepped: Vec<_> = futures::stream::iter(steps)
+        .buffered(STEPS_AT_ONCE)
+        .collect()
+        .await;
+    results.extend(stepped);
     let now = ctx.clock.now();
     let errors = results
         .iter()
@@ -108,6 +91,44 @@ pub async fn pass(ctx: Context) -> Outcome {
         Outcome::idle()
     };
     outcome.with_errors(u32::try_from(errors).unwrap_or(u32::MAX))
+}
+
+/// How many registrations and initializations go to the API server at once.
+const STEPS_AT_ONCE: usize = 32;
+
+/// One step other than a launch: the NodeClaim it is about, the step's name and its result.
+async fn step<'a>(
+    ctx: &Context,
+    snapshot: &crate::state::Snapshot,
+    action: &'a Action,
+) -> (&'a String, &'static str, Result<(), StepError>) {
+    match action {
+        Action::Register { nodeclaim, .. } => (nodeclaim, "register", register(ctx, action).await),
+        Action::DeleteUnregistered { nodeclaim } => {
+            tracing::warn!(%nodeclaim, ttl = ?ctx.settings.registration_ttl, "deleting nodeclaim: node did not register in time");
+            if let Some(claim) = snapshot.store.nodeclaims.get(nodeclaim) {
+                ctx.events
+                    .publish(
+                        claim.as_ref(),
+                        EventType::Warning,
+                        "NodeClaimNotRegistered",
+                        "Node did not register within the registration TTL; deleting the NodeClaim",
+                    )
+                    .await;
+            }
+            let deleted = delete(&nodeclaims(&ctx.client), nodeclaim).await;
+            (
+                nodeclaim,
+                "delete-unregistered",
+                deleted.map_err(StepError::from),
+            )
+        }
+        Action::Initialize { nodeclaim, .. } => {
+            (nodeclaim, "initialize", initialize(ctx, action).await)
+        }
+        // Launches go out with the cloud calls in `pass`, never through here.
+        Action::Launch { nodeclaim, .. } => (nodeclaim, "launch", Ok(())),
+    }
 }
 
 /// Why one lifecycle step failed.

@@ -15,6 +15,7 @@ use crate::simulation::simulation_input;
 use crate::state::Snapshot;
 use driftwood_api::condition::Conditions as _;
 use driftwood_disruption::views::{is_daemonset_pod, is_mirror_pod};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use std::collections::{BTreeMap, BTreeSet};
@@ -192,6 +193,9 @@ pub fn world_signature(snapshot: &Snapshot) -> WorldSignature {
     }
 }
 
+/// How many NodeClaims a provisioning pass creates at once.
+const CREATES_AT_ONCE: usize = 32;
+
 /// The longest the provisioner waits to see its own NodeClaims in the cache.
 const READ_YOUR_WRITES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -230,6 +234,7 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
         );
     }
     let api = crate::api::nodeclaims(&ctx.client);
+    let mut planned_claims = Vec::new();
     for planned in &decision.launch {
         let Some(pool) = snapshot.nodepool(&planned.nodepool) else {
             continue;
@@ -238,7 +243,24 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
             snapshot.store.nodeclaims.contains_key(n)
         });
         let claim = build_nodeclaim(&name, pool, planned);
-        match api.create(&PostParams::default(), &claim).await {
+        planned_claims.push((name, planned, claim));
+    }
+    // Created together, a few at a time, as Karpenter creates a batch's NodeClaims in
+    // parallel: one after another, 1,000 NodeClaims cost 1,000 round trips to the API server.
+    let mut creates = Vec::with_capacity(planned_claims.len());
+    for (name, planned, claim) in planned_claims {
+        let api = &api;
+        creates.push(async move {
+            let result = api.create(&PostParams::default(), &claim).await;
+            (name, planned, result)
+        });
+    }
+    let results: Vec<_> = futures::stream::iter(creates)
+        .buffered(CREATES_AT_ONCE)
+        .collect()
+        .await;
+    for (name, planned, result) in results {
+        match result {
             Ok(_) => {
                 created.push(name.clone());
                 let types = planned.instance_types.len();

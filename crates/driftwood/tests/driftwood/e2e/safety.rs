@@ -310,26 +310,19 @@ async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
         .await;
     let claim = originals(&h).into_iter().next().unwrap();
     drift_pool(&h, &pool).await;
+    // The command is recorded on the candidate first, its replacement created after (a write's
+    // latency later): crash once both are written, before the replacement initialized.
     h.wait_until("the command started", 5 * MINUTE, |s| {
-        s.store
-            .nodeclaims
-            .get(&claim)
-            .is_some_and(|c| disrupting(c))
+        s.store.nodeclaims.get(&claim).is_some_and(|c| {
+            disrupting(c)
+                && recorded_replacement(c).is_some_and(|r| s.store.nodeclaims.contains_key(&r))
+        })
     })
     .await;
     let s = h.snapshot();
-    let replacement = s.store.nodeclaims[&claim]
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS))
-        .cloned()
-        .unwrap();
+    let replacement = recorded_replacement(&s.store.nodeclaims[&claim]).unwrap();
     assert!(
-        s.store
-            .nodeclaims
-            .get(&replacement)
-            .is_none_or(|r| !r.is_true(CONDITION_INITIALIZED)),
+        !s.store.nodeclaims[&replacement].is_true(CONDITION_INITIALIZED),
         "crashing before the replacement initialized"
     );
     h.embedded.kill_controllers();
@@ -352,6 +345,71 @@ async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
     // Two instances ever: the original and the one replacement.
     assert_eq!(h.embedded.cluster.aws().instances().len(), 2);
     assert_eq!(h.embedded.cluster.aws().fleet_calls(), 2);
+}
+
+/// The replacement a candidate's command records, if it records one.
+fn recorded_replacement(claim: &driftwood_api::NodeClaim) -> Option<String> {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_DISRUPTION_REPLACEMENTS))
+        .filter(|r| !r.is_empty())
+        .cloned()
+}
+
+/// Found with the API server's latency on: a leader that dies after recording a command on
+/// its candidate and before creating the replacement it names. The next leader waits the
+/// visibility grace for the named replacement, rolls the command back ("a replacement
+/// nodeclaim is gone"), and plans the node again with a replacement of its own: one node
+/// replaced, one replacement instance launched, the name recorded first never created.
+#[tokio::test(start_paused = true)]
+async fn a_crash_between_recording_a_command_and_creating_its_replacement_rolls_back_and_replans() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "app") == 1)
+        .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    h.wait_until("the command recorded", 5 * MINUTE, |s| {
+        s.store
+            .nodeclaims
+            .get(&claim)
+            .is_some_and(|c| disrupting(c) && recorded_replacement(c).is_some())
+    })
+    .await;
+    let recorded = recorded_replacement(&h.snapshot().store.nodeclaims[&claim]).unwrap();
+    h.embedded.kill_controllers();
+    let nodeclaims: Api<driftwood_api::NodeClaim> = Api::all(h.embedded.cluster.client());
+    assert!(
+        nodeclaims.get_opt(&recorded).await.unwrap().is_none(),
+        "the leader died before creating {recorded} (the API server's write latency leaves that window)"
+    );
+    idle(&mut h, Duration::from_secs(30)).await;
+    h.embedded.start_controllers();
+    h.wait_until("the old node replaced", 20 * MINUTE, |s| {
+        !s.store.nodeclaims.contains_key(&claim)
+            && initialized_of(s, "general").len() == 1
+            && ready_pods(s, "app") == 1
+    })
+    .await;
+    idle(&mut h, 3 * MINUTE).await;
+    let s = h.snapshot();
+    let names: Vec<String> = s.store.nodeclaims.keys().cloned().collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert_ne!(names[0], recorded, "the recorded name was never created");
+    assert_eq!(h.embedded.cluster.aws().instances().len(), 2);
+    assert_eq!(h.embedded.cluster.aws().fleet_calls(), 2);
+    let events = events_about(&h, "default", &claim).await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "DisruptionBlocked"
+                && note.contains("a replacement nodeclaim is gone")),
+        "{events:?}"
+    );
 }
 
 /// An untyped API for a cluster-scoped kind, so tests see and write fields driftwood's types do
