@@ -19,5 +19,5 @@ pub mod wellknown;
 pub use condition::{Condition, Conditions};
 pub use ec2nodeclass::{EC2NodeClass, EC2NodeClassSpec, EC2NodeClassStatus};
 pub use nodeclaim::{NodeClaim, NodeClaimSpec, NodeClaimStatus, NodeClassReference};
-pub use nodepool::{Budget, NodePool, NodePoolSpec, NodePoolStatus};
+pub use nodepool::{Budget, NodePool, NodePoolSpec, NodePoolStatus, RolloutStatus};
 pub use requirement::NodeSelectorRequirementWithMinValues;

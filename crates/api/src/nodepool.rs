@@ -41,6 +41,10 @@ pub const CONSOLIDATION_WHEN_EMPTY_OR_UNDERUTILIZED: &str = "WhenEmptyOrUnderuti
     printcolumn = r#"{"name":"Nodes","type":"string","jsonPath":".status.resources.nodes"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Up-To-Date","type":"integer","jsonPath":".status.rollout.upToDate"}"#,
+    printcolumn = r#"{"name":"Drifted","type":"integer","jsonPath":".status.rollout.drifted"}"#,
+    printcolumn = r#"{"name":"Disrupting","type":"integer","jsonPath":".status.rollout.disrupting"}"#,
+    printcolumn = r#"{"name":"Rollout","type":"string","jsonPath":".status.conditions[?(@.type==\"RolloutComplete\")].reason"}"#,
     printcolumn = r#"{"name":"Weight","type":"integer","priority":1,"jsonPath":".spec.weight"}"#,
     printcolumn = r#"{"name":"CPU","type":"string","priority":1,"jsonPath":".status.resources.cpu"}"#,
     printcolumn = r#"{"name":"Memory","type":"string","priority":1,"jsonPath":".status.resources.memory"}"#
@@ -216,6 +220,37 @@ pub struct NodePoolStatus {
     /// How many nodes (live NodeClaims) the pool has.
     #[serde(default)]
     pub nodes: i64,
+    /// driftwood's account of the pool's rollout, written by the disruption loop. Not in
+    /// Karpenter's CRD: with Karpenter's CRDs installed the API server prunes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// Where a NodePool's rollout stands: its live nodes (NodeClaims not being deleted) counted by
+/// state, each node in exactly one of `upToDate`, `drifted` (waiting to be replaced, `blocked`
+/// counting those of them that cannot be disrupted now) and `disrupting` (a command in flight).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The NodePool generation the nodes were compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Nodes that are not drifted and not being disrupted.
+    #[serde(default)]
+    pub up_to_date: i64,
+    /// Drifted nodes waiting to be replaced.
+    #[serde(default)]
+    pub drifted: i64,
+    /// Nodes with a disruption command in flight (replacement launching, draining).
+    #[serde(default)]
+    pub disrupting: i64,
+    /// Drifted nodes that cannot be disrupted now (a PDB, do-not-disrupt, pods that fit
+    /// nowhere, the rollout paused); a budget that is merely full blocks none.
+    #[serde(default)]
+    pub blocked: i64,
+    /// Whether the pool's rollout is paused (the `driftwood.sh/rollout-paused` annotation).
+    #[serde(default)]
+    pub paused: bool,
 }
 
 /// The NodePool Ready reason driftwood sets on a static NodePool, which it leaves alone.
@@ -229,6 +264,15 @@ pub const STATIC_UNSUPPORTED_MESSAGE: &str = "static capacity (spec.replicas) is
 pub const LIMIT_NODES: &str = "nodes";
 
 impl NodePool {
+    /// Whether the pool's rollout is paused (`driftwood.sh/rollout-paused: "true"`).
+    pub fn rollout_paused(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::wellknown::ANNOTATION_ROLLOUT_PAUSED))
+            .is_some_and(|v| v == "true")
+    }
+
     /// The pool's weight (0 when unset).
     pub fn weight(&self) -> i32 {
         self.spec.weight.unwrap_or(0)

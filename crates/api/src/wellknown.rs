@@ -91,6 +91,10 @@ pub const ANNOTATION_DISRUPTION_REPLACEMENTS: &str = "driftwood.sh/disruption-re
 pub const ANNOTATION_DISRUPTION_STARTED: &str = "driftwood.sh/disruption-started";
 /// On a replacement NodeClaim: the candidate whose disruption command launched it.
 pub const ANNOTATION_DISRUPTION_REPLACEMENT_FOR: &str = "driftwood.sh/disruption-replacement-for";
+/// On a NodePool: `"true"` pauses its rollout — no new disruption starts in the pool, commands
+/// in flight finish, drift marking goes on (`driftwood rollout pause|resume`, or kubectl and
+/// GitOps tools setting it). Any other value, or none, is not paused.
+pub const ANNOTATION_ROLLOUT_PAUSED: &str = "driftwood.sh/rollout-paused";
 
 // ---- taints ----
 /// Taint put on a node chosen for disruption (effect NoSchedule).
@@ -131,6 +135,10 @@ pub const CONDITION_VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 // ---- NodePool condition types ----
 pub const CONDITION_NODECLASS_READY: &str = "NodeClassReady";
 pub const CONDITION_VALIDATION: &str = "ValidationSucceeded";
+/// driftwood's own NodePool condition: True when every node is up to date and nothing is
+/// disrupting; False with reason `Progressing`, `Paused` or `Blocked` and a message naming what
+/// holds the rollout.
+pub const CONDITION_ROLLOUT_COMPLETE: &str = "RolloutComplete";
 
 // ---- Drift reasons (the Drifted condition's reason) ----
 pub const DRIFT_NODEPOOL: &str = "NodePoolDrifted";

@@ -79,13 +79,48 @@ pub enum Blocked {
     NotInitialized,
     BeingDeleted,
     AlreadyDisrupting,
-    DoNotDisrupt { on: &'static str },
-    PodDoNotDisrupt { pod: String },
-    PdbAtZero { pod: String, pdb: String },
-    MultiplePdbs { pod: String, pdbs: Vec<String> },
-    Budget { nodepool: String, detail: String },
-    PodsFitNowhere { pods: Vec<(String, String)> },
-    Simulation { error: String },
+    DoNotDisrupt {
+        on: &'static str,
+    },
+    PodDoNotDisrupt {
+        pod: String,
+    },
+    PdbAtZero {
+        pod: String,
+        pdb: String,
+    },
+    MultiplePdbs {
+        pod: String,
+        pdbs: Vec<String>,
+    },
+    Budget {
+        nodepool: String,
+        detail: String,
+    },
+    PodsFitNowhere {
+        pods: Vec<(String, String)>,
+    },
+    Simulation {
+        error: String,
+    },
+    /// The NodePool's rollout is paused (`driftwood.sh/rollout-paused`).
+    Paused {
+        nodepool: String,
+    },
+}
+
+impl Blocked {
+    /// Whether this holds a drifted node for a reason of its own, not merely because the
+    /// budget is full this pass, the node is not ready yet, or its command already runs.
+    pub fn holds_the_rollout(&self) -> bool {
+        !matches!(
+            self,
+            Self::NotInitialized
+                | Self::BeingDeleted
+                | Self::AlreadyDisrupting
+                | Self::Budget { .. }
+        )
+    }
 }
 
 impl fmt::Display for Blocked {
@@ -145,6 +180,10 @@ impl fmt::Display for Blocked {
             Self::Simulation { error } => write!(
                 f,
                 "Cannot disrupt NodeClaim: scheduling simulation failed: {error}"
+            ),
+            Self::Paused { nodepool } => write!(
+                f,
+                "Cannot disrupt NodeClaim: the rollout of nodepool {nodepool:?} is paused (annotation \"driftwood.sh/rollout-paused\")"
             ),
         }
     }

@@ -187,6 +187,15 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
         let _ = writeln!(out, "  blocked: {reason}");
         blocked = true;
     }
+    if let Some(pool) = input.nodepool.filter(|p| p.rollout_paused()) {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  blocked: {}",
+            crate::candidate::Blocked::Paused { nodepool: name }
+        );
+        blocked = true;
+    }
     if let Some(pool) = input.nodepool {
         let members: Vec<&NodeView> = input.pool_views.iter().collect();
         let (total, disrupting) = budget_counts(budget_members(&members));
@@ -508,5 +517,35 @@ mod tests {
         );
         let late = drain_lines(&drained, now + 601).join("\n");
         assert!(late.contains("no longer waited for"), "{late}");
+    }
+
+    #[test]
+    fn a_paused_rollout_is_named_as_what_holds_the_node() {
+        let (mut pool, claim, view) = setup();
+        let input = |pool: &NodePool| {
+            explain(&ExplainInput {
+                nodeclaim: &claim,
+                view: &view,
+                nodepool: Some(pool),
+                nodeclass: None,
+                pool_views: std::slice::from_ref(&view),
+                pdb_allowed: &BTreeMap::new(),
+                last_blocked_event: None,
+                now: 2000,
+                drain: None,
+            })
+        };
+        assert!(!input(&pool).contains("paused"), "{}", input(&pool));
+        pool.metadata.annotations = Some(BTreeMap::from([(
+            driftwood_api::wellknown::ANNOTATION_ROLLOUT_PAUSED.to_string(),
+            "true".to_string(),
+        )]));
+        let text = input(&pool);
+        assert!(
+            text.contains(
+                "blocked: Cannot disrupt NodeClaim: the rollout of nodepool \"default\" is paused"
+            ),
+            "{text}"
+        );
     }
 }

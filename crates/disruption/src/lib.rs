@@ -8,4 +8,5 @@ pub mod drain;
 pub mod drift;
 pub mod explain;
 pub mod plan;
+pub mod rollout;
 pub mod views;

@@ -11,7 +11,7 @@ use driftwood_api::wellknown::{REASON_DRIFTED, TAINT_DISRUPTED_KEY};
 use driftwood_scheduling::{
     NewNodeClaim, PodConstraints, SimPod, SimulationInput, Taint, TaintEffect, schedule,
 };
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// What to do with one chosen candidate.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,8 +137,22 @@ fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
     // Candidates: drifted and eligible, ordered per pool (empty first, then oldest drift).
     let mut blocked = Vec::new();
     let mut per_pool: BTreeMap<&str, Vec<&NodeView>> = BTreeMap::new();
+    let paused: BTreeSet<&str> = nodepools
+        .iter()
+        .filter(|p| p.rollout_paused())
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
     for view in nodes.iter().filter(|n| n.drift.is_some()) {
-        match check_candidate(view, pdb_allowed) {
+        let checked = check_candidate(view, pdb_allowed).and_then(|()| {
+            if paused.contains(view.nodepool.as_str()) {
+                Err(Blocked::Paused {
+                    nodepool: view.nodepool.clone(),
+                })
+            } else {
+                Ok(())
+            }
+        });
+        match checked {
             Ok(()) => per_pool
                 .entry(view.nodepool.as_str())
                 .or_default()

@@ -12,3 +12,4 @@ pub mod chaos;
 pub mod demo;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+pub mod rollout;

@@ -47,6 +47,10 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Run the controllers against a real cluster (leader election, /metrics, /healthz).
     Controller(cmd::controller::Args),
+    /// Steer and follow a NodePool's rollout: pause, resume, status (like kubectl rollout).
+    /// Uses KUBECONFIG like kubectl.
+    #[command(subcommand)]
+    Rollout(cmd::rollout::RolloutCommand),
     /// The embedded cluster's tools.
     #[cfg(feature = "embedded")]
     #[command(subcommand)]
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd::validate::run(&args),
         Command::Explain(args) => block_on(cmd::explain::run(&args)),
         Command::Controller(args) => block_on(cmd::controller::run(&args)),
+        Command::Rollout(command) => block_on(cmd::rollout::run(&command)),
         #[cfg(feature = "embedded")]
         Command::Sim(command) => cmd::sim::run(&command),
         #[cfg(feature = "embedded")]

@@ -182,8 +182,10 @@ mod tests {
         );
     }
 
+    /// Karpenter's columns, in its order, with driftwood's rollout columns (its own
+    /// `status.rollout` and `RolloutComplete`) shown by default after Age.
     #[test]
-    fn nodepool_printer_columns_match_karpenter() {
+    fn nodepool_printer_columns_are_karpenters_plus_the_rollout() {
         let crds = crds().unwrap();
         let columns: Vec<_> = crds[2].spec.versions[0]
             .additional_printer_columns
@@ -199,6 +201,10 @@ mod tests {
                 "Nodes",
                 "Ready",
                 "Age",
+                "Up-To-Date",
+                "Drifted",
+                "Disrupting",
+                "Rollout",
                 "Weight",
                 "CPU",
                 "Memory"

@@ -8,6 +8,7 @@ pub mod crds;
 pub mod demo;
 pub mod explain;
 pub mod logging;
+pub mod rollout;
 pub mod signal;
 #[cfg(feature = "embedded")]
 pub mod sim;

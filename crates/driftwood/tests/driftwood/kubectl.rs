@@ -271,10 +271,143 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
             .any(|l| l.contains("DisruptionBlocked") && l.contains("pdb")),
         "{described}"
     );
+    // The rollout as kubectl shows it (driftwood's columns on NodePools) and as `driftwood
+    // rollout status` does: held by the PDB.
+    let pools = wait_for(
+        &kubeconfig,
+        &["get", "nodepools"],
+        Duration::from_secs(60),
+        |o| o.contains("Blocked"),
+    );
+    assert!(
+        pools.lines().next().unwrap().split_whitespace().eq([
+            "NAME",
+            "NODECLASS",
+            "NODES",
+            "READY",
+            "AGE",
+            "UP-TO-DATE",
+            "DRIFTED",
+            "DISRUPTING",
+            "ROLLOUT"
+        ]),
+        "{pools}"
+    );
+    let row: Vec<&str> = pools.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[5..], ["0", "1", "0", "Blocked"], "{pools}");
+    let (code, said) = driftwood(
+        &kubeconfig,
+        &[
+            "rollout",
+            "status",
+            "nodepool/latest-current-ami",
+            "--watch=false",
+        ],
+    );
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("Waiting for nodepool \"latest-current-ami\" rollout to finish (Blocked)")
+            && said.contains("pdb \"default/hold\""),
+        "{said}"
+    );
+    // Pause and resume with the CLI: an annotation kubectl sees, and the column follows.
+    let (code, said) = driftwood(&kubeconfig, &["rollout", "pause", "np/latest-current-ami"]);
+    assert_eq!(
+        (code, said.trim()),
+        (Some(0), "nodepool.karpenter.sh/latest-current-ami paused")
+    );
+    let annotation = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "nodepool",
+            "latest-current-ami",
+            "-o",
+            "jsonpath={.metadata.annotations.driftwood\\.sh/rollout-paused}",
+        ],
+        None,
+    );
+    assert_eq!(annotation, "true");
+    wait_for(
+        &kubeconfig,
+        &["get", "nodepools"],
+        Duration::from_secs(60),
+        |o| o.contains("Paused"),
+    );
+    let (code, said) = driftwood(&kubeconfig, &["rollout", "resume", "latest-current-ami"]);
+    assert_eq!(
+        (code, said.trim()),
+        (Some(0), "nodepool.karpenter.sh/latest-current-ami resumed")
+    );
+    wait_for(
+        &kubeconfig,
+        &["get", "nodepools"],
+        Duration::from_secs(60),
+        |o| o.contains("Blocked"),
+    );
+    let (code, said) = driftwood(&kubeconfig, &["rollout", "pause", "deployment/web"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        said.contains("\"deployment/web\" is not a NodePool"),
+        "{said}"
+    );
     kubectl(
         &kubeconfig,
         &["delete", "poddisruptionbudget", "hold"],
         None,
+    );
+    // Followed to the end: exits 0 once every node is up to date.
+    let (code, said) = driftwood(
+        &kubeconfig,
+        &[
+            "rollout",
+            "status",
+            "nodepool/latest-current-ami",
+            "--timeout",
+            "120s",
+        ],
+    );
+    assert_eq!(code, Some(0), "{said}");
+    assert!(
+        said.lines().last().unwrap().starts_with(
+            "nodepool \"latest-current-ami\" successfully rolled out: 1 of 1 nodes up to date"
+        ),
+        "{said}"
+    );
+    let pools = kubectl(&kubeconfig, &["get", "nodepools"], None);
+    let row: Vec<&str> = pools.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[5..], ["1", "0", "0", "Complete"], "{pools}");
+    // As a kubectl plugin: the binary linked as kubectl-driftwood on PATH (README's install).
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_driftwood"),
+        plugins.join("kubectl-driftwood"),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        plugins.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(kubectl_binary())
+        .args([
+            "driftwood",
+            "rollout",
+            "status",
+            "np/latest-current-ami",
+            "--watch=false",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("PATH", path)
+        .output()
+        .expect("kubectl runs");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("successfully rolled out"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 
     let nodes = wait_for(
@@ -312,6 +445,20 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
     let metrics = http_get(&metrics_url);
     assert!(metrics.contains("karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"latest-current-ami\"} 1"), "{metrics}");
     assert!(metrics.contains("karpenter_nodeclaims_created_total{reason=\"disruption\",nodepool=\"latest-current-ami\"} 1"), "{metrics}");
+}
+
+/// `driftwood ARGS` with `--kubeconfig`: its exit code and what it printed (stdout, then
+/// stderr).
+fn driftwood(kubeconfig: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_driftwood"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .expect("driftwood runs");
+    let mut said = String::from_utf8_lossy(&out.stdout).into_owned();
+    said.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), said)
 }
 
 /// A plain HTTP/1.0 GET of `url` (http://host:port/path), returning the body.

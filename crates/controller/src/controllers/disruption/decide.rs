@@ -11,11 +11,18 @@ use driftwood_api::wellknown::{
 use driftwood_disruption::command::{InFlight, Progress, RollbackReason};
 
 /// What the disruption loop's next decision depends on, counted from the cache: NodeClaims,
-/// those being deleted, those being disrupted, those Initialized and those Drifted. When it
-/// changes (a candidate finished terminating and freed budget, a replacement initialized, a
-/// node drifted) the loop runs a pass at once instead of waiting out its period.
-pub fn budget_signature(snapshot: &Snapshot) -> [usize; 5] {
-    let mut signature = [0; 5];
+/// those being deleted, those being disrupted, those Initialized and those Drifted, and the
+/// NodePools whose rollout is paused. When it changes (a candidate finished terminating and
+/// freed budget, a replacement initialized, a node drifted, a rollout paused or resumed) the
+/// loop runs a pass at once instead of waiting out its period.
+pub fn budget_signature(snapshot: &Snapshot) -> [usize; 6] {
+    let mut signature = [0; 6];
+    signature[5] = snapshot
+        .store
+        .nodepools
+        .values()
+        .filter(|p| p.rollout_paused())
+        .count();
     for claim in snapshot.store.nodeclaims.values() {
         signature[0] += 1;
         signature[1] += usize::from(claim.metadata.deletion_timestamp.is_some());
@@ -168,7 +175,7 @@ mod tests {
             claim("a", false, json!([condition(CONDITION_INITIALIZED)])),
         );
         let before = budget_signature(&Snapshot::new(store.clone()));
-        assert_eq!(before, [1, 0, 0, 1, 0]);
+        assert_eq!(before, [1, 0, 0, 1, 0, 0]);
         // A pod or node change elsewhere does not move it; a drifted NodeClaim does.
         store.nodeclaims.insert(
             "a".into(),
@@ -180,7 +187,7 @@ mod tests {
         );
         assert_eq!(
             budget_signature(&Snapshot::new(store.clone())),
-            [1, 0, 0, 1, 1]
+            [1, 0, 0, 1, 1, 0]
         );
         // A candidate being disrupted, then deleted, then gone: each frees or uses budget.
         store.nodeclaims.insert(
@@ -189,10 +196,31 @@ mod tests {
         );
         assert_eq!(
             budget_signature(&Snapshot::new(store.clone())),
-            [1, 1, 1, 0, 0]
+            [1, 1, 1, 0, 0, 0]
         );
         store.nodeclaims.remove("a");
-        assert_eq!(budget_signature(&Snapshot::new(store)), [0; 5]);
+        assert_eq!(budget_signature(&Snapshot::new(store.clone())), [0; 6]);
+        // A rollout paused, and resumed.
+        let pool = |annotations: serde_json::Value| -> std::sync::Arc<driftwood_api::NodePool> {
+            std::sync::Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                    "metadata": {"name": "general", "annotations": annotations},
+                    "spec": {"template": {"spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []}}}
+                }))
+                .expect("nodepool"),
+            )
+        };
+        store.nodepools.insert(
+            "general".into(),
+            pool(json!({"driftwood.sh/rollout-paused": "true"})),
+        );
+        assert_eq!(
+            budget_signature(&Snapshot::new(store.clone())),
+            [0, 0, 0, 0, 0, 1]
+        );
+        store.nodepools.insert("general".into(), pool(json!({})));
+        assert_eq!(budget_signature(&Snapshot::new(store)), [0; 6]);
     }
 
     /// A candidate marked for disruption whose command (started at T0) lists `replacements`.

@@ -23,17 +23,18 @@ use crate::nodeclaim_template::build_nodeclaim;
 use crate::simulation::simulation_input;
 use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
-use driftwood_api::condition::STATUS_TRUE;
+use driftwood_api::condition::{STATUS_FALSE, STATUS_TRUE, set_condition};
 use driftwood_api::wellknown::{
-    ANNOTATION_DISRUPTION_REPLACEMENT_FOR, CONDITION_DISRUPTION_REASON, REASON_DRIFTED,
-    TAINT_DISRUPTED_KEY,
+    ANNOTATION_DISRUPTION_REPLACEMENT_FOR, CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE,
+    REASON_DRIFTED, TAINT_DISRUPTED_KEY,
 };
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::plan::{Command, Decision, PlannerInput, plan_drift};
+use driftwood_disruption::rollout::{PoolRollout, pool_rollout};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use futures::StreamExt as _;
 use kube::api::PostParams;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// How many disruption commands start at once (each is a handful of writes in order).
@@ -74,6 +75,7 @@ impl Memory {
         };
         if views.iter().all(|v| v.drift.is_none()) {
             self.report_gauges(&ctx, 0, &[]);
+            self.report_rollouts(&ctx, &snapshot, &views, &[]).await;
             let outcome = if acted {
                 Outcome::again_in(Duration::from_secs(1))
             } else {
@@ -99,14 +101,15 @@ impl Memory {
         let allowed = pdb_allowed(&snapshot.pdb_list());
         // Planning simulates every candidate (minutes at 5,000 nodes with a zone spread): on
         // the blocking pool, so the lease is renewed and watches served meanwhile.
-        let plan = super::off_runtime(move || {
-            plan_drift(PlannerInput {
+        let (plan, views) = super::off_runtime(move || {
+            let plan = plan_drift(PlannerInput {
                 now,
                 nodes: &views,
                 pdb_allowed: &allowed,
                 nodepools: &pools,
                 world,
-            })
+            });
+            (plan, views)
         })
         .await;
         self.report_gauges(&ctx, plan.eligible, &plan.budgets);
@@ -151,6 +154,17 @@ impl Memory {
                 }
             }
         }
+        // The status shows the commands just started: their candidates count as disrupting.
+        let mut views = views;
+        let started: BTreeSet<&str> = plan.commands.iter().map(|c| c.nodeclaim.as_str()).collect();
+        for view in views
+            .iter_mut()
+            .filter(|v| started.contains(v.nodeclaim.as_str()))
+        {
+            view.disrupting = true;
+        }
+        self.report_rollouts(&ctx, &snapshot, &views, &plan.blocked)
+            .await;
         let outcome = if acted {
             Outcome::again_in(Duration::from_secs(1))
         } else {
@@ -176,6 +190,53 @@ impl Memory {
                 &[("nodepool", &budget.nodepool), ("reason", "drifted")],
                 budget.allowed as i64,
             );
+        }
+    }
+
+    /// Writes each NodePool's rollout (`status.rollout` and the `RolloutComplete` condition)
+    /// where it changed; a failed write is counted and redone on the next pass.
+    async fn report_rollouts(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        views: &[driftwood_disruption::candidate::NodeView],
+        blocked: &[(String, driftwood_disruption::candidate::Blocked)],
+    ) {
+        let api: kube::Api<driftwood_api::NodePool> = kube::Api::all(ctx.client.clone());
+        let now = ctx.now();
+        for (name, pool) in &snapshot.store.nodepools {
+            if pool.is_static() {
+                continue;
+            }
+            let rollout = pool_rollout(pool, views, blocked);
+            let state = if rollout.complete {
+                STATUS_TRUE
+            } else {
+                STATUS_FALSE
+            };
+            if rollout_written(pool, &rollout, state) {
+                continue;
+            }
+            let generation = pool.metadata.generation;
+            let written = modify_status(&ctx.state, &api, name, |p| {
+                let status = p.status.get_or_insert_with(Default::default);
+                let changed = status.rollout.as_ref() != Some(&rollout.status);
+                status.rollout = Some(rollout.status.clone());
+                set_condition(
+                    &mut status.conditions,
+                    CONDITION_ROLLOUT_COMPLETE,
+                    state,
+                    rollout.reason,
+                    &rollout.message,
+                    now.clone(),
+                    generation,
+                ) | changed
+            })
+            .await;
+            if let Err(error) = written {
+                self.errors += 1;
+                tracing::warn!(nodepool = %name, %error, "could not write the nodepool's rollout status; will retry");
+            }
         }
     }
 
@@ -274,6 +335,25 @@ impl Memory {
         }
         acted
     }
+}
+
+/// Whether `pool` already shows `rollout` (its counts and its condition's status, reason and
+/// message), so nothing needs writing.
+fn rollout_written(pool: &driftwood_api::NodePool, rollout: &PoolRollout, state: &str) -> bool {
+    let Some(status) = pool.status.as_ref() else {
+        return false;
+    };
+    status.rollout.as_ref() == Some(&rollout.status)
+        && status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_ROLLOUT_COMPLETE)
+            .is_some_and(|c| {
+                c.status == state
+                    && c.reason.as_deref() == Some(rollout.reason)
+                    && c.message.as_deref() == Some(rollout.message.as_str())
+                    && c.observed_generation == pool.metadata.generation
+            })
 }
 
 /// Undoes a command: delete the replacements that never initialized, untaint the node, clear

@@ -190,9 +190,33 @@ async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> 
                 )
             }
             Action::NodePoolStatus { nodepool, status } => {
+                // Only the fields this controller owns: the disruption loop writes the rollout
+                // (`status.rollout`, RolloutComplete) into the same status.
                 let written = modify_status(&ctx.state, &pools, &nodepool, |p| {
-                    p.status = Some(status.clone());
-                    true
+                    let current = p.status.get_or_insert_with(Default::default);
+                    let before = current.clone();
+                    current.resources = status.resources.clone();
+                    current.nodes = status.nodes;
+                    current.node_class_observed_generation = status.node_class_observed_generation;
+                    let owned_types = [
+                        driftwood_api::wellknown::CONDITION_NODECLASS_READY,
+                        driftwood_api::wellknown::CONDITION_READY,
+                    ];
+                    let owned = status
+                        .conditions
+                        .iter()
+                        .filter(|c| owned_types.contains(&c.type_.as_str()));
+                    for owned in owned {
+                        match current
+                            .conditions
+                            .iter_mut()
+                            .find(|c| c.type_ == owned.type_)
+                        {
+                            Some(c) => *c = owned.clone(),
+                            None => current.conditions.push(owned.clone()),
+                        }
+                    }
+                    *current != before
                 })
                 .await;
                 if written.is_ok()

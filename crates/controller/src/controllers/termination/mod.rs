@@ -27,6 +27,7 @@ use driftwood_api::wellknown::{
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DRAINED, CONDITION_INSTANCE_TERMINATING,
     FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS,
 };
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, EvictParams};
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,42 +91,61 @@ pub async fn pass(ctx: Context) -> Outcome {
         &gone,
     );
     let now = ctx.clock.now();
-    let mut errors = 0;
+    // Each plan is one NodeClaim's termination: they go on together, a few dozen at a time, as
+    // Karpenter's termination controller reconciles nodes in parallel (one after another, a
+    // wave of 100 draining nodes waited on each other's round trips to the API server).
+    let mut plans = Vec::new();
     for plan in &decision.plans {
         // A NodeClaim whose last step failed waits out its own backoff.
-        if !ctx.retries.ready(CONTROLLER, &plan.subject, now) {
-            continue;
-        }
-        let mut result = Ok(());
-        let mut failed_step = "";
-        for step in &plan.steps {
-            match execute(&ctx, &snapshot, live.as_ref(), step).await {
-                Ok(Next::Continue) => {}
-                Ok(Next::Stop) => break,
-                Err(error) => {
-                    failed_step = step.name();
-                    result = Err(error);
-                    break;
-                }
-            }
-        }
-        if ctx.retries.record(
-            &ctx.metrics,
-            CONTROLLER,
-            &plan.subject,
-            failed_step,
-            ctx.clock.now(),
-            &result,
-        ) {
-            errors += 1;
+        if ctx.retries.ready(CONTROLLER, &plan.subject, now) {
+            plans.push(run_plan(&ctx, &snapshot, live.as_ref(), plan));
         }
     }
+    let failed: Vec<bool> = futures::stream::iter(plans)
+        .buffered(PLANS_AT_ONCE)
+        .collect()
+        .await;
+    let errors = u32::try_from(failed.iter().filter(|f| **f).count()).unwrap_or(u32::MAX);
     let outcome = if decision.busy {
         Outcome::again_in(TERMINATING_REQUEUE)
     } else {
         Outcome::idle()
     };
     outcome.with_errors(errors)
+}
+
+/// How many NodeClaims' terminations go on at once.
+const PLANS_AT_ONCE: usize = 32;
+
+/// Carries out one NodeClaim's plan, step by step, until a step stops it or fails; records the
+/// outcome for its backoff. Returns whether it failed.
+async fn run_plan(
+    ctx: &Context,
+    snapshot: &Snapshot,
+    live: Option<&BTreeSet<String>>,
+    plan: &Plan,
+) -> bool {
+    let mut result = Ok(());
+    let mut failed_step = "";
+    for step in &plan.steps {
+        match execute(ctx, snapshot, live, step).await {
+            Ok(Next::Continue) => {}
+            Ok(Next::Stop) => break,
+            Err(error) => {
+                failed_step = step.name();
+                result = Err(error);
+                break;
+            }
+        }
+    }
+    ctx.retries.record(
+        &ctx.metrics,
+        CONTROLLER,
+        &plan.subject,
+        failed_step,
+        ctx.clock.now(),
+        &result,
+    )
 }
 
 /// Carries out one step.

@@ -4,8 +4,8 @@
 
 use super::harness::{Harness, describe};
 use super::support::{
-    MINUTE, claims_of, cluster, deployment, disrupting, drift, edit, explain, idle, initialized_of,
-    name, nodepool, now, ready_pods,
+    MINUTE, claims_of, cluster, deployment, disrupting, drift, edit, events_about, explain, idle,
+    initialized_of, name, nodepool, now, ready_pods,
 };
 use driftwood_api::NodePool;
 use driftwood_api::condition::Conditions;
@@ -260,4 +260,182 @@ async fn a_drifted_only_budget_does_not_hold_expiration() {
     let replacement = claims_of(&s, "general")[0];
     assert!(replacement.is_true(CONDITION_INITIALIZED));
     assert_eq!(drift(replacement), None);
+}
+
+/// Issue 27: pausing a NodePool's rollout (`driftwood.sh/rollout-paused`, as `driftwood
+/// rollout pause` sets it) starts no new disruption after the pass under way, lets the command
+/// in flight finish, keeps marking drift, and the status says so; resuming finishes the
+/// rollout, and the status counts every node up to date against the current generation.
+#[tokio::test(start_paused = true)]
+async fn a_paused_rollout_starts_nothing_new_finishes_what_runs_and_resumes() {
+    use driftwood::rollout::{progress, set_paused};
+    let mut h = cluster(Settings::default()).await;
+    // Four one-pod nodes; the default budget (10%, rounded up) disrupts one at a time.
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 4, "3", "general", "")).await;
+    h.wait_until("four nodes", 20 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 4 && ready_pods(s, "app") == 4
+    })
+    .await;
+    h.wait_until("the rollout complete before any change", MINUTE, |s| {
+        s.nodepool("general").is_some_and(|p| {
+            progress(p).is_ok_and(|r| r.complete)
+                && p.status
+                    .as_ref()
+                    .and_then(|st| st.rollout.as_ref())
+                    .map(|r| r.up_to_date)
+                    == Some(4)
+        })
+    })
+    .await;
+    let original: BTreeSet<String> = claims_of(&h.snapshot(), "general")
+        .into_iter()
+        .map(name)
+        .collect();
+    edit(
+        &h,
+        &pool,
+        "        pool: general\n",
+        "        pool: general\n        rollout: next\n",
+    )
+    .await;
+    h.wait_until("the first command", 5 * MINUTE, |s| {
+        claims_of(s, "general").iter().any(|c| disrupting(c))
+    })
+    .await;
+    let first: Vec<String> = claims_of(&h.snapshot(), "general")
+        .into_iter()
+        .filter(|c| disrupting(c))
+        .map(name)
+        .collect();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let pools: kube::Api<NodePool> = kube::Api::all(h.embedded.cluster.client());
+    set_paused(&pools, "general", true).await.unwrap();
+    // One pass may have been under way when the annotation landed; after it, nothing new.
+    idle(&mut h, Duration::from_secs(2)).await;
+    let started_by_then: BTreeSet<String> = h
+        .snapshot()
+        .store
+        .nodeclaims
+        .values()
+        .filter(|c| {
+            original.contains(&name(c))
+                && (disrupting(c) || c.metadata.deletion_timestamp.is_some())
+        })
+        .map(|c| name(c))
+        .collect();
+    for _ in 0..(10 * 60) {
+        idle(&mut h, Duration::from_secs(1)).await;
+        let s = h.snapshot();
+        let started_now: Vec<String> = s
+            .store
+            .nodeclaims
+            .values()
+            .filter(|c| original.contains(&name(c)) && !started_by_then.contains(&name(c)))
+            .filter(|c| disrupting(c) || c.metadata.deletion_timestamp.is_some())
+            .map(|c| name(c))
+            .collect();
+        assert!(
+            started_now.is_empty(),
+            "started while paused: {started_now:?}\n{}",
+            describe(&s)
+        );
+    }
+    let s = h.snapshot();
+    let left: BTreeSet<String> = claims_of(&s, "general")
+        .into_iter()
+        .map(name)
+        .filter(|n| original.contains(n))
+        .collect();
+    assert_eq!(
+        left.len(),
+        4 - started_by_then.len(),
+        "the commands in flight finished: {left:?}"
+    );
+    assert!(
+        left.iter().all(|n| drift(&s.store.nodeclaims[n]).is_some()),
+        "drift is still marked"
+    );
+    let paused = s.nodepool("general").unwrap();
+    let rollout = paused
+        .status
+        .as_ref()
+        .and_then(|st| st.rollout.clone())
+        .unwrap();
+    assert!(rollout.paused);
+    assert_eq!(
+        (
+            rollout.up_to_date,
+            rollout.drifted,
+            rollout.disrupting,
+            rollout.blocked
+        ),
+        (
+            4 - left.len() as i64,
+            left.len() as i64,
+            0,
+            left.len() as i64
+        )
+    );
+    assert_eq!(rollout.observed_generation, paused.metadata.generation);
+    let shown = progress(paused).unwrap();
+    assert!(!shown.complete);
+    assert!(
+        shown.line.contains("(Paused)")
+            && shown
+                .line
+                .contains("paused (annotation \"driftwood.sh/rollout-paused\")"),
+        "{}",
+        shown.line
+    );
+    // Every held node says why in its DisruptionBlocked event.
+    let held = left.iter().next().unwrap();
+    assert!(
+        events_about(&h, "default", held)
+            .await
+            .iter()
+            .any(|(reason, note)| reason == "DisruptionBlocked"
+                && note.contains("the rollout of nodepool \"general\" is paused")),
+        "{held}"
+    );
+
+    set_paused(&pools, "general", false).await.unwrap();
+    h.wait_until("every original replaced", 30 * MINUTE, |s| {
+        s.store.nodeclaims.keys().all(|n| !original.contains(n))
+            && initialized_of(s, "general").len() == 4
+            && ready_pods(s, "app") == 4
+    })
+    .await;
+    h.wait_until("the status complete", MINUTE, |s| {
+        s.nodepool("general")
+            .is_some_and(|p| progress(p).is_ok_and(|r| r.complete))
+    })
+    .await;
+    let done = h
+        .snapshot()
+        .nodepool("general")
+        .unwrap()
+        .status
+        .clone()
+        .unwrap();
+    let rollout = done.rollout.unwrap();
+    assert_eq!(
+        (
+            rollout.up_to_date,
+            rollout.drifted,
+            rollout.disrupting,
+            rollout.blocked,
+            rollout.paused
+        ),
+        (4, 0, 0, 0, false)
+    );
+    // The node class controller's conditions are still there beside the rollout's.
+    for condition in ["Ready", "NodeClassReady", "RolloutComplete"] {
+        assert!(
+            done.conditions.iter().any(|c| c.type_ == condition),
+            "{condition}: {:?}",
+            done.conditions
+        );
+    }
 }
