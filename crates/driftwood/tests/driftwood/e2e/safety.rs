@@ -302,14 +302,7 @@ async fn a_replacement_that_never_initializes_is_rolled_back() {
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
-    let mut h = cluster(Settings::default()).await;
-    let pool = nodepool("general", "", "");
-    h.apply(&pool).await;
-    h.apply(&deployment("app", 1, "3", "general", "")).await;
-    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "app") == 1)
-        .await;
-    let claim = originals(&h).into_iter().next().unwrap();
-    drift_pool(&h, &pool).await;
+    let (mut h, claim) = one_drifted_node().await;
     // The command is recorded on the candidate first, its replacement created after (a write's
     // latency later): crash once both are written, before the replacement initialized.
     h.wait_until("the command started", 5 * MINUTE, |s| {
@@ -347,6 +340,19 @@ async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
     assert_eq!(h.embedded.cluster.aws().fleet_calls(), 2);
 }
 
+/// One node running one pod in pool `general`, just drifted: the harness and its NodeClaim.
+async fn one_drifted_node() -> (Harness, String) {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool("general", "", "");
+    h.apply(&pool).await;
+    h.apply(&deployment("app", 1, "3", "general", "")).await;
+    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "app") == 1)
+        .await;
+    let claim = originals(&h).into_iter().next().unwrap();
+    drift_pool(&h, &pool).await;
+    (h, claim)
+}
+
 /// The replacement a candidate's command records, if it records one.
 fn recorded_replacement(claim: &driftwood_api::NodeClaim) -> Option<String> {
     claim
@@ -365,14 +371,7 @@ fn recorded_replacement(claim: &driftwood_api::NodeClaim) -> Option<String> {
 /// replaced, one replacement instance launched, the name recorded first never created.
 #[tokio::test(start_paused = true)]
 async fn a_crash_between_recording_a_command_and_creating_its_replacement_rolls_back_and_replans() {
-    let mut h = cluster(Settings::default()).await;
-    let pool = nodepool("general", "", "");
-    h.apply(&pool).await;
-    h.apply(&deployment("app", 1, "3", "general", "")).await;
-    h.wait_until("a node", 10 * MINUTE, |s| ready_pods(s, "app") == 1)
-        .await;
-    let claim = originals(&h).into_iter().next().unwrap();
-    drift_pool(&h, &pool).await;
+    let (mut h, claim) = one_drifted_node().await;
     h.wait_until("the command recorded", 5 * MINUTE, |s| {
         s.store
             .nodeclaims
