@@ -144,10 +144,14 @@ impl Memory {
             .buffered(COMMANDS_AT_ONCE)
             .collect()
             .await;
+        let mut now_disrupting: BTreeSet<&str> = BTreeSet::new();
         for (command, result) in started {
             self.last_blocked.remove(&command.nodeclaim);
             match result {
-                Ok(()) => acted = true,
+                Ok(()) => {
+                    acted = true;
+                    now_disrupting.insert(command.nodeclaim.as_str());
+                }
                 Err(error) => {
                     self.errors += 1;
                     tracing::warn!(nodeclaim = %command.nodeclaim, %error, "could not start disruption command")
@@ -156,10 +160,9 @@ impl Memory {
         }
         // The status shows the commands just started: their candidates count as disrupting.
         let mut views = views;
-        let started: BTreeSet<&str> = plan.commands.iter().map(|c| c.nodeclaim.as_str()).collect();
         for view in views
             .iter_mut()
-            .filter(|v| started.contains(v.nodeclaim.as_str()))
+            .filter(|v| now_disrupting.contains(v.nodeclaim.as_str()))
         {
             view.disrupting = true;
         }
