@@ -78,6 +78,8 @@ struct ProcessTemplate {
     ports: AwsPorts,
     /// The simulated account's cluster name (discovery tags).
     cluster_name: String,
+    /// The simulated account's region.
+    region: String,
     kubernetes_version: String,
     settings: Settings,
     /// Provider settings for an external cloud (`None`: the simulated account's).
@@ -88,7 +90,7 @@ impl ProcessTemplate {
     /// A fresh controller process: new cache, provider, context and controller tasks.
     fn start(&self, seed: u64) -> Running {
         let aws = self.aws_settings.clone().unwrap_or_else(|| {
-            AwsSettings::new(&self.cluster_name, "us-west-2", &self.kubernetes_version)
+            AwsSettings::new(&self.cluster_name, &self.region, &self.kubernetes_version)
         });
         let process = Process::start(ProcessConfig {
             client: self.client.clone(),
@@ -147,6 +149,33 @@ impl Embedded {
     /// Starts the simulated cluster and the controllers.
     pub async fn start(options: SimClusterOptions, settings: Settings) -> anyhow::Result<Self> {
         Self::start_with_cloud(options, settings, None, None).await
+    }
+
+    /// The API server and the simulated account with nothing running yet (no kubelet,
+    /// scheduler, workload controller or driftwood controller): what is created now is found
+    /// as it was when [`Embedded::start_all`] starts them.
+    pub async fn prepare(options: SimClusterOptions, settings: Settings) -> anyhow::Result<Self> {
+        let cluster = SimCluster::create(options)
+            .await
+            .context("starting the embedded cluster")?;
+        Ok(Self {
+            cluster,
+            settings,
+            controllers: None,
+            api_calls: ApiCallRecorder::default(),
+            cloud: None,
+            api_faults: ApiFaults::default(),
+            incarnations: 0,
+        })
+    }
+
+    /// Starts what [`Embedded::prepare`] left stopped: the cluster's components, then the
+    /// controllers.
+    pub fn start_all(&mut self) {
+        self.cluster.start_components(None);
+        if self.controllers.is_none() {
+            self.start_controllers();
+        }
     }
 
     /// Starts the cluster with the controllers launching into `cloud` and the kubelets joining
@@ -209,6 +238,10 @@ impl Embedded {
                 .as_ref()
                 .map_or_else(|| self.cluster.aws_ports(), |c| c.ports.clone()),
             cluster_name: options.cluster_name.clone(),
+            region: options
+                .region
+                .clone()
+                .unwrap_or_else(|| "us-west-2".to_string()),
             kubernetes_version: options.kubernetes_version.clone(),
             settings,
             aws_settings: self.cloud.as_ref().map(|c| c.settings.clone()),

@@ -12,4 +12,6 @@ pub mod chaos;
 pub mod demo;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+#[cfg(feature = "embedded")]
+pub mod preview;
 pub mod rollout;

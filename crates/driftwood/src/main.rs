@@ -51,6 +51,12 @@ enum Command {
     /// Uses KUBECONFIG like kubectl.
     #[command(subcommand)]
     Rollout(cmd::rollout::RolloutCommand),
+    /// Preview a change before applying it: which nodes drift and why, the waves, what holds
+    /// nodes back, the ETA and the fewest ready pods per workload, found by applying the change
+    /// to a copy of the cluster on the embedded one. Reads the cluster (lists only) and writes
+    /// nothing to it or the cloud. Uses KUBECONFIG like kubectl.
+    #[cfg(feature = "embedded")]
+    Preview(cmd::preview::Args),
     /// The embedded cluster's tools.
     #[cfg(feature = "embedded")]
     #[command(subcommand)]
@@ -82,6 +88,8 @@ fn main() -> ExitCode {
         Command::Explain(args) => block_on(cmd::explain::run(&args)),
         Command::Controller(args) => block_on(cmd::controller::run(&args)),
         Command::Rollout(command) => block_on(cmd::rollout::run(&command)),
+        #[cfg(feature = "embedded")]
+        Command::Preview(args) => cmd::preview::run(&args),
         #[cfg(feature = "embedded")]
         Command::Sim(command) => cmd::sim::run(&command),
         #[cfg(feature = "embedded")]

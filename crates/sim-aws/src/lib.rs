@@ -12,6 +12,7 @@ pub mod filter;
 mod gate;
 pub mod ids;
 pub mod images;
+pub mod import;
 pub mod instance_catalog;
 pub mod machines;
 pub mod network;

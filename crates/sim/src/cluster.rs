@@ -46,6 +46,9 @@ pub struct SimClusterOptions {
     pub machine_termination_delay: Duration,
     /// How often pending pods are retried without changes.
     pub scheduler_retry_interval: Duration,
+    /// The simulated account's region and zones (empty: us-west-2 and its three zones).
+    pub region: Option<String>,
+    pub zones: Vec<String>,
 }
 
 impl Default for SimClusterOptions {
@@ -63,6 +66,8 @@ impl Default for SimClusterOptions {
             machine_launch_delay: Duration::from_secs(30),
             machine_termination_delay: Duration::from_secs(30),
             scheduler_retry_interval: Duration::from_secs(5),
+            region: None,
+            zones: Vec::new(),
         }
     }
 }
@@ -139,6 +144,15 @@ impl SimCluster {
         options: SimClusterOptions,
         fleet: Option<Arc<dyn crate::kubelet::MachineFleet>>,
     ) -> Result<Self, SimClusterError> {
+        let mut cluster = Self::create(options).await?;
+        cluster.start_components(fleet);
+        Ok(cluster)
+    }
+
+    /// The API server (with the driftwood CRDs) and the simulated account, with nothing
+    /// running against them yet: objects created now are found by the controllers, scheduler
+    /// and kubelets as they were, when [`SimCluster::start_components`] starts them.
+    pub async fn create(options: SimClusterOptions) -> Result<Self, SimClusterError> {
         let clock: SharedClock = Arc::new(VirtualClock::starting_at(options.start_time));
         let mut config = ApiServerConfig::with_clock(Arc::clone(&clock));
         config.kubernetes_version = kubelet_version(&options.kubernetes_version);
@@ -156,7 +170,30 @@ impl SimCluster {
         let mut aws_config = SimConfig::new(&options.cluster_name, options.seed);
         aws_config.launch_delay = signed(options.machine_launch_delay);
         aws_config.termination_delay = signed(options.machine_termination_delay);
+        if let Some(region) = &options.region {
+            aws_config.region = region.clone();
+        }
+        if !options.zones.is_empty() {
+            aws_config.zones = options.zones.clone();
+        }
         let aws = Arc::new(SimAws::new(aws_config, Arc::clone(&clock)));
+        Ok(Self {
+            api,
+            aws,
+            clock,
+            options,
+            components: None,
+        })
+    }
+
+    /// Starts the workload controllers, scheduler and kubelets (the kubelets joining Nodes for
+    /// `fleet`'s machines, or the simulated account's); a no-op when they run already.
+    pub fn start_components(&mut self, fleet: Option<Arc<dyn crate::kubelet::MachineFleet>>) {
+        if self.components.is_some() {
+            return;
+        }
+        let options = &self.options;
+        let client = self.api.client();
         let kubelet_config = KubeletConfig {
             timings: KubeletTimings {
                 node_ready_delay: options.node_ready_delay,
@@ -167,30 +204,25 @@ impl SimCluster {
             kubernetes_version: options.kubernetes_version.clone(),
             ..KubeletConfig::default()
         };
-        let components = Components {
+        self.components = Some(Components {
             _workloads: WorkloadControllers::spawn(client.clone()),
             _daemon_sets: DaemonSetController::spawn(client.clone()),
             _scheduler: Scheduler::spawn(
                 client.clone(),
-                Arc::clone(&clock),
+                Arc::clone(&self.clock),
                 SchedulerConfig {
                     retry_interval: options.scheduler_retry_interval,
                 },
             ),
             _kubelets: Kubelets::spawn(
                 client,
-                fleet.unwrap_or_else(|| Arc::clone(&aws) as Arc<dyn crate::kubelet::MachineFleet>),
-                Arc::clone(&clock),
+                fleet.unwrap_or_else(|| {
+                    Arc::clone(&self.aws) as Arc<dyn crate::kubelet::MachineFleet>
+                }),
+                Arc::clone(&self.clock),
                 kubelet_config,
             ),
-        };
-        Ok(Self {
-            api,
-            aws,
-            clock,
-            options,
-            components: Some(components),
-        })
+        });
     }
 
     /// An in-process kube client (default namespace `default`).

@@ -8,6 +8,8 @@ pub mod crds;
 pub mod demo;
 pub mod explain;
 pub mod logging;
+#[cfg(feature = "embedded")]
+pub mod preview;
 pub mod rollout;
 pub mod signal;
 #[cfg(feature = "embedded")]

@@ -54,7 +54,7 @@ pub struct StatusArgs {
     connection: Connection,
 }
 
-fn humantime_duration(text: &str) -> Result<Duration, String> {
+pub fn humantime_duration(text: &str) -> Result<Duration, String> {
     let parsed: jiff::SignedDuration = text
         .parse::<jiff::Span>()
         .map_err(|e| format!("{text:?} is not a duration like 90s or 30m: {e}"))
@@ -64,7 +64,7 @@ fn humantime_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from(parsed).map_err(|_| format!("{text:?} is negative"))
 }
 
-async fn client(connection: &Connection) -> anyhow::Result<kube::Client> {
+pub async fn client(connection: &Connection) -> anyhow::Result<kube::Client> {
     let options = kube::config::KubeConfigOptions {
         context: connection.context.clone(),
         ..Default::default()

@@ -3,6 +3,7 @@
 
 mod drift;
 pub mod harness;
+mod preview;
 mod provisioning;
 mod rollout;
 mod safety;
