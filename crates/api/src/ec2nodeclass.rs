@@ -55,6 +55,9 @@ pub const ALIAS_FAMILIES: &[(&str, &str)] = &[
     doc = "EC2NodeClass is the Schema for the EC2NodeClass API",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"integer","jsonPath":".status.rollout.nodes"}"#,
+    printcolumn = r#"{"name":"Up-To-Date","type":"integer","jsonPath":".status.rollout.upToDate"}"#,
+    printcolumn = r#"{"name":"Drifted","type":"integer","jsonPath":".status.rollout.drifted"}"#,
     printcolumn = r#"{"name":"Role","type":"string","priority":1,"jsonPath":".spec.role"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -338,6 +341,23 @@ fn default_required() -> String {
     "required".to_string()
 }
 
+/// How an EC2NodeClass's nodes stand against it now (driftwood's own; Karpenter's CRD has no
+/// such field and its API server would prune it).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassRolloutStatus {
+    /// NodeClaims of the class (not being deleted).
+    #[serde(default)]
+    pub nodes: i64,
+    /// Of them, launched from the class as it is now (its hash) and running one of the images
+    /// it resolves to now.
+    #[serde(default)]
+    pub up_to_date: i64,
+    /// Of them, marked Drifted.
+    #[serde(default)]
+    pub drifted: i64,
+}
+
 /// Observed state: what the selectors resolve to now.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -355,6 +375,9 @@ pub struct EC2NodeClassStatus {
     /// AMIsReady, SubnetsReady, SecurityGroupsReady, InstanceProfileReady, Ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// driftwood's own: how the class's nodes stand against it now (docs/rollout-status.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<ClassRolloutStatus>,
 }
 
 #[derive(

@@ -16,12 +16,12 @@ use std::process::ExitCode;
 pub struct Args {
     /// A NodeClaim name, or the name of a Node driftwood manages.
     name: String,
+    #[command(flatten)]
+    connection: super::rollout::Connection,
 }
 
 pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the cluster (KUBECONFIG or in-cluster)")?;
+    let client = super::rollout::client(&args.connection).await?;
     let claims: Vec<NodeClaim> = Api::<NodeClaim>::all(client.clone())
         .list(&ListParams::default())
         .await

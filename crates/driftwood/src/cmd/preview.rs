@@ -28,6 +28,19 @@ pub struct Args {
     /// Also write preview.json, preview.txt and timeline.svg into this directory.
     #[arg(long)]
     report: Option<std::path::PathBuf>,
+    /// What a name the change selects resolves to in the copy: NAME=ID or NAME=ID:ARCH, NAME
+    /// an alias (al2023@v20251120), an SSM parameter path or an image name (repeatable).
+    #[arg(long = "ami")]
+    amis: Vec<driftwood::preview::cloud::AmiOverride>,
+    /// Resolve what the change selects (images, subnets, security groups) through AWS, with
+    /// read-only Describe/Get calls; region and credentials as the AWS CLI finds them.
+    #[cfg(feature = "aws")]
+    #[arg(long)]
+    aws: bool,
+    /// AWS's endpoint, for an emulator (with --aws).
+    #[cfg(feature = "aws")]
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    aws_endpoint_url: Option<String>,
     /// The cluster name the copy's instances are tagged with.
     #[arg(long, default_value = "preview")]
     cluster_name: String,
@@ -49,6 +62,49 @@ fn read_change(files: &[String]) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// With `--aws`: the change's classes resolved through AWS (read-only).
+#[cfg(feature = "aws")]
+async fn resolve_through_aws(
+    args: &Args,
+    classes: &[driftwood_api::EC2NodeClass],
+    kubernetes_version: &str,
+) -> anyhow::Result<Option<driftwood::preview::aws_read::Answers>> {
+    use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
+    if !args.aws || classes.is_empty() {
+        return Ok(None);
+    }
+    let sdk = load_sdk_config(&SdkOptions {
+        endpoint_url: args.aws_endpoint_url.clone(),
+        ..SdkOptions::default()
+    })
+    .await?;
+    let ports = sdk_ports(&sdk, None);
+    let answers = driftwood::preview::aws_read::resolve(
+        &ports,
+        classes,
+        kubernetes_version,
+        jiff::Timestamp::now(),
+    )
+    .await
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "resolving the change through AWS: {}: {}",
+            e.code,
+            e.message
+        )
+    })?;
+    Ok(Some(answers))
+}
+
+#[cfg(not(feature = "aws"))]
+async fn resolve_through_aws(
+    _args: &Args,
+    _classes: &[driftwood_api::EC2NodeClass],
+    _kubernetes_version: &str,
+) -> anyhow::Result<Option<driftwood::preview::aws_read::Answers>> {
+    Ok(None)
+}
+
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.output != "text" && args.output != "json" {
         anyhow::bail!("--output {:?}: want text or json", args.output);
@@ -56,17 +112,22 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let change = read_change(&args.files)?;
     // The live cluster is read with real time (its requests have real timeouts); the copy then
     // runs on paused time, as fast as the machine goes.
-    let live = tokio::runtime::Builder::new_multi_thread()
+    let classes = driftwood::preview::change_classes(&change)?;
+    let (live, aws_answers) = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
         .block_on(async {
             let client = client(&args.connection).await?;
-            LiveCluster::read(&client).await
+            let live = LiveCluster::read(&client).await?;
+            let answers = resolve_through_aws(args, &classes, &live.kubernetes_version).await?;
+            anyhow::Ok((live, answers))
         })?;
     let options = PreviewOptions {
         at: args.at,
         horizon: args.horizon,
         cluster_name: args.cluster_name.clone(),
+        amis: args.amis.clone(),
+        aws_answers,
         ..PreviewOptions::default()
     };
     let at = options.at.unwrap_or_else(jiff::Timestamp::now);

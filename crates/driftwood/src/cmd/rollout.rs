@@ -30,6 +30,10 @@ pub struct Connection {
     /// The kubeconfig context to use.
     #[arg(long, global = true)]
     context: Option<String>,
+    /// The namespace for namespaced reads (pods, PDBs, events), as kubectl takes it; NodePools,
+    /// NodeClaims and EC2NodeClasses are cluster-scoped.
+    #[arg(short = 'n', long, global = true)]
+    namespace: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -69,7 +73,7 @@ pub async fn client(connection: &Connection) -> anyhow::Result<kube::Client> {
         context: connection.context.clone(),
         ..Default::default()
     };
-    let config = match &connection.kubeconfig {
+    let mut config = match &connection.kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -80,6 +84,9 @@ pub async fn client(connection: &Connection) -> anyhow::Result<kube::Client> {
             .await
             .context("connecting to the cluster (KUBECONFIG or in-cluster)")?,
     };
+    if let Some(namespace) = &connection.namespace {
+        config.default_namespace.clone_from(namespace);
+    }
     Ok(kube::Client::try_from(config)?)
 }
 

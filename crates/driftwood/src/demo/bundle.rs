@@ -45,6 +45,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/fleet-50-nodes.yaml"),
     ),
     (
+        "preview-then-apply",
+        include_str!("../../../../examples/scenarios/preview-then-apply.yaml"),
+    ),
+    (
         "fleet-1000-nodes",
         include_str!("../../../../examples/scenarios/fleet-1000-nodes.yaml"),
     ),

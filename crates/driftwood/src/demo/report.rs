@@ -62,6 +62,99 @@ pub struct Summary {
     pub frames: Vec<Frame>,
     /// The simulated account's API calls in each step (empty against another cloud).
     pub aws_calls: Vec<super::aws_calls::StepCalls>,
+    /// A `preview` step's prediction beside what the rollout did.
+    pub predicted: Option<PredictedVsActual>,
+}
+
+/// A preview's prediction beside what the rollout then did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictedVsActual {
+    pub predicted_drifted: usize,
+    pub actual_drifted: usize,
+    /// Whether the NodeClaims predicted to drift are exactly those replaced.
+    pub same_nodes_replaced: bool,
+    pub predicted_waves: usize,
+    pub actual_waves: usize,
+    /// The change to the last old NodeClaim gone.
+    pub predicted_seconds: Option<i64>,
+    pub actual_seconds: Option<i64>,
+}
+
+impl PredictedVsActual {
+    /// Sets `preview` beside what `tracker` saw.
+    pub fn new(preview: &crate::preview::Preview, tracker: &Tracker) -> Self {
+        let predicted: std::collections::BTreeSet<&str> = preview
+            .nodes
+            .iter()
+            .filter(|n| n.drifted)
+            .map(|n| n.nodeclaim.as_str())
+            .collect();
+        let replaced: std::collections::BTreeSet<&str> =
+            tracker.claims_gone.keys().map(String::as_str).collect();
+        let start = tracker.rollout_start.unwrap_or_default();
+        let starts: Vec<(String, i64)> = tracker
+            .claims_disrupting
+            .iter()
+            .map(|(name, at)| (name.clone(), at - start))
+            .collect();
+        Self {
+            predicted_drifted: predicted.len(),
+            actual_drifted: tracker.drifted_claims.len(),
+            same_nodes_replaced: predicted == replaced,
+            predicted_waves: preview.waves.len(),
+            actual_waves: crate::preview::report::waves(&starts).len(),
+            predicted_seconds: preview.eta_seconds,
+            actual_seconds: tracker.old_claims_gone_after(),
+        }
+    }
+
+    /// How far the predicted rollout time is from the actual one, in percent of the actual.
+    pub fn error_percent(&self) -> Option<f64> {
+        let (p, a) = (self.predicted_seconds?, self.actual_seconds?);
+        (a > 0).then(|| (p - a).abs() as f64 * 100.0 / a as f64)
+    }
+
+    /// The side-by-side table.
+    pub fn text(&self) -> String {
+        let time = |s: Option<i64>| s.map_or_else(|| "-".to_string(), compact);
+        let rows = vec![
+            vec![
+                "nodes drifted".to_string(),
+                self.predicted_drifted.to_string(),
+                self.actual_drifted.to_string(),
+            ],
+            vec![
+                "same nodes replaced".to_string(),
+                String::new(),
+                if self.same_nodes_replaced {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .to_string(),
+            ],
+            vec![
+                "waves".to_string(),
+                self.predicted_waves.to_string(),
+                self.actual_waves.to_string(),
+            ],
+            vec![
+                "rollout time".to_string(),
+                time(self.predicted_seconds),
+                match self.error_percent() {
+                    Some(e) => format!("{} ({e:.0}% off)", time(self.actual_seconds)),
+                    None => time(self.actual_seconds),
+                },
+            ],
+        ];
+        let mut out = String::from("\nPredicted vs actual:\n");
+        for line in super::tables::layout(&["", "PREDICTED", "ACTUAL"], &rows).lines() {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
 }
 
 impl Summary {
@@ -104,6 +197,7 @@ impl Summary {
                 .collect(),
             frames: tracker.frames.clone(),
             aws_calls: Vec::new(),
+            predicted: None,
         }
     }
 
@@ -177,6 +271,9 @@ impl Summary {
                 self.rollout_started_at.as_deref().unwrap_or("?"),
                 self.rollout_finished_at.as_deref().unwrap_or("?")
             );
+        }
+        if let Some(predicted) = &self.predicted {
+            out.push_str(&predicted.text());
         }
         match &self.failure {
             None => {

@@ -139,6 +139,8 @@ struct Runner<'a> {
     chaos: Option<ChaosRun>,
     /// The simulated account's API calls during the manifests and each step.
     aws_calls: Vec<super::aws_calls::StepCalls>,
+    /// What a `preview` step predicted.
+    predicted: Option<crate::preview::Preview>,
 }
 
 /// Runs `scenario`, printing what a user should see to `out`.
@@ -175,6 +177,7 @@ pub async fn run(
         tracker: Tracker::new(),
         chaos,
         aws_calls: Vec::new(),
+        predicted: None,
     };
     let started = runner.now();
     let failure = runner.run_all().await;
@@ -192,6 +195,10 @@ pub async fn run(
         failure.as_ref().map(ToString::to_string),
     );
     summary.aws_calls = std::mem::take(&mut runner.aws_calls);
+    summary.predicted = runner
+        .predicted
+        .as_ref()
+        .map(|p| super::report::PredictedVsActual::new(p, &runner.tracker));
     Ok(Outcome {
         summary,
         failure,
@@ -400,6 +407,31 @@ impl Runner<'_> {
                 self.show_tables();
                 Ok(())
             }
+            Action::Preview(source) => {
+                let (label, text) = self.source_text(source)?;
+                let clock = super::report::clock_time(self.now());
+                let options = crate::preview::PreviewOptions {
+                    at: Some(self.embedded.cluster.clock().now()),
+                    horizon: step.timeout,
+                    ..crate::preview::PreviewOptions::default()
+                };
+                let shown = label.trim_start_matches("../").to_string();
+                let preview = crate::preview::preview(
+                    &self.embedded.cluster.client(),
+                    &text,
+                    std::slice::from_ref(&shown),
+                    &options,
+                )
+                .await
+                .map_err(|e| format!("previewing {shown}: {e:#}"))?;
+                let body: Vec<String> = preview.text().lines().map(|l| format!("  {l}")).collect();
+                self.say(&format!(
+                    "{clock} $ driftwood preview -f {shown}\n{}",
+                    body.join("\n")
+                ));
+                self.predicted = Some(preview);
+                Ok(())
+            }
         }
     }
 
@@ -520,7 +552,8 @@ impl Runner<'_> {
     }
 
     /// Reads, edits, fills and applies a manifest source; returns `Kind/name` applied.
-    async fn apply(&mut self, source: &Source) -> Result<Vec<String>, String> {
+    /// A source's label and its text, edited and filled.
+    fn source_text(&self, source: &Source) -> Result<(String, String), String> {
         let (label, text) = match (&source.file, &source.inline) {
             (Some(file), _) => (file.clone(), self.files.read(file)?),
             (None, Some(inline)) => ("- (inline)".to_string(), inline.clone()),
@@ -533,6 +566,11 @@ impl Runner<'_> {
             .collect();
         let text = apply_edits(&text, &edits)?;
         let text = self.fill(&text, source.ami_version.as_deref())?;
+        Ok((label, text))
+    }
+
+    async fn apply(&mut self, source: &Source) -> Result<Vec<String>, String> {
+        let (label, text) = self.source_text(source)?;
         let clock = super::report::clock_time(self.now());
         let applied = self
             .embedded

@@ -146,6 +146,10 @@ pub enum Action {
     AdvanceTime(Duration),
     /// Print `kubectl get pods` and `kubectl get nodes -l karpenter.sh/initialized=true`.
     Show(ShowWhat),
+    /// Run `driftwood preview` of these manifests against the cluster as it is now (nothing is
+    /// applied to it); the summary then sets the prediction beside what the rollout did. The
+    /// step's timeout is the preview's horizon.
+    Preview(Source),
 }
 
 /// What `show` prints.
@@ -379,7 +383,7 @@ fn parse_step(index: usize, value: &serde_yaml::Value) -> Result<Step, ScenarioE
         return Err(fail(
             &label,
             format!(
-                "a step needs exactly one action (apply, patch, publishAmi, waitFor, expect, advanceTime, show) besides {}; found {}",
+                "a step needs exactly one action (apply, patch, publishAmi, waitFor, expect, advanceTime, show, preview) besides {}; found {}",
                 STEP_META.join("/"),
                 if keys.is_empty() {
                     "none".to_string()
@@ -394,7 +398,7 @@ fn parse_step(index: usize, value: &serde_yaml::Value) -> Result<Step, ScenarioE
     };
     let action =
         parse_action(key.as_str().unwrap_or_default(), value).map_err(|e| fail(&label, e))?;
-    if let Action::Apply(source) = &action {
+    if let Action::Apply(source) | Action::Preview(source) = &action {
         check_source(source).map_err(|m| fail(&label, format!("apply: {m}")))?;
     }
     Ok(Step {
@@ -425,8 +429,9 @@ fn parse_action(key: &str, value: serde_yaml::Value) -> Result<Action, String> {
                 .map_err(|e: DurationError| format!("{key}: {e}"))
         }
         "show" => typed(key, value).map(Action::Show),
+        "preview" => typed(key, value).map(Action::Preview),
         other => Err(format!(
-            "unknown action {other:?} (expected one of apply, patch, publishAmi, waitFor, expect, advanceTime, show)"
+            "unknown action {other:?} (expected one of apply, patch, publishAmi, waitFor, expect, advanceTime, show, preview)"
         )),
     }
 }

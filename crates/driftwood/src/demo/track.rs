@@ -117,6 +117,10 @@ pub struct Tracker {
     pending_since: BTreeMap<String, i64>,
     /// Replacement NodeClaims (made after the rollout started) seen launched.
     pub replacements_launched: BTreeSet<String>,
+    /// When each of the rollout-start NodeClaims was first seen disrupting (a disruption reason,
+    /// its node tainted, or deleting) and first seen gone.
+    pub claims_disrupting: BTreeMap<String, i64>,
+    pub claims_gone: BTreeMap<String, i64>,
 }
 
 /// Whether a node belongs to a NodePool.
@@ -288,6 +292,25 @@ impl Tracker {
             at,
             ..Frame::default()
         };
+        for name in &self.initial_claims {
+            match snapshot.store.nodeclaims.get(name) {
+                None => {
+                    self.claims_gone.entry(name.clone()).or_insert(at);
+                }
+                Some(claim) => {
+                    let disrupting = claim.metadata.deletion_timestamp.is_some()
+                        || claim
+                            .condition(CONDITION_DISRUPTION_REASON)
+                            .is_some_and(|c| c.is_true())
+                        || snapshot
+                            .node_of(claim)
+                            .is_some_and(|n| has_disrupted_taint(n));
+                    if disrupting {
+                        self.claims_disrupting.entry(name.clone()).or_insert(at);
+                    }
+                }
+            }
+        }
         // Claims: drift, disruption, replacements (timed by the condition's transition).
         for (name, claim) in &snapshot.store.nodeclaims {
             if let Some(drifted) = claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
@@ -470,6 +493,15 @@ impl Tracker {
             })
             .map(|e| e.at)
             .max()
+    }
+
+    /// Seconds from the rollout's start to its last starting NodeClaim gone, when all are.
+    pub fn old_claims_gone_after(&self) -> Option<i64> {
+        let start = self.rollout_start?;
+        if self.claims_gone.len() < self.initial_claims.len() {
+            return None;
+        }
+        Some(self.claims_gone.values().max().map_or(0, |t| t - start))
     }
 
     /// Old nodes gone so far.

@@ -405,3 +405,217 @@ pub fn add_images_named_by_id(
     }
     notes
 }
+
+/// One `--ami NAME=ID[:ARCH]` override: what NAME resolves to in the copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmiOverride {
+    /// An alias (`al2023@v20251120`), an SSM parameter path (`/aws/...`) or an image name.
+    pub name: String,
+    pub id: String,
+    /// `amd64` unless given.
+    pub arch: String,
+}
+
+impl std::str::FromStr for AmiOverride {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (name, rest) = text
+            .split_once('=')
+            .ok_or_else(|| format!("--ami {text:?}: want NAME=ID or NAME=ID:ARCH"))?;
+        let (id, arch) = rest.split_once(':').unwrap_or((rest, "amd64"));
+        if name.is_empty() || !id.starts_with("ami-") {
+            return Err(format!(
+                "--ami {text:?}: want NAME=ID with an image id (ami-...) after the ="
+            ));
+        }
+        if arch != "amd64" && arch != "arm64" {
+            return Err(format!(
+                "--ami {text:?}: the architecture {arch:?} is not amd64 or arm64"
+            ));
+        }
+        if name.contains('@') {
+            parse_alias(name).map_err(|e| format!("--ami {text:?}: {e}"))?;
+        }
+        Ok(Self {
+            name: name.to_string(),
+            id: id.to_string(),
+            arch: arch.to_string(),
+        })
+    }
+}
+
+/// Makes the copy resolve each override's name to its id: the image added (named NAME unless
+/// NAME is an alias or a parameter), an alias's standard parameter of the architecture or the
+/// named SSM parameter set to it. Returns what the report says of each.
+pub fn apply_ami_overrides(
+    aws: &SimAws,
+    kubernetes_version: &str,
+    overrides: &[AmiOverride],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for o in overrides {
+        let alias = o.name.contains('@');
+        let parameter = o.name.starts_with('/');
+        let image_name = if alias || parameter {
+            o.id.clone()
+        } else {
+            o.name.clone()
+        };
+        if aws.image(&o.id).is_none() || !(alias || parameter) {
+            aws.import_image(
+                Image {
+                    image_id: o.id.clone(),
+                    name: image_name,
+                    owner_id: aws.config().account_id.clone(),
+                    image_owner_alias: alias.then(|| "amazon".to_string()),
+                    architecture: ec2_architecture(&o.arch).to_string(),
+                    creation_date: driftwood_sim_aws::images::ec2_time(aws.now()),
+                    state: "available".to_string(),
+                    platform_details: "Linux/UNIX".to_string(),
+                    ..Image::default()
+                },
+                Some(kubernetes_version.to_string()),
+            );
+        }
+        if parameter {
+            aws.put_parameter(&o.name, &o.id);
+        }
+        if alias && let Ok((family, version)) = parse_alias(&o.name) {
+            for p in alias_parameters(family, &version, kubernetes_version) {
+                if p.arch == o.arch
+                    && (p.variants.contains(&Variant::Standard)
+                        || p.variants.contains(&Variant::Any))
+                {
+                    aws.put_parameter(&p.path, &o.id);
+                }
+            }
+        }
+        notes.push(format!(
+            "{} resolves to {} ({}), as --ami says",
+            o.name, o.id, o.arch
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use driftwood_sim_aws::SimConfig;
+    use kube::api::DynamicObject;
+    use std::sync::Arc;
+
+    fn account() -> SimAws {
+        let clock = Arc::new(driftwood_cloud::ManualClock::new(
+            driftwood_sim_aws::default_start_time(),
+        ));
+        SimAws::new(SimConfig::new("live", 7).without_realism(), clock)
+    }
+
+    fn live_with_alias_class() -> LiveCluster {
+        let class: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {
+                "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "role": "NodeRole-live",
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "live"}}],
+                "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "*"}}],
+            },
+            "status": {
+                "subnets": [{"id": "subnet-live-a", "zone": "us-east-1a", "zoneID": "use1-az1"}],
+                "securityGroups": [{"id": "sg-live", "name": "nodes"}],
+                "amis": [
+                    {"id": "ami-live-x86", "name": "al2023-x86",
+                     "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]},
+                    {"id": "ami-live-arm", "name": "al2023-arm",
+                     "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]},
+                ],
+            },
+        }))
+        .unwrap();
+        LiveCluster {
+            kubernetes_version: "1.31".to_string(),
+            nodeclasses: vec![class],
+            ..LiveCluster::default()
+        }
+    }
+
+    #[test]
+    fn an_alias_resolves_in_the_copy_to_the_images_the_live_class_resolved() {
+        let aws = account();
+        let live = live_with_alias_class();
+        let copy = copy_cloud(&aws, &live, "live");
+        assert_eq!(copy.images, 2);
+        assert!(copy.pinned_parameters >= 2, "{copy:?}");
+        assert_eq!(
+            aws.eks_ami("al2023", "latest", "1.31", "amd64").as_deref(),
+            Some("ami-live-x86")
+        );
+        assert_eq!(
+            aws.eks_ami("al2023", "latest", "1.31", "arm64").as_deref(),
+            Some("ami-live-arm")
+        );
+        // Only the live network: its subnet, with tags its selector matches; the role exists.
+        let subnets = aws.subnets();
+        assert_eq!(subnets.len(), 1);
+        assert_eq!(subnets[0].subnet_id, "subnet-live-a");
+        assert!(
+            subnets[0]
+                .tags
+                .iter()
+                .any(|t| t.key == "karpenter.sh/discovery" && t.value == "live")
+        );
+        let groups = aws.security_groups();
+        assert_eq!(groups.len(), 1);
+        assert!(
+            groups[0]
+                .tags
+                .iter()
+                .any(|t| t.key == "karpenter.sh/discovery" && t.value == "preview")
+        );
+    }
+
+    #[test]
+    fn ami_overrides_read_name_id_and_architecture() {
+        let o: AmiOverride = "al2023@v20251120=ami-0abc:arm64".parse().unwrap();
+        assert_eq!(
+            (o.name.as_str(), o.id.as_str(), o.arch.as_str()),
+            ("al2023@v20251120", "ami-0abc", "arm64")
+        );
+        let o: AmiOverride = "my-golden-image=ami-0def".parse().unwrap();
+        assert_eq!(o.arch, "amd64");
+        for bad in [
+            "no-equals",
+            "x=notanami",
+            "x=ami-1:sparc",
+            "nofamily@v1=ami-1",
+        ] {
+            assert!(bad.parse::<AmiOverride>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_override_makes_an_alias_version_and_a_name_resolve_in_the_copy() {
+        let aws = account();
+        let notes = apply_ami_overrides(
+            &aws,
+            "1.31",
+            &[
+                "al2023@v20991231=ami-0future".parse().unwrap(),
+                "golden-2026-11=ami-0golden".parse().unwrap(),
+            ],
+        );
+        assert_eq!(notes.len(), 2);
+        assert_eq!(
+            aws.eks_ami("al2023", "v20991231", "1.31", "amd64")
+                .as_deref(),
+            Some("ami-0future")
+        );
+        assert_eq!(
+            aws.image_id_by_name("golden-2026-11").as_deref(),
+            Some("ami-0golden")
+        );
+    }
+}

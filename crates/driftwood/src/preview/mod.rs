@@ -5,6 +5,7 @@
 //! run on virtual time until the rollout completes or the horizon passes. Nothing is written
 //! to the live cluster or the cloud.
 
+pub mod aws_read;
 pub mod cloud;
 pub mod live;
 pub mod objects;
@@ -37,6 +38,11 @@ pub struct PreviewOptions {
     pub cluster_name: String,
     /// The simulated account's seed (the ids of images the change selects anew).
     pub seed: u64,
+    /// What names (aliases, SSM parameters, image names) resolve to in the copy (`--ami`).
+    pub amis: Vec<cloud::AmiOverride>,
+    /// What AWS answered when the change was resolved through it ([`aws_read::resolve`]);
+    /// `None`: the simulated account resolves what the change selects anew.
+    pub aws_answers: Option<aws_read::Answers>,
 }
 
 impl Default for PreviewOptions {
@@ -46,6 +52,8 @@ impl Default for PreviewOptions {
             horizon: Duration::from_secs(24 * 3600),
             cluster_name: "preview".to_string(),
             seed: 1,
+            amis: Vec::new(),
+            aws_answers: None,
         }
     }
 }
@@ -118,8 +126,40 @@ fn ready_by_workload(snapshot: &Snapshot) -> BTreeMap<String, (i32, i32)> {
     out
 }
 
+/// The change as the copy takes it: each object without what the live API server set on it
+/// (`kubectl get -o yaml` output carries its resourceVersion, uid, managedFields and status,
+/// which would be preconditions and conflicts in the copy), as JSON documents.
+fn change_for_copy(change: &str) -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    for document in driftwood_api::manifest::split_documents(change) {
+        let mut value = document?;
+        if let Some(object) = value.as_object_mut() {
+            object.remove("status");
+            if let Some(meta) = object
+                .get_mut("metadata")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                for field in [
+                    "resourceVersion",
+                    "uid",
+                    "creationTimestamp",
+                    "generation",
+                    "managedFields",
+                    "selfLink",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                ] {
+                    meta.remove(field);
+                }
+            }
+        }
+        out.push(serde_json::to_string(&value)?);
+    }
+    Ok(out.join("\n---\n"))
+}
+
 /// The EC2NodeClasses in the change.
-fn change_classes(change: &str) -> anyhow::Result<Vec<driftwood_api::EC2NodeClass>> {
+pub fn change_classes(change: &str) -> anyhow::Result<Vec<driftwood_api::EC2NodeClass>> {
     let mut out = Vec::new();
     for document in driftwood_api::manifest::split_documents(change) {
         let value = document?;
@@ -193,11 +233,24 @@ pub async fn preview_on_copy(
     }
     let already_drifted = drifted(&observer.snapshot());
     let changed_classes = change_classes(change)?;
-    let mut notes =
-        cloud::add_images_named_by_id(&embedded.cluster.aws(), &cluster, &changed_classes);
+    let aws = embedded.cluster.aws();
+    let mut notes = Vec::new();
+    if let Some(answers) = &options.aws_answers {
+        notes.extend(aws_read::import(&aws, answers, &cluster.kubernetes_version));
+    }
+    notes.extend(cloud::apply_ami_overrides(
+        &aws,
+        &cluster.kubernetes_version,
+        &options.amis,
+    ));
+    notes.extend(cloud::add_images_named_by_id(
+        &aws,
+        &cluster,
+        &changed_classes,
+    ));
 
     let applied = embedded
-        .apply_yaml(change)
+        .apply_yaml(&change_for_copy(change)?)
         .await
         .context("applying the change to the copy")?;
     let applied_at = now(&embedded);
@@ -206,23 +259,10 @@ pub async fn preview_on_copy(
     let mut fewest: BTreeMap<String, (i32, i32)> = ready_by_workload(&observer.snapshot());
     let horizon = applied_at + i64::try_from(options.horizon.as_secs()).unwrap_or(i64::MAX);
     let mut complete = false;
-    let initial: Vec<String> = observer
-        .snapshot()
-        .store
-        .nodeclaims
-        .keys()
-        .cloned()
-        .collect();
-    let mut gone: BTreeMap<String, i64> = BTreeMap::new();
     loop {
         let snapshot = observer.snapshot();
         let t = now(&embedded);
         tracker.observe(t, &snapshot);
-        for claim in &initial {
-            if !snapshot.store.nodeclaims.contains_key(claim) {
-                gone.entry(claim.clone()).or_insert(t);
-            }
-        }
         for (workload, (ready, total)) in ready_by_workload(&snapshot) {
             let entry = fewest.entry(workload).or_insert((ready, total));
             entry.0 = entry.0.min(ready);
@@ -278,14 +318,27 @@ pub async fn preview_on_copy(
         cloud: cloud_copy,
         objects: objects_copy,
         final_snapshot: &snapshot,
+        resolved_through_aws: options.aws_answers.is_some(),
         notes,
-        gone,
     }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_from_kubectl_get_loses_what_the_live_server_set() {
+        let change = "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\n  resourceVersion: \"42\"\n  uid: abc\n  generation: 3\n  labels: {team: a}\nspec:\n  role: r\nstatus:\n  amis: []\n";
+        let cleaned = change_for_copy(change).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&cleaned).unwrap();
+        assert_eq!(
+            value["metadata"],
+            serde_json::json!({"name": "default", "labels": {"team": "a"}})
+        );
+        assert_eq!(value["spec"]["role"], "r");
+        assert!(value.get("status").is_none());
+    }
 
     #[test]
     fn replacements_in_flight_hold_completion() {

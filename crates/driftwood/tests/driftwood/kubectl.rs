@@ -244,6 +244,62 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
         .replace(&amd, &amd30)
         .replace(&arm, &arm30)
         .replace("KubernetesVersion: \"1.31\"", "KubernetesVersion: \"1.32\"");
+    // First previewed (as JSON): the node drifts, and the PDB at zero is named instead of an
+    // ETA; the live cluster is left as it was.
+    let change = dir.path().join("new-class.yaml");
+    std::fs::write(&change, &edited).unwrap();
+    let versions = |kind: &str| {
+        kubectl(
+            &kubeconfig,
+            &[
+                "get",
+                kind,
+                "-o",
+                "jsonpath={.items[*].metadata.resourceVersion}",
+            ],
+            None,
+        )
+    };
+    let before = (versions("ec2nodeclasses"), versions("nodeclaims"));
+    let (code, said) = driftwood(
+        &kubeconfig,
+        &[
+            "preview",
+            "-f",
+            change.to_str().unwrap(),
+            "-o",
+            "json",
+            "--horizon",
+            "30m",
+        ],
+    );
+    assert_eq!(code, Some(0), "{said}");
+    let predicted: serde_json::Value =
+        serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said}"));
+    assert_eq!(predicted["drifted"], 1, "{said}");
+    assert_eq!(
+        predicted["nodes"][0]["nodeclaim"],
+        old_claim.as_str(),
+        "{said}"
+    );
+    // The edit changes a tag as well as the AMIs: static drift is named first, as Karpenter does.
+    assert_eq!(predicted["nodes"][0]["reason"], "NodeClassDrift", "{said}");
+    assert!(
+        predicted["nodes"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("EC2NodeClass spec.tags changed")),
+        "{said}"
+    );
+    assert_eq!(predicted["complete"], false, "{said}");
+    assert!(predicted["eta_seconds"].is_null(), "{said}");
+    assert!(
+        predicted["no_eta_because"]
+            .as_str()
+            .is_some_and(|w| w.contains("pdb \"default/hold\"")),
+        "{said}"
+    );
+    assert_eq!((versions("ec2nodeclasses"), versions("nodeclaims")), before);
+
     let out = kubectl(&kubeconfig, &["apply", "-f", "-"], Some(&edited));
     assert!(out.contains("configured"), "{out}");
 
@@ -377,6 +433,28 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
     let pools = kubectl(&kubeconfig, &["get", "nodepools"], None);
     let row: Vec<&str> = pools.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(row[5..], ["1", "0", "0", "Complete"], "{pools}");
+    // The class's side: its one node on its current hash and images.
+    let classes = wait_for(
+        &kubeconfig,
+        &["get", "ec2nodeclasses"],
+        Duration::from_secs(60),
+        |o| {
+            o.lines()
+                .nth(1)
+                .is_some_and(|l| l.split_whitespace().skip(3).eq(["1", "1", "0"]))
+        },
+    );
+    assert!(
+        classes.lines().next().unwrap().split_whitespace().eq([
+            "NAME",
+            "READY",
+            "AGE",
+            "NODES",
+            "UP-TO-DATE",
+            "DRIFTED"
+        ]),
+        "{classes}"
+    );
     // As a kubectl plugin: the binary linked as kubectl-driftwood on PATH (README's install).
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();

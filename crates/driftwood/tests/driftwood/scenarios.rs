@@ -282,3 +282,22 @@ async fn scenario_files_on_disk_read_manifests_relative_to_themselves() {
     );
     assert_eq!(kinds(&outcome), vec![EventKind::ChangeApplied]);
 }
+
+/// The demo's preview step: the prediction, then the same change for real, side by side.
+#[tokio::test(start_paused = true)]
+async fn a_previewed_upgrade_does_what_the_preview_said() {
+    let (outcome, printed) = passes("preview-then-apply").await;
+    assert!(
+        printed.contains("$ driftwood preview -f - (inline)"),
+        "{printed}"
+    );
+    assert!(printed.contains("20 of 20 nodes drift:"), "{printed}");
+    let p = outcome.summary.predicted.clone().expect("a prediction");
+    let text = outcome.summary.text();
+    assert!(text.contains("Predicted vs actual:"), "{text}");
+    assert_eq!((p.predicted_drifted, p.actual_drifted), (20, 20), "{text}");
+    assert!(p.same_nodes_replaced, "{text}");
+    assert!(p.predicted_waves >= 5 && p.actual_waves >= 5, "{text}");
+    let error = p.error_percent().expect("both times");
+    assert!(error <= 15.0, "{error:.0}% off\n{text}");
+}

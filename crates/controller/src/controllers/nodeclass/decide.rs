@@ -4,14 +4,17 @@
 
 use crate::simulation::nodepool_usage;
 use crate::state::Snapshot;
+use driftwood_api::EC2NodeClass;
 use driftwood_api::NodePoolStatus;
 use driftwood_api::condition::{Condition, Conditions, STATUS_FALSE, STATUS_TRUE, set_condition};
-use driftwood_api::ec2nodeclass::EC2NodeClassStatus;
+use driftwood_api::ec2nodeclass::{ClassRolloutStatus, EC2NodeClassStatus};
 use driftwood_api::nodepool::{REASON_STATIC_UNSUPPORTED, STATIC_UNSUPPORTED_MESSAGE};
-use driftwood_api::wellknown::{CONDITION_NODECLASS_READY, CONDITION_READY};
+use driftwood_api::wellknown::{
+    ANNOTATION_EC2NODECLASS_HASH, CONDITION_DRIFTED, CONDITION_NODECLASS_READY, CONDITION_READY,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The finalizer Karpenter puts on EC2NodeClasses.
 pub const FINALIZER_NODECLASS: &str = "karpenter.k8s.aws/termination";
@@ -67,6 +70,45 @@ fn carry_transition_times(old: &[Condition], new: &mut [Condition]) {
     }
 }
 
+/// How the class's nodes stand against it: counted, on its current hash and images, drifted.
+pub fn class_rollout(
+    snapshot: &Snapshot,
+    name: &str,
+    class: &EC2NodeClass,
+    status: &EC2NodeClassStatus,
+) -> ClassRolloutStatus {
+    let hash = class
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_EC2NODECLASS_HASH));
+    let images: BTreeSet<&str> = status.amis.iter().map(|a| a.id.as_str()).collect();
+    let mut out = ClassRolloutStatus::default();
+    for claim in
+        snapshot.store.nodeclaims.values().filter(|c| {
+            c.spec.node_class_ref.name == name && c.metadata.deletion_timestamp.is_none()
+        })
+    {
+        out.nodes += 1;
+        let drifted = claim.is_true(CONDITION_DRIFTED);
+        out.drifted += i64::from(drifted);
+        let on_hash = hash.is_some()
+            && claim
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_EC2NODECLASS_HASH))
+                == hash;
+        let on_image = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.image_id.as_deref())
+            .is_some_and(|i| images.contains(i));
+        out.up_to_date += i64::from(on_hash && on_image && !drifted);
+    }
+    out
+}
+
 /// Decides this pass. `resolved` holds each live class's resolution (an error leaves its status
 /// alone); `now` stamps condition transitions.
 pub fn decide(
@@ -108,16 +150,24 @@ pub fn decide(
                 class: name.clone(),
             });
         }
-        if let Some(Ok(status)) = resolved.get(name) {
-            let old = class.status.clone().unwrap_or_default();
-            let mut status = status.clone();
-            carry_transition_times(&old.conditions, &mut status.conditions);
-            if !same_status(&old, &status) {
-                actions.push(Action::ClassStatus {
-                    class: name.clone(),
-                    status,
-                });
+        // This pass's resolution, else (a failed or skipped one) the status as it is, with the
+        // nodes counted again.
+        let old = class.status.clone().unwrap_or_default();
+        let mut status = match resolved.get(name) {
+            Some(Ok(status)) => {
+                let mut status = status.clone();
+                carry_transition_times(&old.conditions, &mut status.conditions);
+                status
             }
+            _ if class.status.is_some() => old.clone(),
+            _ => continue,
+        };
+        status.rollout = Some(class_rollout(snapshot, name, class, &status));
+        if !same_status(&old, &status) {
+            actions.push(Action::ClassStatus {
+                class: name.clone(),
+                status,
+            });
         }
     }
     for (name, pool) in &snapshot.store.nodepools {
@@ -295,13 +345,59 @@ mod tests {
 
         let current = class(
             "c",
-            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}),
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+                              "rollout": {"nodes": 0, "upToDate": 0, "drifted": 0}}}),
         );
         let actions = decide(&snapshot(current.clone(), vec![]), &resolved, &now());
         assert!(class_actions(&actions).is_empty(), "{actions:?}");
         // A resolution error changes nothing either.
         let failed = [("c".to_string(), Err("ec2 throttled".to_string()))].into();
         assert!(class_actions(&decide(&snapshot(current, vec![]), &failed, &now())).is_empty());
+    }
+
+    /// The class's nodes against it: on its hash and images, drifted, and those being deleted
+    /// left out; a change in them is written even when the resolution failed.
+    #[test]
+    fn class_status_counts_its_nodes_on_its_hash_and_images() {
+        let claim = |name: &str, hash: &str, image: &str, drifted: bool, deleting: bool| {
+            let mut c = (*nodeclaim(name, deleting)).clone();
+            c.metadata.annotations =
+                Some([(ANNOTATION_EC2NODECLASS_HASH.to_string(), hash.to_string())].into());
+            let status = c.status.get_or_insert_default();
+            status.image_id = Some(image.to_string());
+            if drifted {
+                status.conditions = vec![serde_json::from_value(json!({"type": "Drifted", "status": "True", "reason": "AMIDrift", "message": ""})).unwrap()];
+            }
+            Arc::new(c)
+        };
+        let current = class(
+            "c",
+            json!({"metadata": {"annotations": {"karpenter.k8s.aws/ec2nodeclass-hash": "h2"}},
+                   "status": {"amis": [{"id": "ami-new", "requirements": []}],
+                              "conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}),
+        );
+        let claims = vec![
+            claim("up", "h2", "ami-new", false, false),
+            claim("old-hash", "h1", "ami-new", false, false),
+            claim("old-image", "h2", "ami-old", true, false),
+            claim("drifted", "h2", "ami-new", true, false),
+            claim("leaving", "h1", "ami-old", true, true),
+        ];
+        let failed = [("c".to_string(), Err("ec2 throttled".to_string()))].into();
+        let actions = decide(&snapshot(current, claims), &failed, &now());
+        let written = actions.iter().find_map(|a| match a {
+            Action::ClassStatus { status, .. } => status.rollout.clone(),
+            _ => None,
+        });
+        assert_eq!(
+            written,
+            Some(ClassRolloutStatus {
+                nodes: 4,
+                up_to_date: 1,
+                drifted: 2,
+            }),
+            "{actions:?}"
+        );
     }
 
     /// Karpenter (AWS) nodeclass suite "should not delete the EC2NodeClass until all associated

@@ -13,6 +13,7 @@ use super::Outcome;
 use crate::api::{add_finalizer, modify, modify_status, remove_finalizer};
 use crate::context::Context;
 use crate::events::EventType;
+use driftwood_api::condition::Conditions as _;
 use driftwood_api::nodepool::{REASON_STATIC_UNSUPPORTED, STATIC_UNSUPPORTED_MESSAGE};
 use driftwood_api::wellknown::CONDITION_READY;
 use driftwood_api::{EC2NodeClass, NodePool};
@@ -39,8 +40,8 @@ impl NodeClassController {
 
 /// What wakes the nodeclass controller before its period: any change to an EC2NodeClass or a
 /// NodePool (its resourceVersion: a status written changes what NodePool status says), or to
-/// what NodePool status counts (NodeClaims created, launched, deleted; Nodes) — not pod
-/// events.
+/// what NodePool status counts (NodeClaims created, launched, deleted; Nodes), or to what the
+/// classes' rollout counts count (drift marked, images) — not pod events.
 pub fn wake_signature(snapshot: &crate::state::Snapshot) -> Vec<u64> {
     let mut signature = Vec::with_capacity(2 * snapshot.store.nodeclasses.len() + 4);
     let version = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
@@ -83,6 +84,21 @@ pub fn wake_signature(snapshot: &crate::state::Snapshot) -> Vec<u64> {
             .count() as u64,
     );
     signature.push(snapshot.store.nodes.len() as u64);
+    // What the classes' rollout counts count: drift marked or cleared, images launched on.
+    signature.push(
+        claims
+            .values()
+            .filter(|c| c.is_true(driftwood_api::wellknown::CONDITION_DRIFTED))
+            .count() as u64,
+    );
+    signature.push(claims.values().fold(0u64, |acc, c| {
+        let image = c
+            .status
+            .as_ref()
+            .and_then(|s| s.image_id.as_deref())
+            .unwrap_or_default();
+        acc.wrapping_add(driftwood_api::hash::fnv1a64(image.as_bytes()))
+    }));
     signature
 }
 

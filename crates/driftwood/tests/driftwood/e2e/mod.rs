@@ -7,5 +7,5 @@ mod preview;
 mod provisioning;
 mod rollout;
 mod safety;
-mod support;
+pub mod support;
 pub mod walkthrough;
