@@ -688,9 +688,15 @@ impl SimAws {
                 group_name: g.group_name.clone(),
             });
         }
-        st.counter += 1;
-        let n = st.counter;
-        let id = resource_id("i", self.config.seed, &format!("instance/{n}"));
+        // A fresh id, never one the account holds (imported instances keep another account's
+        // ids, which this seed may also generate).
+        let id = loop {
+            st.counter += 1;
+            let id = resource_id("i", self.config.seed, &format!("instance/{}", st.counter));
+            if !st.instances.contains_key(&id) {
+                break id;
+            }
+        };
         // The subnet's next free address (its /19 holds 8,187 usable ones); an address is free
         // again once its instance is terminated.
         let base = subnet

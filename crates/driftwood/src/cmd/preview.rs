@@ -41,6 +41,9 @@ pub struct Args {
     #[cfg(feature = "aws")]
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     aws_endpoint_url: Option<String>,
+    /// The copy's controllers' log lines on stderr at this level (error, warn, info, debug).
+    #[arg(long, env = "LOG_LEVEL", default_value = "error")]
+    log_level: String,
     /// The cluster name the copy's instances are tagged with.
     #[arg(long, default_value = "preview")]
     cluster_name: String,
@@ -109,6 +112,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.output != "text" && args.output != "json" {
         anyhow::bail!("--output {:?}: want text or json", args.output);
     }
+    super::logging::init(super::logging::LogFormat::Text, &args.log_level);
     let change = read_change(&args.files)?;
     // The live cluster is read with real time (its requests have real timeouts); the copy then
     // runs on paused time, as fast as the machine goes.

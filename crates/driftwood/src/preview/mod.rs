@@ -259,6 +259,7 @@ pub async fn preview_on_copy(
     let mut fewest: BTreeMap<String, (i32, i32)> = ready_by_workload(&observer.snapshot());
     let horizon = applied_at + i64::try_from(options.horizon.as_secs()).unwrap_or(i64::MAX);
     let mut complete = false;
+    let mut changes = observer.subscribe();
     loop {
         let snapshot = observer.snapshot();
         let t = now(&embedded);
@@ -281,9 +282,19 @@ pub async fn preview_on_copy(
         if t >= horizon {
             break;
         }
-        // Waiting on something that moves slowly (a budget window, a PDB): look less often.
-        let step = if pending_drift && !in_flight { 30 } else { 1 };
-        tokio::time::sleep(Duration::from_secs(step)).await;
+        // Waiting on something that moves slowly (a budget window, a PDB): look again after
+        // 30 s, or as soon as the cluster changes (a wave starting is seen when it starts).
+        if pending_drift && !in_flight {
+            changes.borrow_and_update();
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(30)) => {}
+                _ = changes.changed() => {}
+            }
+            // Changes come in bursts: look at the second they settle in.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        } else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
     let events = report::blocked_events(&embedded.cluster.client()).await;
     let snapshot = observer.snapshot();

@@ -435,3 +435,40 @@ async fn without_realism_everything_is_instant_consistent_and_unlimited() {
         "on by default"
     );
 }
+
+/// `driftwood preview` imports another account's instances with their ids; an account with
+/// the same seed generates those very ids. A launch must never take one over.
+#[tokio::test(start_paused = true)]
+async fn a_launch_never_reuses_the_id_of_an_imported_instance() {
+    let live = env();
+    let taken = launch(&live.sim, "live").await;
+    let copy = env();
+    let imported = live
+        .sim
+        .instances()
+        .into_iter()
+        .find(|i| i.instance_id == taken)
+        .unwrap();
+    copy.sim.import_instance(imported, None);
+    let launched = launch(&copy.sim, "copy").await;
+    assert_ne!(launched, taken);
+    let ids: Vec<String> = copy
+        .sim
+        .instances()
+        .into_iter()
+        .map(|i| i.instance_id)
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let imported_tags = copy
+        .sim
+        .instances()
+        .into_iter()
+        .find(|i| i.instance_id == taken)
+        .unwrap()
+        .tags;
+    assert!(
+        imported_tags
+            .iter()
+            .any(|t| t.key == "test" && t.value == "live")
+    );
+}
