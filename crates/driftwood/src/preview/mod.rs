@@ -296,7 +296,16 @@ pub async fn preview_on_copy(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     }
-    let events = report::blocked_events(&embedded.cluster.client()).await;
+    let events = match report::blocked_events(&embedded.cluster.client()).await {
+        Ok(events) => events,
+        Err(error) => {
+            tracing::warn!(%error, "reading the copy's DisruptionBlocked events failed");
+            notes.push(format!(
+                "what held nodes back is not known: reading the copy's events failed: {error}"
+            ));
+            BTreeMap::new()
+        }
+    };
     let snapshot = observer.snapshot();
     for class in &changed_classes {
         let name = class.metadata.name.clone().unwrap_or_default();

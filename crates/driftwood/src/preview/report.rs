@@ -125,11 +125,11 @@ pub struct Inputs<'a> {
 }
 
 /// The DisruptionBlocked notes the copy's controllers wrote, per NodeClaim, oldest first.
-pub async fn blocked_events(client: &kube::Client) -> BTreeMap<String, Vec<String>> {
+pub async fn blocked_events(
+    client: &kube::Client,
+) -> Result<BTreeMap<String, Vec<String>>, kube::Error> {
     let api: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::all(client.clone());
-    let Ok(list) = api.list(&kube::api::ListParams::default()).await else {
-        return BTreeMap::new();
-    };
+    let list = api.list(&kube::api::ListParams::default()).await?;
     let mut events: Vec<_> = list
         .items
         .into_iter()
@@ -151,7 +151,7 @@ pub async fn blocked_events(client: &kube::Client) -> BTreeMap<String, Vec<Strin
             notes.push(note);
         }
     }
-    out
+    Ok(out)
 }
 
 fn label(claim: &NodeClaim, key: &str) -> String {
