@@ -5,7 +5,7 @@
 
 use super::harness::Harness;
 use super::support::{
-    MINUTE, cluster, deployment, idle, initialized_of, nodepool, now, pdb, ready_pods,
+    MINUTE, NODECLASS, cluster, deployment, idle, initialized_of, nodepool, now, pdb, ready_pods,
 };
 use driftwood::preview::{PreviewOptions, preview};
 use driftwood_controller::Settings;
@@ -27,30 +27,16 @@ fn recording_client(h: &Harness, seen: Arc<Mutex<Vec<String>>>) -> kube::Client 
     kube::Client::new(service, "default")
 }
 
+/// The `default` class of [`cluster`] on the 1.30 AMI.
 fn new_class(h: &Harness) -> String {
-    let values = h.embedded.walkthrough_values("1.29").unwrap();
-    let aws = h.embedded.cluster.aws();
-    let newer = aws.eks_ami("al2", "latest", "1.30", "amd64").unwrap();
-    format!(
-        r#"
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  amiSelectorTerms:
-    - id: {newer}
-  role: "{}"
-  securityGroupSelectorTerms:
-  - tags:
-      karpenter.sh/discovery: {cluster}
-  subnetSelectorTerms:
-  - tags:
-      karpenter.sh/discovery: {cluster}
-"#,
-        values["<<KARPENTER_NODE_IAM_ROLE_NAME>>"],
-        cluster = values["<<CLUSTER_NAME>>"],
-    )
+    let mut values = h.embedded.walkthrough_values("1.29").unwrap();
+    let newer = h
+        .embedded
+        .cluster
+        .aws()
+        .eks_ami("al2", "latest", "1.30", "amd64");
+    values.insert("<<AMD64PREVAMI>>".to_string(), newer.unwrap());
+    driftwood::embedded::fill(NODECLASS, &values)
 }
 
 #[tokio::test(start_paused = true)]

@@ -29,7 +29,8 @@ pub async fn cluster(settings: Settings) -> Harness {
     h
 }
 
-const NODECLASS: &str = r#"
+/// The `default` EC2NodeClass of [`cluster`], its AMI and names as walkthrough placeholders.
+pub const NODECLASS: &str = r#"
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata:
