@@ -22,6 +22,8 @@ pub const DEFAULT_CONSOLIDATION_POLICY: &str = "WhenEmptyOrUnderutilized";
 pub const DEFAULT_CONSOLIDATE_AFTER: &str = "0s";
 pub const CONSOLIDATION_WHEN_EMPTY: &str = "WhenEmpty";
 pub const CONSOLIDATION_WHEN_EMPTY_OR_UNDERUTILIZED: &str = "WhenEmptyOrUnderutilized";
+/// Karpenter v1.14's policy: consolidate only moves whose savings are worth their disruption.
+pub const CONSOLIDATION_BALANCED: &str = "Balanced";
 
 /// The NodePool's desired state.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -140,7 +142,7 @@ pub struct Disruption {
     /// How long after a pod was added or removed a node may be consolidated ("Never" disables).
     #[serde(default = "default_consolidate_after")]
     pub consolidate_after: NillableDuration,
-    /// WhenEmpty, WhenEmptyOrUnderutilized or Balanced (kept; driftwood does not consolidate).
+    /// WhenEmpty (empty nodes only), WhenEmptyOrUnderutilized, or Balanced (moves scored).
     #[serde(default = "default_consolidation_policy")]
     pub consolidation_policy: String,
     /// How many nodes may be disrupted at once. Default: one budget of 10%.

@@ -70,6 +70,8 @@ pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
 
 // ---- annotations ----
 pub const ANNOTATION_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Kubernetes' pod deletion cost: Karpenter weighs a pod's eviction cost by it.
+pub const ANNOTATION_POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 pub const ANNOTATION_NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
 pub const ANNOTATION_NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-version";
 pub const ANNOTATION_EC2NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";

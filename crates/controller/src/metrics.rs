@@ -39,6 +39,10 @@ pub struct Metrics {
     pub pods_drained: Family<Labels, Counter>,
     pub pods_state: Family<Labels, Gauge>,
     pub voluntary_disruption_decisions: Family<Labels, Counter>,
+    pub voluntary_disruption_decisions_by_nodepool: Family<Labels, Counter>,
+    pub voluntary_disruption_failed_validations: Family<Labels, Counter>,
+    pub voluntary_disruption_consolidation_timeouts: Family<Labels, Counter>,
+    pub voluntary_disruption_evaluation_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pub voluntary_disruption_eligible_nodes: Family<Labels, Gauge>,
     pub nodepools_allowed_disruptions: Family<Labels, Gauge>,
     pub reconcile_total: Family<Labels, Counter>,
@@ -72,6 +76,12 @@ impl Metrics {
             pods_drained: Family::default(),
             pods_state: Family::default(),
             voluntary_disruption_decisions: Family::default(),
+            voluntary_disruption_decisions_by_nodepool: Family::default(),
+            voluntary_disruption_failed_validations: Family::default(),
+            voluntary_disruption_consolidation_timeouts: Family::default(),
+            voluntary_disruption_evaluation_duration: Family::new_with_constructor(
+                duration_histogram,
+            ),
             voluntary_disruption_eligible_nodes: Family::default(),
             nodepools_allowed_disruptions: Family::default(),
             reconcile_total: Family::default(),
@@ -154,8 +164,23 @@ impl Metrics {
             ),
             (
                 "karpenter_voluntary_disruption_decisions",
-                "Disruption decisions, by decision and reason",
+                "Disruption decisions, by decision, reason and consolidation type",
                 &metrics.voluntary_disruption_decisions,
+            ),
+            (
+                "karpenter_voluntary_disruption_decisions_by_nodepool",
+                "Disruption decisions, by nodepool, decision, reason and consolidation type",
+                &metrics.voluntary_disruption_decisions_by_nodepool,
+            ),
+            (
+                "karpenter_voluntary_disruption_failed_validations",
+                "Consolidation commands abandoned at validation, by consolidation type",
+                &metrics.voluntary_disruption_failed_validations,
+            ),
+            (
+                "karpenter_voluntary_disruption_consolidation_timeouts",
+                "Consolidation searches that ran out of time, by consolidation type",
+                &metrics.voluntary_disruption_consolidation_timeouts,
             ),
         ];
         for (name, help, family) in counters {
@@ -182,6 +207,11 @@ impl Metrics {
             metrics.scheduling_duration.clone(),
         );
         registry.register(
+            "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+            "Duration of a disruption method's evaluation, by reason and consolidation type",
+            metrics.voluntary_disruption_evaluation_duration.clone(),
+        );
+        registry.register(
             "karpenter_cloudprovider_duration_seconds",
             "Duration of cloud provider calls, by method",
             metrics.cloudprovider_duration.clone(),
@@ -200,6 +230,15 @@ impl Metrics {
     /// Sets a gauge family for `pairs`.
     pub fn set(family: &Family<Labels, Gauge>, pairs: &[(&str, &str)], value: i64) {
         family.get_or_create(&labels(pairs)).set(value);
+    }
+
+    /// Records `seconds` in a histogram family for `pairs`.
+    pub fn observe(
+        family: &Family<Labels, Histogram, fn() -> Histogram>,
+        pairs: &[(&str, &str)],
+        seconds: f64,
+    ) {
+        family.get_or_create(&labels(pairs)).observe(seconds);
     }
 
     /// The text exposition format for /metrics.

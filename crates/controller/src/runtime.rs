@@ -3,7 +3,9 @@
 
 use crate::context::Context;
 use crate::controllers::driver::{Backoff, LoopSpec, Wake, drive};
-use crate::controllers::{disruption, drift, hash, lifecycle, nodeclass, provisioner, termination};
+use crate::controllers::{
+    consolidatable, disruption, drift, hash, lifecycle, nodeclass, provisioner, termination,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -60,6 +62,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let debounce = Duration::from_millis(200);
     let checks = drift::InstanceTypeChecks::default();
     let disruption_loop = disruption::DisruptionController::default();
+    let pod_signatures = consolidatable::PodSignatures::default();
     let nodeclass_loop = nodeclass::NodeClassController::default();
     let handles = vec![
         tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
@@ -98,6 +101,18 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
             spec("drift", s.drift_interval, on_change(Duration::from_secs(1))),
             cancel.clone(),
             move |ctx| drift::pass(ctx, checks.clone()),
+        )),
+        // Pod events and Consolidatable: woken by any change (a pod bound or leaving), and when
+        // the next NodeClaim's consolidateAfter runs out.
+        tokio::spawn(drive(
+            ctx.clone(),
+            spec(
+                "nodeclaim.consolidation",
+                Duration::from_secs(60),
+                on_change(debounce),
+            ),
+            cancel.clone(),
+            move |ctx| consolidatable::pass(ctx, pod_signatures.clone()),
         )),
         tokio::spawn(drive(
             ctx.clone(),

@@ -22,6 +22,9 @@ pub struct FeatureGates {
     pub other: BTreeMap<String, bool>,
 }
 
+/// Karpenter's gate for replacing a spot node with a cheaper spot node (default off).
+pub const GATE_SPOT_TO_SPOT_CONSOLIDATION: &str = "SpotToSpotConsolidation";
+
 impl Default for FeatureGates {
     fn default() -> Self {
         Self {
@@ -46,6 +49,14 @@ impl FeatureGates {
              disruption budget with reasons [Drifted] and nodes \"0\" instead"
         );
         true
+    }
+
+    /// Whether SpotToSpotConsolidation is on.
+    pub fn spot_to_spot_consolidation(&self) -> bool {
+        self.other
+            .get(GATE_SPOT_TO_SPOT_CONSOLIDATION)
+            .copied()
+            .unwrap_or(false)
     }
 
     pub fn parse(input: &str) -> Result<Self, FeatureGateError> {

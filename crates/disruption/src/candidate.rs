@@ -20,6 +20,8 @@ pub struct NodeView {
     pub deleting: bool,
     /// A disruption command is in flight for it (disrupted taint / DisruptionReason set).
     pub disrupting: bool,
+    /// The reason of its DisruptionReason condition (Drifted, Empty, Underutilized), if set.
+    pub disruption_reason: Option<String>,
     /// `karpenter.sh/do-not-disrupt: "true"` on the Node or NodeClaim: which one.
     pub do_not_disrupt: Option<&'static str>,
     /// Drifted=True: since when (UTC seconds) and why.
@@ -28,6 +30,8 @@ pub struct NodeView {
     pub pods: Vec<PodView>,
     /// The replacement NodeClaims of its disruption command in flight, if any.
     pub replacements: Vec<String>,
+    /// Consolidatable=True on the NodeClaim: consolidateAfter has passed since its last pod event.
+    pub consolidatable: bool,
     /// The NodeClaim has a terminationGracePeriod: its drift is eventual, as in Karpenter —
     /// pod-level blockers (a pod's do-not-disrupt, a PDB allowing 0) do not keep it from being
     /// chosen; the drain honours them until the grace period forces the pods out.
@@ -53,6 +57,24 @@ pub fn budget_members(views: &[&NodeView]) -> Vec<crate::budget::BudgetMember> {
         .collect()
 }
 
+/// The budgets of every NodePool for `reason` at `now`, over `nodes` (all managed nodes).
+pub fn pool_budgets(
+    nodes: &[NodeView],
+    nodepools: &[driftwood_api::nodepool::NodePool],
+    reason: &str,
+    now: i64,
+) -> Vec<crate::budget::AllowedDisruptions> {
+    nodepools
+        .iter()
+        .map(|pool| {
+            let name = pool.metadata.name.as_deref().unwrap_or_default();
+            let members: Vec<&NodeView> = nodes.iter().filter(|n| n.nodepool == name).collect();
+            let (total, disrupting) = crate::budget::budget_counts(budget_members(&members));
+            crate::budget::allowed_disruptions(pool, reason, total, disrupting, now)
+        })
+        .collect()
+}
+
 /// A pod on a candidate node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodView {
@@ -71,6 +93,10 @@ pub struct PodView {
     /// Ready=False and its one PDB has `unhealthyPodEvictionPolicy: AlwaysAllow`: the eviction
     /// API lets it through whatever the budget says.
     pub unhealthy_evictable: bool,
+    /// `controller.kubernetes.io/pod-deletion-cost` (0 when absent or unreadable).
+    pub deletion_cost: i32,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
 }
 
 /// Why a node is not a candidate now. The Display text is the DisruptionBlocked event message.

@@ -24,6 +24,8 @@ pub struct ExplainInput<'a> {
     pub pdb_allowed: &'a BTreeMap<String, i32>,
     /// The controller's last DisruptionBlocked message for this NodeClaim, if any.
     pub last_blocked_event: Option<&'a str>,
+    /// The controller's last Unconsolidatable message for this NodeClaim, if any.
+    pub last_unconsolidatable_event: Option<&'a str>,
     /// UTC seconds.
     pub now: i64,
     /// For a NodeClaim being deleted: what its drain looks at.
@@ -153,15 +155,23 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
     for line in what_moved(input) {
         let _ = writeln!(out, "  {line}");
     }
+    replacement(input, &mut out);
+    if claim.metadata.deletion_timestamp.is_none() {
+        consolidation(input, &mut out);
+    }
+    out
+}
 
-    // Blockers.
+/// The replacement section: what drift's replacement of the node waits for.
+fn replacement(input: &ExplainInput<'_>, out: &mut String) {
+    let claim = input.nodeclaim;
     let _ = writeln!(out, "Replacement:");
     if claim.metadata.deletion_timestamp.is_some() {
         let _ = writeln!(out, "  being deleted: draining and terminating");
         for line in input.drain.iter().flat_map(|d| drain_lines(d, input.now)) {
             let _ = writeln!(out, "    {line}");
         }
-        return out;
+        return;
     }
     if let Some(c) = claim.condition(CONDITION_DISRUPTION_REASON) {
         let replacements = crate::command::InFlight::replacements_of(claim).join(",");
@@ -170,11 +180,11 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
             "  in flight: {} — waiting for replacement(s) [{replacements}] to initialize, then this node is drained and deleted",
             c.message.as_deref().unwrap_or_default()
         );
-        return out;
+        return;
     }
     if input.view.drift.is_none() {
         let _ = writeln!(out, "  nothing to do: the node is not drifted");
-        return out;
+        return;
     }
     let mut blocked = false;
     if input.view.eventual {
@@ -231,7 +241,126 @@ pub fn explain(input: &ExplainInput<'_>) -> String {
             "  nothing blocks it: it will be replaced in the next disruption pass (about every 10s)"
         );
     }
-    out
+}
+
+/// The consolidation section: whether the node is Consolidatable, which method would take it,
+/// and what holds it (policy, candidate filters, the reason's budget, the last verdict).
+fn consolidation(input: &ExplainInput<'_>, out: &mut String) {
+    use crate::consolidatable::{Consolidatable, consolidatable};
+    use driftwood_api::wellknown::{
+        CONDITION_CONSOLIDATABLE, CONDITION_INITIALIZED, REASON_EMPTY, REASON_UNDERUTILIZED,
+    };
+    let _ = writeln!(out, "Consolidation:");
+    let claim = input.nodeclaim;
+    let Some(pool) = input.nodepool else {
+        let _ = writeln!(out, "  no: its NodePool was not found");
+        return;
+    };
+    if pool.is_static() {
+        let _ = writeln!(out, "  no: a static NodePool is never consolidated");
+        return;
+    }
+    let disruption = &pool.spec.disruption;
+    let _ = writeln!(
+        out,
+        "  policy: {}, consolidateAfter {}",
+        disruption.consolidation_policy, disruption.consolidate_after.0
+    );
+    let after = disruption.consolidate_after.seconds().ok().flatten();
+    let initialized_at = claim
+        .condition(CONDITION_INITIALIZED)
+        .filter(|c| c.is_true())
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0.as_second());
+    let last_event = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.last_pod_event_time.as_ref())
+        .map(|t| t.0.as_second());
+    let shown = claim
+        .condition(CONDITION_CONSOLIDATABLE)
+        .filter(|c| c.is_true())
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| format_utc(t.0.as_second()));
+    match (
+        consolidatable(after, initialized_at, last_event, input.now),
+        shown,
+    ) {
+        (_, Some(since)) => {
+            let _ = writeln!(out, "  Consolidatable: yes, since {since}");
+        }
+        (Consolidatable::At(at), None) => {
+            let _ = writeln!(
+                out,
+                "  Consolidatable: not yet — consolidateAfter runs from the last pod event ({}) until {}",
+                last_event
+                    .or(initialized_at)
+                    .map(format_utc)
+                    .unwrap_or_default(),
+                format_utc(at)
+            );
+        }
+        (Consolidatable::Yes, None) => {
+            let _ = writeln!(
+                out,
+                "  Consolidatable: due — consolidateAfter has passed; the condition is set on the next pass"
+            );
+        }
+        (Consolidatable::No, None) if after.is_none() => {
+            let _ = writeln!(out, "  Consolidatable: no — consolidateAfter is Never");
+            return;
+        }
+        (Consolidatable::No, None) => {
+            let _ = writeln!(
+                out,
+                "  Consolidatable: no — the NodeClaim is not initialized"
+            );
+            return;
+        }
+    }
+    let empty = crate::consolidation::cost::is_empty(input.view);
+    let reason = if empty {
+        let _ = writeln!(
+            out,
+            "  empty: yes — emptiness deletes it (no replacement), many such nodes per pass"
+        );
+        REASON_EMPTY
+    } else {
+        let moving = input.view.pods.iter().filter(|p| p.reschedulable).count();
+        if disruption.consolidation_policy == driftwood_api::nodepool::CONSOLIDATION_WHEN_EMPTY {
+            let _ = writeln!(
+                out,
+                "  kept: {moving} pod(s) to move and the policy is WhenEmpty (only empty nodes are consolidated)"
+            );
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "  underutilized?: {moving} pod(s) would move; multi- and single-node consolidation delete it if they fit elsewhere, or replace it with one cheaper node"
+        );
+        REASON_UNDERUTILIZED
+    };
+    let graceful = NodeView {
+        eventual: false,
+        ..input.view.clone()
+    };
+    if let Err(why) = check_candidate(&graceful, input.pdb_allowed) {
+        let _ = writeln!(out, "  blocked: {why}");
+    }
+    let members: Vec<&NodeView> = input.pool_views.iter().collect();
+    let (total, disrupting) = budget_counts(budget_members(&members));
+    let budget = allowed_disruptions(pool, reason, total, disrupting, input.now);
+    let _ = writeln!(out, "  budget: {budget}");
+    if budget.allowed == 0 {
+        let _ = writeln!(
+            out,
+            "  blocked: no allowed disruptions for reason {reason} in nodepool {:?} right now",
+            budget.nodepool
+        );
+    }
+    if let Some(event) = input.last_unconsolidatable_event {
+        let _ = writeln!(out, "  last controller verdict: {event}");
+    }
 }
 
 /// The fields that moved, from the stamped per-field hashes and the class status.
@@ -353,6 +482,7 @@ mod tests {
             nodeclass: None,
             pool_views: std::slice::from_ref(&view),
             pdb_allowed: &BTreeMap::new(),
+            last_unconsolidatable_event: None,
             last_blocked_event: None,
             now,
             drain: None,
@@ -369,6 +499,97 @@ mod tests {
         assert!(
             text.contains("window closes at 2026-11-21T17:00:00Z"),
             "{text}"
+        );
+    }
+
+    /// Issue 28: explain says whether a node is Consolidatable, when it will be, which method
+    /// would take it, and what holds it (policy, budget by reason, the last verdict).
+    #[test]
+    fn consolidation_is_explained() {
+        let (mut pool, mut claim, mut view) = setup();
+        view.drift = None;
+        pool.spec.disruption.consolidate_after =
+            driftwood_api::duration::NillableDuration("1m".into());
+        let status = claim.status.get_or_insert_with(Default::default);
+        status.conditions.clear();
+        set_condition(
+            &mut status.conditions,
+            driftwood_api::wellknown::CONDITION_INITIALIZED,
+            STATUS_TRUE,
+            "Initialized",
+            "",
+            time(900),
+            None,
+        );
+        status.last_pod_event_time = Some(time(1000));
+        let text = |claim: &NodeClaim, view: &NodeView, pool: &NodePool, verdict| {
+            explain(&ExplainInput {
+                nodeclaim: claim,
+                view,
+                nodepool: Some(pool),
+                nodeclass: None,
+                pool_views: std::slice::from_ref(view),
+                pdb_allowed: &BTreeMap::new(),
+                last_unconsolidatable_event: verdict,
+                last_blocked_event: None,
+                now: 1030,
+                drain: None,
+            })
+        };
+        let out = text(&claim, &view, &pool, None);
+        assert!(
+            out.contains("policy: WhenEmptyOrUnderutilized, consolidateAfter 1m"),
+            "{out}"
+        );
+        assert!(out.contains("Consolidatable: not yet"), "{out}");
+        assert!(out.contains(&format_utc(1060)), "{out}");
+        set_condition(
+            &mut claim.status.as_mut().unwrap().conditions,
+            driftwood_api::wellknown::CONDITION_CONSOLIDATABLE,
+            STATUS_TRUE,
+            "Consolidatable",
+            "",
+            time(1060),
+            None,
+        );
+        view.consolidatable = true;
+        let out = text(&claim, &view, &pool, None);
+        assert!(out.contains("Consolidatable: yes"), "{out}");
+        assert!(out.contains("empty: yes — emptiness deletes it"), "{out}");
+        assert!(out.contains("Empty disruption(s)"), "{out}");
+        view.pods = vec![crate::candidate::PodView {
+            key: "default/web-1".into(),
+            reschedulable: true,
+            ..Default::default()
+        }];
+        let out = text(
+            &claim,
+            &view,
+            &pool,
+            Some("Can't replace with a cheaper node"),
+        );
+        assert!(out.contains("underutilized?: 1 pod(s) would move"), "{out}");
+        assert!(
+            out.contains("last controller verdict: Can't replace with a cheaper node"),
+            "{out}"
+        );
+        pool.spec.disruption.consolidation_policy = "WhenEmpty".into();
+        let out = text(&claim, &view, &pool, None);
+        assert!(
+            out.contains("kept: 1 pod(s) to move and the policy is WhenEmpty"),
+            "{out}"
+        );
+        pool.spec.disruption.consolidate_after = driftwood_api::duration::NillableDuration::never();
+        claim
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .retain(|c| c.type_ != "Consolidatable");
+        let out = text(&claim, &view, &pool, None);
+        assert!(
+            out.contains("Consolidatable: no — consolidateAfter is Never"),
+            "{out}"
         );
     }
 
@@ -389,6 +610,7 @@ mod tests {
             nodeclass: None,
             pool_views: std::slice::from_ref(&view),
             pdb_allowed: &pdbs,
+            last_unconsolidatable_event: None,
             last_blocked_event: None,
             now: 2000,
             drain: None,
@@ -407,6 +629,7 @@ mod tests {
             nodeclass: None,
             pool_views: std::slice::from_ref(&view),
             pdb_allowed: &pdbs,
+            last_unconsolidatable_event: None,
             last_blocked_event: Some(
                 "Cannot disrupt NodeClaim: not all pods would schedule, default/web-1 => incompatible",
             ),
@@ -436,6 +659,7 @@ mod tests {
                 nodeclass: None,
                 pool_views: std::slice::from_ref(&view),
                 pdb_allowed: &BTreeMap::new(),
+                last_unconsolidatable_event: None,
                 last_blocked_event: None,
                 now: 2000,
                 drain: None,
@@ -530,6 +754,7 @@ mod tests {
                 nodeclass: None,
                 pool_views: std::slice::from_ref(&view),
                 pdb_allowed: &BTreeMap::new(),
+                last_unconsolidatable_event: None,
                 last_blocked_event: None,
                 now: 2000,
                 drain: None,

@@ -4,9 +4,12 @@
 pub mod budget;
 pub mod candidate;
 pub mod command;
+pub mod consolidatable;
+pub mod consolidation;
 pub mod drain;
 pub mod drift;
 pub mod explain;
 pub mod plan;
 pub mod rollout;
 pub mod views;
+pub mod world;

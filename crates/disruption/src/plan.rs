@@ -4,13 +4,12 @@
 //! decide per candidate: delete (its pods fit on existing capacity) or replace (with the new
 //! NodeClaims the simulation opened). One failing candidate does not block the others.
 
-use crate::budget::{AllowedDisruptions, allowed_disruptions, budget_counts};
-use crate::candidate::{Blocked, NodeView, budget_members, check_candidate};
+use crate::budget::AllowedDisruptions;
+use crate::candidate::{Blocked, NodeView, check_candidate, pool_budgets};
+use crate::world::{PassWorld, is_target};
 use driftwood_api::nodepool::NodePool;
-use driftwood_api::wellknown::{REASON_DRIFTED, TAINT_DISRUPTED_KEY};
-use driftwood_scheduling::{
-    NewNodeClaim, PodConstraints, SimPod, SimulationInput, Taint, TaintEffect, schedule,
-};
+use driftwood_api::wellknown::REASON_DRIFTED;
+use driftwood_scheduling::{NewNodeClaim, PodConstraints, SimPod, SimulationInput, schedule};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// What to do with one chosen candidate.
@@ -88,51 +87,18 @@ fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
     let pending = std::mem::take(&mut world.pods);
 
     // Budgets per NodePool, over the nodes that remain and those already disrupting.
-    let mut budgets = Vec::new();
-    let mut allowance: BTreeMap<&str, usize> = BTreeMap::new();
-    for pool in nodepools {
-        let name = pool.metadata.name.as_deref().unwrap_or_default();
-        let members: Vec<&NodeView> = nodes.iter().filter(|n| n.nodepool == name).collect();
-        let (total, disrupting) = budget_counts(budget_members(&members));
-        let allowed = allowed_disruptions(pool, REASON_DRIFTED, total, disrupting, now);
-        allowance.insert(name, allowed.allowed);
-        budgets.push(allowed);
-    }
-
-    // Nodes that are drifted, leaving or disrupting are no place to move pods to: they would
-    // only have to move again. The simulation sees them tainted as disrupted.
-    let index = node_index(&world);
-    let disrupted_taint = Taint {
-        key: TAINT_DISRUPTED_KEY.to_string(),
-        value: String::new(),
-        effect: TaintEffect::NoSchedule,
-    };
-    let mut leaving = Vec::new();
-    for view in nodes
+    let budgets = pool_budgets(nodes, nodepools, REASON_DRIFTED, now);
+    let mut allowance: BTreeMap<&str, usize> = budgets
         .iter()
-        .filter(|n| n.drift.is_some() || n.deleting || n.disrupting)
-    {
-        if let Some(&i) = view.node.as_ref().and_then(|n| index.get(n)) {
-            world.existing_nodes[i].taints.push(disrupted_taint.clone());
-            if view.deleting || view.disrupting {
-                leaving.push(i);
-            }
-        }
-    }
-    // An uninitialized node (a replacement still starting, or one that never will) is no
-    // destination either: Karpenter refuses any plan that puts pods on one.
-    for node in world.existing_nodes.iter_mut().filter(|n| !n.initialized) {
-        node.taints.push(disrupted_taint.clone());
-    }
-    // Pods Pending now and pods of nodes already leaving need room too: what existing
-    // capacity they would take is taken before any candidate's pods look for room.
-    reserve_room(&mut world, &index, pending, &leaving);
+        .map(|b| (b.nodepool.as_str(), b.allowed))
+        .collect();
 
-    let independent = !world
-        .existing_nodes
-        .iter()
-        .flat_map(|n| &n.pods)
-        .any(|p| p.constraints.depends_on_other_pods());
+    let PassWorld {
+        mut world,
+        index,
+        independent,
+        ..
+    } = PassWorld::prepare(nodes, world, pending);
 
     // Candidates: drifted and eligible, ordered per pool (empty first, then oldest drift).
     let mut blocked = Vec::new();
@@ -247,69 +213,6 @@ fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
         budgets,
         eligible,
     }
-}
-
-/// Places `pending` pods and the pods of the `leaving` nodes (by index) on the existing nodes
-/// that can receive pods, as the scheduler would, and records those placements in `world`, so
-/// later simulations see that capacity taken. Pods that need new capacity are the provisioner's
-/// to launch for; they take nothing here.
-fn reserve_room(
-    world: &mut SimulationInput,
-    index: &BTreeMap<String, usize>,
-    pending: Vec<driftwood_scheduling::SimPod>,
-    leaving: &[usize],
-) {
-    if pending.is_empty()
-        && leaving
-            .iter()
-            .all(|&i| world.existing_nodes[i].pods.iter().all(|p| p.is_daemonset))
-    {
-        return;
-    }
-    let mut input = world.clone();
-    input.pods = pending;
-    for &i in leaving {
-        input.existing_nodes[i].going_away = true;
-    }
-    let Ok(result) = schedule(&input) else {
-        return;
-    };
-    let moving: BTreeMap<String, driftwood_scheduling::SimPod> = input
-        .pods
-        .iter()
-        .cloned()
-        .chain(
-            leaving
-                .iter()
-                .flat_map(|&i| world.existing_nodes[i].pods.iter())
-                .filter(|p| !p.is_daemonset)
-                .cloned(),
-        )
-        .map(|p| (p.key.clone(), p))
-        .collect();
-    for placement in &result.existing_placements {
-        if let (Some(pod), Some(&j)) = (moving.get(&placement.pod), index.get(&placement.node))
-            && is_target(&world.existing_nodes[j])
-        {
-            world.existing_nodes[j].pods.push(pod.clone());
-        }
-    }
-}
-
-/// Each existing node's position in `world.existing_nodes`, by name (positions never change
-/// within a pass; only pods move).
-fn node_index(world: &SimulationInput) -> BTreeMap<String, usize> {
-    world
-        .existing_nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.clone(), i))
-        .collect()
-}
-
-/// Whether a node can receive pods in this pass (not tainted as disrupted).
-fn is_target(node: &driftwood_scheduling::ExistingNode) -> bool {
-    !node.taints.iter().any(|t| t.key == TAINT_DISRUPTED_KEY)
 }
 
 /// Simulates moving the pods of `world.existing_nodes[i]` elsewhere. On success the placements
@@ -509,10 +412,13 @@ mod tests {
     use super::*;
     use crate::candidate::PodView;
     use crate::drift::DriftFinding;
+    use crate::world::node_index;
     use driftwood_api::nodepool::{Budget, NodePoolSpec};
+    use driftwood_api::wellknown::TAINT_DISRUPTED_KEY;
     use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
     use driftwood_scheduling::testkit::{self, GIB};
     use driftwood_scheduling::{ExistingNode, Requirements, Resources};
+    use driftwood_scheduling::{Taint, TaintEffect};
 
     const ZONE: &str = "test-zone-1";
 

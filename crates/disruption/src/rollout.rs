@@ -39,7 +39,16 @@ pub fn pool_rollout(
     let mut holding: Vec<(&str, &Blocked)> = Vec::new();
     let mut budget_full: Option<&Blocked> = None;
     for view in nodes.iter().filter(|v| v.nodepool == name) {
-        if view.disrupting || view.deleting {
+        // An up-to-date node being consolidated away is no part of the rollout.
+        let consolidating = view.drift.is_none()
+            && !view.deleting
+            && view
+                .disruption_reason
+                .as_deref()
+                .is_some_and(|r| r != driftwood_api::wellknown::REASON_DRIFTED);
+        if consolidating {
+            status.up_to_date += 1;
+        } else if view.disrupting || view.deleting {
             status.disrupting += 1;
         } else if view.drift.is_some() {
             status.drifted += 1;
@@ -179,6 +188,30 @@ mod tests {
                 ..RolloutStatus::default()
             }
         );
+    }
+
+    /// Consolidation is not the rollout: an up-to-date node consolidated away leaves the
+    /// rollout complete; a drifted node consolidated away is rollout progress.
+    #[test]
+    fn a_consolidation_in_flight_is_no_rollout() {
+        let consolidating = NodeView {
+            disruption_reason: Some("Underutilized".to_string()),
+            ..node("c", false, true)
+        };
+        let r = pool_rollout(
+            &pool(json!({})),
+            &[node("a", false, false), consolidating],
+            &[],
+        );
+        assert!(r.complete, "{}", r.message);
+        assert_eq!(r.status.up_to_date, 2);
+        let drifted = NodeView {
+            disruption_reason: Some("Underutilized".to_string()),
+            ..node("d", true, true)
+        };
+        let r = pool_rollout(&pool(json!({})), &[node("a", false, false), drifted], &[]);
+        assert!(!r.complete);
+        assert_eq!(r.status.disrupting, 1);
     }
 
     #[test]

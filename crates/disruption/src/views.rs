@@ -7,8 +7,9 @@ use crate::drift::DriftFinding;
 use driftwood_api::condition::Conditions;
 use driftwood_api::nodeclaim::NodeClaim;
 use driftwood_api::wellknown::{
-    ANNOTATION_DO_NOT_DISRUPT, CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED,
-    CONDITION_INITIALIZED, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
+    ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_POD_DELETION_COST, CONDITION_CONSOLIDATABLE,
+    CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED, CONDITION_INITIALIZED, LABEL_NODEPOOL,
+    TAINT_DISRUPTED_KEY,
 };
 use driftwood_scheduling::pod::label_selector;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -174,6 +175,14 @@ pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
             && explicitly_not_ready(pod)
             && matching.first().is_some_and(always_allow),
         pdbs: matching,
+        deletion_cost: pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_POD_DELETION_COST))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0),
+        priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
     }
 }
 
@@ -378,9 +387,13 @@ pub fn node_view(
         deleting: nodeclaim.metadata.deletion_timestamp.is_some()
             || node.is_some_and(|n| n.metadata.deletion_timestamp.is_some()),
         disrupting: node_tainted || nodeclaim.condition(CONDITION_DISRUPTION_REASON).is_some(),
+        disruption_reason: nodeclaim
+            .condition(CONDITION_DISRUPTION_REASON)
+            .and_then(|c| c.reason.clone()),
         do_not_disrupt,
         drift,
         pods: pods.iter().map(|p| pod_view(p, pdbs, now)).collect(),
+        consolidatable: nodeclaim.is_true(CONDITION_CONSOLIDATABLE),
         eventual: nodeclaim.spec.termination_grace_period.is_some(),
         replacements: crate::command::InFlight::replacements_of(nodeclaim),
     }

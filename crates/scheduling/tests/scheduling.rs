@@ -1060,3 +1060,32 @@ fn existing_node_reasons_name_the_blocking_rule() {
         "unconstrained pods still use the node"
     );
 }
+
+/// Consolidation's simulation: a zone-spread workload's pods on a node going away, in a zone
+/// with no other node, land together on one new node in that zone (not one node each).
+#[test]
+fn pods_leaving_a_zone_share_one_new_node_there() {
+    let spread = |name: &str| {
+        let mut p = labelled(name, 1000, &[("app", "web")]);
+        p.constraints.spreads.push(TopologySpread {
+            topology_key: LABEL_TOPOLOGY_ZONE.into(),
+            max_skew: 1,
+            hard: true,
+            selector: sel("app", "web"),
+            min_domains: None,
+        });
+        p
+    };
+    let mut a = node("a", "z1", "16", "32Gi");
+    a.pods = vec![spread("ns/a0"), spread("ns/a1")];
+    a.going_away = true;
+    let mut b = node("b", "z2", "2", "8Gi");
+    b.pods = vec![spread("ns/b0"), spread("ns/b1")];
+    let mut c = node("c", "z3", "2", "8Gi");
+    c.pods = vec![spread("ns/c0"), spread("ns/c1")];
+    let r = run(vec![], vec![pool()], vec![a, b, c]);
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(r.new_nodeclaims.len(), 1, "{r:#?}");
+    assert_eq!(zone_of(&r.new_nodeclaims[0]), "z1");
+    assert_eq!(r.new_nodeclaims[0].pods.len(), 2);
+}

@@ -36,7 +36,7 @@ pub const GROUP_PATTERN: &str = r"^[^/]*$";
 /// A condition type: an optional DNS-subdomain prefix and a name (at most 316 characters).
 pub const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
 
-/// Karpenter v1.14 added `Balanced`; driftwood does not consolidate, so every policy is only kept.
+/// Karpenter v1.14 added `Balanced`.
 pub const CONSOLIDATION_POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"];
 pub const DISRUPTION_REASONS: &[&str] = &["Underutilized", "Empty", "Drifted"];
 /// Requirement operators in the order Karpenter's schema lists them.

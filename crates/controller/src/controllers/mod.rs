@@ -1,6 +1,7 @@
 //! The controllers. Each decides in a pure `decide` over a snapshot of the cluster state and
 //! acts in a thin `pass`, run by the one loop driver ([`driver::drive`]).
 
+pub mod consolidatable;
 pub mod disruption;
 pub mod drift;
 pub mod driver;

@@ -248,6 +248,18 @@ impl Invariants {
                 .iter()
                 .filter(|c| c.condition(CONDITION_DISRUPTION_REASON).is_some())
                 .count();
+            // Each command was started within the budget of its own reason (Drifted, Empty,
+            // Underutilized), counting every node disrupting for any reason: the loosest of the
+            // reasons in flight bounds them all.
+            let reasons: BTreeSet<String> = initialized
+                .iter()
+                .filter_map(|c| c.condition(CONDITION_DISRUPTION_REASON))
+                .map(|c| {
+                    c.reason
+                        .clone()
+                        .unwrap_or_else(|| REASON_DRIFTED.to_string())
+                })
+                .collect();
             // A budget's percentage is of the pool's nodes, not counting replacements that
             // stand in for nodes still being disrupted.
             let standing_in: BTreeSet<&str> = claims
@@ -263,8 +275,17 @@ impl Invariants {
                 .iter()
                 .filter(|c| !standing_in.contains(c.metadata.name.as_deref().unwrap_or_default()))
                 .count();
-            let budget = allowed_disruptions(pool, REASON_DRIFTED, total, 0, now);
-            if let Some(limit) = budget.limit
+            let limits: Vec<Option<usize>> = reasons
+                .iter()
+                .map(|r| allowed_disruptions(pool, r, total, 0, now).limit)
+                .collect();
+            // No reason in flight has an unlimited budget: the largest limit holds.
+            let limit = if limits.iter().any(Option::is_none) {
+                None
+            } else {
+                limits.into_iter().flatten().max()
+            };
+            if let Some(limit) = limit
                 && disrupting > limit
             {
                 let subject = format!("{name}@{now}");

@@ -109,12 +109,16 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .map(|l| l.items)
         .unwrap_or_default();
     let claim_name = claim.metadata.name.clone().unwrap_or_default();
-    let last_blocked = events
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("DisruptionBlocked"))
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&claim_name))
-        .max_by_key(|e| e.event_time.as_ref().map(|t| t.0))
-        .and_then(|e| e.note.clone());
+    let last_of = |reason: &str| {
+        events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&claim_name))
+            .max_by_key(|e| e.event_time.as_ref().map(|t| t.0))
+            .and_then(|e| e.note.clone())
+    };
+    let last_blocked = last_of("DisruptionBlocked");
+    let last_unconsolidatable = last_of("Unconsolidatable");
     let allowed = pdb_allowed(&pdbs);
     let drain = match (&claim.metadata.deletion_timestamp, node.as_ref()) {
         (Some(_), Some(n)) => {
@@ -142,6 +146,7 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         nodeclass: class.as_ref(),
         pool_views: &pool_views,
         pdb_allowed: &allowed,
+        last_unconsolidatable_event: last_unconsolidatable.as_deref(),
         last_blocked_event: last_blocked.as_deref(),
         now,
         drain,

@@ -61,6 +61,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/pdb-protected.yaml"),
     ),
     (
+        "consolidate-after-scale-down",
+        include_str!("../../../../examples/scenarios/consolidate-after-scale-down.yaml"),
+    ),
+    (
         "al2023-latest-release",
         include_str!("../../../../examples/scenarios/al2023-latest-release.yaml"),
     ),

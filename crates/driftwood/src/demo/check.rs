@@ -74,6 +74,24 @@ pub fn initialized_nodes(snapshot: &Snapshot) -> Vec<&Node> {
         .collect()
 }
 
+/// Initialized NodePool nodes (not being deleted) that run no workload pod: no pod other than
+/// DaemonSet and mirror pods, finished or terminating ones.
+pub fn empty_nodes(snapshot: &Snapshot) -> Vec<String> {
+    initialized_nodes(snapshot)
+        .into_iter()
+        .filter(|n| crate::demo::track::is_pool_node(n))
+        .filter_map(|n| n.metadata.name.clone())
+        .filter(|name| {
+            snapshot.pods_on(name).iter().all(|p| {
+                driftwood_disruption::views::is_daemonset_pod(p)
+                    || driftwood_disruption::views::is_mirror_pod(p)
+                    || driftwood_disruption::views::is_terminal_pod(p)
+                    || p.metadata.deletion_timestamp.is_some()
+            })
+        })
+        .collect()
+}
+
 /// The conditions of `wait` that do not hold yet (empty: done).
 pub fn unmet(
     wait: &WaitFor,
@@ -124,6 +142,12 @@ pub fn unmet(
             ));
         }
     }
+    if let Some(count) = wait.empty_nodes {
+        let now = empty_nodes(snapshot).len();
+        if now != count {
+            out.push(format!("{count} empty nodes (now {now})"));
+        }
+    }
     if let Some(count) = wait.drifted_nodes {
         let now = snapshot
             .store
@@ -172,6 +196,30 @@ pub fn failed(expect: &Expect, snapshot: &Snapshot, tracker: &Tracker) -> Vec<St
         if now != count {
             out.push(format!("nodes: {now} NodePool nodes (expected {count})"));
         }
+    }
+    if let Some(count) = expect.empty_nodes {
+        let empty = empty_nodes(snapshot);
+        if empty.len() != count {
+            out.push(format!(
+                "emptyNodes: {} empty NodePool nodes {empty:?} (expected {count})",
+                empty.len()
+            ));
+        }
+    }
+    if let Some(reason) = &expect.disruption_reason_seen
+        && !tracker.disruption_reasons.contains_key(reason)
+    {
+        let seen: Vec<&String> = tracker.disruption_reasons.keys().collect();
+        out.push(format!(
+            "disruptionReasonSeen: no NodeClaim was disrupted for {reason} (seen: {seen:?})"
+        ));
+    }
+    if let Some(reason) = &expect.no_disruption_reason
+        && let Some(claims) = tracker.disruption_reasons.get(reason)
+    {
+        out.push(format!(
+            "noDisruptionReason: NodeClaims were disrupted for {reason}: {claims:?}"
+        ));
     }
     if let Some(count) = expect.replaced_nodes {
         let now = tracker.replaced();

@@ -213,6 +213,9 @@ pub struct WaitFor {
     /// At least this many NodeClaims have `Drifted=True`.
     #[serde(default)]
     pub drifted_nodes: Option<usize>,
+    /// Exactly this many initialized NodePool nodes run no workload pod (DaemonSet pods aside).
+    #[serde(default)]
+    pub empty_nodes: Option<usize>,
 }
 
 /// A count of ready pods of an app (label `app`).
@@ -276,6 +279,16 @@ pub struct Expect {
     /// Every NodePool node now carries this label (e.g. `karpenter.k8s.aws/instance-local-nvme`).
     #[serde(default)]
     pub every_node_labelled: Option<String>,
+    /// Exactly this many initialized NodePool nodes run no workload pod now.
+    #[serde(default)]
+    pub empty_nodes: Option<usize>,
+    /// A NodeClaim was disrupted for this reason since the rollout started (`Drifted`, `Empty`,
+    /// `Underutilized`).
+    #[serde(default)]
+    pub disruption_reason_seen: Option<String>,
+    /// No NodeClaim was disrupted for this reason since the rollout started.
+    #[serde(default)]
+    pub no_disruption_reason: Option<String>,
 }
 
 /// The longest a `waitFor` waits when the step gives no `timeout`.

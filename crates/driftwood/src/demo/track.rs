@@ -121,6 +121,9 @@ pub struct Tracker {
     /// its node tainted, or deleting) and first seen gone.
     pub claims_disrupting: BTreeMap<String, i64>,
     pub claims_gone: BTreeMap<String, i64>,
+    /// Every DisruptionReason seen on a NodeClaim since the rollout started (Drifted, Empty,
+    /// Underutilized), with the NodeClaims disrupted for it.
+    pub disruption_reasons: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Whether a node belongs to a NodePool.
@@ -313,6 +316,15 @@ impl Tracker {
         }
         // Claims: drift, disruption, replacements (timed by the condition's transition).
         for (name, claim) in &snapshot.store.nodeclaims {
+            if let Some(reason) = claim
+                .condition(CONDITION_DISRUPTION_REASON)
+                .and_then(|c| c.reason.clone())
+            {
+                self.disruption_reasons
+                    .entry(reason)
+                    .or_default()
+                    .insert(name.clone());
+            }
             if let Some(drifted) = claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
                 self.drifted_claims.insert(name.clone());
                 let reason = drifted.reason.clone().unwrap_or_default();

@@ -4,7 +4,9 @@
 
 use driftwood_api::NodeClaim;
 use driftwood_api::condition::Conditions as _;
-use driftwood_api::wellknown::{CONDITION_DRIFTED, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL};
+use driftwood_api::wellknown::{
+    CONDITION_DRIFTED, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, REASON_DRIFTED,
+};
 use driftwood_controller::state::Snapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -48,6 +50,8 @@ pub struct NodePreview {
     pub replaced_after_seconds: Option<i64>,
     /// What held it back, as the disruption controller said it (DisruptionBlocked).
     pub blocked: Vec<String>,
+    /// Disrupted by consolidation in the copy, for this reason (`Empty`, `Underutilized`).
+    pub consolidated: Option<String>,
 }
 
 /// One wave: the nodes whose disruption started together.
@@ -86,6 +90,8 @@ pub struct Preview {
     pub launch_to_ready: LaunchToReady,
     pub nodes: Vec<NodePreview>,
     pub drifted: usize,
+    /// Live nodes the copy consolidated away (not drift), by reason.
+    pub consolidated: BTreeMap<String, Vec<String>>,
     pub waves: Vec<Wave>,
     /// Replacements by instance type.
     pub replacements: BTreeMap<String, usize>,
@@ -280,7 +286,21 @@ pub fn build(inputs: Inputs<'_>) -> Preview {
             starts_after_seconds: started,
             replaced_after_seconds: replaced,
             blocked: blocked.get(&name).cloned().unwrap_or_default(),
+            consolidated: tracker
+                .disruption_reasons
+                .iter()
+                .find(|(r, claims)| r.as_str() != REASON_DRIFTED && claims.contains(&name))
+                .map(|(r, _)| r.clone()),
         });
+    }
+    let mut consolidated: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for n in &nodes {
+        if let Some(reason) = &n.consolidated {
+            consolidated
+                .entry(reason.clone())
+                .or_default()
+                .push(n.nodeclaim.clone());
+        }
     }
     let waves = waves(&starts);
     for node in &mut nodes {
@@ -387,6 +407,7 @@ pub fn build(inputs: Inputs<'_>) -> Preview {
         assumptions,
         launch_to_ready: timing,
         drifted,
+        consolidated,
         nodes,
         waves,
         replacements,
@@ -453,9 +474,10 @@ impl Preview {
         });
         for n in nodes {
             let after = |s: Option<i64>| s.map_or("-".to_string(), |s| format!("+{}", compact(s)));
-            let why = match (&n.reason, &n.message) {
-                (Some(r), Some(m)) => format!("{r}: {m}"),
-                (Some(r), None) => r.clone(),
+            let why = match (&n.reason, &n.message, &n.consolidated) {
+                (Some(r), Some(m), _) => format!("{r}: {m}"),
+                (Some(r), None, _) => r.clone(),
+                (None, _, Some(c)) => format!("not drifted; consolidated ({c})"),
                 _ => "not drifted".to_string(),
             };
             rows.push(vec![
@@ -470,6 +492,14 @@ impl Preview {
             ]);
         }
         out.push_str(&crate::demo::tables::layout(&header, &rows));
+        for (reason, claims) in &self.consolidated {
+            let _ = writeln!(
+                out,
+                "\nConsolidation in the copy ({reason}): {} node(s): {}",
+                claims.len(),
+                claims.join(", ")
+            );
+        }
         if !self.waves.is_empty() {
             let _ = writeln!(out, "\nWaves:");
             for w in &self.waves {

@@ -197,6 +197,103 @@ async fn pdb_keeps_three_of_four_ready() {
     assert_eq!(outcome.summary.nodes_replaced, 2);
 }
 
+/// Issue 28: a blueprint NodePool (WhenEmptyOrUnderutilized, consolidateAfter 1m) scaled from
+/// 30 spread replicas to 6 leaves no empty node and fewer, cheaper nodes, within its budget,
+/// the PDB and the spread (the scenario's own expectations, with the invariants every step).
+#[tokio::test(start_paused = true)]
+async fn a_scale_down_is_consolidated_into_fewer_cheaper_nodes() {
+    let (outcome, _) = passes("consolidate-after-scale-down").await;
+    let s = &outcome.summary;
+    assert!(s.max_disrupting <= 2, "20% of 6 nodes");
+    let started: Vec<&str> = s
+        .timeline
+        .iter()
+        .filter(|e| e.what == EventKind::DisruptionStarted)
+        .map(|e| e.detail.as_str())
+        .collect();
+    assert!(
+        started.iter().any(|d| d.contains("reason=Empty")),
+        "{started:?}"
+    );
+    assert!(
+        started.iter().any(|d| d.contains("reason=Underutilized")),
+        "{started:?}"
+    );
+    assert!(
+        s.timeline
+            .iter()
+            .any(|e| e.what == EventKind::ReplacementLaunched),
+        "a cheaper replacement"
+    );
+    // Nothing moved before consolidateAfter (1m) passed since the scale-down.
+    let first = s
+        .timeline
+        .iter()
+        .find(|e| e.what == EventKind::DisruptionStarted)
+        .expect("a disruption");
+    assert!(first.offset_seconds >= 60, "{first:?}");
+}
+
+/// The consolidation scenario with its NodePool edited (`from` → `to`) and its last
+/// expectations replaced by `expect` (YAML lines under `expect:`) plus `more` steps.
+fn consolidation_variant(edits: &[(&str, &str)], expect: &str, more: &str) -> String {
+    let mut text = bundle::bundled("consolidate-after-scale-down")
+        .unwrap()
+        .to_string();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replace(from, to);
+    }
+    let at = text.find("  - name: fewer, cheaper nodes").unwrap();
+    text.truncate(at);
+    format!("{text}  - name: consolidated as the policy allows\n    expect:\n{expect}{more}")
+}
+
+/// Issue 28: a WhenEmpty pool deletes its empty node but keeps the underutilized ones.
+#[tokio::test(start_paused = true)]
+async fn a_when_empty_pool_keeps_its_underutilized_nodes() {
+    let text = consolidation_variant(
+        &[(
+            "consolidationPolicy: WhenEmptyOrUnderutilized",
+            "consolidationPolicy: WhenEmpty",
+        )],
+        "      emptyNodes: 0\n      nodes: 5\n      disruptionReasonSeen: Empty\n      noDisruptionReason: Underutilized\n",
+        "",
+    );
+    let (outcome, printed) = run_text(&text, &Files::Bundled).await;
+    assert!(
+        outcome.failure.is_none(),
+        "{:?}\n{printed}",
+        outcome.failure
+    );
+}
+
+/// Issue 28: a `nodes: "0"` budget for reason Underutilized blocks consolidation but not
+/// drift (Karpenter budgets by reason).
+#[tokio::test(start_paused = true)]
+async fn an_underutilized_budget_of_zero_blocks_consolidation_not_drift() {
+    let text = consolidation_variant(
+        &[(
+            "            - nodes: \"20%\"\n",
+            "            - nodes: \"0\"\n              reasons: [Underutilized]\n            - nodes: \"20%\"\n",
+        )],
+        "      noDisruptionReason: Underutilized\n",
+        "  - name: new AMI release\n    publishAmi:\n      release: v20260801\n  - name: drifted nodes replaced\n    waitFor:\n      oldNodesGone: true\n      readyPods: {app: web, count: 6}\n    timeout: 2h\n  - name: drift went on\n    expect:\n      disruptionReasonSeen: Drifted\n      noDisruptionReason: Underutilized\n      minReadyPods: {app: web, count: 5}\n",
+    );
+    let (outcome, printed) = run_text(&text, &Files::Bundled).await;
+    assert!(
+        outcome.failure.is_none(),
+        "{:?}\n{printed}",
+        outcome.failure
+    );
+    assert!(
+        outcome
+            .summary
+            .drift_reasons
+            .contains(&"AMIDrift".to_string())
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn al2023_latest_drifts_when_a_release_is_published() {
     let (outcome, _) = passes("al2023-latest-release").await;

@@ -11,12 +11,13 @@ use driftwood_api::wellknown::{
 use driftwood_disruption::command::{InFlight, Progress, RollbackReason};
 
 /// What the disruption loop's next decision depends on, counted from the cache: NodeClaims,
-/// those being deleted, those being disrupted, those Initialized and those Drifted, and the
-/// NodePools whose rollout is paused. When it changes (a candidate finished terminating and
-/// freed budget, a replacement initialized, a node drifted, a rollout paused or resumed) the
-/// loop runs a pass at once instead of waiting out its period.
-pub fn budget_signature(snapshot: &Snapshot) -> [usize; 6] {
-    let mut signature = [0; 6];
+/// those being deleted, those being disrupted, those Initialized, those Drifted and those
+/// Consolidatable, and the NodePools whose rollout is paused. When it changes (a candidate
+/// finished terminating and freed budget, a replacement initialized, a node drifted or became
+/// consolidatable, a rollout paused or resumed) the loop runs a pass at once instead of waiting
+/// out its period.
+pub fn budget_signature(snapshot: &Snapshot) -> [usize; 7] {
+    let mut signature = [0; 7];
     signature[5] = snapshot
         .store
         .nodepools
@@ -29,15 +30,61 @@ pub fn budget_signature(snapshot: &Snapshot) -> [usize; 6] {
         signature[2] += usize::from(claim.condition(CONDITION_DISRUPTION_REASON).is_some());
         signature[3] += usize::from(claim.is_true(CONDITION_INITIALIZED));
         signature[4] += usize::from(claim.is_true(driftwood_api::wellknown::CONDITION_DRIFTED));
+        signature[6] +=
+            usize::from(claim.is_true(driftwood_api::wellknown::CONDITION_CONSOLIDATABLE));
     }
     signature
+}
+
+/// What the consolidation methods' outcome depends on, as one number: every managed node's
+/// Consolidatable, disrupting, deleting and initialized state and its pods, the pods waiting
+/// for capacity, the NodePools' generations and the PDBs' allowances. While it stays the same
+/// (heartbeats and status writes elsewhere do not move it), a cluster found consolidated is
+/// not searched again.
+pub fn consolidation_signature(
+    snapshot: &Snapshot,
+    views: &[driftwood_disruption::candidate::NodeView],
+) -> u64 {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    for v in views {
+        let _ = write!(
+            text,
+            "{}|{}|{}{}{}{}|",
+            v.nodeclaim,
+            v.node.as_deref().unwrap_or_default(),
+            u8::from(v.consolidatable),
+            u8::from(v.disrupting),
+            u8::from(v.deleting),
+            u8::from(v.initialized)
+        );
+        for p in &v.pods {
+            let _ = write!(text, "{}{},", p.key, u8::from(p.reschedulable));
+        }
+        text.push('\n');
+    }
+    for key in crate::controllers::provisioner::provisionable(snapshot) {
+        let _ = writeln!(text, "pending {key}");
+    }
+    for (name, pool) in &snapshot.store.nodepools {
+        let _ = writeln!(text, "pool {name} {:?}", pool.metadata.generation);
+    }
+    for (pdb, allowed) in driftwood_disruption::views::pdb_allowed(&snapshot.pdb_list()) {
+        let _ = writeln!(text, "pdb {pdb} {allowed}");
+    }
+    driftwood_api::hash::fnv1a64(text.as_bytes())
 }
 
 /// The next step of one command in flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InFlightAction {
-    /// Every replacement initialized: delete the candidate.
-    Terminate { nodeclaim: String, nodepool: String },
+    /// Every replacement initialized: delete the candidate, disrupted for `reason` (Drifted,
+    /// Empty, Underutilized: its DisruptionReason).
+    Terminate {
+        nodeclaim: String,
+        nodepool: String,
+        reason: String,
+    },
     /// Undo the command: untaint `node`, clear the mark, delete the replacements listed.
     RollBack {
         nodeclaim: String,
@@ -63,16 +110,19 @@ pub fn orphaned_replacements(snapshot: &Snapshot, now: i64, timeout_seconds: i64
         if claim.metadata.deletion_timestamp.is_some() || claim.is_true(CONDITION_INITIALIZED) {
             continue;
         }
-        let Some(candidate) = claim.annotation(ANNOTATION_DISRUPTION_REPLACEMENT_FOR) else {
+        let Some(candidates) = claim.annotation(ANNOTATION_DISRUPTION_REPLACEMENT_FOR) else {
             continue;
         };
-        let commanded = snapshot
-            .store
-            .nodeclaims
-            .get(candidate)
-            .filter(|c| c.metadata.deletion_timestamp.is_none())
-            .and_then(|c| InFlight::read(c))
-            .is_some_and(|command| command.replacements.iter().any(|r| r == name));
+        // One replacement may stand in for several candidates (multi-node consolidation).
+        let commanded = candidates.split(',').any(|candidate| {
+            snapshot
+                .store
+                .nodeclaims
+                .get(candidate)
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .and_then(|c| InFlight::read(c))
+                .is_some_and(|command| command.replacements.iter().any(|r| r == name))
+        });
         if commanded {
             continue;
         }
@@ -119,6 +169,10 @@ pub fn in_flight(snapshot: &Snapshot, now: i64, rules: InFlightRules) -> Vec<InF
             Progress::Terminate => InFlightAction::Terminate {
                 nodeclaim: name.clone(),
                 nodepool: claim.nodepool_name().unwrap_or_default().to_string(),
+                reason: claim
+                    .condition(CONDITION_DISRUPTION_REASON)
+                    .and_then(|c| c.reason.clone())
+                    .unwrap_or_else(|| driftwood_api::wellknown::REASON_DRIFTED.to_string()),
             },
             Progress::RollBack(why) => InFlightAction::RollBack {
                 nodeclaim: name.clone(),
@@ -175,7 +229,7 @@ mod tests {
             claim("a", false, json!([condition(CONDITION_INITIALIZED)])),
         );
         let before = budget_signature(&Snapshot::new(store.clone()));
-        assert_eq!(before, [1, 0, 0, 1, 0, 0]);
+        assert_eq!(before, [1, 0, 0, 1, 0, 0, 0]);
         // A pod or node change elsewhere does not move it; a drifted NodeClaim does.
         store.nodeclaims.insert(
             "a".into(),
@@ -187,7 +241,24 @@ mod tests {
         );
         assert_eq!(
             budget_signature(&Snapshot::new(store.clone())),
-            [1, 0, 0, 1, 1, 0]
+            [1, 0, 0, 1, 1, 0, 0]
+        );
+        // So does one becoming Consolidatable.
+        store.nodeclaims.insert(
+            "a".into(),
+            claim(
+                "a",
+                false,
+                json!([
+                    condition(CONDITION_INITIALIZED),
+                    condition("Drifted"),
+                    condition("Consolidatable")
+                ]),
+            ),
+        );
+        assert_eq!(
+            budget_signature(&Snapshot::new(store.clone())),
+            [1, 0, 0, 1, 1, 0, 1]
         );
         // A candidate being disrupted, then deleted, then gone: each frees or uses budget.
         store.nodeclaims.insert(
@@ -196,10 +267,10 @@ mod tests {
         );
         assert_eq!(
             budget_signature(&Snapshot::new(store.clone())),
-            [1, 1, 1, 0, 0, 0]
+            [1, 1, 1, 0, 0, 0, 0]
         );
         store.nodeclaims.remove("a");
-        assert_eq!(budget_signature(&Snapshot::new(store.clone())), [0; 6]);
+        assert_eq!(budget_signature(&Snapshot::new(store.clone())), [0; 7]);
         // A rollout paused, and resumed.
         let pool = |annotations: serde_json::Value| -> std::sync::Arc<driftwood_api::NodePool> {
             std::sync::Arc::new(
@@ -217,10 +288,10 @@ mod tests {
         );
         assert_eq!(
             budget_signature(&Snapshot::new(store.clone())),
-            [0, 0, 0, 0, 0, 1]
+            [0, 0, 0, 0, 0, 1, 0]
         );
         store.nodepools.insert("general".into(), pool(json!({})));
-        assert_eq!(budget_signature(&Snapshot::new(store)), [0; 6]);
+        assert_eq!(budget_signature(&Snapshot::new(store)), [0; 7]);
     }
 
     /// A candidate marked for disruption whose command (started at T0) lists `replacements`.
@@ -328,7 +399,8 @@ mod tests {
             in_flight(&snapshot, T0 + 10, unsafe_rules),
             vec![InFlightAction::Terminate {
                 nodeclaim: "old".into(),
-                nodepool: "default".into()
+                nodepool: "default".into(),
+                reason: CONDITION_DISRUPTION_REASON.into(),
             }]
         );
         store.nodeclaims.insert(
@@ -339,7 +411,8 @@ mod tests {
             in_flight(&Snapshot::new(store), T0 + 11, RULES),
             vec![InFlightAction::Terminate {
                 nodeclaim: "old".into(),
-                nodepool: "default".into()
+                nodepool: "default".into(),
+                reason: CONDITION_DISRUPTION_REASON.into(),
             }]
         );
     }

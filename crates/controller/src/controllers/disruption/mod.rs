@@ -1,39 +1,42 @@
-//! The disruption loop (drift): each pass advances the commands in flight — delete a candidate
-//! once all its replacements are Initialized, roll back after the timeout — then plans new
-//! commands filling every NodePool's budget and executes them: record the command on the
-//! candidate NodeClaim (replacement names, start time, DisruptionReason), taint its node,
-//! create the replacements. Everything needed to resume is on the API objects.
+//! The disruption loop, Karpenter's methods in Karpenter's order: each pass advances the
+//! commands in flight (delete a candidate once all its replacements are Initialized, roll back
+//! after the timeout), then looks for new work — emptiness, drift (filling every NodePool's
+//! budget in one pass), multi-node and single-node consolidation — and starts it: record the
+//! command on the candidates, mark them, taint their nodes, create the replacements. A
+//! consolidation command waits out its validation delay and is re-checked first. Everything
+//! needed to resume is on the API objects.
 
+mod consolidation;
 mod decide;
+mod start;
 
 pub use decide::{
-    InFlightAction, InFlightRules, budget_signature, in_flight, orphaned_replacements,
+    InFlightAction, InFlightRules, budget_signature, consolidation_signature, in_flight,
+    orphaned_replacements,
 };
 
 use super::Outcome;
 use crate::api::{
-    add_taint, clear_claim_condition, delete, disrupted_taint, is_conflict, modify, modify_status,
-    nodeclaims, nodes, remove_taint, set_claim_condition,
+    clear_claim_condition, delete, modify, modify_status, nodeclaims, nodes, remove_taint,
 };
 use crate::context::Context;
 use crate::controllers::provisioner::provisionable;
 use crate::events::EventType;
 use crate::metrics::Metrics;
-use crate::nodeclaim_template::build_nodeclaim;
 use crate::simulation::simulation_input;
 use crate::state::Snapshot;
-use driftwood_api::NodeClaim;
+use consolidation::CONSOLIDATED_RECHECK_SECONDS;
 use driftwood_api::condition::{STATUS_FALSE, STATUS_TRUE, set_condition};
 use driftwood_api::wellknown::{
-    ANNOTATION_DISRUPTION_REPLACEMENT_FOR, CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE,
-    REASON_DRIFTED, TAINT_DISRUPTED_KEY,
+    CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE, TAINT_DISRUPTED_KEY,
 };
 use driftwood_disruption::command::InFlight;
-use driftwood_disruption::plan::{Command, Decision, PlannerInput, plan_drift};
+use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
+use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
 use driftwood_disruption::rollout::{PoolRollout, pool_rollout};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use futures::StreamExt as _;
-use kube::api::PostParams;
+use start::{Start, start};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -53,67 +56,199 @@ impl DisruptionController {
     }
 }
 
-/// The disruption controller's memory between passes (only to avoid repeating events).
+/// The disruption controller's memory between passes: what it reported (to avoid repeating
+/// events), the consolidation command waiting out its validation delay, and when the cluster
+/// was last found consolidated.
 #[derive(Default)]
 struct Memory {
     last_blocked: BTreeMap<String, String>,
+    last_unconsolidatable: BTreeMap<String, String>,
     waiting_reported: BTreeMap<String, String>,
+    /// Drift's blocked candidates as last planned (the rollout status shows them on passes
+    /// where drift did not plan).
+    drift_blocked: Vec<(String, driftwood_disruption::candidate::Blocked)>,
+    pending: Option<consolidation::Pending>,
+    /// The consolidation signature and time at which the consolidation methods last found
+    /// nothing to do (not for want of budget or time): not searched again until what they
+    /// look at changes, or after [`CONSOLIDATED_RECHECK_SECONDS`] (Karpenter's
+    /// IsConsolidated).
+    consolidated: Option<(u64, i64)>,
+    /// NodePools single-node consolidation did not reach before its timeout.
+    unseen_nodepools: Vec<String>,
     /// Failed steps of the pass under way.
     errors: u32,
+}
+
+/// A pass's outcome: again in a second after acting, else idle.
+fn settle(acted: bool, errors: u32) -> Outcome {
+    let outcome = if acted {
+        Outcome::again_in(Duration::from_secs(1))
+    } else {
+        Outcome::idle()
+    };
+    outcome.with_errors(errors)
 }
 
 impl Memory {
     async fn pass(&mut self, ctx: Context) -> Outcome {
         self.errors = 0;
         let snapshot = ctx.state.snapshot();
-        let mut acted = self.advance_in_flight(&ctx, &snapshot).await;
+        let acted = self.advance_in_flight(&ctx, &snapshot).await;
         let now = ctx.now_seconds();
 
         let views = {
             let snapshot = snapshot.clone();
             super::off_runtime(move || candidate_views(&snapshot, now)).await
         };
-        if views.iter().all(|v| v.drift.is_none()) {
-            self.report_gauges(&ctx, 0, &[]);
-            self.report_rollouts(&ctx, &snapshot, &views, &[]).await;
-            let outcome = if acted {
-                Outcome::again_in(Duration::from_secs(1))
-            } else {
-                Outcome::idle()
-            };
-            return outcome.with_errors(self.errors);
+        // A consolidation command waiting out its validation delay holds the loop, as
+        // Karpenter's does: nothing else starts meanwhile.
+        if let Some(pending) = self.pending.take() {
+            if now < pending.due {
+                let wait = u64::try_from(pending.due - now).unwrap_or(1);
+                self.pending = Some(pending);
+                return Outcome::again_in(Duration::from_secs(wait)).with_errors(self.errors);
+            }
+            let inputs = self.inputs(&ctx, &snapshot, views.clone(), now).await;
+            let (started, errors) =
+                consolidation::validate_and_start(&ctx, &snapshot, &inputs, pending).await;
+            self.errors += errors;
+            self.consolidated = None;
+            self.report_rollouts(&ctx, &snapshot, &views).await;
+            return settle(acted || started || errors > 0, self.errors);
         }
-        let (mut world, _) = simulation_input(&ctx, &snapshot, false).await;
+        let signature = consolidation_signature(&snapshot, &views);
+        let consolidating = views.iter().any(|v| v.consolidatable)
+            && !self
+                .consolidated
+                .is_some_and(|(s, at)| s == signature && now - at < CONSOLIDATED_RECHECK_SECONDS);
+        let drifting = views.iter().any(|v| v.drift.is_some());
+        if !consolidating && !drifting {
+            self.report_gauges(&ctx, 0, &[]);
+            self.drift_blocked.clear();
+            self.report_rollouts(&ctx, &snapshot, &views).await;
+            return settle(acted, self.errors);
+        }
+        let inputs = self.inputs(&ctx, &snapshot, views, now).await;
+
+        // 1. Emptiness.
+        let mut constrained = false;
+        if consolidating {
+            let outcome = consolidation::run(&ctx, &inputs, Method::Emptiness, Vec::new()).await;
+            self.report_unconsolidatable(&ctx, &snapshot, &outcome)
+                .await;
+            constrained |= outcome.constrained_by_budgets;
+            if let Some(command) = outcome.command {
+                self.pending = Some(consolidation::Pending::new(command, now));
+                self.report_rollouts(&ctx, &snapshot, &inputs.views).await;
+                return Outcome::again_in(Duration::from_secs(
+                    VALIDATION_DELAY_SECONDS.unsigned_abs(),
+                ))
+                .with_errors(self.errors);
+            }
+        }
+
+        // 2. Drift, filling every budget in one pass.
+        let mut views = inputs.views.clone();
+        let mut drift_started = false;
+        if drifting {
+            let started = self.drift(&ctx, &snapshot, &inputs).await;
+            for view in views
+                .iter_mut()
+                .filter(|v| started.contains(v.nodeclaim.as_str()))
+            {
+                view.disrupting = true;
+            }
+            drift_started = !started.is_empty();
+        } else {
+            self.report_gauges(&ctx, 0, &[]);
+            self.drift_blocked.clear();
+        }
+        if drift_started || !consolidating {
+            self.report_rollouts(&ctx, &snapshot, &views).await;
+            return settle(acted || drift_started, self.errors);
+        }
+
+        // 3 and 4. Multi-node, then single-node consolidation.
+        {
+            for method in [Method::MultiNode, Method::SingleNode] {
+                let unseen = std::mem::take(&mut self.unseen_nodepools);
+                let outcome = consolidation::run(&ctx, &inputs, method, unseen).await;
+                self.report_unconsolidatable(&ctx, &snapshot, &outcome)
+                    .await;
+                if method == Method::SingleNode {
+                    self.unseen_nodepools = outcome.unseen_nodepools.clone();
+                }
+                constrained |= outcome.constrained_by_budgets || outcome.timed_out;
+                if let Some(command) = outcome.command {
+                    self.pending = Some(consolidation::Pending::new(command, now));
+                    self.report_rollouts(&ctx, &snapshot, &views).await;
+                    return Outcome::again_in(Duration::from_secs(
+                        VALIDATION_DELAY_SECONDS.unsigned_abs(),
+                    ))
+                    .with_errors(self.errors);
+                }
+            }
+            self.consolidated = (!constrained).then_some((signature, now));
+        }
+        self.report_rollouts(&ctx, &snapshot, &views).await;
+        settle(acted, self.errors)
+    }
+
+    /// What every method reads this pass: the views, the world with the pods waiting for
+    /// capacity, the NodePools (static ones are left alone), the PDBs' allowances.
+    async fn inputs(
+        &self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        views: Vec<driftwood_disruption::candidate::NodeView>,
+        now: i64,
+    ) -> consolidation::Inputs {
+        let (mut world, _) = simulation_input(ctx, snapshot, false).await;
         // Pods waiting for capacity now need room as much as the candidates' pods do.
-        world.pods = provisionable(&snapshot)
+        world.pods = provisionable(snapshot)
             .iter()
             .filter_map(|key| snapshot.store.pods.get(key))
             .filter_map(|pod| driftwood_scheduling::SimPod::from_pod(pod).ok())
             .collect();
-        let pools: Vec<_> = snapshot
-            .store
-            .nodepools
-            .values()
-            // A static NodePool is left alone (its Ready condition says why).
-            .filter(|p| !p.is_static())
-            .map(|p| (**p).clone())
-            .collect();
-        let allowed = pdb_allowed(&snapshot.pdb_list());
+        consolidation::Inputs {
+            now,
+            views,
+            pdb_allowed: pdb_allowed(&snapshot.pdb_list()),
+            nodepools: snapshot
+                .store
+                .nodepools
+                .values()
+                .filter(|p| !p.is_static())
+                .map(|p| (**p).clone())
+                .collect(),
+            world,
+            spot_to_spot: ctx.settings.feature_gates.spot_to_spot_consolidation(),
+        }
+    }
+
+    /// Plans drift and starts its commands; returns the candidates now disrupting.
+    async fn drift(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        inputs: &consolidation::Inputs,
+    ) -> BTreeSet<String> {
         // Planning simulates every candidate (minutes at 5,000 nodes with a zone spread): on
         // the blocking pool, so the lease is renewed and watches served meanwhile.
-        let (plan, views) = super::off_runtime(move || {
-            let plan = plan_drift(PlannerInput {
-                now,
-                nodes: &views,
-                pdb_allowed: &allowed,
-                nodepools: &pools,
-                world,
-            });
-            (plan, views)
-        })
-        .await;
-        self.report_gauges(&ctx, plan.eligible, &plan.budgets);
-
+        let plan = {
+            let inputs = inputs.clone();
+            super::off_runtime(move || {
+                plan_drift(PlannerInput {
+                    now: inputs.now,
+                    nodes: &inputs.views,
+                    pdb_allowed: &inputs.pdb_allowed,
+                    nodepools: &inputs.nodepools,
+                    world: inputs.world,
+                })
+            })
+            .await
+        };
+        self.report_gauges(ctx, plan.eligible, &plan.budgets);
         for (name, blocked) in &plan.blocked {
             let message = blocked.to_string();
             tracing::debug!(nodeclaim = %name, reason = %message, "disruption blocked");
@@ -137,20 +272,19 @@ impl Memory {
         // plane's ~10 ms a write would take 25 s).
         let mut starts = Vec::with_capacity(plan.commands.len());
         for command in &plan.commands {
-            let (ctx, snapshot) = (&ctx, &snapshot);
-            starts.push(async move { (command, execute(ctx, snapshot, command).await) });
+            let what = Start::drift(command);
+            starts.push(async move { (command, start(ctx, snapshot, &what).await) });
         }
         let started: Vec<(&Command, Result<(), kube::Error>)> = futures::stream::iter(starts)
             .buffered(COMMANDS_AT_ONCE)
             .collect()
             .await;
-        let mut now_disrupting: BTreeSet<&str> = BTreeSet::new();
+        let mut now_disrupting = BTreeSet::new();
         for (command, result) in started {
             self.last_blocked.remove(&command.nodeclaim);
             match result {
                 Ok(()) => {
-                    acted = true;
-                    now_disrupting.insert(command.nodeclaim.as_str());
+                    now_disrupting.insert(command.nodeclaim.clone());
                 }
                 Err(error) => {
                     self.errors += 1;
@@ -158,22 +292,29 @@ impl Memory {
                 }
             }
         }
-        // The status shows the commands just started: their candidates count as disrupting.
-        let mut views = views;
-        for view in views
-            .iter_mut()
-            .filter(|v| now_disrupting.contains(v.nodeclaim.as_str()))
-        {
-            view.disrupting = true;
+        self.drift_blocked = plan.blocked;
+        now_disrupting
+    }
+
+    /// Publishes an Unconsolidatable event where a node's reason changed.
+    async fn report_unconsolidatable(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        outcome: &driftwood_disruption::consolidation::MethodOutcome,
+    ) {
+        for (name, why) in &outcome.unconsolidatable {
+            if self.last_unconsolidatable.get(name) == Some(why) {
+                continue;
+            }
+            tracing::debug!(nodeclaim = %name, reason = %why, "unconsolidatable");
+            if let Some(claim) = snapshot.store.nodeclaims.get(name) {
+                ctx.events
+                    .publish(claim.as_ref(), EventType::Normal, "Unconsolidatable", why)
+                    .await;
+            }
+            self.last_unconsolidatable.insert(name.clone(), why.clone());
         }
-        self.report_rollouts(&ctx, &snapshot, &views, &plan.blocked)
-            .await;
-        let outcome = if acted {
-            Outcome::again_in(Duration::from_secs(1))
-        } else {
-            Outcome::idle()
-        };
-        outcome.with_errors(self.errors)
     }
 
     fn report_gauges(
@@ -199,6 +340,17 @@ impl Memory {
     /// Writes each NodePool's rollout (`status.rollout` and the `RolloutComplete` condition)
     /// where it changed; a failed write is counted and redone on the next pass.
     async fn report_rollouts(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        views: &[driftwood_disruption::candidate::NodeView],
+    ) {
+        let blocked = std::mem::take(&mut self.drift_blocked);
+        self.write_rollouts(ctx, snapshot, views, &blocked).await;
+        self.drift_blocked = blocked;
+    }
+
+    async fn write_rollouts(
         &mut self,
         ctx: &Context,
         snapshot: &Snapshot,
@@ -265,6 +417,7 @@ impl Memory {
                 InFlightAction::Terminate {
                     nodeclaim,
                     nodepool,
+                    reason,
                 } => {
                     self.waiting_reported.remove(&nodeclaim);
                     if let Some(claim) = snapshot.store.nodeclaims.get(&nodeclaim) {
@@ -273,7 +426,7 @@ impl Memory {
                                 claim.as_ref(),
                                 EventType::Normal,
                                 "DisruptionTerminating",
-                                "Disrupting NodeClaim: Drifted",
+                                &format!("Disrupting NodeClaim: {reason}"),
                             )
                             .await;
                     }
@@ -284,7 +437,7 @@ impl Memory {
                     }
                     Metrics::inc(
                         &ctx.metrics.nodeclaims_disrupted,
-                        &[("reason", "drifted"), ("nodepool", &nodepool)],
+                        &[("reason", &reason.to_lowercase()), ("nodepool", &nodepool)],
                     );
                     acted = true;
                 }
@@ -362,8 +515,8 @@ fn rollout_written(pool: &driftwood_api::NodePool, rollout: &PoolRollout, state:
 /// Undoes a command: delete the replacements that never initialized, untaint the node, clear
 /// DisruptionReason and the command annotations (the mark goes first, so a crash in between
 /// leaves no command behind). Replacements that initialized stay as ordinary capacity; one that
-/// never initialized holds no workload pods (its startup taints keep them off), and driftwood
-/// has no consolidation to reclaim it later, unlike Karpenter.
+/// never initialized holds no workload pods (its startup taints keep them off); one that did
+/// and stays empty is consolidation's to reclaim.
 async fn rollback(
     ctx: &Context,
     name: &str,
@@ -393,128 +546,6 @@ async fn rollback(
             .fold(false, |removed, key| a.remove(*key).is_some() | removed)
     })
     .await?;
-    Ok(())
-}
-
-/// Starts one command. The order makes it resumable: record it on the candidate, mark the
-/// candidate, taint its node, then create the replacements (or delete it outright).
-async fn execute(ctx: &Context, snapshot: &Snapshot, command: &Command) -> Result<(), kube::Error> {
-    let mut replacements: Vec<(String, NodeClaim)> = Vec::new();
-    if let Decision::Replace(planned) = &command.decision {
-        for p in planned {
-            // A replace whose replacement cannot be built must not become a delete.
-            let Some(pool) = snapshot.nodepool(&p.nodepool) else {
-                tracing::warn!(nodeclaim = %command.nodeclaim, nodepool = %p.nodepool, "replacement's nodepool is gone; not disrupting");
-                return Ok(());
-            };
-            let name = ctx
-                .names
-                .nodeclaim_name(&p.nodepool, |n| snapshot.store.nodeclaims.contains_key(n));
-            let mut claim = build_nodeclaim(&name, pool, p);
-            claim
-                .metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(
-                    ANNOTATION_DISRUPTION_REPLACEMENT_FOR.to_string(),
-                    command.nodeclaim.clone(),
-                );
-            replacements.push((name, claim));
-        }
-    }
-    let names: Vec<String> = replacements.iter().map(|(n, _)| n.clone()).collect();
-    let recorded = InFlight::annotations(&names, ctx.clock.now());
-    let api = nodeclaims(&ctx.client);
-    modify(&ctx.state, &api, &command.nodeclaim, |c| {
-        let a = c.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        a.extend(recorded.iter().cloned());
-        true
-    })
-    .await?;
-    let now = ctx.now();
-    let message = if command.message.is_empty() {
-        command.reason.clone()
-    } else {
-        format!("{}: {}", command.reason, command.message)
-    };
-    modify_status(&ctx.state, &api, &command.nodeclaim, |c| {
-        set_claim_condition(
-            c,
-            CONDITION_DISRUPTION_REASON,
-            STATUS_TRUE,
-            REASON_DRIFTED,
-            &message,
-            now.clone(),
-        )
-    })
-    .await?;
-    if let Some(node) = &command.node
-        && modify(&ctx.state, &nodes(&ctx.client), node, |n| {
-            add_taint(n, &disrupted_taint())
-        })
-        .await?
-        .is_some()
-    {
-        tracing::info!(node = %node, taint = "karpenter.sh/disrupted:NoSchedule", "tainted node");
-    }
-    let decision = command.decision.name();
-    tracing::info!(
-        reason = "drifted",
-        decision,
-        disrupted_node_count = 1,
-        replacement_node_count = names.len(),
-        pod_count = command.pods.len(),
-        disrupted_nodes = %command.node.clone().unwrap_or_else(|| command.nodeclaim.clone()),
-        replacement_nodeclaims = %names.join(","),
-        drift = %message,
-        "disrupting node(s)"
-    );
-    Metrics::inc(
-        &ctx.metrics.voluntary_disruption_decisions,
-        &[
-            ("decision", decision),
-            ("reason", "drifted"),
-            ("consolidation_type", ""),
-        ],
-    );
-    if let Some(claim) = snapshot.store.nodeclaims.get(&command.nodeclaim) {
-        let note = if names.is_empty() {
-            "Disrupting NodeClaim: Drifted (its pods fit on existing capacity)".to_string()
-        } else {
-            format!(
-                "Launching NodeClaim: Drifted (replacing with {})",
-                names.join(", ")
-            )
-        };
-        ctx.events
-            .publish(
-                claim.as_ref(),
-                EventType::Normal,
-                "DisruptionLaunching",
-                &note,
-            )
-            .await;
-    }
-    for (name, claim) in &replacements {
-        match api.create(&PostParams::default(), claim).await {
-            Ok(_) => {
-                tracing::info!(nodeclaim = %name, nodepool = %command.nodepool, reason = "disruption", "created nodeclaim");
-                Metrics::inc(
-                    &ctx.metrics.nodeclaims_created,
-                    &[("reason", "disruption"), ("nodepool", &command.nodepool)],
-                );
-            }
-            Err(e) if is_conflict(&e) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if replacements.is_empty() {
-        delete(&api, &command.nodeclaim).await?;
-        Metrics::inc(
-            &ctx.metrics.nodeclaims_disrupted,
-            &[("reason", "drifted"), ("nodepool", &command.nodepool)],
-        );
-    }
     Ok(())
 }
 

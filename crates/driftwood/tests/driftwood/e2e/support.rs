@@ -336,6 +336,7 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
         nodeclass: class.as_ref(),
         pool_views: &pool_views,
         pdb_allowed: &allowed,
+        last_unconsolidatable_event: None,
         last_blocked_event: last_blocked.as_deref(),
         now: now(h),
         drain,

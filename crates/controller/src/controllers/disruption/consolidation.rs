@@ -1,0 +1,206 @@
+//! Running Karpenter's consolidation methods in the disruption loop: emptiness before drift,
+//! multi-node then single-node consolidation after it, each off the async runtime within its
+//! time bound, a found command held for the validation delay and re-checked before it starts.
+//! Nothing is written until a command starts, so a restart simply plans again.
+
+use super::start::{Start, start};
+use crate::context::Context;
+use crate::events::EventType;
+use crate::metrics::Metrics;
+use crate::state::Snapshot;
+use driftwood_disruption::candidate::NodeView;
+use driftwood_disruption::consolidation::{
+    ConsolidationCommand, ConsolidationInput, Method, MethodOutcome, VALIDATION_DELAY_SECONDS,
+    plan_emptiness, plan_multi_node, plan_single_node, validate,
+};
+use driftwood_scheduling::SimulationInput;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How long multi-node consolidation searches (Karpenter's MultiNodeConsolidationTimeout).
+pub const MULTI_NODE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long single-node consolidation searches (Karpenter's SingleNodeConsolidationTimeout).
+pub const SINGLE_NODE_TIMEOUT: Duration = Duration::from_secs(180);
+/// A consolidated cluster is looked at again after this long even if nothing changed
+/// (Karpenter re-evaluates its consolidation state every 5 minutes).
+pub const CONSOLIDATED_RECHECK_SECONDS: i64 = 300;
+
+/// A command found and waiting out its validation delay.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub command: ConsolidationCommand,
+    /// When it is validated (UTC seconds).
+    pub due: i64,
+}
+
+impl Pending {
+    pub fn new(command: ConsolidationCommand, now: i64) -> Self {
+        Self {
+            command,
+            due: now + VALIDATION_DELAY_SECONDS,
+        }
+    }
+}
+
+/// What the methods read, built once per pass.
+#[derive(Clone)]
+pub struct Inputs {
+    pub now: i64,
+    pub views: Vec<NodeView>,
+    pub pdb_allowed: BTreeMap<String, i32>,
+    pub nodepools: Vec<driftwood_api::NodePool>,
+    pub world: SimulationInput,
+    pub spot_to_spot: bool,
+}
+
+impl Inputs {
+    fn input(&self) -> ConsolidationInput<'_> {
+        ConsolidationInput {
+            now: self.now,
+            nodes: &self.views,
+            pdb_allowed: &self.pdb_allowed,
+            nodepools: &self.nodepools,
+            world: self.world.clone(),
+            spot_to_spot: self.spot_to_spot,
+        }
+    }
+}
+
+/// Runs `method` over `inputs` off the runtime, timed into Karpenter's evaluation-duration
+/// histogram; `unseen` are the NodePools single-node consolidation did not reach last time.
+pub async fn run(
+    ctx: &Context,
+    inputs: &Inputs,
+    method: Method,
+    unseen: Vec<String>,
+) -> MethodOutcome {
+    let inputs = inputs.clone();
+    let began = Instant::now();
+    let outcome = super::super::off_runtime(move || {
+        // The time bound is of real computing time, like Karpenter's context deadline.
+        let started = Instant::now();
+        match method {
+            Method::Emptiness => plan_emptiness(inputs.input()),
+            Method::MultiNode => plan_multi_node(inputs.input(), &mut || {
+                started.elapsed() > MULTI_NODE_TIMEOUT
+            }),
+            Method::SingleNode => plan_single_node(inputs.input(), &unseen, &mut || {
+                started.elapsed() > SINGLE_NODE_TIMEOUT
+            }),
+        }
+    })
+    .await;
+    let reason = method.reason().to_lowercase();
+    Metrics::observe(
+        &ctx.metrics.voluntary_disruption_evaluation_duration,
+        &[
+            ("reason", &reason),
+            ("consolidation_type", method.consolidation_type()),
+        ],
+        began.elapsed().as_secs_f64(),
+    );
+    Metrics::set(
+        &ctx.metrics.voluntary_disruption_eligible_nodes,
+        &[("reason", &reason)],
+        i64::try_from(outcome.eligible).unwrap_or(i64::MAX),
+    );
+    for budget in &outcome.budgets {
+        Metrics::set(
+            &ctx.metrics.nodepools_allowed_disruptions,
+            &[("nodepool", &budget.nodepool), ("reason", &reason)],
+            i64::try_from(budget.allowed).unwrap_or(i64::MAX),
+        );
+    }
+    if outcome.timed_out {
+        Metrics::inc(
+            &ctx.metrics.voluntary_disruption_consolidation_timeouts,
+            &[("consolidation_type", method.consolidation_type())],
+        );
+        tracing::debug!(
+            consolidation_type = method.consolidation_type(),
+            "consolidation search stopped at its timeout"
+        );
+    }
+    if let Some(command) = &outcome.command {
+        let names: Vec<&str> = command
+            .candidates
+            .iter()
+            .map(|d| d.nodeclaim.as_str())
+            .collect();
+        tracing::debug!(
+            consolidation_type = method.consolidation_type(),
+            decision = command.decision(),
+            nodeclaims = %names.join(","),
+            savings_per_hour = command.savings(),
+            scores = ?outcome.scores,
+            "consolidation command found; validating after {VALIDATION_DELAY_SECONDS}s"
+        );
+    }
+    outcome
+}
+
+/// Validates `pending` against `inputs` (the cluster now) and starts it; returns whether it
+/// started, and the errors of a start that failed (logged).
+pub async fn validate_and_start(
+    ctx: &Context,
+    snapshot: &Snapshot,
+    inputs: &Inputs,
+    pending: Pending,
+) -> (bool, u32) {
+    let command = pending.command;
+    let method = command.method;
+    let checked = {
+        let inputs = inputs.clone();
+        let command = command.clone();
+        super::super::off_runtime(move || validate(&command, inputs.input())).await
+    };
+    let command = match checked {
+        Ok(command) => command,
+        Err(failure) => {
+            Metrics::inc(
+                &ctx.metrics.voluntary_disruption_failed_validations,
+                &[("consolidation_type", method.consolidation_type())],
+            );
+            let names: Vec<&str> = command
+                .candidates
+                .iter()
+                .map(|d| d.nodeclaim.as_str())
+                .collect();
+            tracing::info!(
+                consolidation_type = method.consolidation_type(),
+                validation = failure.kind(),
+                nodeclaims = %names.join(","),
+                reason = %failure,
+                "abandoning consolidation attempt, command is no longer valid"
+            );
+            for d in &command.candidates {
+                if let Some(claim) = snapshot.store.nodeclaims.get(&d.nodeclaim) {
+                    ctx.events
+                        .publish(
+                            claim.as_ref(),
+                            EventType::Normal,
+                            "DisruptionBlocked",
+                            &format!(
+                                "Consolidation command abandoned at validation ({}): {failure}",
+                                failure.kind()
+                            ),
+                        )
+                        .await;
+                }
+            }
+            return (false, 0);
+        }
+    };
+    match start(ctx, snapshot, &Start::consolidation(&command)).await {
+        Ok(()) => (true, 0),
+        Err(error) => {
+            let names: Vec<&str> = command
+                .candidates
+                .iter()
+                .map(|d| d.nodeclaim.as_str())
+                .collect();
+            tracing::warn!(nodeclaims = %names.join(","), %error, "could not start consolidation command");
+            (false, 1)
+        }
+    }
+}
