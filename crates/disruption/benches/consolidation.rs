@@ -37,7 +37,11 @@ fn fleet(
         let name = format!("node-{i:05}");
         let pods: Vec<_> = (0..pods_per_node)
             .map(|p| {
-                let cpu = if mixed { 940 + ((i * 7 + p) % 61) as i64 } else { 1000 };
+                let cpu = if mixed {
+                    940 + ((i * 7 + p) % 61) as i64
+                } else {
+                    1000
+                };
                 testkit::pod(&format!("default/{name}-{p}"), cpu, 2 * GIB)
             })
             .collect();

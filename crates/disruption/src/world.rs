@@ -67,7 +67,12 @@ impl PassWorld {
         // when it leaves out many nodes. When most nodes can receive pods (a settled fleet),
         // the whole world, marked in place, is cheaper — a profile of a 5,000-node pass spent
         // about 40% cloning and dropping the reduced worlds' nodes.
-        let targets = self.world.existing_nodes.iter().filter(|n| is_target(n)).count();
+        let targets = self
+            .world
+            .existing_nodes
+            .iter()
+            .filter(|n| is_target(n))
+            .count();
         let reduce = self.independent && targets * 2 < self.world.existing_nodes.len();
         let result = if reduce {
             // Only the candidates and the nodes that can receive pods affect the outcome.

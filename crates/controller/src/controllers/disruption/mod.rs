@@ -296,7 +296,7 @@ impl Memory {
         now_disrupting
     }
 
-    /// Publishes an Unconsolidatable event where a node's reason changed.
+    /// Publishes an Unconsolidatable (or DisruptionBlocked) event where a node's reason changed.
     async fn report_unconsolidatable(
         &mut self,
         ctx: &Context,
@@ -308,9 +308,16 @@ impl Memory {
                 continue;
             }
             tracing::debug!(nodeclaim = %name, reason = %why, "unconsolidatable");
+            // Karpenter's split: a node that is no candidate at all ("Cannot disrupt ...")
+            // is DisruptionBlocked; one that is but cannot be consolidated, Unconsolidatable.
+            let reason = if why.starts_with("Cannot disrupt") {
+                "DisruptionBlocked"
+            } else {
+                "Unconsolidatable"
+            };
             if let Some(claim) = snapshot.store.nodeclaims.get(name) {
                 ctx.events
-                    .publish(claim.as_ref(), EventType::Normal, "Unconsolidatable", why)
+                    .publish(claim.as_ref(), EventType::Normal, reason, why)
                     .await;
             }
             self.last_unconsolidatable.insert(name.clone(), why.clone());

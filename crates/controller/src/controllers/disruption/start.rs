@@ -190,7 +190,7 @@ pub async fn start(ctx: &Context, snapshot: &Snapshot, start: &Start) -> Result<
         pod_count = start.candidates.iter().map(|c| c.pods).sum::<usize>(),
         disrupted_nodes = %disrupted.join(","),
         replacement_nodeclaims = %names.join(","),
-        message = %start.message,
+        command = %start.message,
         "disrupting node(s)"
     );
     Metrics::inc(
