@@ -571,7 +571,7 @@ impl AwsProvider {
         };
         let type_labels = types
             .iter()
-            .find_map(|d| instance_type_labels(d, "linux"))
+            .find_map(|d| instance_type_labels(d, inst.os()))
             .unwrap_or_default();
         let capacity_type = inst
             .instance_lifecycle

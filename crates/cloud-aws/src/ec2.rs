@@ -396,6 +396,7 @@ fn instance(i: &ec2::Instance) -> Instance {
             .iam_instance_profile()
             .and_then(|p| p.arn())
             .map(profile_name),
+        platform: i.platform().map(|p| p.as_str().to_string()),
     }
 }
 

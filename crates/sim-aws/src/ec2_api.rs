@@ -755,6 +755,12 @@ impl SimAws {
             architecture: image.image.architecture.clone(),
             iam_instance_profile: Some(lt.data.iam_instance_profile_name.clone())
                 .filter(|p| !p.is_empty()),
+            // EC2 reports `windows` for instances of a Windows image, nothing for Linux.
+            platform: image
+                .image
+                .platform_details
+                .starts_with("Windows")
+                .then(|| "windows".to_string()),
         };
         if let Some(s) = st.subnets.get_mut(subnet_id) {
             s.available_ip_address_count -= 1;

@@ -65,11 +65,11 @@ impl MachineSource for SimAws {
                 let i = self.observe(s, now);
                 // Each type's labels once per call, not once per machine.
                 let mut labels = type_labels
-                    .entry(i.instance_type.clone())
+                    .entry(format!("{}/{}", i.instance_type, i.os()))
                     .or_insert_with(|| {
                         st.instance_types
                             .get(&i.instance_type)
-                            .and_then(|d| instance_type_labels(&d.description, "linux"))
+                            .and_then(|d| instance_type_labels(&d.description, i.os()))
                             .unwrap_or_default()
                     })
                     .clone();

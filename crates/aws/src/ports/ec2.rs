@@ -409,6 +409,19 @@ pub struct Instance {
     pub instance_lifecycle: Option<String>,
     pub architecture: String,
     pub iam_instance_profile: Option<String>,
+    /// EC2's `Platform`: `windows` for Windows instances, absent for Linux ones.
+    pub platform: Option<String>,
+}
+
+impl Instance {
+    /// The `kubernetes.io/os` value of a Node on this instance.
+    pub fn os(&self) -> &'static str {
+        if self.platform.as_deref() == Some("windows") {
+            "windows"
+        } else {
+            "linux"
+        }
+    }
 }
 
 /// DescribeInstances request. Naming an unknown ID fails with `InvalidInstanceID.NotFound`.

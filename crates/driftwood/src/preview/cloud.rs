@@ -4,7 +4,8 @@
 //! no node drifts before the change.
 
 use driftwood_api::wellknown::{
-    LABEL_ARCH, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE,
+    LABEL_ARCH, LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_OS,
+    LABEL_TOPOLOGY_ZONE,
 };
 use driftwood_api::{EC2NodeClass, NodeClaim};
 use driftwood_aws::ami_family::{Variant, alias_parameters, parse_alias};
@@ -342,6 +343,8 @@ fn instance_of(
             .then(|| "spot".to_string()),
         architecture: ec2_architecture(&arch).to_string(),
         iam_instance_profile: None,
+        platform: (labels.get(LABEL_OS).map(String::as_str) == Some("windows"))
+            .then(|| "windows".to_string()),
     })
 }
 

@@ -349,6 +349,52 @@ async fn arm64_requirements_get_the_arm64_ami() {
     assert!(it.contains('g'), "a Graviton type: {it}");
 }
 
+/// A Windows instance is a Windows machine everywhere it is read: EC2's `Platform` is `windows`,
+/// the kubelet's machine and the provider's NodeClaim carry `kubernetes.io/os: windows`. (Read as
+/// Linux, the Node a Windows kubelet registers would not match the Windows pods it was launched
+/// for, and the provisioner would launch a second node for them.)
+#[tokio::test(start_paused = true)]
+async fn a_windows_instance_is_windows_to_ec2_the_kubelet_and_the_provider() {
+    let env = env_with("1.29", 42, start(), driftwood_sim_aws::Realism::aws());
+    env.resolve(class("win", vec![alias_term("windows2022@latest")], None))
+        .await;
+    let reqs = vec![
+        Req::new("kubernetes.io/os", OP_IN, &["windows"]),
+        Req::new("kubernetes.io/arch", OP_IN, &["amd64"]),
+        Req::new("karpenter.sh/capacity-type", OP_IN, &["on-demand"]),
+    ];
+    let launched = env
+        .provider
+        .create(&claim("nc", "win", reqs, "1"))
+        .await
+        .unwrap();
+    let pid = launched
+        .status
+        .as_ref()
+        .unwrap()
+        .provider_id
+        .clone()
+        .unwrap();
+    env.advance(30);
+    let machines = env.sim.running_machines();
+    assert_eq!(machines.len(), 1);
+    assert_eq!(machines[0].labels["kubernetes.io/os"], "windows");
+    let described = env
+        .sim
+        .describe_instances(DescribeInstancesInput {
+            instance_ids: vec![machines[0].instance_id.clone()],
+            filters: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(described[0].platform.as_deref(), Some("windows"));
+    let got = env.provider.get(&pid).await.unwrap();
+    assert_eq!(
+        got.metadata.labels.as_ref().unwrap()["kubernetes.io/os"],
+        "windows"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn instances_run_after_the_delay_and_kubelets_see_them() {
     let (env, _) = walkthrough_env().await;

@@ -188,6 +188,7 @@ pub fn node_for_machine(
         machine.instance_type.clone(),
     );
     let arch = labels.get(LABEL_ARCH).cloned().unwrap_or_default();
+    let os = labels.get(LABEL_OS).cloned().unwrap_or_default();
     let mut taints = Vec::new();
     if launched_by_karpenter(machine) {
         taints.push(json!({"key": TAINT_UNREGISTERED_KEY, "effect": "NoExecute"}));
@@ -241,7 +242,7 @@ pub fn node_for_machine(
                 "kubeProxyVersion": kubelet_version(version),
                 "kubeletVersion": kubelet_version(version),
                 "machineID": format!("{:032x}", u128::from(fnv64(&machine.instance_id))),
-                "operatingSystem": "linux",
+                "operatingSystem": os,
                 "osImage": os_image,
                 "systemUUID": format!("ec2{:029x}", u128::from(fnv64(&format!("uuid/{}", machine.instance_id)))),
             },

@@ -59,6 +59,7 @@ fn instance(x: &mut Xml, i: &Instance, account: &str, seed: u64) {
         x.leaf("groupName", &g.group_name);
     });
     x.non_empty("architecture", &i.architecture);
+    x.opt("platform", i.platform.as_deref());
     x.opt("instanceLifecycle", i.instance_lifecycle.as_deref());
     if let Some(profile) = &i.iam_instance_profile {
         x.el("iamInstanceProfile", |x| {
