@@ -12,7 +12,8 @@ pub struct DrainPod {
     pub name: String,
     /// Owned by a DaemonSet.
     pub daemonset: bool,
-    /// A static pod's mirror (annotation kubernetes.io/config.mirror): the kubelet owns it.
+    /// A static pod's mirror (owned by its Node, or annotated kubernetes.io/config.mirror): the
+    /// kubelet owns it.
     pub mirror: bool,
     /// Phase Succeeded or Failed.
     pub terminal: bool,

@@ -44,12 +44,20 @@ pub fn is_daemonset_pod(pod: &Pod) -> bool {
         .any(|o| o.kind == "DaemonSet")
 }
 
-/// A static pod's mirror.
+/// A static pod (its mirror in the API): owned by its Node (ownerReference `v1` `Node`, as the
+/// kubelet sets it; Karpenter's IsOwnedByNode), or annotated `kubernetes.io/config.mirror`. The
+/// kubelet owns it: it is never evicted, never rescheduled and left out of the PDB check.
 pub fn is_mirror_pod(pod: &Pod) -> bool {
     pod.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(ANNOTATION_MIRROR_POD))
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.api_version == "v1" && o.kind == "Node")
+        || pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ANNOTATION_MIRROR_POD))
 }
 
 /// Phase Succeeded or Failed.
@@ -519,6 +527,17 @@ mod tests {
             "metadata: {name: static, namespace: kube-system, annotations: {kubernetes.io/config.mirror: abc}}\nspec: {containers: [{name: c}]}",
         );
         assert!(drain_pod(&mirror, 0).mirror && !pod_view(&mirror, &[], 0).reschedulable);
+        // Karpenter's IsOwnedByNode: a pod owned by its Node is static without the annotation
+        // (never evicted, never moved, out of the PDB check); another owner named Node is not.
+        let owned = pod(
+            "metadata: {name: static, namespace: kube-system, labels: {app: web}, ownerReferences: [{apiVersion: v1, kind: Node, name: ip-10-0-0-1, uid: u}]}\nspec: {containers: [{name: c}]}",
+        );
+        let view = pod_view(&owned, &[], 0);
+        assert!(drain_pod(&owned, 0).mirror && !view.reschedulable && view.pdb_exempt);
+        let custom = pod(
+            "metadata: {name: c, namespace: default, ownerReferences: [{apiVersion: example.com/v1, kind: Node, name: n, uid: u}]}\nspec: {containers: [{name: c}]}",
+        );
+        assert!(!drain_pod(&custom, 0).mirror && pod_view(&custom, &[], 0).reschedulable);
     }
 
     #[test]
