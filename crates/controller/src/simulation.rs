@@ -355,7 +355,7 @@ fn nodepool_spec(
         taints,
         startup_taints,
         remaining_limits,
-        instance_types,
+        instance_types: instance_types.into(),
     })
 }
 

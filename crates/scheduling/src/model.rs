@@ -126,8 +126,9 @@ pub struct NodePoolSpec {
     pub startup_taints: Vec<Taint>,
     /// What `spec.limits` still allows (limits minus what the pool already uses); `None` = no limits.
     pub remaining_limits: Option<Resources>,
-    /// The instance types its NodeClass offers.
-    pub instance_types: Vec<InstanceType>,
+    /// The instance types its NodeClass offers (shared: a world is cloned per simulation and
+    /// the catalog does not change within a pass).
+    pub instance_types: std::sync::Arc<Vec<InstanceType>>,
 }
 
 /// Tunables.

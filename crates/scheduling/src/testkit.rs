@@ -84,7 +84,7 @@ pub fn fake_instance_types(count: usize) -> Vec<InstanceType> {
 pub fn nodepool(name: &str, instance_types: Vec<InstanceType>) -> NodePoolSpec {
     NodePoolSpec {
         name: name.to_string(),
-        instance_types,
+        instance_types: instance_types.into(),
         ..NodePoolSpec::default()
     }
 }

@@ -227,7 +227,7 @@ fn the_requirement_that_removed_the_last_instance_types_is_named() {
         Requirement::exists(),
     );
     // As the AWS provider models them: a type without GPUs has no GPU-count label.
-    for t in &mut gpu_pool.instance_types {
+    for t in std::sync::Arc::make_mut(&mut gpu_pool.instance_types) {
         t.requirements.add(
             "karpenter.k8s.aws/instance-gpu-count",
             Requirement::does_not_exist(),
@@ -697,7 +697,7 @@ fn capacity_type_requirement_limits_offerings() {
             == Some("spot")
     );
     let mut np = nodepool("od", vec![instance_type("x", 2, 4, 110, &ZONES)]);
-    for it in &mut np.instance_types {
+    for it in std::sync::Arc::make_mut(&mut np.instance_types) {
         it.offerings.retain(|o| o.capacity_type == "on-demand");
     }
     let mut p = pod("ns/b", 100, GIB);

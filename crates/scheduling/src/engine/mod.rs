@@ -205,7 +205,7 @@ impl<'a> Engine<'a> {
         }
         for np in &input.nodepools {
             lists.extend(np.remaining_limits.iter());
-            for it in &np.instance_types {
+            for it in np.instance_types.iter() {
                 lists.push(&it.capacity);
             }
         }
@@ -218,7 +218,7 @@ impl<'a> Engine<'a> {
             .filter_map(|n| n.labels.get(LABEL_TOPOLOGY_ZONE).cloned())
             .collect();
         for np in &input.nodepools {
-            for it in &np.instance_types {
+            for it in np.instance_types.iter() {
                 zone_names.extend(it.offerings.iter().map(|o| o.zone.clone()));
             }
         }
@@ -371,7 +371,7 @@ impl<'a> Engine<'a> {
             }
             let daemon_dense = table.dense(&daemon);
             let mut types: Vec<(f64, PoolType<'a>)> = Vec::new();
-            for it in &np.instance_types {
+            for it in np.instance_types.iter() {
                 let offerings: Vec<PoolOffering> = it
                     .offerings
                     .iter()

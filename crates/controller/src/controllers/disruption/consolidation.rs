@@ -15,6 +15,7 @@ use driftwood_disruption::consolidation::{
 };
 use driftwood_scheduling::SimulationInput;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long multi-node consolidation searches (Karpenter's MultiNodeConsolidationTimeout).
@@ -24,6 +25,50 @@ pub const SINGLE_NODE_TIMEOUT: Duration = Duration::from_secs(180);
 /// A consolidated cluster is looked at again after this long even if nothing changed
 /// (Karpenter re-evaluates its consolidation state every 5 minutes).
 pub const CONSOLIDATED_RECHECK_SECONDS: i64 = 300;
+
+/// What a consolidation method looked at, and when: the cluster's consolidation signature and
+/// the disruptions each NodePool's budgets allow for the method's reason. A method that found
+/// nothing to do is not run again while both stay the same (for at most the recheck period).
+///
+/// Karpenter does not remember a search that budgets constrained (budgets could free up); here
+/// the allowances are part of what is remembered, so such a search runs again exactly when an
+/// allowance changes (a schedule opens, a node finishes disrupting) and not on every pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consolidated {
+    signature: u64,
+    allowed: Vec<(String, usize)>,
+    at: i64,
+}
+
+impl Consolidated {
+    /// What `method` would look at now.
+    pub fn look(
+        signature: u64,
+        method: Method,
+        views: &[NodeView],
+        nodepools: &[driftwood_api::NodePool],
+        now: i64,
+    ) -> Self {
+        let allowed =
+            driftwood_disruption::candidate::pool_budgets(views, nodepools, method.reason(), now)
+                .into_iter()
+                .map(|b| (b.nodepool, b.allowed))
+                .collect();
+        Self {
+            signature,
+            allowed,
+            at: now,
+        }
+    }
+
+    /// Whether a method that found nothing in `self` would find nothing in `now` too: the same
+    /// signature and allowances, within `recheck_seconds`.
+    pub fn holds(&self, now: &Self, recheck_seconds: i64) -> bool {
+        self.signature == now.signature
+            && self.allowed == now.allowed
+            && now.at - self.at < recheck_seconds
+    }
+}
 
 /// A command found and waiting out its validation delay.
 #[derive(Debug, Clone)]
@@ -42,8 +87,7 @@ impl Pending {
     }
 }
 
-/// What the methods read, built once per pass.
-#[derive(Clone)]
+/// What the methods read, built once per pass (shared by the methods, never copied).
 pub struct Inputs {
     pub now: i64,
     pub views: Vec<NodeView>,
@@ -70,11 +114,11 @@ impl Inputs {
 /// histogram; `unseen` are the NodePools single-node consolidation did not reach last time.
 pub async fn run(
     ctx: &Context,
-    inputs: &Inputs,
+    inputs: &Arc<Inputs>,
     method: Method,
     unseen: Vec<String>,
 ) -> MethodOutcome {
-    let inputs = inputs.clone();
+    let inputs = Arc::clone(inputs);
     let began = Instant::now();
     let outcome = super::super::off_runtime(move || {
         // The time bound is of real computing time, like Karpenter's context deadline.
@@ -144,13 +188,13 @@ pub async fn run(
 pub async fn validate_and_start(
     ctx: &Context,
     snapshot: &Snapshot,
-    inputs: &Inputs,
+    inputs: &Arc<Inputs>,
     pending: Pending,
 ) -> (bool, u32) {
     let command = pending.command;
     let method = command.method;
     let checked = {
-        let inputs = inputs.clone();
+        let inputs = Arc::clone(inputs);
         let command = command.clone();
         super::super::off_runtime(move || validate(&command, inputs.input())).await
     };
@@ -202,5 +246,60 @@ pub async fn validate_and_start(
             tracing::warn!(nodeclaims = %names.join(","), %error, "could not start consolidation command");
             (false, 1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use driftwood_api::NodePool;
+    use serde_json::json;
+
+    fn pool(nodes: &str) -> NodePool {
+        serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+            "spec": {
+                "disruption": {"budgets": [{"nodes": nodes}]},
+                "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"}, "requirements": []}}
+            }
+        }))
+        .expect("nodepool")
+    }
+
+    fn view(name: &str, disrupting: bool) -> NodeView {
+        NodeView {
+            nodeclaim: name.to_string(),
+            nodepool: "default".to_string(),
+            initialized: true,
+            ready: true,
+            disrupting,
+            ..Default::default()
+        }
+    }
+
+    /// A method that found nothing is skipped while the signature and its reason's allowances
+    /// stay the same, and runs again when either moves or the recheck period has passed: a
+    /// node finishing its disruption frees budget, so a budget-constrained search runs again.
+    #[test]
+    fn a_search_that_found_nothing_holds_until_signature_or_allowance_moves() {
+        let pools = [pool("1")];
+        let busy = [view("a", true), view("b", false)];
+        let free = [view("a", false), view("b", false)];
+        let last = Consolidated::look(7, Method::SingleNode, &busy, &pools, 1_000);
+        let same = Consolidated::look(7, Method::SingleNode, &busy, &pools, 1_010);
+        assert!(last.holds(&same, CONSOLIDATED_RECHECK_SECONDS));
+        let freed = Consolidated::look(7, Method::SingleNode, &free, &pools, 1_010);
+        assert_ne!(last.allowed, freed.allowed, "{last:?} {freed:?}");
+        assert!(!last.holds(&freed, CONSOLIDATED_RECHECK_SECONDS));
+        let changed = Consolidated::look(8, Method::SingleNode, &busy, &pools, 1_010);
+        assert!(!last.holds(&changed, CONSOLIDATED_RECHECK_SECONDS));
+        let later = Consolidated::look(
+            7,
+            Method::SingleNode,
+            &busy,
+            &pools,
+            1_000 + CONSOLIDATED_RECHECK_SECONDS,
+        );
+        assert!(!last.holds(&later, CONSOLIDATED_RECHECK_SECONDS));
     }
 }

@@ -68,11 +68,11 @@ struct Memory {
     /// where drift did not plan).
     drift_blocked: Vec<(String, driftwood_disruption::candidate::Blocked)>,
     pending: Option<consolidation::Pending>,
-    /// The consolidation signature and time at which the consolidation methods last found
-    /// nothing to do (not for want of budget or time): not searched again until what they
-    /// look at changes, or after [`CONSOLIDATED_RECHECK_SECONDS`] (Karpenter's
-    /// IsConsolidated).
-    consolidated: Option<(u64, i64)>,
+    /// Per method, what it last looked at when it found nothing to do (not for want of time)
+    /// and when: it is not run again until that changes, or after
+    /// [`CONSOLIDATED_RECHECK_SECONDS`] (Karpenter's IsConsolidated, kept per method as
+    /// Karpenter does).
+    consolidated: BTreeMap<Method, consolidation::Consolidated>,
     /// NodePools single-node consolidation did not reach before its timeout.
     unseen_nodepools: Vec<String>,
     /// Failed steps of the pass under way.
@@ -100,6 +100,13 @@ impl Memory {
             let snapshot = snapshot.clone();
             super::off_runtime(move || candidate_views(&snapshot, now)).await
         };
+        let nodepools: Vec<driftwood_api::NodePool> = snapshot
+            .store
+            .nodepools
+            .values()
+            .filter(|p| !p.is_static())
+            .map(|p| (**p).clone())
+            .collect();
         // A consolidation command waiting out its validation delay holds the loop, as
         // Karpenter's does: nothing else starts meanwhile.
         if let Some(pending) = self.pending.take() {
@@ -108,19 +115,37 @@ impl Memory {
                 self.pending = Some(pending);
                 return Outcome::again_in(Duration::from_secs(wait)).with_errors(self.errors);
             }
-            let inputs = self.inputs(&ctx, &snapshot, views.clone(), now).await;
+            let inputs = self
+                .inputs(&ctx, &snapshot, views.clone(), nodepools, now)
+                .await;
             let (started, errors) =
                 consolidation::validate_and_start(&ctx, &snapshot, &inputs, pending).await;
             self.errors += errors;
-            self.consolidated = None;
+            self.consolidated.clear();
             self.report_rollouts(&ctx, &snapshot, &views).await;
             return settle(acted || started || errors > 0, self.errors);
         }
+        let any_consolidatable = views.iter().any(|v| v.consolidatable);
         let signature = consolidation_signature(&snapshot, &views);
-        let consolidating = views.iter().any(|v| v.consolidatable)
-            && !self
-                .consolidated
-                .is_some_and(|(s, at)| s == signature && now - at < CONSOLIDATED_RECHECK_SECONDS);
+        // What each method would look at this pass; a method whose last look found nothing
+        // and saw the same is skipped.
+        let looks: BTreeMap<Method, consolidation::Consolidated> =
+            [Method::Emptiness, Method::MultiNode, Method::SingleNode]
+                .into_iter()
+                .filter(|_| any_consolidatable)
+                .map(|m| {
+                    let look =
+                        consolidation::Consolidated::look(signature, m, &views, &nodepools, now);
+                    (m, look)
+                })
+                .filter(|(m, look)| {
+                    !self
+                        .consolidated
+                        .get(m)
+                        .is_some_and(|last| last.holds(look, CONSOLIDATED_RECHECK_SECONDS))
+                })
+                .collect();
+        let consolidating = !looks.is_empty();
         let drifting = views.iter().any(|v| v.drift.is_some());
         if !consolidating && !drifting {
             self.report_gauges(&ctx, 0, &[]);
@@ -128,15 +153,14 @@ impl Memory {
             self.report_rollouts(&ctx, &snapshot, &views).await;
             return settle(acted, self.errors);
         }
-        let inputs = self.inputs(&ctx, &snapshot, views, now).await;
+        let inputs = self.inputs(&ctx, &snapshot, views, nodepools, now).await;
 
         // 1. Emptiness.
-        let mut constrained = false;
-        if consolidating {
+        if let Some(look) = looks.get(&Method::Emptiness) {
             let outcome = consolidation::run(&ctx, &inputs, Method::Emptiness, Vec::new()).await;
             self.report_unconsolidatable(&ctx, &snapshot, &outcome)
                 .await;
-            constrained |= outcome.constrained_by_budgets;
+            self.remember(Method::Emptiness, look, &outcome);
             if let Some(command) = outcome.command {
                 self.pending = Some(consolidation::Pending::new(command, now));
                 self.report_rollouts(&ctx, &snapshot, &inputs.views).await;
@@ -171,14 +195,21 @@ impl Memory {
         // 3 and 4. Multi-node, then single-node consolidation.
         {
             for method in [Method::MultiNode, Method::SingleNode] {
-                let unseen = std::mem::take(&mut self.unseen_nodepools);
+                let Some(look) = looks.get(&method) else {
+                    continue;
+                };
+                let unseen = if method == Method::SingleNode {
+                    std::mem::take(&mut self.unseen_nodepools)
+                } else {
+                    Vec::new()
+                };
                 let outcome = consolidation::run(&ctx, &inputs, method, unseen).await;
                 self.report_unconsolidatable(&ctx, &snapshot, &outcome)
                     .await;
                 if method == Method::SingleNode {
                     self.unseen_nodepools = outcome.unseen_nodepools.clone();
                 }
-                constrained |= outcome.constrained_by_budgets || outcome.timed_out;
+                self.remember(method, look, &outcome);
                 if let Some(command) = outcome.command {
                     self.pending = Some(consolidation::Pending::new(command, now));
                     self.report_rollouts(&ctx, &snapshot, &views).await;
@@ -188,10 +219,24 @@ impl Memory {
                     .with_errors(self.errors);
                 }
             }
-            self.consolidated = (!constrained).then_some((signature, now));
         }
         self.report_rollouts(&ctx, &snapshot, &views).await;
         settle(acted, self.errors)
+    }
+
+    /// Records what `method` found: nothing to do (and not for want of time) is remembered
+    /// with what it looked at; anything else forgets.
+    fn remember(
+        &mut self,
+        method: Method,
+        look: &consolidation::Consolidated,
+        outcome: &driftwood_disruption::consolidation::MethodOutcome,
+    ) {
+        if outcome.command.is_none() && !outcome.timed_out {
+            self.consolidated.insert(method, look.clone());
+        } else {
+            self.consolidated.remove(&method);
+        }
     }
 
     /// What every method reads this pass: the views, the world with the pods waiting for
@@ -201,8 +246,9 @@ impl Memory {
         ctx: &Context,
         snapshot: &Snapshot,
         views: Vec<driftwood_disruption::candidate::NodeView>,
+        nodepools: Vec<driftwood_api::NodePool>,
         now: i64,
-    ) -> consolidation::Inputs {
+    ) -> std::sync::Arc<consolidation::Inputs> {
         let (mut world, _) = simulation_input(ctx, snapshot, false).await;
         // Pods waiting for capacity now need room as much as the candidates' pods do.
         world.pods = provisionable(snapshot)
@@ -210,20 +256,14 @@ impl Memory {
             .filter_map(|key| snapshot.store.pods.get(key))
             .filter_map(|pod| driftwood_scheduling::SimPod::from_pod(pod).ok())
             .collect();
-        consolidation::Inputs {
+        std::sync::Arc::new(consolidation::Inputs {
             now,
             views,
             pdb_allowed: pdb_allowed(&snapshot.pdb_list()),
-            nodepools: snapshot
-                .store
-                .nodepools
-                .values()
-                .filter(|p| !p.is_static())
-                .map(|p| (**p).clone())
-                .collect(),
+            nodepools,
             world,
             spot_to_spot: ctx.settings.feature_gates.spot_to_spot_consolidation(),
-        }
+        })
     }
 
     /// Plans drift and starts its commands; returns the candidates now disrupting.
@@ -231,19 +271,19 @@ impl Memory {
         &mut self,
         ctx: &Context,
         snapshot: &Snapshot,
-        inputs: &consolidation::Inputs,
+        inputs: &std::sync::Arc<consolidation::Inputs>,
     ) -> BTreeSet<String> {
         // Planning simulates every candidate (minutes at 5,000 nodes with a zone spread): on
         // the blocking pool, so the lease is renewed and watches served meanwhile.
         let plan = {
-            let inputs = inputs.clone();
+            let inputs = std::sync::Arc::clone(inputs);
             super::off_runtime(move || {
                 plan_drift(PlannerInput {
                     now: inputs.now,
                     nodes: &inputs.views,
                     pdb_allowed: &inputs.pdb_allowed,
                     nodepools: &inputs.nodepools,
-                    world: inputs.world,
+                    world: inputs.world.clone(),
                 })
             })
             .await
