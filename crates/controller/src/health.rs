@@ -1,6 +1,7 @@
 //! /healthz (no controller loop is stuck), /readyz (the watch cache has synced) and /metrics
 //! over HTTP.
 
+use crate::exposition::Exposition;
 use crate::liveness::Liveness;
 use crate::metrics::Metrics;
 use crate::state::ClusterState;
@@ -23,7 +24,7 @@ pub struct Probes {
     pub clock: std::sync::Arc<dyn driftwood_cloud::Clock>,
 }
 
-fn respond(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
+fn respond(probes: &Probes, path: &str, accept: Option<&str>) -> Response<Full<Bytes>> {
     let Probes {
         state,
         metrics,
@@ -49,11 +50,23 @@ fn respond(probes: &Probes, path: &str) -> Response<Full<Bytes>> {
             StatusCode::SERVICE_UNAVAILABLE,
             "cache not synced".to_string(),
         ),
-        "/metrics" => (StatusCode::OK, metrics.render()),
+        "/metrics" => {
+            let format = Exposition::negotiate(accept);
+            let mut response = Response::new(Full::new(Bytes::from(metrics.render_as(format))));
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(format.content_type()),
+            );
+            return response;
+        }
         _ => (StatusCode::NOT_FOUND, "not found".to_string()),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }
 
@@ -72,7 +85,11 @@ pub async fn serve(
             let probes = probes.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |request: Request<Incoming>| {
-                    let response = respond(&probes, request.uri().path());
+                    let accept = request
+                        .headers()
+                        .get(hyper::header::ACCEPT)
+                        .and_then(|v| v.to_str().ok());
+                    let response = respond(&probes, request.uri().path(), accept);
                     async move { Ok::<_, Infallible>(response) }
                 });
                 if let Err(error) = hyper::server::conn::http1::Builder::new()
@@ -91,6 +108,60 @@ pub async fn serve(
 mod tests {
     use super::*;
 
+    /// /metrics says what it sends: Prometheus text 0.0.4 unless the scraper asks for
+    /// OpenMetrics (Prometheus 3 refuses a target without a Content-Type).
+    #[test]
+    fn metrics_come_in_the_format_asked_for_with_its_content_type() {
+        let probes = Probes {
+            state: ClusterState::new(),
+            metrics: Metrics::new(),
+            liveness: Liveness::default(),
+            clock: std::sync::Arc::new(driftwood_cloud::ManualClock::new(
+                "2026-01-01T00:00:00Z".parse().expect("time"),
+            )),
+        };
+        Metrics::inc(&probes.metrics.nodeclaims_created, &[("nodepool", "a")]);
+        let content_type = |r: &Response<Full<Bytes>>| {
+            r.headers()[hyper::header::CONTENT_TYPE]
+                .to_str()
+                .expect("ascii")
+                .to_string()
+        };
+        let text = respond(&probes, "/metrics", None);
+        assert_eq!(
+            content_type(&text),
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        let open = respond(
+            &probes,
+            "/metrics",
+            Some("application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.3"),
+        );
+        assert_eq!(
+            content_type(&open),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        );
+        let body = |r: Response<Full<Bytes>>| {
+            use http_body_util::BodyExt as _;
+            let bytes = futures::executor::block_on(r.into_body().collect())
+                .expect("body")
+                .to_bytes();
+            String::from_utf8(bytes.to_vec()).expect("utf-8")
+        };
+        let text = body(text);
+        assert!(
+            text.contains("# TYPE karpenter_nodeclaims_created_total counter\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        let open = body(open);
+        assert!(
+            open.contains("# TYPE karpenter_nodeclaims_created counter\n"),
+            "{open}"
+        );
+        assert!(open.ends_with("# EOF\n"), "{open}");
+    }
+
     #[test]
     fn readiness_follows_sync_and_health_follows_the_loops() {
         use driftwood_cloud::Clock as _;
@@ -103,25 +174,28 @@ mod tests {
             liveness: Liveness::default(),
             clock: clock.clone(),
         };
-        assert_eq!(respond(&probes, "/healthz").status(), StatusCode::OK);
+        assert_eq!(respond(&probes, "/healthz", None).status(), StatusCode::OK);
         assert_eq!(
-            respond(&probes, "/readyz").status(),
+            respond(&probes, "/readyz", None).status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
         for kind in crate::state::Kind::ALL {
             probes.state.mark_synced(kind);
         }
-        assert_eq!(respond(&probes, "/readyz").status(), StatusCode::OK);
-        assert_eq!(respond(&probes, "/nope").status(), StatusCode::NOT_FOUND);
+        assert_eq!(respond(&probes, "/readyz", None).status(), StatusCode::OK);
+        assert_eq!(
+            respond(&probes, "/nope", None).status(),
+            StatusCode::NOT_FOUND
+        );
         // A loop that stops completing passes fails /healthz once its allowance is over.
         probes
             .liveness
             .beat("lifecycle", std::time::Duration::from_secs(10), clock.now());
         clock.advance(jiff::SignedDuration::from_secs(600));
-        assert_eq!(respond(&probes, "/healthz").status(), StatusCode::OK);
+        assert_eq!(respond(&probes, "/healthz", None).status(), StatusCode::OK);
         clock.advance(jiff::SignedDuration::from_secs(1));
         assert_eq!(
-            respond(&probes, "/healthz").status(),
+            respond(&probes, "/healthz", None).status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
     }

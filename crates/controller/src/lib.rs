@@ -7,6 +7,7 @@ pub mod api;
 pub mod context;
 pub mod controllers;
 pub mod events;
+pub mod exposition;
 pub mod fence;
 pub mod health;
 pub mod leader;

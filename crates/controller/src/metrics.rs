@@ -1,4 +1,5 @@
-//! Prometheus metrics under Karpenter's names, so existing dashboards and alerts work.
+//! Prometheus metrics under Karpenter's names, so existing dashboards and alerts work; the
+//! ones Karpenter has no counterpart for under `driftwood_`.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -20,6 +21,15 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Go's name for an architecture (Karpenter's `goarch` label): amd64, arm64.
+fn go_arch(rust_arch: &str) -> &str {
+    match rust_arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
 }
 
 /// Every metric driftwood exports.
@@ -48,7 +58,8 @@ pub struct Metrics {
     pub reconcile_total: Family<Labels, Counter>,
     pub reconcile_errors: Family<Labels, Counter>,
     pub object_errors: Family<Labels, Counter>,
-    pub scheduling_duration: Histogram,
+    pub scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    pub build_info: Family<Labels, Gauge>,
     pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
@@ -87,7 +98,8 @@ impl Metrics {
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             object_errors: Family::default(),
-            scheduling_duration: duration_histogram(),
+            scheduling_duration: Family::new_with_constructor(duration_histogram),
+            build_info: Family::default(),
             cloudprovider_duration: Family::new_with_constructor(duration_histogram),
         };
         let counters = [
@@ -113,17 +125,17 @@ impl Metrics {
                 &metrics.nodeclaims_created,
             ),
             (
-                "karpenter_nodeclaims_launched",
+                "driftwood_nodeclaims_launched",
                 "NodeClaims launched",
                 &metrics.nodeclaims_launched,
             ),
             (
-                "karpenter_nodeclaims_registered",
+                "driftwood_nodeclaims_registered",
                 "NodeClaims registered",
                 &metrics.nodeclaims_registered,
             ),
             (
-                "karpenter_nodeclaims_initialized",
+                "driftwood_nodeclaims_initialized",
                 "NodeClaims initialized",
                 &metrics.nodeclaims_initialized,
             ),
@@ -138,7 +150,7 @@ impl Metrics {
                 &metrics.nodeclaims_disrupted,
             ),
             (
-                "karpenter_nodeclaims_drifted",
+                "driftwood_nodeclaims_drifted",
                 "NodeClaims marked drifted, by type",
                 &metrics.nodeclaims_drifted,
             ),
@@ -202,9 +214,28 @@ impl Metrics {
             metrics.nodepools_allowed_disruptions.clone(),
         );
         registry.register(
-            "karpenter_provisioner_scheduling_duration_seconds",
-            "Duration of a provisioning scheduling simulation",
+            "karpenter_scheduler_scheduling_duration_seconds",
+            "Duration of scheduling simulations, by controller (provisioner)",
             metrics.scheduling_duration.clone(),
+        );
+        registry.register(
+            "karpenter_build_info",
+            "A constant 1, labeled by the version, toolchain, architecture and commit driftwood \
+             was built from (Karpenter's label names)",
+            metrics.build_info.clone(),
+        );
+        Metrics::set(
+            &metrics.build_info,
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("goversion", "rust"),
+                ("goarch", go_arch(std::env::consts::ARCH)),
+                (
+                    "commit",
+                    option_env!("DRIFTWOOD_COMMIT").unwrap_or("unspecified"),
+                ),
+            ],
+            1,
         );
         registry.register(
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
@@ -241,13 +272,24 @@ impl Metrics {
         family.get_or_create(&labels(pairs)).observe(seconds);
     }
 
-    /// The text exposition format for /metrics.
+    /// The exposition in OpenMetrics text (the encoder's own format).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        if encode(&mut out, &self.registry).is_err() {
+        if let Err(error) = encode(&mut out, &self.registry) {
+            tracing::error!(%error, "encoding the metrics failed");
             out.clear();
         }
         out
+    }
+
+    /// The exposition in `format` (/metrics answers in the format the scraper asks for).
+    pub fn render_as(&self, format: crate::exposition::Exposition) -> String {
+        match format {
+            crate::exposition::Exposition::OpenMetrics => self.render(),
+            crate::exposition::Exposition::Prometheus => {
+                crate::exposition::openmetrics_to_prometheus(&self.render())
+            }
+        }
     }
 }
 
@@ -267,8 +309,16 @@ mod tests {
             &[("nodepool", "default"), ("reason", "drifted")],
             3,
         );
-        metrics.scheduling_duration.observe(0.25);
-        let text = metrics.render();
+        Metrics::observe(
+            &metrics.scheduling_duration,
+            &[("controller", "provisioner")],
+            0.25,
+        );
+        let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
+        assert!(
+            text.contains("# TYPE karpenter_build_info gauge\nkarpenter_build_info{version=\""),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"default\"} 1"
@@ -282,7 +332,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("karpenter_provisioner_scheduling_duration_seconds_count 1"),
+            text.contains(
+                "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"provisioner\"} 1"
+            ),
             "{text}"
         );
     }

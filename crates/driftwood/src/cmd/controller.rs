@@ -32,6 +32,14 @@ pub struct Args {
     /// Port of /healthz and /readyz.
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
     pub health_probe_port: u16,
+    /// Address /metrics listens on (default every interface, so Prometheus can scrape the pod
+    /// IP; 127.0.0.1 keeps it to the pod, e.g. behind an authenticating sidecar).
+    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0")]
+    pub metrics_address: std::net::IpAddr,
+    /// Address /healthz and /readyz listen on (default every interface, for the kubelet's
+    /// probes).
+    #[arg(long, env = "HEALTH_PROBE_ADDRESS", default_value = "0.0.0.0")]
+    pub health_probe_address: std::net::IpAddr,
     /// Namespace of the leader-election Lease.
     #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
     pub leader_election_namespace: String,
@@ -105,7 +113,7 @@ mod aws {
     use driftwood_controller::leader::{Election, Timings};
     use driftwood_controller::runtime::Controllers;
     use driftwood_controller::{Process, ProcessConfig, Settings};
-    use std::net::{Ipv4Addr, SocketAddr};
+    use std::net::SocketAddr;
     use std::process::ExitCode;
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::Duration;
@@ -223,7 +231,6 @@ mod aws {
         let state = ctx.state.clone();
         let metrics = ctx.metrics.clone();
 
-        let any = Ipv4Addr::UNSPECIFIED.into();
         let probes = driftwood_controller::health::Probes {
             state: state.clone(),
             metrics: metrics.clone(),
@@ -231,17 +238,27 @@ mod aws {
             clock: clock.clone(),
         };
         let (metrics_addr, metrics_task) = driftwood_controller::health::serve(
-            SocketAddr::new(any, args.metrics_port),
+            SocketAddr::new(args.metrics_address, args.metrics_port),
             probes.clone(),
         )
         .await
-        .with_context(|| format!("serving /metrics on port {}", args.metrics_port))?;
+        .with_context(|| {
+            format!(
+                "serving /metrics on {}:{}",
+                args.metrics_address, args.metrics_port
+            )
+        })?;
         let (health_addr, health_task) = driftwood_controller::health::serve(
-            SocketAddr::new(any, args.health_probe_port),
+            SocketAddr::new(args.health_probe_address, args.health_probe_port),
             probes.clone(),
         )
         .await
-        .with_context(|| format!("serving /healthz on port {}", args.health_probe_port))?;
+        .with_context(|| {
+            format!(
+                "serving /healthz on {}:{}",
+                args.health_probe_address, args.health_probe_port
+            )
+        })?;
 
         tracing::info!(
             cluster = %args.cluster_name,

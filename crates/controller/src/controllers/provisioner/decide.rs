@@ -23,6 +23,25 @@ pub struct Provisioning {
     pub launch: Vec<NewNodeClaim>,
     /// Pods that fit nowhere (or could not be read), with why.
     pub failures: Vec<Failure>,
+    /// Pods placed on capacity that exists or is on its way (a Node, or a NodeClaim still
+    /// launching), with where: `nodeclaim/NAME, node/NAME` as Karpenter's Nominated event
+    /// says it.
+    pub nominations: Vec<(String, String)>,
+}
+
+/// Where a pod placed on existing capacity `target` (a Node's name, or an in-flight
+/// NodeClaim's) should schedule, as Karpenter's Nominated event names it.
+fn nominated_to(snapshot: &Snapshot, target: &str) -> String {
+    match snapshot.store.nodes.get(target) {
+        Some(node) => match snapshot.nodeclaim_of(node) {
+            Some(claim) => format!(
+                "nodeclaim/{}, node/{target}",
+                claim.metadata.name.as_deref().unwrap_or_default()
+            ),
+            None => format!("node/{target}"),
+        },
+        None => format!("nodeclaim/{target}"),
+    }
 }
 
 /// Decides a pass: `input` is the world without pods; `skipped` names the NodePools left out of
@@ -50,6 +69,11 @@ pub fn decide(
         return Ok(decision);
     }
     let result = schedule(&input)?;
+    decision.nominations = result
+        .existing_placements
+        .iter()
+        .map(|p| (p.pod.clone(), nominated_to(snapshot, &p.node)))
+        .collect();
     decision.launch = result
         .new_nodeclaims
         .into_iter()

@@ -60,7 +60,7 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
         () = cancel.cancelled() => return,
         () = ctx.state.wait_synced() => {}
     }
-    let mut reported: BTreeMap<String, String> = BTreeMap::new();
+    let mut reported = Reported::default();
     // What the last pass decided from, and when it ran.
     let mut last: Option<(WorldSignature, tokio::time::Instant)> = None;
     loop {
@@ -199,8 +199,33 @@ const CREATES_AT_ONCE: usize = 32;
 /// The longest the provisioner waits to see its own NodeClaims in the cache.
 const READ_YOUR_WRITES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// What the provisioner last told each pending pod, so a pod is not told the same again.
+#[derive(Debug, Default)]
+pub struct Reported {
+    /// The FailedScheduling note.
+    failures: BTreeMap<String, String>,
+    /// When it was last told where it should schedule (Nominated), UTC seconds.
+    nominations: BTreeMap<String, i64>,
+}
+
+/// A pod is told where it should schedule at most once in this long (Karpenter's event
+/// dedupe timeout: passes may place identical pods on the launching NodeClaims in another
+/// order, which is no news to them).
+const NOMINATION_DEDUPE_SECONDS: i64 = 120;
+
+impl Reported {
+    /// Whether `pod` is to be told `note` (it was not told the same last time); records it.
+    fn tell(map: &mut BTreeMap<String, String>, pod: &str, note: &str) -> bool {
+        if map.get(pod).is_some_and(|told| told == note) {
+            return false;
+        }
+        map.insert(pod.to_string(), note.to_string());
+        true
+    }
+}
+
 /// One provisioning pass; returns the names of the NodeClaims it created.
-pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -> Vec<String> {
+pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     let snapshot = ctx.state.snapshot();
     let mut created = Vec::new();
     if snapshot.provisionable_pods.is_empty() {
@@ -214,9 +239,11 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
         let snapshot = snapshot.clone();
         super::off_runtime(move || decide(&snapshot, input, &skipped)).await
     };
-    ctx.metrics
-        .scheduling_duration
-        .observe(started.elapsed().as_secs_f64());
+    Metrics::observe(
+        &ctx.metrics.scheduling_duration,
+        &[("controller", "provisioner")],
+        started.elapsed().as_secs_f64(),
+    );
     let decision = match decision {
         Ok(d) => d,
         Err(error) => {
@@ -259,6 +286,7 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
         .buffered(CREATES_AT_ONCE)
         .collect()
         .await;
+    let mut nominations = decision.nominations.clone();
     for (name, planned, result) in results {
         match result {
             Ok(_) => {
@@ -275,13 +303,42 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
                     &ctx.metrics.nodeclaims_created,
                     &[("reason", "provisioning"), ("nodepool", &planned.nodepool)],
                 );
+                nominations.extend(
+                    planned
+                        .pods
+                        .iter()
+                        .map(|pod| (pod.clone(), format!("nodeclaim/{name}"))),
+                );
             }
             Err(error) => tracing::warn!(nodeclaim = %name, %error, "could not create nodeclaim"),
         }
     }
+    // Tell each pod where it should schedule (Karpenter's Nominated), at most once per
+    // dedupe period, as Karpenter dedupes it by pod.
+    let now = ctx.now_seconds();
+    for (pod, target) in &nominations {
+        let told = reported
+            .nominations
+            .get(pod)
+            .is_some_and(|at| now - at < NOMINATION_DEDUPE_SECONDS);
+        if told {
+            continue;
+        }
+        reported.nominations.insert(pod.clone(), now);
+        if let Some(object) = snapshot.store.pods.get(pod) {
+            ctx.events
+                .publish(
+                    object.as_ref(),
+                    EventType::Normal,
+                    "Nominated",
+                    &format!("Pod should schedule on: {target}"),
+                )
+                .await;
+        }
+    }
     // Tell each pod that fits nowhere why, once per distinct reason.
     for failure in &decision.failures {
-        if reported.get(&failure.pod) != Some(&failure.note) {
+        if Reported::tell(&mut reported.failures, &failure.pod, &failure.note) {
             if let Some(pod) = snapshot.store.pods.get(&failure.pod) {
                 ctx.events
                     .publish(
@@ -293,10 +350,14 @@ pub async fn provision(ctx: &Context, reported: &mut BTreeMap<String, String>) -
                     .await;
             }
             tracing::warn!(pod = %failure.pod, reason = %failure.note, "could not schedule pod");
-            reported.insert(failure.pod.clone(), failure.note.clone());
         }
     }
-    reported.retain(|k, _| snapshot.provisionable_pods.contains(k));
+    reported
+        .failures
+        .retain(|k, _| snapshot.provisionable_pods.contains(k));
+    reported
+        .nominations
+        .retain(|k, _| snapshot.provisionable_pods.contains(k));
     created
 }
 

@@ -140,6 +140,35 @@ async fn the_heavier_nodepool_is_used_first() {
     assert_eq!(initialized_of(&s, "heavy").len(), 3, "{}", describe(&s));
     assert!(claims_of(&s, "light").is_empty(), "{}", describe(&s));
     assert!(claims_of(&s, "unweighted").is_empty(), "{}", describe(&s));
+    // Karpenter's Nominated: each pod was told once (deduped by pod, as Karpenter's events)
+    // that it should schedule on one of the NodeClaims launched for the pods. Where it then
+    // runs is the kube-scheduler's choice among identical nodes.
+    let heavy: BTreeSet<String> = claims_of(&s, "heavy")
+        .into_iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    for pod in s.store.pods.values().filter(|p| {
+        p.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("any-"))
+    }) {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let nominated: Vec<String> = events_about(&h, "default", &name)
+            .await
+            .into_iter()
+            .filter(|(reason, _)| reason == "Nominated")
+            .map(|(_, note)| note)
+            .collect();
+        assert_eq!(nominated.len(), 1, "{name}: {nominated:?}");
+        let claim = nominated[0]
+            .strip_prefix("Pod should schedule on: nodeclaim/")
+            .unwrap_or_default();
+        assert!(
+            heavy.contains(claim),
+            "{name}: {nominated:?} not one of {heavy:?}"
+        );
+    }
 }
 
 /// The provider IDs' instance ids of every NodeClaim.

@@ -21,13 +21,75 @@ pub fn free_port() -> u16 {
 }
 
 fn http_get(port: u16, path: &str) -> Option<String> {
+    http_get_accepting(port, path, None)
+}
+
+/// GET `path` with an `Accept` header when given; the whole response, headers and body.
+fn http_get_accepting(port: u16, path: &str, accept: Option<&str>) -> Option<String> {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
     stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n{accept}\r\n").as_bytes())
         .ok()?;
     let mut out = String::new();
     stream.read_to_string(&mut out).ok()?;
     Some(out)
+}
+
+/// The response's Content-Type and body.
+fn content_type_and_body(response: &str) -> (String, String) {
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response, ""));
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-type")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_default();
+    (content_type, body.to_string())
+}
+
+/// Parses a /metrics body with `prometheus_client` (Python's reference client, nobody here
+/// wrote it): its Prometheus text parser, or its OpenMetrics parser. Returns `name type` of
+/// every family, sorted.
+fn python_metric_families(body: &str, openmetrics: bool) -> Vec<String> {
+    let python = std::env::var("DRIFTWOOD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let parser = if openmetrics {
+        "from prometheus_client.openmetrics.parser import text_string_to_metric_families"
+    } else {
+        "from prometheus_client.parser import text_string_to_metric_families"
+    };
+    let script = format!(
+        "import sys\n{parser}\nfor f in text_string_to_metric_families(sys.stdin.read()):\n    print(f.name, f.type)\n"
+    );
+    let mut child = Command::new(python)
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python runs (scripts/test installs prometheus_client)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the exposition: {}\n{body}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut families: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    families.sort();
+    families
 }
 
 /// Polls `check` every 200 ms of wall time until it returns Some, at most `limit`.
@@ -97,6 +159,8 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
         .env("POD_NAME", "driftwood-7d9c-x2")
         .env("METRICS_PORT", metrics_port.to_string())
         .env("HEALTH_PROBE_PORT", health_port.to_string())
+        .args(["--metrics-address", "127.0.0.1"])
+        .args(["--health-probe-address", "127.0.0.1"])
         .env("LOG_LEVEL", "info")
         .env("AWS_REGION", &seed.region)
         .env("AWS_ENDPOINT_URL", &seed.endpoint)
@@ -206,6 +270,36 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
         metrics.contains("karpenter_nodeclaims_created_total"),
         "{metrics}"
     );
+    // /metrics as Prometheus 2 and 3 scrape it: text 0.0.4 by default, OpenMetrics when asked
+    // (Prometheus 3's Accept), each with its Content-Type and read by prometheus_client's
+    // matching parser with every family typed (counters not `unknown`), the same families.
+    let (text_type, text) = content_type_and_body(&metrics);
+    assert_eq!(text_type, "text/plain; version=0.0.4; charset=utf-8");
+    let (open_type, open) = content_type_and_body(
+        &http_get_accepting(
+            metrics_port,
+            "/metrics",
+            Some("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"),
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        open_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let from_text = python_metric_families(&text, false);
+    let from_open = python_metric_families(&open, true);
+    assert!(
+        from_text.contains(&"karpenter_nodeclaims_created counter".to_string()),
+        "{from_text:?}"
+    );
+    assert!(
+        from_text
+            .iter()
+            .all(|f| !f.ends_with(" unknown") && !f.ends_with(" untyped")),
+        "{from_text:?}"
+    );
+    assert_eq!(from_text, from_open);
     assert!(log_text().contains("launched nodeclaim"), "{}", log_text());
 
     // SIGTERM: a clean exit.
@@ -221,4 +315,20 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
         controller.0.try_wait().unwrap()
     });
     assert!(status.success(), "{status:?}\n{}", log_text());
+    // It released the Lease on its way out, so a standby takes over at its next try rather
+    // than after a whole lease (Karpenter's LeaderElectionReleaseOnCancel).
+    let holder = kubectl(
+        &kubeconfig,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "lease",
+            "karpenter-leader-election",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+        None,
+    );
+    assert_eq!(holder, "", "{}", log_text());
 }
