@@ -206,6 +206,47 @@ pub struct Reported {
     failures: BTreeMap<String, String>,
     /// When it was last told where it should schedule (Nominated), UTC seconds.
     nominations: BTreeMap<String, i64>,
+    /// Nominated events are rate-limited as Karpenter's (a scale-up of thousands of pods
+    /// records a few, not thousands of API writes).
+    nomination_budget: NominationBudget,
+}
+
+/// Karpenter's pod nomination rate limiter: a token bucket of 10, refilled 5 a second; an
+/// event without a token is dropped.
+#[derive(Debug)]
+struct NominationBudget {
+    tokens: i64,
+    at: i64,
+}
+
+impl Default for NominationBudget {
+    fn default() -> Self {
+        Self {
+            tokens: NOMINATION_BURST,
+            at: i64::MIN,
+        }
+    }
+}
+
+const NOMINATION_BURST: i64 = 10;
+const NOMINATIONS_PER_SECOND: i64 = 5;
+
+impl NominationBudget {
+    /// Takes a token at `now` (UTC seconds), if there is one.
+    fn take(&mut self, now: i64) -> bool {
+        if now > self.at {
+            let refill = now
+                .saturating_sub(self.at)
+                .saturating_mul(NOMINATIONS_PER_SECOND);
+            self.tokens = self.tokens.saturating_add(refill).min(NOMINATION_BURST);
+            self.at = now;
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
 }
 
 /// A pod is told where it should schedule at most once in this long (Karpenter's event
@@ -321,7 +362,7 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
             .nominations
             .get(pod)
             .is_some_and(|at| now - at < NOMINATION_DEDUPE_SECONDS);
-        if told {
+        if told || !reported.nomination_budget.take(now) {
             continue;
         }
         reported.nominations.insert(pod.clone(), now);
@@ -378,6 +419,20 @@ fn requests_text(planned: &driftwood_scheduling::NewNodeClaim) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Karpenter's PodNominationRateLimiter (token bucket 5/s, burst 10): a burst of 10, then
+    /// 5 a second, never more than 10 saved up.
+    #[test]
+    fn nominations_are_rate_limited_like_karpenters() {
+        let mut budget = NominationBudget::default();
+        let taken = |budget: &mut NominationBudget, at: i64, n: usize| {
+            (0..n).filter(|_| budget.take(at)).count()
+        };
+        assert_eq!(taken(&mut budget, 100, 50), 10);
+        assert_eq!(taken(&mut budget, 100, 5), 0);
+        assert_eq!(taken(&mut budget, 101, 50), 5);
+        assert_eq!(taken(&mut budget, 200, 50), 10);
+    }
     use crate::state::Store;
     use serde_json::json;
     use std::sync::Arc;
