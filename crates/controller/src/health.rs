@@ -51,6 +51,8 @@ fn respond(probes: &Probes, path: &str, accept: Option<&str>) -> Response<Full<B
             "cache not synced".to_string(),
         ),
         "/metrics" => {
+            let synced = state.synced();
+            state.read(|s| metrics.observe_state(s, synced));
             let format = Exposition::negotiate(accept);
             let mut response = Response::new(Full::new(Bytes::from(metrics.render_as(format))));
             response.headers_mut().insert(
@@ -121,6 +123,16 @@ mod tests {
             )),
         };
         Metrics::inc(&probes.metrics.nodeclaims_created, &[("nodepool", "a")]);
+        let pool: driftwood_api::NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "a"},
+            "spec": {
+                "limits": {"cpu": "1k", "memory": "500Gi"},
+                "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"}, "requirements": []}}
+            },
+            "status": {"resources": {"cpu": "3500m", "memory": "12Gi", "nodes": "2"}}
+        }))
+        .expect("nodepool");
+        probes.state.apply("a".into(), std::sync::Arc::new(pool));
         let content_type = |r: &Response<Full<Bytes>>| {
             r.headers()[hyper::header::CONTENT_TYPE]
                 .to_str()
@@ -154,6 +166,16 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("# EOF"), "{text}");
+        // Karpenter's state gauges, read at the scrape: usage and limits in cores and bytes.
+        for sample in [
+            "karpenter_nodepools_usage{resource_type=\"cpu\",nodepool=\"a\"} 3.5",
+            "karpenter_nodepools_usage{resource_type=\"memory\",nodepool=\"a\"} 12884901888",
+            "karpenter_nodepools_limit{resource_type=\"cpu\",nodepool=\"a\"} 1000",
+            "karpenter_cluster_state_synced 0",
+            "karpenter_cluster_state_node_count 0",
+        ] {
+            assert!(text.contains(sample), "{sample} in {text}");
+        }
         let open = body(open);
         assert!(
             open.contains("# TYPE karpenter_nodeclaims_created counter\n"),

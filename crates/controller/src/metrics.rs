@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 /// Label pairs of one series.
 pub type Labels = Vec<(String, String)>;
@@ -60,6 +61,10 @@ pub struct Metrics {
     pub object_errors: Family<Labels, Counter>,
     pub scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pub build_info: Family<Labels, Gauge>,
+    pub nodepools_usage: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub nodepools_limit: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub cluster_state_node_count: Gauge,
+    pub cluster_state_synced: Gauge,
     pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
@@ -100,6 +105,10 @@ impl Metrics {
             object_errors: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
             build_info: Family::default(),
+            nodepools_usage: Family::default(),
+            nodepools_limit: Family::default(),
+            cluster_state_node_count: Gauge::default(),
+            cluster_state_synced: Gauge::default(),
             cloudprovider_duration: Family::new_with_constructor(duration_histogram),
         };
         let counters = [
@@ -224,6 +233,27 @@ impl Metrics {
              was built from (Karpenter's label names)",
             metrics.build_info.clone(),
         );
+        registry.register(
+            "karpenter_nodepools_usage",
+            "Resources provisioned for a NodePool (its status.resources), by nodepool and \
+             resource type (cpu in cores, memory in bytes)",
+            metrics.nodepools_usage.clone(),
+        );
+        registry.register(
+            "karpenter_nodepools_limit",
+            "A NodePool's spec.limits, by nodepool and resource type",
+            metrics.nodepools_limit.clone(),
+        );
+        registry.register(
+            "karpenter_cluster_state_node_count",
+            "Nodes in the controller's cluster state",
+            metrics.cluster_state_node_count.clone(),
+        );
+        registry.register(
+            "karpenter_cluster_state_synced",
+            "1 when the controller's cluster state has synced with the API server, else 0",
+            metrics.cluster_state_synced.clone(),
+        );
         Metrics::set(
             &metrics.build_info,
             &[
@@ -270,6 +300,46 @@ impl Metrics {
         seconds: f64,
     ) {
         family.get_or_create(&labels(pairs)).observe(seconds);
+    }
+
+    /// Refreshes the gauges read from the cluster state (NodePools' usage and limits, the
+    /// state's node count and sync), as Karpenter's metrics controllers keep them; called on
+    /// each scrape, so a NodePool that is gone leaves no series behind.
+    pub fn observe_state(&self, snapshot: &crate::state::Snapshot, synced: bool) {
+        self.cluster_state_synced.set(i64::from(synced));
+        self.cluster_state_node_count
+            .set(i64::try_from(snapshot.store.nodes.len()).unwrap_or(i64::MAX));
+        self.nodepools_usage.clear();
+        self.nodepools_limit.clear();
+        for (name, pool) in &snapshot.store.nodepools {
+            let usage = pool.status.as_ref().map(|s| &s.resources);
+            for (family, list) in [
+                (&self.nodepools_usage, usage),
+                (&self.nodepools_limit, Some(&pool.spec.limits)),
+            ] {
+                let Some(resources) = list.and_then(|l| {
+                    driftwood_scheduling::Resources::from_quantities(l)
+                        .inspect_err(|error| {
+                            tracing::debug!(nodepool = %name, %error, "unreadable resources in metrics");
+                        })
+                        .ok()
+                }) else {
+                    continue;
+                };
+                for resource in resources.names() {
+                    // Karpenter's resource_type: lower case, `-` as `_`; cpu in cores.
+                    let resource_type = resource.to_lowercase().replace('-', "_");
+                    #[allow(clippy::cast_precision_loss)]
+                    let value = resources.get(resource) as f64 / 1000.0;
+                    family
+                        .get_or_create(&labels(&[
+                            ("resource_type", &resource_type),
+                            ("nodepool", name),
+                        ]))
+                        .set(value);
+                }
+            }
+        }
     }
 
     /// The exposition in OpenMetrics text (the encoder's own format).
