@@ -92,10 +92,18 @@ impl Fields {
     fn put(&mut self, field: &Field, value: Value) {
         let name = field.name();
         if name == "message" {
-            self.message = match value {
+            let text = match value {
                 Value::String(s) => s,
                 other => other.to_string(),
             };
+            // The event's message comes first; a field that is also called `message` must not
+            // overwrite it.
+            if self.message.is_empty() {
+                self.message = text;
+            } else if !text.is_empty() {
+                self.fields
+                    .insert("detail".to_string(), Value::String(text));
+            }
             return;
         }
         let key = name.replace('_', "-");
@@ -156,32 +164,40 @@ fn json_line(event: &Event<'_>, time: jiff::Timestamp) -> String {
     let metadata = event.metadata();
     let mut fields = Fields::default();
     event.record(&mut fields);
-    let mut line = Map::new();
-    line.insert("level".into(), level_text(metadata.level()).into());
-    line.insert(
-        "time".into(),
-        time.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string().into(),
-    );
-    line.insert("logger".into(), "controller".into());
-    line.insert("message".into(), fields.message.into());
-    line.insert("commit".into(), COMMIT.into());
+    // Karpenter's keys first, in zap's order; then the event's fields by name.
+    let mut line: Vec<(String, Value)> = vec![
+        ("level".into(), level_text(metadata.level()).into()),
+        (
+            "time".into(),
+            time.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string().into(),
+        ),
+        ("logger".into(), "controller".into()),
+        ("message".into(), fields.message.into()),
+        ("commit".into(), COMMIT.into()),
+    ];
     match controller_of(metadata.target()) {
         Some((controller, kind)) => {
-            line.insert("controller".into(), controller.into());
+            line.push(("controller".into(), controller.into()));
             if let Some(kind) = kind {
-                line.insert("controllerKind".into(), kind.into());
+                line.push(("controllerKind".into(), kind.into()));
             }
         }
         None => {
             // Not a controller (the process, the cloud adapter, the client): the module says
             // where the line comes from.
-            line.insert("source".into(), metadata.target().into());
+            line.push(("source".into(), metadata.target().into()));
         }
     }
     for (key, value) in fields.fields {
-        line.entry(key).or_insert(value);
+        if !line.iter().any(|(k, _)| *k == key) {
+            line.push((key, value));
+        }
     }
-    Value::Object(line).to_string()
+    let members: Vec<String> = line
+        .iter()
+        .map(|(key, value)| format!("{}:{value}", Value::String(key.clone())))
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// The JSON event formatter.
@@ -257,6 +273,11 @@ mod tests {
                 "disrupting node(s)"
             );
             tracing::debug!(target: "driftwood_cloud_aws::ec2", "called CreateFleet");
+            tracing::info!(
+                target: "driftwood_controller::controllers::nodeclass",
+                message = "AMIsReady",
+                "updated ec2nodeclass status"
+            );
         });
         assert_eq!(
             got[0],
@@ -283,5 +304,46 @@ mod tests {
         assert_eq!(got[3]["level"], "DEBUG");
         assert_eq!(got[3]["source"], "driftwood_cloud_aws::ec2");
         assert!(got[3].get("controller").is_none());
+        // A field named like the message does not replace it.
+        assert_eq!(got[4]["message"], "updated ec2nodeclass status");
+        assert_eq!(got[4]["detail"], "AMIsReady");
+    }
+
+    /// The keys come in zap's order, as a Karpenter line reads: level, time, logger, message,
+    /// commit, controller, then the fields.
+    #[test]
+    fn karpenters_keys_come_first_in_zaps_order() {
+        let captured = std::sync::Arc::new(Mutex::new(String::new()));
+        {
+            struct One(Arc<Mutex<String>>);
+            impl<S: Subscriber> tracing_subscriber::Layer<S> for One {
+                fn on_event(
+                    &self,
+                    event: &Event<'_>,
+                    _: tracing_subscriber::layer::Context<'_, S>,
+                ) {
+                    let at = "2026-11-26T08:00:01.234Z".parse().expect("time");
+                    *self.0.lock().expect("line") = json_line(event, at);
+                }
+            }
+            let subscriber = tracing_subscriber::registry().with(One(captured.clone()));
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::info!(
+                    target: "driftwood_controller::controllers::lifecycle",
+                    nodeclaim = "a",
+                    "launched nodeclaim"
+                );
+            });
+        }
+        let line = captured.lock().expect("line").clone();
+        assert_eq!(
+            line,
+            format!(
+                "{{\"level\":\"INFO\",\"time\":\"2026-11-26T08:00:01.234Z\",\"logger\":\"controller\",\
+                 \"message\":\"launched nodeclaim\",\"commit\":\"{COMMIT}\",\
+                 \"controller\":\"nodeclaim.lifecycle\",\"controllerKind\":\"NodeClaim\",\
+                 \"NodeClaim\":{{\"name\":\"a\"}}}}"
+            )
+        );
     }
 }

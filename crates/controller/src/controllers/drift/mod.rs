@@ -163,7 +163,7 @@ async fn write_mark(ctx: &Context, api: &kube::Api<NodeClaim>, mark: Mark) -> bo
             .await;
             match written {
                 Ok(Some(updated)) => {
-                    tracing::info!(%nodeclaim, %nodepool, reason = %finding.reason, message = %finding.message, "marked nodeclaim as drifted");
+                    tracing::info!(%nodeclaim, %nodepool, reason = %finding.reason, detail = %finding.message, "marked nodeclaim as drifted");
                     Metrics::inc(
                         &ctx.metrics.nodeclaims_drifted,
                         &[("type", &finding.reason), ("nodepool", &nodepool)],

@@ -197,7 +197,7 @@ async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> 
                 .await;
                 if let (Ok(_), Some((state, message))) = (&written, ready) {
                     let amis: Vec<&str> = status.amis.iter().map(|a| a.id.as_str()).collect();
-                    tracing::info!(ec2nodeclass = %class, ready = %state, amis = %amis.join(","), message = %message.unwrap_or_default(), "updated ec2nodeclass status");
+                    tracing::info!(ec2nodeclass = %class, ready = %state, amis = %amis.join(","), detail = %message.unwrap_or_default(), "updated ec2nodeclass status");
                 }
                 (
                     format!("ec2nodeclass/{class}"),
