@@ -45,11 +45,9 @@ pub fn consolidation_signature(
     snapshot: &Snapshot,
     views: &[driftwood_disruption::candidate::NodeView],
 ) -> u64 {
-    use std::fmt::Write as _;
     let mut text = String::new();
     for v in views {
-        let _ = write!(
-            text,
+        text.push_str(&format!(
             "{}|{}|{}{}{}{}|",
             v.nodeclaim,
             v.node.as_deref().unwrap_or_default(),
@@ -57,20 +55,20 @@ pub fn consolidation_signature(
             u8::from(v.disrupting),
             u8::from(v.deleting),
             u8::from(v.initialized)
-        );
+        ));
         for p in &v.pods {
-            let _ = write!(text, "{}{},", p.key, u8::from(p.reschedulable));
+            text.push_str(&format!("{}{},", p.key, u8::from(p.reschedulable)));
         }
         text.push('\n');
     }
     for key in crate::controllers::provisioner::provisionable(snapshot) {
-        let _ = writeln!(text, "pending {key}");
+        text.push_str(&format!("pending {key}\n"));
     }
     for (name, pool) in &snapshot.store.nodepools {
-        let _ = writeln!(text, "pool {name} {:?}", pool.metadata.generation);
+        text.push_str(&format!("pool {name} {:?}\n", pool.metadata.generation));
     }
     for (pdb, allowed) in driftwood_disruption::views::pdb_allowed(&snapshot.pdb_list()) {
-        let _ = writeln!(text, "pdb {pdb} {allowed}");
+        text.push_str(&format!("pdb {pdb} {allowed}\n"));
     }
     driftwood_api::hash::fnv1a64(text.as_bytes())
 }
