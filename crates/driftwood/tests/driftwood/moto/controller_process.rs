@@ -92,6 +92,24 @@ fn python_metric_families(body: &str, openmetrics: bool) -> Vec<String> {
     families
 }
 
+/// The leader Lease's holder (empty when it is released or does not exist yet).
+fn lease_holder(kubeconfig: &std::path::Path) -> String {
+    kubectl(
+        kubeconfig,
+        &[
+            "-n",
+            "kube-system",
+            "get",
+            "lease",
+            "karpenter-leader-election",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+            "--ignore-not-found",
+        ],
+        None,
+    )
+}
+
 /// Polls `check` every 200 ms of wall time until it returns Some, at most `limit`.
 pub fn eventually<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
@@ -184,20 +202,7 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
 
     // Leader, ready, metrics.
     eventually("the leader lease", Duration::from_secs(60), || {
-        let holder = kubectl(
-            &kubeconfig,
-            &[
-                "-n",
-                "kube-system",
-                "get",
-                "lease",
-                "karpenter-leader-election",
-                "-o",
-                "jsonpath={.spec.holderIdentity}",
-                "--ignore-not-found",
-            ],
-            None,
-        );
+        let holder = lease_holder(&kubeconfig);
         (holder == "driftwood-7d9c-x2").then_some(())
     });
     let ready = eventually("/readyz", Duration::from_secs(60), || {
@@ -317,18 +322,6 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
     assert!(status.success(), "{status:?}\n{}", log_text());
     // It released the Lease on its way out, so a standby takes over at its next try rather
     // than after a whole lease (Karpenter's LeaderElectionReleaseOnCancel).
-    let holder = kubectl(
-        &kubeconfig,
-        &[
-            "-n",
-            "kube-system",
-            "get",
-            "lease",
-            "karpenter-leader-election",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ],
-        None,
-    );
+    let holder = lease_holder(&kubeconfig);
     assert_eq!(holder, "", "{}", log_text());
 }
