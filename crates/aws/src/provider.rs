@@ -42,7 +42,7 @@ use super::unavailable::{OfferingKey, UnavailableOfferings};
 use super::userdata::{BootstrapInputs, NodeTaint, render_user_data};
 use crate::ports::{
     AwsError, DescribeInstancesInput, DescribeSubnetsInput, Ec2Api, Filter, IamApi, Instance,
-    LaunchTemplateData, PricingApi, SsmApi, instance_state,
+    LaunchTemplateData, PricingApi, SqsApi, SsmApi, instance_state,
 };
 use driftwood_cloud::Clock;
 use driftwood_cloud::{CloudDrift, CloudError, CloudProvider};
@@ -54,6 +54,8 @@ pub struct AwsPorts {
     pub ssm: Arc<dyn SsmApi>,
     pub iam: Arc<dyn IamApi>,
     pub pricing: Arc<dyn PricingApi>,
+    /// The interruption queue's SQS (used only with `AwsSettings::interruption_queue`).
+    pub sqs: Arc<dyn SqsApi>,
 }
 
 /// The AWS CloudProvider.
@@ -316,6 +318,16 @@ impl AwsProvider {
         Ok(provider_drifts(&self.drift_inputs(claim).await?))
     }
 
+    /// The interruption queue `AwsSettings::interruption_queue` names, over the SQS port; none
+    /// when no queue is set (interruption handling is off, as in Karpenter).
+    pub fn interruption_queue(&self) -> Option<crate::interruption::InterruptionQueue> {
+        self.settings
+            .interruption_queue
+            .as_deref()
+            .filter(|name| !name.is_empty())
+            .map(|name| crate::interruption::InterruptionQueue::new(self.ports.sqs.clone(), name))
+    }
+
     /// Offerings currently marked unavailable after capacity errors.
     pub fn unavailable_offerings(&self) -> Vec<OfferingKey> {
         self.unavailable
@@ -519,7 +531,7 @@ impl AwsProvider {
             .map_err(|unknown| CloudError::Unresolved(unknown.to_string()))
     }
 
-    fn mark_unavailable(&self, offerings: &[OfferingKey], now: Timestamp) {
+    fn mark_offerings_unavailable(&self, offerings: &[OfferingKey], now: Timestamp) {
         let mut cache = self
             .unavailable
             .lock()
@@ -635,6 +647,11 @@ fn claim_provider_instance(claim: &NodeClaim) -> Result<String, CloudError> {
 impl CloudProvider for AwsProvider {
     fn name(&self) -> &str {
         "aws"
+    }
+
+    fn mark_unavailable(&self, offering: &OfferingKey, reason: &str) {
+        tracing::info!(offering = %offering, reason, "removing offering from offerings");
+        self.mark_offerings_unavailable(std::slice::from_ref(offering), self.clock.now());
     }
 
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
@@ -756,7 +773,7 @@ impl CloudProvider for AwsProvider {
             Ok(l) => l,
             Err(LaunchError::InsufficientCapacity { offerings }) => {
                 tracing::warn!(nodeclaim = %claim_name(claim), refused = offerings.len(), "no capacity for any offering");
-                self.mark_unavailable(&offerings, now);
+                self.mark_offerings_unavailable(&offerings, now);
                 return Err(CloudError::InsufficientCapacity {
                     offerings,
                     message: "every offered instance type and zone was refused".to_string(),
@@ -766,7 +783,7 @@ impl CloudProvider for AwsProvider {
                 return Err(e.into());
             }
         };
-        self.mark_unavailable(&launched.refused, now);
+        self.mark_offerings_unavailable(&launched.refused, now);
         self.use_address(&class, &launched.subnet_id);
         tracing::info!(
             nodeclaim = %claim_name(claim),

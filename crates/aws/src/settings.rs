@@ -25,6 +25,9 @@ pub struct AwsSettings {
     /// A cluster without a route to the Pricing API (Karpenter's ISOLATED_VPC): the built-in
     /// prices are used and the API is never called.
     pub isolated_vpc: bool,
+    /// The SQS queue (its name) EventBridge sends interruption events to (Karpenter's
+    /// INTERRUPTION_QUEUE / `--interruption-queue`); none: interruption handling is off.
+    pub interruption_queue: Option<String>,
 }
 
 impl AwsSettings {
@@ -42,6 +45,7 @@ impl AwsSettings {
             vm_memory_overhead_percent: 0.075,
             reserved_enis: 0,
             isolated_vpc: false,
+            interruption_queue: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 use driftwood_aws::AwsPorts;
 
-use crate::{SdkEc2, SdkIam, SdkPricing, SdkSsm};
+use crate::{SdkEc2, SdkIam, SdkPricing, SdkSqs, SdkSsm};
 
 /// How the SDK is set up. Everything left `None` comes from the standard chain: `AWS_REGION`
 /// / profile / IMDS for the region; environment, web identity (IRSA), the EKS Pod Identity
@@ -122,7 +122,7 @@ pub fn pricing_region(region: &str) -> &'static str {
     }
 }
 
-/// The EC2, SSM, IAM and Pricing ports over the SDK (`pricing_endpoint_url`: see
+/// The EC2, SSM, IAM, SQS and Pricing ports over the SDK (`pricing_endpoint_url`: see
 /// [`SdkOptions::pricing_endpoint_url`]).
 pub fn sdk_ports(config: &SdkConfig, pricing_endpoint_url: Option<&str>) -> AwsPorts {
     let region = config.region().map(ToString::to_string).unwrap_or_default();
@@ -136,6 +136,7 @@ pub fn sdk_ports(config: &SdkConfig, pricing_endpoint_url: Option<&str>) -> AwsP
         ec2: Arc::new(SdkEc2::new(aws_sdk_ec2::Client::new(config))),
         ssm: Arc::new(SdkSsm::new(aws_sdk_ssm::Client::new(config))),
         iam: Arc::new(SdkIam::new(aws_sdk_iam::Client::new(config))),
+        sqs: Arc::new(SdkSqs::new(aws_sdk_sqs::Client::new(config))),
         pricing: Arc::new(SdkPricing::new(aws_sdk_pricing::Client::from_conf(
             pricing_config,
         ))),

@@ -1,5 +1,5 @@
-//! The aws-sdk-rust implementation of driftwood's cloud ports: EC2, SSM, IAM and the Pricing
-//! API through the real SDK, with the standard credential chain (IRSA and EKS Pod Identity
+//! The aws-sdk-rust implementation of driftwood's cloud ports: EC2, SSM, IAM, SQS and the
+//! Pricing API through the real SDK, with the standard credential chain (IRSA and EKS Pod Identity
 //! included), endpoint override, retries with backoff on throttling and pagination everywhere.
 //!
 //! The provider logic lives in `driftwood-aws` and knows nothing of the SDK; this crate only
@@ -15,6 +15,7 @@ mod iam;
 mod pricing;
 #[cfg(test)]
 mod retry_tests;
+mod sqs;
 mod ssm;
 
 pub use config::{SdkOptions, SdkSetupError, load_sdk_config, pricing_region, sdk_ports};
@@ -24,7 +25,8 @@ pub use error::{
 };
 pub use iam::SdkIam;
 pub use pricing::{SdkPricing, parse_on_demand_price};
+pub use sqs::SdkSqs;
 pub use ssm::SdkSsm;
 
 /// The SDK crates, for callers (tests, tools) that need operations the ports do not have.
-pub use {aws_config, aws_sdk_ec2, aws_sdk_iam, aws_sdk_ssm};
+pub use {aws_config, aws_sdk_ec2, aws_sdk_iam, aws_sdk_sqs, aws_sdk_ssm};

@@ -112,11 +112,15 @@ pub trait CloudProvider: Send + Sync {
             .collect())
     }
 
-    /// The instance types (with offerings) `pool` may launch through its node class.
     /// The instance types (with offerings) `pool` may launch through its node class, as the
     /// scheduler models them.
     async fn instance_types(&self, pool: &NodePool) -> Result<Vec<InstanceType>, CloudError>;
 
     /// The first provider drift of `claim`, if any.
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<CloudDrift>, CloudError>;
+
+    /// Marks `offering` unavailable for the provider's time-to-live, as an insufficient-capacity
+    /// error does (after a spot interruption warning for it, `reason` `spot_interrupted`): the
+    /// next launches avoid it. A local cache: no call to the cloud.
+    fn mark_unavailable(&self, offering: &OfferingKey, reason: &str);
 }

@@ -114,6 +114,8 @@ pub struct Context {
     pub retries: ObjectRetries,
     /// When each running loop last completed a pass (/healthz).
     pub liveness: Liveness,
+    /// The interruption queue (`--interruption-queue`); none: interruption handling is off.
+    pub interruption: Option<Arc<driftwood_aws::interruption::InterruptionQueue>>,
 }
 
 impl Context {

@@ -227,6 +227,10 @@ impl driftwood_cloud::CloudProvider for FencedCloud {
     ) -> Result<Option<driftwood_cloud::CloudDrift>, driftwood_cloud::CloudError> {
         self.inner.is_drifted(claim).await
     }
+
+    fn mark_unavailable(&self, offering: &driftwood_cloud::OfferingKey, reason: &str) {
+        self.inner.mark_unavailable(offering, reason);
+    }
 }
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ pub struct Metrics {
     pub cluster_state_node_count: Gauge,
     pub cluster_state_synced: Gauge,
     pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    pub interruption_received_messages: Family<Labels, Counter>,
+    pub interruption_deleted_messages: Counter,
+    pub interruption_message_queue_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -110,6 +113,9 @@ impl Metrics {
             cluster_state_node_count: Gauge::default(),
             cluster_state_synced: Gauge::default(),
             cloudprovider_duration: Family::new_with_constructor(duration_histogram),
+            interruption_received_messages: Family::default(),
+            interruption_deleted_messages: Counter::default(),
+            interruption_message_queue_duration: duration_histogram(),
         };
         let counters = [
             (
@@ -199,6 +205,11 @@ impl Metrics {
                 &metrics.voluntary_disruption_failed_validations,
             ),
             (
+                "karpenter_interruption_received_messages",
+                "Interruption queue messages received, by message type",
+                &metrics.interruption_received_messages,
+            ),
+            (
                 "karpenter_voluntary_disruption_consolidation_timeouts",
                 "Consolidation searches that ran out of time, by consolidation type",
                 &metrics.voluntary_disruption_consolidation_timeouts,
@@ -271,6 +282,16 @@ impl Metrics {
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of a disruption method's evaluation, by reason and consolidation type",
             metrics.voluntary_disruption_evaluation_duration.clone(),
+        );
+        registry.register(
+            "karpenter_interruption_deleted_messages",
+            "Interruption queue messages deleted after they were handled",
+            metrics.interruption_deleted_messages.clone(),
+        );
+        registry.register(
+            "karpenter_interruption_message_queue_duration_seconds",
+            "Time from an interruption event to its message being handled and deleted",
+            metrics.interruption_message_queue_duration.clone(),
         );
         registry.register(
             "karpenter_cloudprovider_duration_seconds",

@@ -58,6 +58,7 @@ impl Process {
             Arc::new(state.clone()),
         ));
         provider.start_background();
+        let interruption = provider.interruption_queue().map(Arc::new);
         let ctx = Context {
             client: client.clone(),
             state: state.clone(),
@@ -69,6 +70,7 @@ impl Process {
             names: Arc::new(NameGenerator::new(name_seed)),
             retries: Default::default(),
             liveness: Default::default(),
+            interruption,
             settings: Arc::new(settings),
         };
         let watchers = spawn_watchers(&client, &state);

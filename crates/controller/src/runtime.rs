@@ -4,7 +4,8 @@
 use crate::context::Context;
 use crate::controllers::driver::{Backoff, LoopSpec, Wake, drive};
 use crate::controllers::{
-    consolidatable, disruption, drift, hash, lifecycle, nodeclass, provisioner, termination,
+    consolidatable, disruption, drift, hash, interruption, lifecycle, nodeclass, provisioner,
+    termination,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +65,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let disruption_loop = disruption::DisruptionController::default();
     let pod_signatures = consolidatable::PodSignatures::default();
     let nodeclass_loop = nodeclass::NodeClassController::default();
-    let handles = vec![
+    let mut handles = vec![
         tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
         tokio::spawn(drive(
             ctx.clone(),
@@ -155,5 +156,21 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
             },
         )),
     ];
+    // Interruption: a long poll of the queue after another (Karpenter requeues at once; the
+    // 20 s long poll paces it), only with a queue configured.
+    if let Some(queue) = ctx.interruption.clone() {
+        tracing::info!(queue = queue.name(), "watching interruption queue");
+        let stop = cancel.clone();
+        handles.push(tokio::spawn(drive(
+            ctx.clone(),
+            spec(
+                interruption::CONTROLLER,
+                Duration::from_secs(30),
+                Wake::Timer,
+            ),
+            cancel.clone(),
+            move |ctx| interruption::pass(ctx, queue.clone(), stop.clone()),
+        )));
+    }
     Controllers { cancel, handles }
 }

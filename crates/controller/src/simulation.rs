@@ -37,12 +37,22 @@ fn sim_pods(snapshot: &Snapshot, node: &str) -> Vec<SimPod> {
         .collect()
 }
 
-/// Every Node with its pods; with `include_inflight`, also NodeClaims launched or launching
-/// without a Node yet (as uninitialized capacity), so provisioning does not launch twice.
+/// Every Node with its pods; with `include_inflight` (provisioning), also NodeClaims launched
+/// or launching without a Node yet (as uninitialized capacity), so provisioning does not launch
+/// twice, and without the Nodes whose NodeClaim is being deleted (Karpenter's active nodes:
+/// their pods are placed elsewhere, by the provisioner).
 pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<ExistingNode> {
     let mut out = Vec::new();
     for (name, node) in &snapshot.store.nodes {
         if node.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if include_inflight
+            && snapshot
+                .nodeclaim_of(node)
+                .and_then(|claim| claim.metadata.name.as_ref())
+                .is_some_and(|claim| snapshot.deleting_nodeclaims.contains(claim))
+        {
             continue;
         }
         match ExistingNode::from_node(node, sim_pods(snapshot, name)) {

@@ -159,6 +159,60 @@ fn explicitly_not_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
 }
 
+/// Whether `pdb` can never allow an eviction, whatever its status says (Karpenter's fully
+/// blocking PDB): `maxUnavailable: 0` or `"0%"`, or `minAvailable: "100%"`.
+pub fn pdb_fully_blocking(pdb: &PodDisruptionBudget) -> bool {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let Some(spec) = pdb.spec.as_ref() else {
+        return false;
+    };
+    matches!(spec.max_unavailable.as_ref(), Some(IntOrString::Int(0)))
+        || matches!(spec.max_unavailable.as_ref(), Some(IntOrString::String(s)) if s == "0%")
+        || matches!(spec.min_available.as_ref(), Some(IntOrString::String(s)) if s == "100%")
+}
+
+/// Whether a pod on a node being deleted needs room elsewhere now, so the provisioner launches
+/// for it before it is evicted (Karpenter's IsCurrentlyReschedulable): active, or a
+/// StatefulSet's pod already terminating (its replacement cannot start before it is gone); not
+/// a DaemonSet's or static pod; not protected by `karpenter.sh/do-not-disrupt` at `now`; and
+/// not held by PDBs that can never let it go (a fully blocking PDB, or several PDBs on one
+/// evictable pod). Capacity for a pod that will not leave would stand empty.
+pub fn is_currently_reschedulable(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> bool {
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    let active = !terminating && !is_terminal_pod(pod);
+    let statefulset_leaving = terminating
+        && pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "StatefulSet");
+    if !(active || statefulset_leaving) || is_daemonset_pod(pod) || is_mirror_pod(pod) {
+        return false;
+    }
+    if pod_do_not_disrupt(pod, now) {
+        return false;
+    }
+    let evictable = active && !tolerates_disrupted(pod);
+    if !evictable {
+        return true;
+    }
+    let matching: Vec<&PodDisruptionBudget> =
+        pdbs.iter().filter(|pdb| pdb_selects(pdb, pod)).collect();
+    if matching.len() > 1 {
+        return false;
+    }
+    matching.into_iter().all(|pdb| {
+        let evicts_unhealthy = pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+            == Some("AlwaysAllow")
+            && explicitly_not_ready(pod);
+        evicts_unhealthy || !pdb_fully_blocking(pdb)
+    })
+}
+
 /// A pod as the disruption planner sees it at `now` (UTC seconds).
 pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
     let terminating = pod.metadata.deletion_timestamp.is_some();
@@ -420,6 +474,74 @@ mod tests {
     }
 
     const APP: &str = "metadata: {name: app-1, namespace: default, labels: {app: web}, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: rs, uid: u}]}\nspec: {containers: [{name: c}]}\nstatus: {phase: Running}";
+
+    /// Karpenter's scheduling suite, "Deleting Nodes": which pods of a node being deleted the
+    /// provisioner launches for. "should re-schedule pods from a deleting node when pods are
+    /// active"; "should not ... when pods are not active" (a ReplicaSet's terminating pod);
+    /// "... owned by a DaemonSet"; "should reschedule ... not active and they are owned by a
+    /// StatefulSet"; "should not reschedule ... blocked due to fully blocking PDBs" (0 max
+    /// unavailable, 0%, 100% min available, multiple PDBs on the same pod).
+    #[test]
+    fn deleting_node_pods_reschedulable_like_karpenters_deleting_nodes_cases() {
+        let active = pod(APP);
+        assert!(is_currently_reschedulable(&active, &[], 0));
+        let terminating = |kind: &str| {
+            pod(&format!(
+                "metadata: {{name: p, namespace: default, labels: {{app: web}}, deletionTimestamp: '2026-01-01T00:00:00Z', ownerReferences: [{{apiVersion: apps/v1, kind: {kind}, name: o, uid: u}}]}}\nspec: {{containers: [{{name: c}}]}}\nstatus: {{phase: Running}}"
+            ))
+        };
+        assert!(!is_currently_reschedulable(
+            &terminating("ReplicaSet"),
+            &[],
+            0
+        ));
+        assert!(!is_currently_reschedulable(
+            &terminating("DaemonSet"),
+            &[],
+            0
+        ));
+        assert!(is_currently_reschedulable(
+            &terminating("StatefulSet"),
+            &[],
+            0
+        ));
+        let ds = pod(
+            "metadata: {name: ds-1, namespace: default, ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: ds, uid: u}]}\nspec: {containers: [{name: c}]}\nstatus: {phase: Running}",
+        );
+        assert!(!is_currently_reschedulable(&ds, &[], 0));
+        let budget = |name: &str, rule: &str| {
+            pdb(&format!(
+                "metadata: {{name: {name}, namespace: default}}\nspec: {{selector: {{matchLabels: {{app: web}}}}, {rule}}}\nstatus: {{disruptionsAllowed: 0, currentHealthy: 1, desiredHealthy: 1, expectedPods: 1}}"
+            ))
+        };
+        for rule in [
+            "maxUnavailable: 0",
+            "maxUnavailable: '0%'",
+            "minAvailable: '100%'",
+        ] {
+            assert!(
+                !is_currently_reschedulable(&active, &[budget("b", rule)], 0),
+                "{rule} blocks for good"
+            );
+        }
+        let two = [
+            budget("pdb-1", "minAvailable: 1"),
+            budget("pdb-2", "minAvailable: 1"),
+        ];
+        assert!(!is_currently_reschedulable(&active, &two, 0));
+        // A PDB at zero only for now (minAvailable: 1 of 1) lets the pod go later: capacity is
+        // launched for it, as Karpenter's filter looks at the rule, not the status.
+        assert!(is_currently_reschedulable(
+            &active,
+            &[budget("b", "minAvailable: 1")],
+            0
+        ));
+        // Protected by do-not-disrupt: never evicted, so nothing is launched for it.
+        let protected = pod(
+            "metadata: {name: app-2, namespace: default, annotations: {karpenter.sh/do-not-disrupt: 'true'}}\nspec: {containers: [{name: c}]}\nstatus: {phase: Running}",
+        );
+        assert!(!is_currently_reschedulable(&protected, &[], 0));
+    }
 
     #[test]
     fn pdbs_match_by_selector_and_namespace() {

@@ -90,7 +90,11 @@ impl ProcessTemplate {
     /// A fresh controller process: new cache, provider, context and controller tasks.
     fn start(&self, seed: u64) -> Running {
         let aws = self.aws_settings.clone().unwrap_or_else(|| {
-            AwsSettings::new(&self.cluster_name, &self.region, &self.kubernetes_version)
+            let mut settings =
+                AwsSettings::new(&self.cluster_name, &self.region, &self.kubernetes_version);
+            // The simulated account has the interruption queue (named after the cluster).
+            settings.interruption_queue = Some(self.cluster_name.clone());
+            settings
         });
         let process = Process::start(ProcessConfig {
             client: self.client.clone(),

@@ -777,6 +777,7 @@ impl SimAws {
             SimInstance {
                 instance,
                 terminated_at: None,
+                reclaim_at: None,
                 kubernetes_version: image.kubernetes_version.clone(),
                 stuck,
                 visible_at,

@@ -59,6 +59,7 @@ impl SimAws {
                 visible_at: instance.launch_time,
                 instance,
                 terminated_at: None,
+                reclaim_at: None,
                 kubernetes_version,
                 stuck: false,
             },

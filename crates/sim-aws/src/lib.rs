@@ -1,4 +1,4 @@
-//! A simulated EC2, SSM, IAM and pricing API behind driftwood-aws's ports, deterministic for a
+//! A simulated EC2, SSM, IAM, SQS and pricing API behind driftwood-aws's ports, deterministic for a
 //! seed and driven by an injectable clock: EKS-optimized AMIs and their SSM public parameters, a
 //! realistic instance-type catalog with prices, a VPC, instances that go pending → running, and
 //! fault knobs (insufficient capacity, API errors, throttling). Like real AWS by default:
@@ -19,6 +19,7 @@ pub mod network;
 pub mod other_apis;
 pub mod rate_limits;
 pub mod realism;
+pub mod sqs;
 pub mod state;
 pub mod wire;
 
@@ -43,5 +44,6 @@ pub fn sim_ports(sim: &Arc<SimAws>) -> AwsPorts {
         ssm: sim.clone(),
         iam: sim.clone(),
         pricing: sim.clone(),
+        sqs: sim.clone(),
     }
 }

@@ -94,6 +94,20 @@ pub struct SimInstance {
     /// When DescribeInstances first sees it (eventual consistency; its launch time when
     /// realism is off).
     pub visible_at: Timestamp,
+    /// When EC2 reclaims it (two minutes after a spot interruption warning), unless it is
+    /// terminated before.
+    pub reclaim_at: Option<Timestamp>,
+}
+
+impl SimInstance {
+    /// When its termination began as of `now`: a TerminateInstances, or a reclaim that is due.
+    pub fn terminating_since(&self, now: Timestamp) -> Option<Timestamp> {
+        let reclaimed = self.reclaim_at.filter(|at| *at <= now);
+        match (self.terminated_at, reclaimed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// Everything in the account.
@@ -121,6 +135,10 @@ pub struct SimState {
     /// Private IPs held by instances not terminated, and each subnet's next address to try.
     pub ips_in_use: BTreeSet<String>,
     pub ip_cursor: BTreeMap<String, u64>,
+    /// SQS queues by name.
+    pub queues: BTreeMap<String, crate::sqs::SimQueue>,
+    /// The queues EventBridge rules send EC2 and AWS Health events to.
+    pub event_queues: BTreeSet<String>,
 }
 
 /// The simulated EC2, SSM, IAM and pricing APIs of one account.
@@ -133,6 +151,8 @@ pub struct SimAws {
     pub(crate) machines: Mutex<std::collections::HashMap<String, Arc<crate::machines::Machine>>>,
     /// Call counters and rate limit buckets.
     pub(crate) meter: Mutex<Meter>,
+    /// Wakes ReceiveMessage long polls when a message is sent.
+    pub(crate) queue_arrivals: tokio::sync::Notify,
 }
 
 impl SimAws {
@@ -160,6 +180,7 @@ impl SimAws {
             state: Mutex::new(state),
             machines: Mutex::default(),
             meter: Mutex::default(),
+            queue_arrivals: tokio::sync::Notify::new(),
         };
         let now = sim.now();
         let (due, later): (Vec<Release>, Vec<Release>) = catalog_releases()
@@ -541,15 +562,16 @@ impl SimAws {
             .collect()
     }
 
-    /// Terminates an instance from outside the controller (a spot interruption, an operator
-    /// in the console). Returns whether it was running or pending.
+    /// Terminates an instance from outside the controller (an operator in the console, a
+    /// failed host), with the state-change event EventBridge sends the interruption queue.
+    /// Returns whether it was running or pending.
     pub fn terminate_from_outside(&self, instance_id: &str) -> bool {
         let now = self.now();
         let mut st = self.lock();
         let Some(stored) = st.instances.get(instance_id).cloned() else {
             return false;
         };
-        if stored.terminated_at.is_some() {
+        if stored.terminating_since(now).is_some() {
             return false;
         }
         if let Some(s) = st.instances.get_mut(instance_id) {
@@ -559,6 +581,13 @@ impl SimAws {
         if let Some(subnet) = st.subnets.get_mut(&stored.instance.subnet_id) {
             subnet.available_ip_address_count += 1;
         }
+        drop(st);
+        // EC2 reports the state change to EventBridge (and so to the interruption queue).
+        self.publish_event(&self.event_origin().state_change(
+            instance_id,
+            instance_state::SHUTTING_DOWN,
+            now,
+        ));
         true
     }
 
@@ -589,7 +618,7 @@ impl SimAws {
 
     /// The instance's state at `now` (without copying the instance).
     pub(crate) fn state_at(&self, stored: &SimInstance, now: Timestamp) -> &'static str {
-        match stored.terminated_at {
+        match stored.terminating_since(now) {
             Some(t) if now >= t + self.config.termination_delay => instance_state::TERMINATED,
             Some(_) => instance_state::SHUTTING_DOWN,
             None if stored.stuck => instance_state::PENDING,
@@ -602,7 +631,7 @@ impl SimAws {
 
     /// Whether a terminated instance has aged out of DescribeInstances (one hour).
     pub(crate) fn vanished(&self, stored: &SimInstance, now: Timestamp) -> bool {
-        stored.terminated_at.is_some_and(|t| {
+        stored.terminating_since(now).is_some_and(|t| {
             now >= t + self.config.termination_delay + SignedDuration::from_hours(1)
         })
     }

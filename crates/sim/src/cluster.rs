@@ -177,6 +177,9 @@ impl SimCluster {
             aws_config.zones = options.zones.clone();
         }
         let aws = Arc::new(SimAws::new(aws_config, Arc::clone(&clock)));
+        // The interruption queue Karpenter's getting-started stack creates (named after the
+        // cluster), with EventBridge routing the account's EC2 and Health events to it.
+        aws.create_interruption_queue(&options.cluster_name);
         Ok(Self {
             api,
             aws,

@@ -24,6 +24,13 @@ pub mod codes {
     pub const ENTITY_ALREADY_EXISTS: &str = "EntityAlreadyExists";
     pub const LIMIT_EXCEEDED: &str = "LimitExceeded";
     pub const INVALID_PARAMETER_VALUE: &str = "InvalidParameterValue";
+    /// SQS: no queue of that name (the JSON protocol's code; the query protocol's is
+    /// [`QUEUE_DOES_NOT_EXIST_QUERY`]).
+    pub const QUEUE_DOES_NOT_EXIST: &str = "QueueDoesNotExist";
+    pub const QUEUE_DOES_NOT_EXIST_QUERY: &str = "AWS.SimpleQueueService.NonExistentQueue";
+    /// SQS: a receipt handle that is not (or no longer) valid.
+    pub const RECEIPT_HANDLE_IS_INVALID: &str = "ReceiptHandleIsInvalid";
+    pub const ACCESS_DENIED: &str = "AccessDenied";
 }
 
 /// An error returned by an AWS API call: the service's error code and its message.
@@ -70,6 +77,8 @@ pub fn is_not_found_code(code: &str) -> bool {
         || code.ends_with("NotFoundException")
         || code == codes::PARAMETER_NOT_FOUND
         || code == codes::NO_SUCH_ENTITY
+        || code == codes::QUEUE_DOES_NOT_EXIST
+        || code == codes::QUEUE_DOES_NOT_EXIST_QUERY
 }
 
 /// Whether an AWS error code (fleet or call error) means "no capacity for this offering".

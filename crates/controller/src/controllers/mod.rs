@@ -6,6 +6,7 @@ pub mod disruption;
 pub mod drift;
 pub mod driver;
 pub mod hash;
+pub mod interruption;
 pub mod lifecycle;
 pub mod nodeclass;
 pub mod provisioner;

@@ -4,6 +4,7 @@
 //! [`Snapshot::reset`]), and all of it lives in persistent maps, so a clone is cheap.
 
 use super::{Kind, ObjectKey, Objects, Store};
+use driftwood_api::condition::Conditions as _;
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use imbl::{OrdMap, OrdSet};
@@ -33,6 +34,13 @@ pub struct Snapshot {
     pub nodeclaim_by_provider_id: OrdMap<String, String>,
     /// Node name by spec.providerID.
     pub node_by_provider_id: OrdMap<String, String>,
+    /// NodeClaim name by the instance ID that ends its providerID (`aws:///zone/i-…` → `i-…`),
+    /// as the cloud's interruption messages name instances.
+    pub nodeclaim_by_instance_id: OrdMap<String, String>,
+    /// NodeClaims being deleted (a deletionTimestamp, or InstanceTerminating true).
+    pub deleting_nodeclaims: OrdSet<String>,
+    /// Nodes with a deletionTimestamp.
+    pub deleting_nodes: OrdSet<String>,
 }
 
 /// A kind the cache stores: where its objects live and which indexes it feeds.
@@ -139,12 +147,42 @@ fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, prese
     }
     if let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
         unique(&mut snapshot.nodeclaim_by_provider_id, id, name, present);
+        if let Some(instance) = instance_id(id) {
+            unique(
+                &mut snapshot.nodeclaim_by_instance_id,
+                instance,
+                name,
+                present,
+            );
+        }
     }
+    let deleting = claim.metadata.deletion_timestamp.is_some()
+        || claim.is_true(driftwood_api::wellknown::CONDITION_INSTANCE_TERMINATING);
+    if deleting && present {
+        snapshot.deleting_nodeclaims.insert(name.to_string());
+    } else if deleting {
+        snapshot.deleting_nodeclaims.remove(name);
+    }
+}
+
+/// The instance ID at the end of a providerID (`aws:///us-west-2a/i-0abc` → `i-0abc`), as
+/// Karpenter's index reads it (`.*:///.*/(ID)`); none for another shape.
+pub fn instance_id(provider_id: &str) -> Option<&str> {
+    let (_, path) = provider_id.split_once(":///")?;
+    let (_, id) = path.rsplit_once('/')?;
+    (!id.is_empty()).then_some(id)
 }
 
 fn index_node(snapshot: &mut Snapshot, name: &str, node: &Node, present: bool) {
     if let Some(id) = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
         unique(&mut snapshot.node_by_provider_id, id, name, present);
+    }
+    if node.metadata.deletion_timestamp.is_some() {
+        if present {
+            snapshot.deleting_nodes.insert(name.to_string());
+        } else {
+            snapshot.deleting_nodes.remove(name);
+        }
     }
 }
 
@@ -227,6 +265,39 @@ impl Snapshot {
         self.store.pdbs.values().map(|p| (**p).clone()).collect()
     }
 
+    /// The NodeClaim whose instance is `instance_id` (`i-…`).
+    pub fn nodeclaim_by_instance(&self, instance_id: &str) -> Option<&Arc<NodeClaim>> {
+        self.nodeclaim_by_instance_id
+            .get(instance_id)
+            .and_then(|name| self.store.nodeclaims.get(name))
+    }
+
+    /// The Nodes being deleted, as Karpenter's cluster state marks them: the Node of a
+    /// NodeClaim being deleted, and a Node without a NodeClaim that has a deletionTimestamp.
+    pub fn deleting_node_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .deleting_nodeclaims
+            .iter()
+            .filter_map(|claim| self.store.nodeclaims.get(claim))
+            .filter_map(|claim| self.node_of(claim))
+            .filter_map(|node| node.metadata.name.clone())
+            .collect();
+        names.extend(
+            self.deleting_nodes
+                .iter()
+                .filter(|name| {
+                    self.store
+                        .nodes
+                        .get(*name)
+                        .is_some_and(|node| self.nodeclaim_of(node).is_none())
+                })
+                .cloned(),
+        );
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// The pods bound to `node`.
     pub fn pods_on(&self, node: &str) -> Vec<&Arc<Pod>> {
         self.pods_by_node
@@ -298,6 +369,53 @@ mod tests {
             fresh.nodeclaim_by_provider_id
         );
         assert_eq!(snapshot.node_by_provider_id, fresh.node_by_provider_id);
+        assert_eq!(
+            snapshot.nodeclaim_by_instance_id,
+            fresh.nodeclaim_by_instance_id
+        );
+        assert_eq!(snapshot.deleting_nodeclaims, fresh.deleting_nodeclaims);
+        assert_eq!(snapshot.deleting_nodes, fresh.deleting_nodes);
+    }
+
+    fn deleted<K: Clone + serde::Serialize + serde::de::DeserializeOwned>(object: &K) -> Arc<K> {
+        let mut value = serde_json::to_value(object).unwrap();
+        value["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        Arc::new(serde_json::from_value(value).unwrap())
+    }
+
+    /// Instances are found by the ID an interruption message names; a NodeClaim being deleted
+    /// marks its Node deleting, and a Node being deleted without a NodeClaim is deleting too;
+    /// each index follows the object's updates and removal.
+    #[test]
+    fn instances_and_deleting_nodes_are_indexed_per_event() {
+        let mut s = Snapshot::default();
+        s.apply(
+            "nc1".into(),
+            claim("nc1", "a", Some("aws:///us-west-2a/i-0abc")),
+        );
+        s.apply("n1".into(), node("n1", "aws:///us-west-2a/i-0abc"));
+        s.apply("n2".into(), node("n2", "aws:///us-west-2b/i-0def"));
+        assert_eq!(
+            s.nodeclaim_by_instance("i-0abc")
+                .and_then(|c| c.metadata.name.clone()),
+            Some("nc1".to_string())
+        );
+        assert!(s.deleting_node_names().is_empty());
+        let claim_now = s.store.nodeclaims["nc1"].clone();
+        s.apply("nc1".into(), deleted(&*claim_now));
+        let node_now = s.store.nodes["n2"].clone();
+        s.apply("n2".into(), deleted(&*node_now));
+        assert_eq!(s.deleting_node_names(), vec!["n1", "n2"]);
+        assert_indexes_match_rebuild(&s);
+        s.delete::<NodeClaim>("nc1");
+        assert!(s.nodeclaim_by_instance("i-0abc").is_none());
+        assert_eq!(s.deleting_node_names(), vec!["n2"]);
+        s.delete::<Node>("n2");
+        assert!(s.deleting_node_names().is_empty());
+        assert_indexes_match_rebuild(&s);
+        assert_eq!(instance_id("aws:///us-west-2a/i-0abc"), Some("i-0abc"));
+        assert_eq!(instance_id("kind://docker/kind/node"), None);
+        assert_eq!(instance_id("aws:///us-west-2a/"), None);
     }
 
     #[test]

@@ -90,6 +90,9 @@ pub struct Injector {
     pub all_involuntary_until: i64,
     /// Instances a fault terminated.
     pub terminated_instances: BTreeSet<String>,
+    /// Spot instances warned of their interruption: when EC2 reclaims each (UTC seconds), its
+    /// id and its Node.
+    reclaims: Vec<(i64, String, Option<String>)>,
     /// How many of the next replacements never become Ready.
     replacement_never_ready_armed: u32,
     /// Replacements already considered for that fault.
@@ -149,6 +152,7 @@ impl Injector {
             involuntary_until: BTreeMap::new(),
             all_involuntary_until: i64::MIN,
             terminated_instances: BTreeSet::new(),
+            reclaims: Vec::new(),
             replacement_never_ready_armed: 0,
             replacements_seen: BTreeSet::new(),
             temporary_pdbs: 0,
@@ -244,6 +248,7 @@ impl Injector {
         for undo in due {
             self.apply_undo(undo, embedded).await;
         }
+        self.reclaim_due(now, embedded, snapshot);
         self.arm_new_machines(now, embedded);
         self.arm_new_replacements(embedded, snapshot);
         let Some(start) = self.started else {
@@ -499,11 +504,57 @@ impl Injector {
         ))
     }
 
+    /// Spot instances whose two minutes ran out: one driftwood did not terminate in time was
+    /// reclaimed by EC2 with its pods (involuntary: its PDBs are excused from then on, and
+    /// its instance is one terminated from outside). One driftwood drained and terminated
+    /// within the warning excuses nothing.
+    fn reclaim_due(&mut self, now: i64, embedded: &Embedded, snapshot: &Snapshot) {
+        let (due, later): (Vec<_>, Vec<_>) =
+            self.reclaims.drain(..).partition(|(at, _, _)| *at <= now);
+        self.reclaims = later;
+        for (_, id, node) in due {
+            if !embedded.cluster.aws().reclaimed_by_ec2(&id) {
+                continue;
+            }
+            tracing::info!(instance = %id, "chaos: spot instance reclaimed by EC2 before it was terminated");
+            self.terminated_instances.insert(id);
+            if let Some(node) = &node {
+                let pdbs = Self::pdbs_on_node(snapshot, node);
+                self.excuse(pdbs, now + 600);
+            }
+        }
+    }
+
     fn excuse(&mut self, pdbs: Vec<String>, until: i64) {
         for pdb in pdbs {
             let entry = self.involuntary_until.entry(pdb).or_insert(until);
             *entry = (*entry).max(until);
         }
+    }
+
+    /// Running spot instances of the pools, as (instance id, node name if registered).
+    fn spot_machines(snapshot: &Snapshot) -> Vec<(String, Option<String>)> {
+        snapshot
+            .store
+            .nodeclaims
+            .values()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter(|c| {
+                c.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(driftwood_api::wellknown::LABEL_CAPACITY_TYPE))
+                    .is_some_and(|t| t == "spot")
+            })
+            .filter_map(|c| {
+                let status = c.status.as_ref()?;
+                let provider = status.provider_id.as_deref().filter(|p| !p.is_empty())?;
+                Some((
+                    instance_id(provider).to_string(),
+                    status.node_name.clone().filter(|n| !n.is_empty()),
+                ))
+            })
+            .collect()
     }
 
     /// Running pool instances as (instance id, node name if registered).
@@ -617,6 +668,18 @@ impl Injector {
                 }
                 Some(format!(
                     "instance {id} (node {}) terminated from outside",
+                    node.as_deref().unwrap_or("not registered")
+                ))
+            }
+            FaultKind::SpotInterruption => {
+                let machines = Self::spot_machines(snapshot);
+                let (id, node) = pick(rng, &machines)?.clone();
+                if !aws.interrupt_spot(&id) {
+                    return None;
+                }
+                self.reclaims.push((now + 120, id.clone(), node.clone()));
+                Some(format!(
+                    "spot interruption warning for instance {id} (node {}); EC2 reclaims it in 2m",
                     node.as_deref().unwrap_or("not registered")
                 ))
             }

@@ -26,8 +26,12 @@ pub enum FaultKind {
     LaunchTemplateNotFound,
     /// The next instance launched never leaves `pending`.
     InstanceNeverRunning,
-    /// A running instance is terminated from outside (spot interruption, an operator).
+    /// A running instance is terminated from outside (an operator, a failed host), and EC2
+    /// sends the state change to the interruption queue.
     InstanceTerminated,
+    /// A running spot instance gets EC2's spot interruption warning on the interruption queue
+    /// and is reclaimed two minutes later.
+    SpotInterruption,
     // API server
     /// The controllers' next writes get 409 Conflict.
     ApiConflict,
@@ -67,7 +71,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [FaultKind; 22] = [
+    pub const ALL: [FaultKind; 23] = [
         Self::InsufficientCapacity,
         Self::FleetPartialFailure,
         Self::CloudThrottling,
@@ -75,6 +79,7 @@ impl FaultKind {
         Self::LaunchTemplateNotFound,
         Self::InstanceNeverRunning,
         Self::InstanceTerminated,
+        Self::SpotInterruption,
         Self::ApiConflict,
         Self::ApiThrottling,
         Self::ApiServerError,
@@ -102,6 +107,7 @@ impl FaultKind {
             Self::LaunchTemplateNotFound => "launch-template-not-found",
             Self::InstanceNeverRunning => "instance-never-running",
             Self::InstanceTerminated => "instance-terminated",
+            Self::SpotInterruption => "spot-interruption",
             Self::ApiConflict => "api-conflict",
             Self::ApiThrottling => "api-throttling",
             Self::ApiServerError => "api-server-error",
@@ -130,6 +136,7 @@ impl FaultKind {
         match self {
             // Those that make a node or an instance useless cost a replacement each.
             Self::InstanceTerminated
+            | Self::SpotInterruption
             | Self::ReplacementNeverReady
             | Self::NodeNeverRegisters
             | Self::InstanceNeverRunning => 6.0,

@@ -65,6 +65,11 @@ pub struct Args {
     /// on-demand prices and never call it (Karpenter's ISOLATED_VPC).
     #[arg(long, env = "ISOLATED_VPC", default_value_t = false)]
     pub isolated_vpc: bool,
+    /// The SQS queue (its name) EventBridge sends spot interruption warnings, rebalance
+    /// recommendations, scheduled maintenance and instance state changes to (Karpenter's
+    /// INTERRUPTION_QUEUE). Unset: interruption handling is off.
+    #[arg(long, env = "INTERRUPTION_QUEUE", default_value = "")]
+    pub interruption_queue: String,
     /// Attempts per AWS call; throttling and transient errors are retried with backoff.
     #[arg(long, env = "AWS_MAX_ATTEMPTS", default_value_t = 8)]
     pub aws_max_attempts: u32,
@@ -215,6 +220,8 @@ mod aws {
             .clone_from(&aws_settings.cluster_ca_bundle);
         aws_settings.cluster_dns_ip.clone_from(&args.cluster_dns_ip);
         aws_settings.isolated_vpc = args.isolated_vpc;
+        aws_settings.interruption_queue =
+            Some(args.interruption_queue.clone()).filter(|q| !q.is_empty());
 
         let seed = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(0)
             ^ u64::from(std::process::id());

@@ -379,6 +379,10 @@ const PORT_ACTIONS: &[(&str, &str, &[&str])] = &[
     ),
     // The Pricing API's GetProducts, reduced to on-demand prices.
     ("pricing.rs", "on_demand_prices", &["pricing:GetProducts"]),
+    // The interruption queue (only with --interruption-queue).
+    ("sqs.rs", "get_queue_url", &["sqs:GetQueueUrl"]),
+    ("sqs.rs", "receive_message", &["sqs:ReceiveMessage"]),
+    ("sqs.rs", "delete_message", &["sqs:DeleteMessage"]),
 ];
 
 /// (port file, method) of every `async fn` in crates/aws/src/ports/*.rs (the port traits).

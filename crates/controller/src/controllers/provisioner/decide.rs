@@ -4,8 +4,9 @@
 //! saying why.
 
 use crate::state::Snapshot;
+use driftwood_disruption::views::is_currently_reschedulable;
 use driftwood_scheduling::{NewNodeClaim, SimPod, SimulationError, SimulationInput, schedule};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A pod that cannot be provisioned for, and the FailedScheduling note to give it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub struct Provisioning {
     /// launching), with where: `nodeclaim/NAME, node/NAME` as Karpenter's Nominated event
     /// says it.
     pub nominations: Vec<(String, String)>,
+    /// How many pods of Nodes being deleted were placed with them.
+    pub moving: usize,
 }
 
 /// Where a pod placed on existing capacity `target` (a Node's name, or an in-flight
@@ -44,14 +47,53 @@ fn nominated_to(snapshot: &Snapshot, target: &str) -> String {
     }
 }
 
-/// Decides a pass: `input` is the world without pods; `skipped` names the NodePools left out of
-/// it and why (a class not ready, instance types that could not be listed).
+/// The pods of Nodes being deleted that need room elsewhere now
+/// ([`is_currently_reschedulable`] at `now`, UTC seconds), as Karpenter's provisioner adds them
+/// to the pending pods: capacity for them is launched while they still run, so a node deleted
+/// by hand, expired or interrupted is replaced before its pods are evicted.
+pub fn deleting_node_pods(snapshot: &Snapshot, now: i64) -> Vec<String> {
+    let names = snapshot.deleting_node_names();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let pdbs = snapshot.pdb_list();
+    names
+        .iter()
+        .flat_map(|node| snapshot.pods_by_node.get(node).into_iter().flatten())
+        .filter(|key| {
+            snapshot
+                .store
+                .pods
+                .get(*key)
+                .is_some_and(|pod| is_currently_reschedulable(pod, &pdbs, now))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Decides a pass at `now` (UTC seconds): `input` is the world without pods (Nodes being
+/// deleted left out); `skipped` names the NodePools left out of it and why (a class not ready,
+/// instance types that could not be listed). The pods placed are the pending ones, then those
+/// of Nodes being deleted ([`deleting_node_pods`]); the latter are bound and running, so they
+/// get no FailedScheduling note and no Nominated event.
 pub fn decide(
     snapshot: &Snapshot,
     mut input: SimulationInput,
     skipped: &BTreeMap<String, String>,
+    now: i64,
 ) -> Result<Provisioning, SimulationError> {
     let mut decision = Provisioning::default();
+    let moving = deleting_node_pods(snapshot, now);
+    for key in &moving {
+        if let Some(sim) = snapshot
+            .store
+            .pods
+            .get(key)
+            .and_then(|pod| SimPod::from_pod(pod).ok())
+        {
+            input.pods.push(sim);
+        }
+    }
     for key in snapshot.provisionable_pods.iter() {
         let Some(pod) = snapshot.store.pods.get(key) else {
             continue;
@@ -69,9 +111,12 @@ pub fn decide(
         return Ok(decision);
     }
     let result = schedule(&input)?;
+    let moving: BTreeSet<String> = moving.into_iter().collect();
+    decision.moving = moving.len();
     decision.nominations = result
         .existing_placements
         .iter()
+        .filter(|p| !moving.contains(&p.pod))
         .map(|p| (p.pod.clone(), nominated_to(snapshot, &p.node)))
         .collect();
     decision.launch = result
@@ -88,12 +133,16 @@ pub fn decide(
             .collect();
         format!(" (not considered: {})", list.join("; "))
     };
-    decision
-        .failures
-        .extend(result.unschedulable.into_iter().map(|u| Failure {
-            note: format!("Failed to schedule pod, {}{not_considered}", u.reason),
-            pod: u.pod,
-        }));
+    decision.failures.extend(
+        result
+            .unschedulable
+            .into_iter()
+            .filter(|u| !moving.contains(&u.pod))
+            .map(|u| Failure {
+                note: format!("Failed to schedule pod, {}{not_considered}", u.reason),
+                pod: u.pod,
+            }),
+    );
     Ok(decision)
 }
 
@@ -140,6 +189,7 @@ mod tests {
             &snapshot(&[("a", "500m"), ("b", "500m")]),
             world(),
             &BTreeMap::new(),
+            0,
         )
         .expect("simulation");
         assert_eq!(decision.pods, ["default/a", "default/b"]);
@@ -149,7 +199,7 @@ mod tests {
         assert!(decision.failures.is_empty());
         // Nothing waiting: nothing to do.
         assert_eq!(
-            decide(&snapshot(&[]), world(), &BTreeMap::new()),
+            decide(&snapshot(&[]), world(), &BTreeMap::new(), 0),
             Ok(Provisioning::default())
         );
     }
@@ -168,6 +218,7 @@ mod tests {
             &snapshot(&[("huge", "64"), ("bad", "lots"), ("ok", "1")]),
             world(),
             &skipped,
+            0,
         )
         .expect("simulation");
         assert_eq!(decision.launch.len(), 1);
@@ -187,5 +238,112 @@ mod tests {
             "{notes:?}"
         );
         assert!(notes["default/bad"].contains("lots"), "{notes:?}");
+    }
+
+    /// A Node of the `default` pool with its NodeClaim (`deleting`: a deletionTimestamp), room
+    /// for 4 CPUs, and `pods` (name, cpu) running on it.
+    fn with_node(snapshot: &mut Snapshot, name: &str, deleting: bool, pods: &[(&str, &str)]) {
+        let provider_id = format!("aws:///test-zone-1a/i-{name}");
+        let mut claim = json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "c"}, "requirements": []},
+            "status": {"providerID": provider_id, "nodeName": name,
+                       "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        });
+        if deleting {
+            claim["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            claim["metadata"]["finalizers"] = json!(["karpenter.sh/termination"]);
+        }
+        snapshot.apply(
+            name.into(),
+            Arc::new(serde_json::from_value::<driftwood_api::NodeClaim>(claim).expect("claim")),
+        );
+        snapshot.apply(name.into(), Arc::new(serde_json::from_value::<k8s_openapi::api::core::v1::Node>(json!({
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default", "kubernetes.io/hostname": name,
+                         "topology.kubernetes.io/zone": "test-zone-1a", "karpenter.sh/capacity-type": "on-demand",
+                         "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+            "spec": {"providerID": provider_id},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        })).expect("node")));
+        for (pod, cpu) in pods {
+            snapshot.apply(format!("default/{pod}"), Arc::new(serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(json!({
+                "metadata": {"name": pod, "namespace": "default", "labels": {"app": "web"},
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u"}]},
+                "spec": {"nodeName": name, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+                "status": {"phase": "Running"}
+            })).expect("pod")));
+        }
+    }
+
+    fn world_of(snapshot: &Snapshot) -> SimulationInput {
+        SimulationInput {
+            existing_nodes: crate::simulation::existing_nodes(snapshot, true),
+            ..world()
+        }
+    }
+
+    /// Karpenter's scheduling suite, "Deleting Nodes": "should re-schedule pods from a deleting
+    /// node when pods are active" — a NodeClaim being deleted gets capacity for its running
+    /// pods at once (they get no note and no Nominated event: they are not pending); the same
+    /// Node not being deleted gets nothing; and "should not reschedule pods from a deleting
+    /// node when pods are blocked due to fully blocking PDBs".
+    #[test]
+    fn pods_of_a_deleting_node_get_capacity_before_they_are_evicted() {
+        let mut deleting = snapshot(&[]);
+        with_node(
+            &mut deleting,
+            "old",
+            true,
+            &[("web-1", "1"), ("web-2", "1")],
+        );
+        let decision =
+            decide(&deleting, world_of(&deleting), &BTreeMap::new(), 0).expect("simulation");
+        assert_eq!(decision.moving, 2);
+        assert_eq!(decision.launch.len(), 1, "{decision:?}");
+        assert_eq!(decision.launch[0].pods.len(), 2);
+        assert!(decision.nominations.is_empty() && decision.failures.is_empty());
+
+        let mut staying = snapshot(&[]);
+        with_node(
+            &mut staying,
+            "old",
+            false,
+            &[("web-1", "1"), ("web-2", "1")],
+        );
+        let decision =
+            decide(&staying, world_of(&staying), &BTreeMap::new(), 0).expect("simulation");
+        assert_eq!(decision, Provisioning::default());
+
+        let mut blocked = deleting.clone();
+        blocked.apply(
+            "default/web".into(),
+            Arc::new(
+                serde_json::from_value::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+                    json!({
+                        "metadata": {"name": "web", "namespace": "default"},
+                        "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 0}
+                    }),
+                )
+                .expect("pdb"),
+            ),
+        );
+        let decision =
+            decide(&blocked, world_of(&blocked), &BTreeMap::new(), 0).expect("simulation");
+        assert_eq!(decision.moving, 0);
+        assert!(decision.launch.is_empty(), "{decision:?}");
+    }
+
+    /// A drift rollout deletes the old NodeClaim only once its replacement is up: the pods
+    /// then fit on the replacement, and nothing more is launched for them.
+    #[test]
+    fn pods_of_a_deleting_node_that_fit_on_its_replacement_launch_nothing() {
+        let mut s = snapshot(&[]);
+        with_node(&mut s, "old", true, &[("web-1", "1"), ("web-2", "1")]);
+        with_node(&mut s, "replacement", false, &[]);
+        let decision = decide(&s, world_of(&s), &BTreeMap::new(), 0).expect("simulation");
+        assert_eq!(decision.moving, 2);
+        assert!(decision.launch.is_empty(), "{decision:?}");
     }
 }

@@ -66,9 +66,10 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
     loop {
         // Wait for a provisionable pod whose answer may differ from the last pass's.
         loop {
-            let (pending, changed) = ctx.state.read(|s| {
+            let (pending, deleting, changed) = ctx.state.read(|s| {
                 (
                     !s.provisionable_pods.is_empty(),
+                    !s.deleting_nodeclaims.is_empty() || !s.deleting_nodes.is_empty(),
                     last.as_ref()
                         .is_none_or(|(seen, _)| world_signature(s) != *seen),
                 )
@@ -76,7 +77,9 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
             let stale = last
                 .as_ref()
                 .is_some_and(|(_, at)| at.elapsed() >= RESIMULATE_AFTER);
-            if pending && (changed || stale) {
+            // Pods of Nodes being deleted are provisioned for when a Node starts deleting (the
+            // signature moves); they are not re-simulated on a timer, as they are not waiting.
+            if (pending && (changed || stale)) || (deleting && changed) {
                 break;
             }
             // While pods wait for capacity already launched, look again when the last answer
@@ -160,6 +163,8 @@ pub struct WorldSignature {
     arrivals: u64,
     nodeclaims: usize,
     nodes: usize,
+    /// NodeClaims and Nodes being deleted: one more is capacity to launch for its pods.
+    deleting: (usize, usize),
     nodepools: Vec<(String, Option<i64>)>,
     /// Each EC2NodeClass's readiness: a class turning Ready makes its NodePools usable (found
     /// with the simulated account's latency: the class resolved just after the first pass, and
@@ -173,6 +178,10 @@ pub fn world_signature(snapshot: &Snapshot) -> WorldSignature {
         arrivals: snapshot.provisionable_arrivals,
         nodeclaims: snapshot.store.nodeclaims.len(),
         nodes: snapshot.store.nodes.len(),
+        deleting: (
+            snapshot.deleting_nodeclaims.len(),
+            snapshot.deleting_nodes.len(),
+        ),
         nodepools: snapshot
             .store
             .nodepools
@@ -269,16 +278,17 @@ impl Reported {
 pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     let snapshot = ctx.state.snapshot();
     let mut created = Vec::new();
-    if snapshot.provisionable_pods.is_empty() {
+    if snapshot.provisionable_pods.is_empty() && snapshot.deleting_node_names().is_empty() {
         return created;
     }
     let (input, skipped) = simulation_input(ctx, &snapshot, true).await;
+    let now = ctx.now_seconds();
     let started = Instant::now();
     // The simulation is CPU-bound (seconds at fleet scale): it runs on the blocking pool so the
     // async workers keep renewing the lease and serving watches meanwhile.
     let decision = {
         let snapshot = snapshot.clone();
-        super::off_runtime(move || decide(&snapshot, input, &skipped)).await
+        super::off_runtime(move || decide(&snapshot, input, &skipped, now)).await
     };
     Metrics::observe(
         &ctx.metrics.scheduling_duration,
@@ -292,7 +302,9 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
             return created;
         }
     };
-    tracing::info!(pods = %decision.pods.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = decision.pods.len(), "found provisionable pod(s)");
+    if !decision.pods.is_empty() {
+        tracing::info!(pods = %decision.pods.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = decision.pods.len(), deleting_pods = decision.moving, "found provisionable pod(s)");
+    }
     if !decision.launch.is_empty() {
         let pods: usize = decision.launch.iter().map(|n| n.pods.len()).sum();
         tracing::info!(

@@ -3,6 +3,7 @@
 
 mod drift;
 pub mod harness;
+mod interruption;
 mod preview;
 mod provisioning;
 mod rollout;

@@ -6,6 +6,7 @@
 
 pub mod controller_process;
 mod fleet;
+mod interruption;
 mod preview;
 mod provider;
 mod walkthrough;

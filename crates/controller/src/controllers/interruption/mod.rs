@@ -1,0 +1,216 @@
+//! The interruption controller (Karpenter's `interruption`, on with `--interruption-queue`):
+//! polls the SQS queue EventBridge fills with EC2 and AWS Health events, and for each spot
+//! interruption warning, scheduled maintenance or instance stopping/terminating deletes the
+//! instance's NodeClaim — termination then taints, drains through the Eviction API and
+//! terminates, while the provisioner launches capacity for the pods at once (they are pods of a
+//! deleting node). A spot interruption also takes its offering out of use for a while. A message
+//! is deleted once handled; one whose handling failed comes back after the visibility timeout
+//! and is handled again.
+
+pub mod decide;
+
+use crate::context::Context;
+use crate::events::EventType;
+use crate::metrics::Metrics;
+use decide::{ClaimAction, MessagePlan};
+use driftwood_aws::interruption::{InterruptionQueue, Kind};
+use kube::api::{DeleteParams, Preconditions};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+use super::Outcome;
+
+/// The controller's name (metrics, logs, backoff).
+pub const CONTROLLER: &str = "interruption";
+
+/// One poll of the queue and the handling of what it returned. The long poll ends early when
+/// `cancel` fires, so a replica that stops leading does not hold its loop for 20 seconds.
+pub async fn pass(
+    ctx: Context,
+    queue: Arc<InterruptionQueue>,
+    cancel: CancellationToken,
+) -> Outcome {
+    let received = tokio::select! {
+        received = queue.receive() => received,
+        () = cancel.cancelled() => return Outcome::idle(),
+    };
+    let received = match received {
+        Ok(received) => received,
+        Err(error) => {
+            tracing::error!(controller = CONTROLLER, queue = queue.name(), %error, "getting messages from queue");
+            Metrics::inc(
+                &ctx.metrics.object_errors,
+                &[("controller", CONTROLLER), ("step", "receive messages")],
+            );
+            return Outcome::idle().with_errors(1);
+        }
+    };
+    if received.is_empty() {
+        return Outcome::again_in(Duration::ZERO);
+    }
+    let snapshot = ctx.state.snapshot();
+    let plans = decide::decide(&snapshot, &received);
+    let handled = futures::future::join_all(
+        plans
+            .iter()
+            .map(|plan| handle(&ctx, &queue, &snapshot, plan)),
+    )
+    .await;
+    let errors = handled.iter().filter(|ok| !**ok).count();
+    Outcome::again_in(Duration::ZERO).with_errors(u32::try_from(errors).unwrap_or(u32::MAX))
+}
+
+/// Handles one message; returns whether it was handled and deleted.
+async fn handle(
+    ctx: &Context,
+    queue: &InterruptionQueue,
+    snapshot: &crate::state::Snapshot,
+    plan: &MessagePlan,
+) -> bool {
+    let Some(kind) = plan.kind else {
+        tracing::warn!(
+            controller = CONTROLLER,
+            message = %plan.message_id,
+            error = plan.unreadable.as_deref().unwrap_or_default(),
+            "failed parsing interruption message; deleting it"
+        );
+        return delete_message(ctx, queue, plan).await;
+    };
+    Metrics::inc(
+        &ctx.metrics.interruption_received_messages,
+        &[("message_type", kind.label())],
+    );
+    let mut handled = true;
+    for action in &plan.claims {
+        handled &= act(ctx, snapshot, kind, action).await;
+    }
+    if !handled {
+        // Left on the queue: received again after the visibility timeout.
+        return false;
+    }
+    if let Some(time) = plan.time {
+        let waited = ctx.clock.now().duration_since(time).as_secs_f64();
+        if waited >= 0.0 {
+            ctx.metrics
+                .interruption_message_queue_duration
+                .observe(waited);
+        }
+    }
+    delete_message(ctx, queue, plan).await
+}
+
+async fn delete_message(ctx: &Context, queue: &InterruptionQueue, plan: &MessagePlan) -> bool {
+    let result = queue.delete(&plan.receipt_handle).await;
+    let failed = ctx.retries.record(
+        &ctx.metrics,
+        CONTROLLER,
+        &format!("message/{}", plan.message_id),
+        "delete message",
+        ctx.clock.now(),
+        &result,
+    );
+    if !failed {
+        ctx.metrics.interruption_deleted_messages.inc();
+    }
+    !failed
+}
+
+/// Reports the message on the NodeClaim and its Node, marks the offering, and deletes the
+/// NodeClaim if the kind asks; returns whether every write succeeded.
+async fn act(
+    ctx: &Context,
+    snapshot: &crate::state::Snapshot,
+    kind: Kind,
+    action: &ClaimAction,
+) -> bool {
+    let Some(claim) = snapshot.store.nodeclaims.get(&action.nodeclaim) else {
+        return true;
+    };
+    let node = action
+        .node
+        .as_ref()
+        .and_then(|name| snapshot.store.nodes.get(name));
+    if let Some((reason, warning, note)) = kind.event() {
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        ctx.events
+            .publish(claim.as_ref(), type_, reason, note)
+            .await;
+        if let Some(node) = node {
+            ctx.events.publish(node.as_ref(), type_, reason, note).await;
+        }
+    }
+    if let Some(offering) = &action.unavailable {
+        ctx.cloud.mark_unavailable(offering, kind.label());
+    }
+    if !action.delete {
+        return true;
+    }
+    let params = DeleteParams {
+        preconditions: claim.metadata.uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let result = match crate::api::nodeclaims(&ctx.client)
+        .delete(&action.nodeclaim, &params)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(error) if crate::api::is_not_found(&error) => Ok(false),
+        Err(error) => Err(error),
+    };
+    let failed = ctx.retries.record(
+        &ctx.metrics,
+        CONTROLLER,
+        &format!("nodeclaim/{}", action.nodeclaim),
+        "delete nodeclaim",
+        ctx.clock.now(),
+        &result.as_ref().map(|_| ()),
+    );
+    if failed {
+        return false;
+    }
+    if result.unwrap_or(false) {
+        tracing::info!(
+            controller = CONTROLLER,
+            nodeclaim = %action.nodeclaim,
+            node = action.node.as_deref().unwrap_or_default(),
+            message_type = kind.label(),
+            "initiating delete from interruption message"
+        );
+        let note = "Interruption triggered termination for the NodeClaim";
+        ctx.events
+            .publish(
+                claim.as_ref(),
+                EventType::Warning,
+                "TerminatingOnInterruption",
+                note,
+            )
+            .await;
+        if let Some(node) = node {
+            ctx.events
+                .publish(
+                    node.as_ref(),
+                    EventType::Warning,
+                    "TerminatingOnInterruption",
+                    "Interruption triggered termination for the Node",
+                )
+                .await;
+        }
+        Metrics::inc(
+            &ctx.metrics.nodeclaims_disrupted,
+            &[
+                ("reason", kind.label()),
+                ("nodepool", &action.nodepool),
+                ("capacity_type", &action.capacity_type),
+            ],
+        );
+    }
+    true
+}

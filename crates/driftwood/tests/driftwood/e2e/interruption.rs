@@ -1,0 +1,237 @@
+//! Interruption handling on the embedded cluster: EC2's events reach the simulated account's
+//! interruption queue (as EventBridge routes them), the controller replaces the node before
+//! EC2 takes it, and the safety invariants hold at every step.
+
+use super::harness::describe;
+use super::support::{
+    MINUTE, cluster, deployment, events_about, idle, initialized_of, name, nodepool, pdb,
+    ready_pods,
+};
+use driftwood_api::wellknown::{LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE};
+use driftwood_controller::Settings;
+use std::time::Duration;
+
+/// The `spot` pool: [`nodepool`] launching spot capacity.
+fn spot_pool() -> String {
+    nodepool("spot", "", "").replace("values: [\"on-demand\"]", "values: [\"spot\"]")
+}
+
+fn label(claim: &driftwood_api::NodeClaim, key: &str) -> String {
+    claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Issue 30's "done when": a spot interruption warning for a node running a PDB-protected
+/// Deployment replaces the node before EC2 reclaims it two minutes later, with no PDB
+/// violation (checked every second). The NodeClaim gets Karpenter's SpotInterrupted and
+/// TerminatingOnInterruption events, the message is deleted from the queue, the offering it
+/// ran on is out of use (the replacement runs on another), and the metrics count it.
+#[tokio::test(start_paused = true)]
+async fn a_spot_interruption_replaces_the_node_before_ec2_reclaims_it() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&spot_pool()).await;
+    // One 3-cpu pod per 4-cpu node: three nodes, and a PDB that lets one pod go at a time.
+    h.apply(&deployment("web", 3, "3", "spot", "")).await;
+    h.apply(&pdb("web", 2)).await;
+    h.wait_until(
+        "three spot nodes running the Deployment",
+        10 * MINUTE,
+        |s| initialized_of(s, "spot").len() == 3 && ready_pods(s, "web") == 3,
+    )
+    .await;
+    let s = h.snapshot();
+    let claim = initialized_of(&s, "spot")[0].clone();
+    let claim_name = name(&claim);
+    assert_eq!(label(&claim, "karpenter.sh/capacity-type"), "spot");
+    let offering = (
+        label(&claim, LABEL_INSTANCE_TYPE),
+        label(&claim, LABEL_TOPOLOGY_ZONE),
+    );
+    let status = claim.status.clone().unwrap_or_default();
+    let node = status.node_name.clone().unwrap_or_default();
+    let instance = status
+        .provider_id
+        .as_deref()
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap_or_default()
+        .to_string();
+    let aws = h.embedded.cluster.aws();
+    h.min_ready.clear();
+    assert!(aws.interrupt_spot(&instance), "a running spot instance");
+    let warned = h.embedded.cluster.clock().now().as_second();
+
+    h.wait_until(
+        "the interrupted node drained and its pod running elsewhere",
+        2 * MINUTE,
+        |s| {
+            ready_pods(s, "web") == 3
+                && s.pods_on(&node).iter().all(|p| {
+                    p.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("app"))
+                        .is_none_or(|a| a != "web")
+                })
+        },
+    )
+    .await;
+    let drained_after = h.embedded.cluster.clock().now().as_second() - warned;
+    assert!(
+        drained_after < 120,
+        "drained {drained_after}s after the warning"
+    );
+    assert!(
+        !aws.reclaimed_by_ec2(&instance),
+        "driftwood terminated the instance or still has time to"
+    );
+    h.wait_until("the interrupted NodeClaim gone", 3 * MINUTE, |s| {
+        !s.store.nodeclaims.contains_key(&claim_name)
+    })
+    .await;
+    assert!(
+        !aws.reclaimed_by_ec2(&instance),
+        "driftwood terminated the instance before EC2 reclaimed it"
+    );
+    let s = h.snapshot();
+    assert_eq!(initialized_of(&s, "spot").len(), 3, "{}", describe(&s));
+    assert_eq!(h.min_ready.get("web").copied(), Some(2), "availability");
+    // The offering EC2 reclaimed is avoided for the replacement.
+    let survivors: Vec<String> = initialized_of(&s, "spot").iter().map(|c| name(c)).collect();
+    let originals: Vec<String> = initialized_of(&h.snapshot(), "spot")
+        .iter()
+        .filter(|c| {
+            c.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second())
+                > Some(warned)
+        })
+        .map(|c| {
+            format!(
+                "{}/{}",
+                label(c, LABEL_INSTANCE_TYPE),
+                label(c, LABEL_TOPOLOGY_ZONE)
+            )
+        })
+        .collect();
+    assert_eq!(originals.len(), 1, "one replacement: {survivors:?}");
+    assert_ne!(
+        originals[0],
+        format!("{}/{}", offering.0, offering.1),
+        "the interrupted offering is marked unavailable"
+    );
+    // The message was handled and deleted.
+    assert_eq!(
+        aws.queue_depth(&h.embedded.cluster.options().cluster_name),
+        0
+    );
+    let reasons: Vec<String> = events_about(&h, "default", &claim_name)
+        .await
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect();
+    let node_reasons: Vec<String> = events_about(&h, "default", &node)
+        .await
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect();
+    for reason in ["SpotInterrupted", "TerminatingOnInterruption"] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "{reason} on the NodeClaim: {reasons:?}"
+        );
+        assert!(
+            node_reasons.iter().any(|r| r == reason),
+            "{reason} on the Node: {node_reasons:?}"
+        );
+    }
+    let metrics = h.embedded.ctx().expect("controllers run").metrics.render();
+    for line in [
+        "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 1",
+        "karpenter_interruption_deleted_messages_total 1",
+        "karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\",capacity_type=\"spot\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+}
+
+/// An AWS Health scheduled change (instance retirement) replaces an on-demand node, and a
+/// rebalance recommendation only reports: its node stays.
+#[tokio::test(start_paused = true)]
+async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_only_reports() {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment("app", 2, "3", "general", "")).await;
+    h.apply(&pdb("app", 1)).await;
+    h.wait_until("two nodes", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 2 && ready_pods(s, "app") == 2
+    })
+    .await;
+    let s = h.snapshot();
+    let instance_of = |c: &driftwood_api::NodeClaim| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .and_then(|p| p.rsplit('/').next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let claims = initialized_of(&s, "general");
+    let (retired, advised) = (claims[0].clone(), claims[1].clone());
+    let aws = h.embedded.cluster.aws();
+    let now = h.embedded.cluster.clock().now();
+    let origin = aws.event_origin();
+    assert_eq!(
+        aws.publish_event(&origin.rebalance_recommendation(&instance_of(&advised), now)),
+        1
+    );
+    assert_eq!(
+        aws.publish_event(&origin.scheduled_change(&[&instance_of(&retired)], now)),
+        1
+    );
+    h.wait_until("the retired node replaced", 5 * MINUTE, |s| {
+        !s.store.nodeclaims.contains_key(&name(&retired))
+            && initialized_of(s, "general").len() == 2
+            && ready_pods(s, "app") == 2
+    })
+    .await;
+    idle(&mut h, Duration::from_secs(30)).await;
+    let s = h.snapshot();
+    assert!(
+        s.store.nodeclaims.contains_key(&name(&advised))
+            && s.store.nodeclaims[&name(&advised)]
+                .metadata
+                .deletion_timestamp
+                .is_none(),
+        "a rebalance recommendation disrupts nothing\n{}",
+        describe(&s)
+    );
+    let reasons: Vec<String> = events_about(&h, "default", &name(&advised))
+        .await
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "SpotRebalanceRecommendation"),
+        "{reasons:?}"
+    );
+    let reasons: Vec<String> = events_about(&h, "default", &name(&retired))
+        .await
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "InstanceUnhealthy"),
+        "{reasons:?}"
+    );
+    assert_eq!(
+        aws.queue_depth(&h.embedded.cluster.options().cluster_name),
+        0
+    );
+    assert_eq!(h.min_ready.get("app").copied(), Some(1));
+}
