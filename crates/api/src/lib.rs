@@ -12,6 +12,7 @@ pub mod lookup;
 pub mod manifest;
 pub mod nodeclaim;
 pub mod nodepool;
+pub mod repair;
 pub mod requirement;
 pub mod validation;
 pub mod wellknown;

@@ -177,7 +177,8 @@ fn default_budgets() -> Vec<Budget> {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Budget {
-    /// Disruption reasons this budget applies to (Underutilized, Empty, Drifted); all when unset.
+    /// Disruption reasons this budget applies to (Underutilized, Empty, Drifted, and v1.15's
+    /// Unhealthy for node repair); all when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasons: Option<Vec<String>>,
     /// A node count ("5") or a percentage of the pool's nodes ("10%", rounded up).

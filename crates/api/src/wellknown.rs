@@ -70,6 +70,9 @@ pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
 
 // ---- annotations ----
 pub const ANNOTATION_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+/// Node repair's veto (Karpenter v1.15), on a Node or NodeClaim: `"true"` keeps it from being
+/// repaired.
+pub const ANNOTATION_DO_NOT_REPAIR: &str = "karpenter.sh/do-not-repair";
 /// Kubernetes' pod deletion cost: Karpenter weighs a pod's eviction cost by it.
 pub const ANNOTATION_POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 pub const ANNOTATION_NODEPOOL_HASH: &str = "karpenter.sh/nodepool-hash";
@@ -155,6 +158,8 @@ pub const DRIFT_INSTANCE_TYPE_NOT_FOUND: &str = "InstanceTypeNotFound";
 pub const REASON_DRIFTED: &str = "Drifted";
 pub const REASON_EMPTY: &str = "Empty";
 pub const REASON_UNDERUTILIZED: &str = "Underutilized";
+/// Node repair's disruption reason (budgets, DisruptionReason).
+pub const REASON_UNHEALTHY: &str = "Unhealthy";
 
 /// Well-known labels: a NodePool requirement may constrain these even though a node lacks the
 /// label before launch; scheduling treats them as possibly-undefined.

@@ -29,6 +29,7 @@ pub mod price_book;
 pub mod price_estimate;
 pub mod provider;
 pub mod quantity;
+pub mod repair;
 pub mod requirements;
 pub mod selector_text;
 pub mod settings;

@@ -649,6 +649,10 @@ impl CloudProvider for AwsProvider {
         "aws"
     }
 
+    fn repair_policies(&self) -> &'static [driftwood_api::repair::RepairPolicy] {
+        crate::repair::REPAIR_POLICIES
+    }
+
     fn mark_unavailable(&self, offering: &OfferingKey, reason: &str) {
         tracing::info!(offering = %offering, reason, "removing offering from offerings");
         self.mark_offerings_unavailable(std::slice::from_ref(offering), self.clock.now());

@@ -123,4 +123,8 @@ pub trait CloudProvider: Send + Sync {
     /// error does (after a spot interruption warning for it, `reason` `spot_interrupted`): the
     /// next launches avoid it. A local cache: no call to the cloud.
     fn mark_unavailable(&self, offering: &OfferingKey, reason: &str);
+
+    /// The node conditions that make a node unhealthy, and for how long, for node repair
+    /// (Karpenter's RepairPolicies; empty: the provider does not repair nodes).
+    fn repair_policies(&self) -> &'static [driftwood_api::repair::RepairPolicy];
 }

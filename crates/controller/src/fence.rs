@@ -231,6 +231,10 @@ impl driftwood_cloud::CloudProvider for FencedCloud {
     fn mark_unavailable(&self, offering: &driftwood_cloud::OfferingKey, reason: &str) {
         self.inner.mark_unavailable(offering, reason);
     }
+
+    fn repair_policies(&self) -> &'static [driftwood_api::repair::RepairPolicy] {
+        self.inner.repair_policies()
+    }
 }
 
 #[cfg(test)]

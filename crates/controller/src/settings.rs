@@ -24,6 +24,8 @@ pub struct FeatureGates {
 
 /// Karpenter's gate for replacing a spot node with a cheaper spot node (default off).
 pub const GATE_SPOT_TO_SPOT_CONSOLIDATION: &str = "SpotToSpotConsolidation";
+/// Karpenter's gate for node repair (default off; alpha).
+pub const GATE_NODE_REPAIR: &str = "NodeRepair";
 
 impl Default for FeatureGates {
     fn default() -> Self {
@@ -49,6 +51,11 @@ impl FeatureGates {
              disruption budget with reasons [Drifted] and nodes \"0\" instead"
         );
         true
+    }
+
+    /// Whether NodeRepair is on.
+    pub fn node_repair(&self) -> bool {
+        self.other.get(GATE_NODE_REPAIR).copied().unwrap_or(false)
     }
 
     /// Whether SpotToSpotConsolidation is on.
@@ -160,6 +167,21 @@ mod tests {
         let err = FeatureGates::parse("Drift=maybe").unwrap_err();
         assert!(err.to_string().contains("Drift"), "{err}");
         assert!(FeatureGates::parse("Drift").is_err());
+    }
+
+    /// Karpenter v1.15's gates are accepted: NodeRepair (off by default) turns repair on;
+    /// TerminateFirstDrift and TerminateFirstRepair are accepted and kept (driftwood has no
+    /// capacity-constrained pool for them to act on: no reservations, no static NodePools).
+    #[test]
+    fn karpenter_v1_15_gates_are_accepted() {
+        assert!(!FeatureGates::default().node_repair());
+        let gates = FeatureGates::parse(
+            "NodeRepair=true,TerminateFirstDrift=true,TerminateFirstRepair=false,PodDeletionCostManagement=false",
+        )
+        .unwrap();
+        assert!(gates.node_repair());
+        assert_eq!(gates.other.get("TerminateFirstDrift"), Some(&true));
+        assert!(!gates.spot_to_spot_consolidation());
     }
 
     #[test]

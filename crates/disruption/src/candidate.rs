@@ -32,6 +32,11 @@ pub struct NodeView {
     pub replacements: Vec<String>,
     /// Consolidatable=True on the NodeClaim: consolidateAfter has passed since its last pod event.
     pub consolidatable: bool,
+    /// A condition of its Node matches a repair policy (Karpenter's node repair): which, and
+    /// when its toleration runs out.
+    pub unhealthy: Option<crate::repair::Unhealthy>,
+    /// `karpenter.sh/do-not-repair: "true"` on the Node or NodeClaim (repair's veto).
+    pub do_not_repair: bool,
     /// The NodeClaim has a terminationGracePeriod: its drift is eventual, as in Karpenter —
     /// pod-level blockers (a pod's do-not-disrupt, a PDB allowing 0) do not keep it from being
     /// chosen; the drain honours them until the grace period forces the pods out.
@@ -64,12 +69,29 @@ pub fn pool_budgets(
     reason: &str,
     now: i64,
 ) -> Vec<crate::budget::AllowedDisruptions> {
+    pool_budgets_counting(nodes, nodepools, reason, now, true)
+}
+
+/// [`pool_budgets`]; with `not_ready_disrupts` false, NotReady nodes do not count as
+/// disrupting (Karpenter v1.15's rule for the `Unhealthy` reason: the unhealthy nodes are the
+/// ones to replace, and counting them would leave no budget for it).
+pub fn pool_budgets_counting(
+    nodes: &[NodeView],
+    nodepools: &[driftwood_api::nodepool::NodePool],
+    reason: &str,
+    now: i64,
+    not_ready_disrupts: bool,
+) -> Vec<crate::budget::AllowedDisruptions> {
     nodepools
         .iter()
         .map(|pool| {
             let name = pool.metadata.name.as_deref().unwrap_or_default();
             let members: Vec<&NodeView> = nodes.iter().filter(|n| n.nodepool == name).collect();
-            let (total, disrupting) = crate::budget::budget_counts(budget_members(&members));
+            let members = budget_members(&members).into_iter().map(|mut m| {
+                m.ready |= !not_ready_disrupts;
+                m
+            });
+            let (total, disrupting) = crate::budget::budget_counts(members);
             crate::budget::allowed_disruptions(pool, reason, total, disrupting, now)
         })
         .collect()
@@ -120,6 +142,8 @@ pub enum Blocked {
         pdbs: Vec<String>,
     },
     Budget {
+        /// The disruption reason whose budget is full (Drifted, Unhealthy).
+        reason: &'static str,
         nodepool: String,
         detail: String,
     },
@@ -132,6 +156,12 @@ pub enum Blocked {
     /// The NodePool's rollout is paused (`driftwood.sh/rollout-paused`).
     Paused {
         nodepool: String,
+    },
+    /// Repair: `karpenter.sh/do-not-repair` on the Node or NodeClaim.
+    DoNotRepair,
+    /// Repair: too many of the NodePool's nodes are unhealthy (Karpenter's NodeRepairBlocked).
+    RepairThreshold {
+        message: String,
     },
 }
 
@@ -186,10 +216,14 @@ impl fmt::Display for Blocked {
                     pdbs.join(", ")
                 )
             }
-            Self::Budget { nodepool, detail } => {
+            Self::Budget {
+                reason,
+                nodepool,
+                detail,
+            } => {
                 write!(
                     f,
-                    "No allowed disruptions for disruption reason Drifted due to blocking budget in nodepool {nodepool:?}: {detail}"
+                    "No allowed disruptions for disruption reason {reason} due to blocking budget in nodepool {nodepool:?}: {detail}"
                 )
             }
             Self::PodsFitNowhere { pods } => {
@@ -211,6 +245,12 @@ impl fmt::Display for Blocked {
                 f,
                 "Cannot disrupt NodeClaim: the rollout of nodepool {nodepool:?} is paused (annotation \"driftwood.sh/rollout-paused\")"
             ),
+            Self::DoNotRepair => f.write_str(
+                "Cannot repair NodeClaim: repair is blocked through the \"karpenter.sh/do-not-repair\" annotation",
+            ),
+            Self::RepairThreshold { message } => {
+                write!(f, "Cannot repair NodeClaim: {message}")
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod drain;
 pub mod drift;
 pub mod explain;
 pub mod plan;
+pub mod repair;
 pub mod rollout;
 pub mod views;
 pub mod world;

@@ -5,7 +5,7 @@
 //! NodeClaims the simulation opened). One failing candidate does not block the others.
 
 use crate::budget::AllowedDisruptions;
-use crate::candidate::{Blocked, NodeView, check_candidate, pool_budgets};
+use crate::candidate::{Blocked, NodeView, check_candidate};
 use crate::world::{PassWorld, is_target};
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::REASON_DRIFTED;
@@ -77,17 +77,85 @@ pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
 
 /// [`plan_drift`], with the memo of simulation outcomes on or off (the tests compare both).
 fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
+    let paused: BTreeSet<&str> = input
+        .nodepools
+        .iter()
+        .filter(|p| p.rollout_paused())
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    let pdb_allowed = input.pdb_allowed;
+    let method = MethodSpec {
+        reason: REASON_DRIFTED,
+        not_ready_disrupts: true,
+        finding: &|view: &NodeView| {
+            view.drift.as_ref().map(|(since, d)| Finding {
+                since: *since,
+                reason: d.reason.clone(),
+                message: d.message.clone(),
+            })
+        },
+        check: &|view: &NodeView| {
+            check_candidate(view, pdb_allowed).and_then(|()| {
+                if paused.contains(view.nodepool.as_str()) {
+                    Err(Blocked::Paused {
+                        nodepool: view.nodepool.clone(),
+                    })
+                } else {
+                    Ok(())
+                }
+            })
+        },
+        empty_first: true,
+    };
+    plan_method(input, &method, memoize)
+}
+
+/// Why a method would disrupt a node: since when (UTC seconds), the reason and message its
+/// command carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finding {
+    pub since: i64,
+    pub reason: String,
+    pub message: String,
+}
+
+/// What a method that replaces nodes one by one (drift, repair) plans from: its budget reason;
+/// whether NotReady nodes count as disrupting in its budget (not for repair: the NotReady nodes
+/// are what it replaces); each node's finding (since when, reason, message: none when the node
+/// is not the method's); the candidate check; whether empty nodes go first.
+pub(crate) struct MethodSpec<'a> {
+    pub reason: &'static str,
+    pub not_ready_disrupts: bool,
+    pub finding: &'a dyn Fn(&NodeView) -> Option<Finding>,
+    pub check: &'a dyn Fn(&NodeView) -> Result<(), Blocked>,
+    pub empty_first: bool,
+}
+
+/// Plans one pass of `method`: candidates ordered per pool (empty first if asked, then the
+/// oldest finding), taken NodePools in turn while the budgets allow, each simulated against the
+/// capacity left by those chosen before.
+pub(crate) fn plan_method(
+    input: PlannerInput<'_>,
+    method: &MethodSpec<'_>,
+    memoize: bool,
+) -> DisruptionPlan {
     let PlannerInput {
         now,
         nodes,
-        pdb_allowed,
+        pdb_allowed: _,
         nodepools,
         mut world,
     } = input;
     let pending = std::mem::take(&mut world.pods);
 
     // Budgets per NodePool, over the nodes that remain and those already disrupting.
-    let budgets = pool_budgets(nodes, nodepools, REASON_DRIFTED, now);
+    let budgets = crate::candidate::pool_budgets_counting(
+        nodes,
+        nodepools,
+        method.reason,
+        now,
+        method.not_ready_disrupts,
+    );
     let mut allowance: BTreeMap<&str, usize> = budgets
         .iter()
         .map(|b| (b.nodepool.as_str(), b.allowed))
@@ -100,44 +168,39 @@ fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
         ..
     } = PassWorld::prepare(nodes, world, pending);
 
-    // Candidates: drifted and eligible, ordered per pool (empty first, then oldest drift).
+    // Candidates: the method's and eligible, ordered per pool.
     let mut blocked = Vec::new();
-    let mut per_pool: BTreeMap<&str, Vec<&NodeView>> = BTreeMap::new();
-    let paused: BTreeSet<&str> = nodepools
-        .iter()
-        .filter(|p| p.rollout_paused())
-        .filter_map(|p| p.metadata.name.as_deref())
-        .collect();
-    for view in nodes.iter().filter(|n| n.drift.is_some()) {
-        let checked = check_candidate(view, pdb_allowed).and_then(|()| {
-            if paused.contains(view.nodepool.as_str()) {
-                Err(Blocked::Paused {
-                    nodepool: view.nodepool.clone(),
-                })
-            } else {
-                Ok(())
-            }
-        });
-        match checked {
+    let mut per_pool: BTreeMap<&str, Vec<(&NodeView, Finding)>> = BTreeMap::new();
+    for view in nodes {
+        let Some(finding) = (method.finding)(view) else {
+            continue;
+        };
+        match (method.check)(view) {
             Ok(()) => per_pool
                 .entry(view.nodepool.as_str())
                 .or_default()
-                .push(view),
+                .push((view, finding)),
             Err(reason) => blocked.push((view.nodeclaim.clone(), reason)),
         }
     }
     let eligible = per_pool.values().map(Vec::len).sum();
     for candidates in per_pool.values_mut() {
-        candidates.sort_by_key(|n| {
-            let has_pods = n.pods.iter().any(|p| p.reschedulable);
-            (
-                has_pods,
-                n.drift.as_ref().map(|(since, _)| *since),
-                n.nodeclaim.clone(),
-            )
+        candidates.sort_by_key(|(n, finding)| {
+            let has_pods = method.empty_first && n.pods.iter().any(|p| p.reschedulable);
+            (has_pods, finding.since, n.nodeclaim.clone())
         });
     }
-    let ordered = round_robin(per_pool);
+    let findings: HashMap<&str, (String, String)> = per_pool
+        .values()
+        .flatten()
+        .map(|(n, f)| (n.nodeclaim.as_str(), (f.reason.clone(), f.message.clone())))
+        .collect();
+    let ordered = round_robin(
+        per_pool
+            .into_iter()
+            .map(|(pool, list)| (pool, list.into_iter().map(|(n, _)| n).collect()))
+            .collect(),
+    );
 
     let mut commands = Vec::new();
     let mut memo = MoveMemo::default();
@@ -152,16 +215,16 @@ fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
             blocked.push((
                 view.nodeclaim.clone(),
                 Blocked::Budget {
+                    reason: method.reason,
                     nodepool: view.nodepool.clone(),
                     detail,
                 },
             ));
             continue;
         }
-        let (reason, message) = view
-            .drift
-            .as_ref()
-            .map(|(_, d)| (d.reason.clone(), d.message.clone()))
+        let (reason, message) = findings
+            .get(view.nodeclaim.as_str())
+            .cloned()
             .unwrap_or_default();
         let pods: Vec<String> = view
             .pods
@@ -504,6 +567,116 @@ mod tests {
                 world: self.world.clone(),
             })
         }
+    }
+
+    impl Cluster {
+        /// Marks `name`'s node unhealthy since `since` (Ready=False), due after 30 minutes.
+        fn unhealthy(&mut self, name: &str, since: i64) {
+            let view = self
+                .views
+                .iter_mut()
+                .find(|v| v.node.as_deref() == Some(name))
+                .expect("node");
+            view.ready = false;
+            view.unhealthy = Some(crate::repair::Unhealthy {
+                condition: "Ready=False".into(),
+                since,
+                due_at: since + 1800,
+                termination_grace_seconds: Some(600),
+            });
+        }
+
+        fn repair(&self) -> DisruptionPlan {
+            crate::repair::plan_repair(PlannerInput {
+                now: 1_000_000,
+                nodes: &self.views,
+                pdb_allowed: &BTreeMap::new(),
+                nodepools: &self.pools,
+                world: self.world.clone(),
+            })
+        }
+    }
+
+    /// Node repair as a voluntary disruption (Karpenter v1.15): a node unhealthy past its
+    /// toleration is replaced with reason Unhealthy, its pods given new capacity first; one not
+    /// yet due is not; `karpenter.sh/do-not-repair` vetoes it while `do-not-disrupt` does not;
+    /// the default 10% budget of ten nodes allows one repair although the node is NotReady (it
+    /// does not count as disrupting for this reason); a budget of 0 for Unhealthy holds it and
+    /// leaves drift's budget alone; three unhealthy nodes of ten (over 20%) stop repair in the
+    /// pool (Karpenter's "should ignore unhealthy nodes if more then 20% of the nodes are
+    /// unhealthy in a nodepool").
+    #[test]
+    fn unhealthy_nodes_are_replaced_within_their_own_budget_and_threshold() {
+        let mut cluster = Cluster::new();
+        for i in 0..10 {
+            cluster.node(&format!("n{i}"), "default", 2, None);
+        }
+        cluster.unhealthy("n0", 1_000_000 - 1800);
+        cluster.unhealthy("n1", 1_000_000 - 60);
+        let plan = cluster.repair();
+        assert_eq!(chosen(&plan), ["nc-n0"], "{plan:?}");
+        let command = &plan.commands[0];
+        assert_eq!(command.reason, "Unhealthy");
+        assert!(
+            command.message.starts_with("Ready=False since "),
+            "{}",
+            command.message
+        );
+        assert!(
+            matches!(&command.decision, Decision::Replace(r) if !r.is_empty())
+                || command.decision == Decision::Delete
+        );
+        assert_eq!(plan.budgets[0].reason, "Unhealthy");
+        assert_eq!(plan.budgets[0].allowed, 1, "{}", plan.budgets[0]);
+
+        cluster.views[0].do_not_disrupt = Some("Node");
+        assert_eq!(
+            chosen(&cluster.repair()),
+            ["nc-n0"],
+            "do-not-disrupt does not block repair"
+        );
+        cluster.views[0].do_not_repair = true;
+        let vetoed = cluster.repair();
+        assert!(vetoed.commands.is_empty());
+        assert_eq!(
+            vetoed.blocked,
+            [("nc-n0".to_string(), Blocked::DoNotRepair)]
+        );
+        cluster.views[0].do_not_repair = false;
+
+        cluster.pools[0].spec.disruption.budgets = vec![
+            Budget {
+                nodes: "0".into(),
+                reasons: Some(vec!["Unhealthy".into()]),
+                ..Default::default()
+            },
+            Budget {
+                nodes: "10%".into(),
+                ..Default::default()
+            },
+        ];
+        let held = cluster.repair();
+        assert!(held.commands.is_empty());
+        assert!(
+            held.blocked[0]
+                .1
+                .to_string()
+                .contains("disruption reason Unhealthy"),
+            "{}",
+            held.blocked[0].1
+        );
+        cluster.pools[0].spec.disruption.budgets = vec![Budget {
+            nodes: "10%".into(),
+            ..Default::default()
+        }];
+
+        cluster.unhealthy("n2", 1_000_000 - 60);
+        let stopped = cluster.repair();
+        assert!(stopped.commands.is_empty());
+        assert!(matches!(
+            &stopped.blocked[0].1,
+            Blocked::RepairThreshold { message } if message == "more than 20% of nodes in nodepool \"default\" are unhealthy"
+        ));
     }
 
     fn pool(name: &str, nodes: &str) -> NodePool {

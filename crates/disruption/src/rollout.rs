@@ -226,6 +226,7 @@ mod tests {
             (
                 "c".to_string(),
                 Blocked::Budget {
+                    reason: "Drifted",
                     nodepool: "general".to_string(),
                     detail: "1 of 1 in use".to_string(),
                 },
@@ -306,6 +307,7 @@ mod tests {
         let blocked = vec![(
             "a".to_string(),
             Blocked::Budget {
+                reason: "Drifted",
                 nodepool: "general".to_string(),
                 detail: "0 allowed (schedule \"0 2 * * *\" for 4h not active)".to_string(),
             },

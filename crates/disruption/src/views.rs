@@ -7,9 +7,9 @@ use crate::drift::DriftFinding;
 use driftwood_api::condition::Conditions;
 use driftwood_api::nodeclaim::NodeClaim;
 use driftwood_api::wellknown::{
-    ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_POD_DELETION_COST, CONDITION_CONSOLIDATABLE,
-    CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED, CONDITION_INITIALIZED, LABEL_NODEPOOL,
-    TAINT_DISRUPTED_KEY,
+    ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_REPAIR, ANNOTATION_POD_DELETION_COST,
+    CONDITION_CONSOLIDATABLE, CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED,
+    CONDITION_INITIALIZED, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
 };
 use driftwood_scheduling::pod::label_selector;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -456,6 +456,13 @@ pub fn node_view(
         drift,
         pods: pods.iter().map(|p| pod_view(p, pdbs, now)).collect(),
         consolidatable: nodeclaim.is_true(CONDITION_CONSOLIDATABLE),
+        unhealthy: None,
+        do_not_repair: node.is_some_and(|n| {
+            annotated_true(n.metadata.annotations.as_ref(), ANNOTATION_DO_NOT_REPAIR)
+        }) || annotated_true(
+            nodeclaim.metadata.annotations.as_ref(),
+            ANNOTATION_DO_NOT_REPAIR,
+        ),
         eventual: nodeclaim.spec.termination_grace_period.is_some(),
         replacements: crate::command::InFlight::replacements_of(nodeclaim),
     }

@@ -38,7 +38,7 @@ pub const CONDITION_TYPE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-
 
 /// Karpenter v1.14 added `Balanced`.
 pub const CONSOLIDATION_POLICIES: &[&str] = &["WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"];
-pub const DISRUPTION_REASONS: &[&str] = &["Underutilized", "Empty", "Drifted"];
+pub const DISRUPTION_REASONS: &[&str] = &["Underutilized", "Empty", "Drifted", "Unhealthy"];
 /// Requirement operators in the order Karpenter's schema lists them.
 pub const OPERATORS_SCHEMA_ORDER: &[&str] = &[
     "Gte",

@@ -88,7 +88,8 @@ pub struct Injector {
     pub involuntary_until: BTreeMap<String, i64>,
     /// Every PDB is excused until then (a fault whose victims are not known one by one).
     pub all_involuntary_until: i64,
-    /// Instances a fault terminated.
+    /// Instances a fault terminated or interrupted (their NodeClaims may go before a drift
+    /// replacement is up).
     pub terminated_instances: BTreeSet<String>,
     /// Spot instances warned of their interruption: when EC2 reclaims each (UTC seconds), its
     /// id and its Node.
@@ -505,9 +506,8 @@ impl Injector {
     }
 
     /// Spot instances whose two minutes ran out: one driftwood did not terminate in time was
-    /// reclaimed by EC2 with its pods (involuntary: its PDBs are excused from then on, and
-    /// its instance is one terminated from outside). One driftwood drained and terminated
-    /// within the warning excuses nothing.
+    /// reclaimed by EC2 with its pods (involuntary: its PDBs are excused from then on). One
+    /// driftwood drained and terminated within the warning excuses nothing.
     fn reclaim_due(&mut self, now: i64, embedded: &Embedded, snapshot: &Snapshot) {
         let (due, later): (Vec<_>, Vec<_>) =
             self.reclaims.drain(..).partition(|(at, _, _)| *at <= now);
@@ -517,7 +517,6 @@ impl Injector {
                 continue;
             }
             tracing::info!(instance = %id, "chaos: spot instance reclaimed by EC2 before it was terminated");
-            self.terminated_instances.insert(id);
             if let Some(node) = &node {
                 let pdbs = Self::pdbs_on_node(snapshot, node);
                 self.excuse(pdbs, now + 600);
@@ -677,6 +676,10 @@ impl Injector {
                 if !aws.interrupt_spot(&id) {
                     return None;
                 }
+                // Interrupted from outside: driftwood deleting its NodeClaim at once, even
+                // mid-way through a drift command whose replacement is not up yet, is the
+                // answer to EC2's warning, not a breach of replacement-first.
+                self.terminated_instances.insert(id.clone());
                 self.reclaims.push((now + 120, id.clone(), node.clone()));
                 Some(format!(
                     "spot interruption warning for instance {id} (node {}); EC2 reclaims it in 2m",

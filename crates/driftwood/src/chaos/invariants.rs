@@ -185,7 +185,7 @@ impl Invariants {
     }
 
     /// The per-second safety checks. `excused(pdb, now)` says whether an involuntary fault
-    /// disrupted a PDB's pods; `externally_terminated` are instances a fault terminated;
+    /// disrupted a PDB's pods; `externally_terminated` are instances a fault terminated or interrupted;
     /// `faults_stopped` is when the cloud stopped failing calls (None: not yet), from when an
     /// orphan's time is counted (garbage collection cannot terminate it while TerminateInstances
     /// is being throttled or failed).

@@ -708,10 +708,13 @@ fn the_binary_accepts_the_rendered_containers_args_and_env() {
                 Some(config_map_name),
                 "{name}"
             );
-            config_map["data"][key]
-                .as_str()
-                .unwrap_or_else(|| panic!("ConfigMap has no key {key} for {name}"))
-                .to_string()
+            let optional = var["valueFrom"]["configMapKeyRef"]["optional"].as_bool() == Some(true);
+            match config_map["data"][key].as_str() {
+                Some(value) => value.to_string(),
+                // As the kubelet does: a missing optional key leaves the variable unset.
+                None if optional => continue,
+                None => panic!("ConfigMap has no key {key} for {name}"),
+            }
         } else if var["valueFrom"]["fieldRef"]["fieldPath"].as_str() == Some("metadata.namespace") {
             SYSTEM_NAMESPACE.to_string()
         } else if var["valueFrom"]["fieldRef"]["fieldPath"].as_str() == Some("metadata.name") {

@@ -48,6 +48,16 @@ async fn every_alias_form_of_karpenters_examples_resolves() {
             ],
         ),
         (
+            // The alias Karpenter's own docs use as their example: a release tagged in
+            // awslabs/amazon-eks-ami without changelog notes (before AL2023's GPU variants).
+            "1.30",
+            "al2023@v20240807",
+            &[
+                "amazon-eks-node-al2023-arm64-standard-1.30-v20240807",
+                "amazon-eks-node-al2023-x86_64-standard-1.30-v20240807",
+            ],
+        ),
+        (
             "1.33",
             "al2023@v20250715",
             &[

@@ -719,3 +719,128 @@ async fn fault_knobs_for_chaos_runs() {
     assert!(env.sim.forget_launch_template(&names[0]));
     assert!(!env.sim.launch_template_names().contains(&names[0]));
 }
+
+/// The simulated account's interruption queue: a spot interruption warning goes to it (once,
+/// for a running spot instance only) and EC2 reclaims the instance two minutes later; a
+/// received message is hidden for the visibility timeout and comes back if not deleted; a long
+/// poll returns as soon as a message arrives; an instance terminated from outside sends its
+/// state change.
+#[tokio::test(start_paused = true)]
+async fn spot_warnings_reach_the_interruption_queue_and_ec2_reclaims_two_minutes_later() {
+    use driftwood_aws::interruption::{InterruptionQueue, Kind};
+    let (env, _) = walkthrough_env().await;
+    assert_eq!(
+        env.sim.publish_event("{}"),
+        0,
+        "no queue yet: EventBridge sends nowhere"
+    );
+    env.sim.create_interruption_queue("demo");
+    let queue = InterruptionQueue::new(driftwood_sim_aws::sim_ports(&env.sim).sqs, "demo");
+    let id_of = |claim: &driftwood_api::NodeClaim| {
+        let pid = claim.status.as_ref().unwrap().provider_id.clone().unwrap();
+        pid.rsplit('/').next().unwrap().to_string()
+    };
+    let spot = env
+        .provider
+        .create(&claim(
+            "nc-1",
+            "latest-current-ami",
+            walkthrough_requirements(),
+            "1",
+        ))
+        .await
+        .unwrap();
+    let spot_id = id_of(&spot);
+    assert!(!env.sim.interrupt_spot(&spot_id), "still pending");
+    env.advance(60);
+    let warned = env.sim.now();
+    assert!(env.sim.interrupt_spot(&spot_id));
+    assert!(!env.sim.interrupt_spot(&spot_id), "warned once");
+
+    let first = queue.receive().await.unwrap();
+    assert_eq!(first.len(), 1);
+    let message = first[0].parsed.as_ref().unwrap();
+    assert_eq!(message.kind, Kind::SpotInterrupted);
+    assert_eq!(message.instance_ids, std::slice::from_ref(&spot_id));
+    assert_eq!(message.time, Some(warned));
+    // Not deleted: hidden for the 20 s visibility timeout, then received again.
+    env.advance(10);
+    let started = tokio::time::Instant::now();
+    assert!(queue.receive().await.unwrap().is_empty(), "hidden");
+    assert_eq!(
+        started.elapsed(),
+        std::time::Duration::from_secs(20),
+        "an empty long poll waits 20 s"
+    );
+    env.advance(11);
+    let again = queue.receive().await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_ne!(again[0].receipt_handle, first[0].receipt_handle);
+    queue.delete(&first[0].receipt_handle).await.unwrap();
+    assert_eq!(
+        env.sim.queue_depth("demo"),
+        1,
+        "a stale receipt deletes nothing"
+    );
+    queue.delete(&again[0].receipt_handle).await.unwrap();
+    assert_eq!(env.sim.queue_depth("demo"), 0);
+
+    // Two minutes after the warning EC2 takes the instance.
+    assert!(!env.sim.reclaimed_by_ec2(&spot_id));
+    assert!(
+        env.sim
+            .running_machines()
+            .iter()
+            .any(|m| m.instance_id == spot_id)
+    );
+    env.advance(100);
+    assert!(env.sim.reclaimed_by_ec2(&spot_id));
+    assert!(
+        !env.sim
+            .running_machines()
+            .iter()
+            .any(|m| m.instance_id == spot_id)
+    );
+    let state = env
+        .sim
+        .describe_instances(DescribeInstancesInput {
+            instance_ids: vec![spot_id.clone()],
+            filters: Vec::new(),
+        })
+        .await
+        .unwrap()
+        .remove(0)
+        .state;
+    assert_eq!(state, "shutting-down");
+
+    // On-demand instances are never interrupted; one terminated from outside reports it.
+    let mut on_demand = walkthrough_requirements();
+    on_demand.retain(|r| r.key != "karpenter.sh/capacity-type");
+    on_demand.push(Req::new(
+        "karpenter.sh/capacity-type",
+        OP_IN,
+        &["on-demand"],
+    ));
+    let od = env
+        .provider
+        .create(&claim("nc-2", "latest-current-ami", on_demand, "1"))
+        .await
+        .unwrap();
+    let od_id = id_of(&od);
+    env.advance(60);
+    assert!(!env.sim.interrupt_spot(&od_id), "on-demand");
+    // A long poll in progress returns when the message arrives.
+    let waiting = tokio::spawn({
+        let sqs = driftwood_sim_aws::sim_ports(&env.sim).sqs;
+        async move { InterruptionQueue::new(sqs, "demo").receive().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let sent = tokio::time::Instant::now();
+    assert!(env.sim.terminate_from_outside(&od_id));
+    let got = waiting.await.unwrap().unwrap();
+    assert!(sent.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(got.len(), 1);
+    let message = got[0].parsed.as_ref().unwrap();
+    assert_eq!(message.kind, Kind::InstanceTerminated);
+    assert_eq!(message.instance_ids, [od_id]);
+}

@@ -118,7 +118,7 @@ async fn offerings_have_gaps_and_filters_work() {
         })
         .await
         .unwrap();
-    // Every AL2023 release that built 1.30 (81 in the data), both architectures; the
+    // Every AL2023 release that built 1.30 (94 in the data), both architectures; the
     // deprecated ones (over two years old) are left out unless asked for.
     let all = env
         .sim
@@ -133,7 +133,7 @@ async fn offerings_have_gaps_and_filters_work() {
         })
         .await
         .unwrap();
-    assert_eq!(all.len(), 2 * 81);
+    assert_eq!(all.len(), 2 * 94);
     assert!(!images.is_empty() && images.len() < all.len());
 }
 

@@ -28,11 +28,13 @@ use crate::state::Snapshot;
 use consolidation::CONSOLIDATED_RECHECK_SECONDS;
 use driftwood_api::condition::{STATUS_FALSE, STATUS_TRUE, set_condition};
 use driftwood_api::wellknown::{
-    CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE, TAINT_DISRUPTED_KEY,
+    CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE, REASON_DRIFTED, REASON_UNHEALTHY,
+    TAINT_DISRUPTED_KEY,
 };
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
 use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
+use driftwood_disruption::repair::{plan_repair, unhealthy};
 use driftwood_disruption::rollout::{PoolRollout, pool_rollout};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use futures::StreamExt as _;
@@ -96,9 +98,15 @@ impl Memory {
         let acted = self.advance_in_flight(&ctx, &snapshot).await;
         let now = ctx.now_seconds();
 
+        let policies: &'static [driftwood_api::repair::RepairPolicy] =
+            if ctx.settings.feature_gates.node_repair() {
+                ctx.cloud.repair_policies()
+            } else {
+                &[]
+            };
         let views = {
             let snapshot = snapshot.clone();
-            super::off_runtime(move || candidate_views(&snapshot, now)).await
+            super::off_runtime(move || candidate_views(&snapshot, now, policies)).await
         };
         let nodepools: Vec<driftwood_api::NodePool> = snapshot
             .store
@@ -147,13 +155,32 @@ impl Memory {
                 .collect();
         let consolidating = !looks.is_empty();
         let drifting = views.iter().any(|v| v.drift.is_some());
-        if !consolidating && !drifting {
+        let repairing = views
+            .iter()
+            .any(|v| v.unhealthy.as_ref().is_some_and(|u| u.due_at <= now));
+        if !consolidating && !drifting && !repairing {
             self.report_gauges(&ctx, 0, &[]);
             self.drift_blocked.clear();
             self.report_rollouts(&ctx, &snapshot, &views).await;
             return settle(acted, self.errors);
         }
         let inputs = self.inputs(&ctx, &snapshot, views, nodepools, now).await;
+
+        // 0. Node repair (Karpenter v1.15: repair, then drift, then consolidation).
+        if repairing {
+            let started = self.repair(&ctx, &snapshot, &inputs).await;
+            if !started.is_empty() {
+                let mut views = inputs.views.clone();
+                for view in views
+                    .iter_mut()
+                    .filter(|v| started.contains(v.nodeclaim.as_str()))
+                {
+                    view.disrupting = true;
+                }
+                self.report_rollouts(&ctx, &snapshot, &views).await;
+                return settle(true, self.errors);
+            }
+        }
 
         // 1. Emptiness.
         if let Some(look) = looks.get(&Method::Emptiness) {
@@ -289,18 +316,63 @@ impl Memory {
             .await
         };
         self.report_gauges(ctx, plan.eligible, &plan.budgets);
+        let started = self.start_plan(ctx, snapshot, &plan, REASON_DRIFTED).await;
+        self.drift_blocked = plan.blocked;
+        started
+    }
+
+    /// Plans node repair and starts its commands; returns the candidates now disrupting.
+    async fn repair(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        inputs: &std::sync::Arc<consolidation::Inputs>,
+    ) -> BTreeSet<String> {
+        let plan = {
+            let inputs = std::sync::Arc::clone(inputs);
+            super::off_runtime(move || {
+                plan_repair(PlannerInput {
+                    now: inputs.now,
+                    nodes: &inputs.views,
+                    pdb_allowed: &inputs.pdb_allowed,
+                    nodepools: &inputs.nodepools,
+                    world: inputs.world.clone(),
+                })
+            })
+            .await
+        };
+        Metrics::set(
+            &ctx.metrics.voluntary_disruption_eligible_nodes,
+            &[("reason", "unhealthy")],
+            i64::try_from(plan.eligible).unwrap_or(i64::MAX),
+        );
+        self.start_plan(ctx, snapshot, &plan, REASON_UNHEALTHY)
+            .await
+    }
+
+    /// Reports a plan's blocked candidates (once per change) and starts its commands, disrupted
+    /// for `reason`; returns the candidates now disrupting.
+    async fn start_plan(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        plan: &driftwood_disruption::plan::DisruptionPlan,
+        reason: &'static str,
+    ) -> BTreeSet<String> {
         for (name, blocked) in &plan.blocked {
             let message = blocked.to_string();
             tracing::debug!(nodeclaim = %name, reason = %message, "disruption blocked");
             if self.last_blocked.get(name) != Some(&message) {
                 if let Some(claim) = snapshot.store.nodeclaims.get(name) {
+                    // Karpenter's event for a NodePool with too many unhealthy nodes.
+                    let (type_, event) = match blocked {
+                        driftwood_disruption::candidate::Blocked::RepairThreshold { .. } => {
+                            (EventType::Warning, "NodeRepairBlocked")
+                        }
+                        _ => (EventType::Normal, "DisruptionBlocked"),
+                    };
                     ctx.events
-                        .publish(
-                            claim.as_ref(),
-                            EventType::Normal,
-                            "DisruptionBlocked",
-                            &message,
-                        )
+                        .publish(claim.as_ref(), type_, event, &message)
                         .await;
                 }
                 self.last_blocked.insert(name.clone(), message);
@@ -312,7 +384,7 @@ impl Memory {
         // plane's ~10 ms a write would take 25 s).
         let mut starts = Vec::with_capacity(plan.commands.len());
         for command in &plan.commands {
-            let what = Start::drift(command);
+            let what = Start::replacing(command, reason);
             starts.push(async move { (command, start(ctx, snapshot, &what).await) });
         }
         let started: Vec<(&Command, Result<(), kube::Error>)> = futures::stream::iter(starts)
@@ -332,7 +404,6 @@ impl Memory {
                 }
             }
         }
-        self.drift_blocked = plan.blocked;
         now_disrupting
     }
 
@@ -477,6 +548,13 @@ impl Memory {
                             )
                             .await;
                     }
+                    if reason == REASON_UNHEALTHY
+                        && let Err(error) = stamp_repair_deadline(ctx, snapshot, &nodeclaim).await
+                    {
+                        self.errors += 1;
+                        tracing::warn!(%nodeclaim, %error, "could not set the repaired nodeclaim's drain deadline");
+                        continue;
+                    }
                     if let Err(error) = delete(&nodeclaims(&ctx.client), &nodeclaim).await {
                         self.errors += 1;
                         tracing::warn!(%nodeclaim, %error, "could not delete disrupted nodeclaim");
@@ -559,6 +637,49 @@ fn rollout_written(pool: &driftwood_api::NodePool, rollout: &PoolRollout, state:
             })
 }
 
+/// Sets a repaired NodeClaim's drain deadline (Karpenter's termination-timestamp annotation)
+/// before it is deleted: now plus the matched repair policy's bound (10 minutes when its
+/// condition has cleared meanwhile), or the NodeClaim's own terminationGracePeriod when that is
+/// shorter. Written before the delete, so termination reads it from the start.
+async fn stamp_repair_deadline(
+    ctx: &Context,
+    snapshot: &Snapshot,
+    name: &str,
+) -> Result<(), kube::Error> {
+    const DEFAULT_BOUND: i64 = 600;
+    let Some(claim) = snapshot.store.nodeclaims.get(name) else {
+        return Ok(());
+    };
+    let bound = snapshot
+        .node_of(claim)
+        .and_then(|node| unhealthy(node, ctx.cloud.repair_policies()))
+        .and_then(|u| u.termination_grace_seconds)
+        .unwrap_or(DEFAULT_BOUND);
+    let own = claim
+        .spec
+        .termination_grace_period
+        .as_deref()
+        .and_then(|d| driftwood_api::duration::parse_go_duration(d).ok())
+        .and_then(|s| i64::try_from(s).ok());
+    let bound = own.map_or(bound, |own| own.min(bound));
+    let deadline = ctx
+        .clock
+        .now()
+        .checked_add(jiff::SignedDuration::from_secs(bound))
+        .unwrap_or_else(|_| ctx.clock.now())
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    modify(&ctx.state, &nodeclaims(&ctx.client), name, |c| {
+        let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(
+            driftwood_api::wellknown::ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
+            deadline.clone(),
+        ) != Some(deadline.clone())
+    })
+    .await
+    .map(|_| ())
+}
+
 /// Undoes a command: delete the replacements that never initialized, untaint the node, clear
 /// DisruptionReason and the command annotations (the mark goes first, so a crash in between
 /// leaves no command behind). Replacements that initialized stay as ordinary capacity; one that
@@ -596,11 +717,12 @@ async fn rollback(
     Ok(())
 }
 
-/// The disruption view of every managed NodeClaim (its node, pods, PDBs, drift), in the
-/// cache's order.
+/// The disruption view of every managed NodeClaim (its node, pods, PDBs, drift, and with
+/// repair `policies` its node's health), in the cache's order.
 fn candidate_views(
     snapshot: &Snapshot,
     now: i64,
+    policies: &[driftwood_api::repair::RepairPolicy],
 ) -> Vec<driftwood_disruption::candidate::NodeView> {
     let pdbs = snapshot.pdb_list();
     snapshot
@@ -620,7 +742,11 @@ fn candidate_views(
                 .unwrap_or_default();
             let pods: Vec<&k8s_openapi::api::core::v1::Pod> =
                 pods.iter().map(|p| p.as_ref()).collect();
-            node_view(claim, node.map(|n| n.as_ref()), &pods, &pdbs, now)
+            let mut view = node_view(claim, node.map(|n| n.as_ref()), &pods, &pdbs, now);
+            if !policies.is_empty() {
+                view.unhealthy = node.and_then(|n| unhealthy(n, policies));
+            }
+            view
         })
         .collect()
 }

@@ -15,7 +15,7 @@ use crate::state::Snapshot;
 use driftwood_api::NodeClaim;
 use driftwood_api::condition::STATUS_TRUE;
 use driftwood_api::wellknown::{
-    ANNOTATION_DISRUPTION_REPLACEMENT_FOR, CONDITION_DISRUPTION_REASON, REASON_DRIFTED,
+    ANNOTATION_DISRUPTION_REPLACEMENT_FOR, CONDITION_DISRUPTION_REASON,
 };
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::ConsolidationCommand;
@@ -36,7 +36,7 @@ pub struct Candidate {
 /// A command ready to start.
 #[derive(Debug, Clone)]
 pub struct Start {
-    /// Drifted, Empty or Underutilized.
+    /// Drifted, Unhealthy, Empty or Underutilized.
     pub reason: &'static str,
     /// Karpenter's consolidation_type label: "" for drift, else empty, single or multi.
     pub consolidation_type: &'static str,
@@ -47,10 +47,11 @@ pub struct Start {
 }
 
 impl Start {
-    /// A drift command.
-    pub fn drift(command: &Command) -> Self {
+    /// A command of a method that replaces nodes one by one (drift, repair), disrupted for
+    /// `reason`.
+    pub fn replacing(command: &Command, reason: &'static str) -> Self {
         Self {
-            reason: REASON_DRIFTED,
+            reason,
             consolidation_type: "",
             candidates: vec![Candidate {
                 nodeclaim: command.nodeclaim.clone(),

@@ -6,6 +6,7 @@ pub mod harness;
 mod interruption;
 mod preview;
 mod provisioning;
+mod repair;
 mod rollout;
 mod safety;
 pub mod support;
