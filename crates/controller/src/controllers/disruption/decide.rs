@@ -147,6 +147,34 @@ pub struct InFlightRules {
     pub unsafe_skip_replacement_wait: bool,
 }
 
+/// Whether the reason a candidate was chosen for still holds in `snapshot` (the cache as it
+/// is now, after a plan that may have taken long): still Drifted, or its node still matching a
+/// repair `policy`, and not being deleted. A drift that cleared while the plan was computed (a
+/// class edited back, a security group fixed) must not replace the node: that would be a false
+/// drift.
+pub fn still_holds(
+    snapshot: &Snapshot,
+    nodeclaim: &str,
+    reason: &str,
+    policies: &[driftwood_api::repair::RepairPolicy],
+) -> bool {
+    let Some(claim) = snapshot.store.nodeclaims.get(nodeclaim) else {
+        return false;
+    };
+    if claim.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    match reason {
+        driftwood_api::wellknown::REASON_DRIFTED => {
+            claim.is_true(driftwood_api::wellknown::CONDITION_DRIFTED)
+        }
+        driftwood_api::wellknown::REASON_UNHEALTHY => snapshot
+            .node_of(claim)
+            .is_some_and(|node| driftwood_disruption::repair::unhealthy(node, policies).is_some()),
+        _ => true,
+    }
+}
+
 /// Where every command in flight stands: one action per candidate NodeClaim that carries a
 /// command and is not already being deleted.
 pub fn in_flight(snapshot: &Snapshot, now: i64, rules: InFlightRules) -> Vec<InFlightAction> {
@@ -217,6 +245,33 @@ mod tests {
 
     fn condition(type_: &str) -> serde_json::Value {
         json!({"type": type_, "status": "True", "reason": type_, "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"})
+    }
+
+    /// A drift that cleared while the plan was computed stops its command; one that holds
+    /// does not; a NodeClaim gone or being deleted is not started either.
+    #[test]
+    fn a_candidate_whose_drift_cleared_during_planning_is_not_started() {
+        let mut store = Store::default();
+        store.nodeclaims.insert(
+            "drifted".into(),
+            claim("drifted", false, json!([condition("Drifted")])),
+        );
+        store
+            .nodeclaims
+            .insert("cleared".into(), claim("cleared", false, json!([])));
+        store.nodeclaims.insert(
+            "deleting".into(),
+            claim("deleting", true, json!([condition("Drifted")])),
+        );
+        let snapshot = Snapshot::new(store);
+        assert!(still_holds(&snapshot, "drifted", "Drifted", &[]));
+        assert!(!still_holds(&snapshot, "cleared", "Drifted", &[]));
+        assert!(!still_holds(&snapshot, "deleting", "Drifted", &[]));
+        assert!(!still_holds(&snapshot, "gone", "Drifted", &[]));
+        assert!(
+            !still_holds(&snapshot, "drifted", "Unhealthy", &[]),
+            "no node, so nothing unhealthy"
+        );
     }
 
     #[test]

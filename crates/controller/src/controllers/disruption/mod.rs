@@ -12,7 +12,7 @@ mod start;
 
 pub use decide::{
     InFlightAction, InFlightRules, budget_signature, consolidation_signature, in_flight,
-    orphaned_replacements,
+    orphaned_replacements, still_holds,
 };
 
 use super::Outcome;
@@ -383,7 +383,13 @@ impl Memory {
         // server (five writes a command; 500 commands one after another at a managed control
         // plane's ~10 ms a write would take 25 s).
         let mut starts = Vec::with_capacity(plan.commands.len());
+        let policies = ctx.cloud.repair_policies();
+        let now_cache = ctx.state.snapshot();
         for command in &plan.commands {
+            if !still_holds(&now_cache, &command.nodeclaim, reason, policies) {
+                tracing::info!(nodeclaim = %command.nodeclaim, reason, "no longer a candidate since the plan was made; not disrupting");
+                continue;
+            }
             let what = Start::replacing(command, reason);
             starts.push(async move { (command, start(ctx, snapshot, &what).await) });
         }
