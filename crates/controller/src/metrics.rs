@@ -43,6 +43,7 @@ pub struct Metrics {
     pub nodeclaims_initialized: Family<Labels, Counter>,
     pub nodeclaims_terminated: Family<Labels, Counter>,
     pub nodeclaims_disrupted: Family<Labels, Counter>,
+    pub nodeclaims_unhealthy_disrupted: Family<Labels, Counter>,
     pub nodeclaims_drifted: Family<Labels, Counter>,
     pub nodes_created: Family<Labels, Counter>,
     pub nodes_terminated: Family<Labels, Counter>,
@@ -88,6 +89,7 @@ impl Metrics {
             nodeclaims_initialized: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            nodeclaims_unhealthy_disrupted: Family::default(),
             nodeclaims_drifted: Family::default(),
             nodes_created: Family::default(),
             nodes_terminated: Family::default(),
@@ -163,6 +165,11 @@ impl Metrics {
                 "karpenter_nodeclaims_disrupted",
                 "NodeClaims disrupted, by reason",
                 &metrics.nodeclaims_disrupted,
+            ),
+            (
+                "karpenter_nodeclaims_unhealthy_disrupted",
+                "NodeClaims replaced by node repair, by condition, nodepool, capacity type and image",
+                &metrics.nodeclaims_unhealthy_disrupted,
             ),
             (
                 "driftwood_nodeclaims_drifted",

@@ -580,6 +580,7 @@ mod tests {
             view.ready = false;
             view.unhealthy = Some(crate::repair::Unhealthy {
                 condition: "Ready=False".into(),
+                condition_type: "Ready".into(),
                 since,
                 due_at: since + 1800,
                 termination_grace_seconds: Some(600),

@@ -22,12 +22,31 @@ pub const UNHEALTHY_THRESHOLD_PERCENT: usize = 20;
 pub struct Unhealthy {
     /// `Ready=False`, `AcceleratedHardwareReady=False (XID79)`, …
     pub condition: String,
+    /// The condition's type (`Ready`, `AcceleratedHardwareReady`, …).
+    pub condition_type: String,
     /// When the condition last changed (UTC seconds).
     pub since: i64,
     /// When the toleration runs out (UTC seconds): a candidate from then on.
     pub due_at: i64,
     /// The drain bound of the matched policy.
     pub termination_grace_seconds: Option<i64>,
+}
+
+/// A condition type as Karpenter's metric label writes it: `AcceleratedHardwareReady` →
+/// `accelerated_hardware_ready`.
+pub fn snake_case(condition_type: &str) -> String {
+    let mut out = String::with_capacity(condition_type.len() + 4);
+    for (i, c) in condition_type.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The first condition of `node` a policy matches (the one due soonest), if any. A policy that
@@ -56,6 +75,7 @@ pub fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> Option<Unhealthy> {
                 .as_ref()
                 .map_or(0, |t| t.0.as_second());
             Some(Unhealthy {
+                condition_type: c.type_.clone(),
                 condition: if reason.is_empty() {
                     format!("{}={}", c.type_, c.status)
                 } else {
@@ -207,6 +227,11 @@ mod tests {
         .unwrap();
         assert_eq!((ready.since, ready.due_at), (since, since + 1800));
         assert_eq!(ready.condition, "Ready=False (KubeletDown)");
+        assert_eq!(snake_case(&ready.condition_type), "ready");
+        assert_eq!(
+            snake_case("AcceleratedHardwareReady"),
+            "accelerated_hardware_ready"
+        );
         assert_eq!(ready.termination_grace_seconds, Some(600));
         for other in [
             condition("Ready", "True", "", t),

@@ -554,17 +554,51 @@ impl Memory {
                             )
                             .await;
                     }
-                    if reason == REASON_UNHEALTHY
-                        && let Err(error) = stamp_repair_deadline(ctx, snapshot, &nodeclaim).await
-                    {
-                        self.errors += 1;
-                        tracing::warn!(%nodeclaim, %error, "could not set the repaired nodeclaim's drain deadline");
-                        continue;
+                    let mut repaired = None;
+                    if reason == REASON_UNHEALTHY {
+                        match stamp_repair_deadline(ctx, snapshot, &nodeclaim).await {
+                            Ok(condition) => repaired = Some(condition),
+                            Err(error) => {
+                                self.errors += 1;
+                                tracing::warn!(%nodeclaim, %error, "could not set the repaired nodeclaim's drain deadline");
+                                continue;
+                            }
+                        }
                     }
                     if let Err(error) = delete(&nodeclaims(&ctx.client), &nodeclaim).await {
                         self.errors += 1;
                         tracing::warn!(%nodeclaim, %error, "could not delete disrupted nodeclaim");
                         continue;
+                    }
+                    if let (Some(condition), Some(claim)) =
+                        (repaired, snapshot.store.nodeclaims.get(&nodeclaim))
+                    {
+                        let label = |key: &str| {
+                            claim
+                                .metadata
+                                .labels
+                                .as_ref()
+                                .and_then(|l| l.get(key))
+                                .cloned()
+                                .unwrap_or_default()
+                        };
+                        let image = claim
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.image_id.clone())
+                            .unwrap_or_default();
+                        Metrics::inc(
+                            &ctx.metrics.nodeclaims_unhealthy_disrupted,
+                            &[
+                                ("condition", &condition),
+                                ("nodepool", &nodepool),
+                                (
+                                    "capacity_type",
+                                    &label(driftwood_api::wellknown::LABEL_CAPACITY_TYPE),
+                                ),
+                                ("image_id", &image),
+                            ],
+                        );
                     }
                     Metrics::inc(
                         &ctx.metrics.nodeclaims_disrupted,
@@ -646,19 +680,25 @@ fn rollout_written(pool: &driftwood_api::NodePool, rollout: &PoolRollout, state:
 /// Sets a repaired NodeClaim's drain deadline (Karpenter's termination-timestamp annotation)
 /// before it is deleted: now plus the matched repair policy's bound (10 minutes when its
 /// condition has cleared meanwhile), or the NodeClaim's own terminationGracePeriod when that is
-/// shorter. Written before the delete, so termination reads it from the start.
+/// shorter. Written before the delete, so termination reads it from the start. Returns the
+/// condition repaired, in snake case (`unknown` when it has cleared meanwhile).
 async fn stamp_repair_deadline(
     ctx: &Context,
     snapshot: &Snapshot,
     name: &str,
-) -> Result<(), kube::Error> {
+) -> Result<String, kube::Error> {
     const DEFAULT_BOUND: i64 = 600;
     let Some(claim) = snapshot.store.nodeclaims.get(name) else {
-        return Ok(());
+        return Ok("unknown".to_string());
     };
-    let bound = snapshot
+    let matched = snapshot
         .node_of(claim)
-        .and_then(|node| unhealthy(node, ctx.cloud.repair_policies()))
+        .and_then(|node| unhealthy(node, ctx.cloud.repair_policies()));
+    let condition = matched.as_ref().map_or_else(
+        || "unknown".to_string(),
+        |u| driftwood_disruption::repair::snake_case(&u.condition_type),
+    );
+    let bound = matched
         .and_then(|u| u.termination_grace_seconds)
         .unwrap_or(DEFAULT_BOUND);
     let own = claim
@@ -683,7 +723,7 @@ async fn stamp_repair_deadline(
         ) != Some(deadline.clone())
     })
     .await
-    .map(|_| ())
+    .map(|_| condition)
 }
 
 /// Undoes a command: delete the replacements that never initialized, untaint the node, clear

@@ -87,4 +87,9 @@ async fn a_node_that_stops_reporting_is_repaired_after_its_toleration() {
         ),
         "{metrics}"
     );
+    let image = status.image_id.clone().unwrap_or_default();
+    let line = format!(
+        "karpenter_nodeclaims_unhealthy_disrupted_total{{condition=\"ready\",nodepool=\"general\",capacity_type=\"on-demand\",image_id=\"{image}\"}} 1"
+    );
+    assert!(metrics.contains(&line), "{line} in\n{metrics}");
 }
