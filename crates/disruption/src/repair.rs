@@ -89,6 +89,44 @@ pub fn unhealthy(node: &Node, policies: &[RepairPolicy]) -> Option<Unhealthy> {
         .min_by_key(|u| u.due_at)
 }
 
+/// How a repaired NodeClaim is drained: by when (UTC seconds), and the condition repaired as
+/// Karpenter's metric labels it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairDeadline {
+    pub deadline: i64,
+    pub condition: String,
+}
+
+/// The drain bound of a NodeClaim repaired at `now`: the matched policy's bound (10 minutes
+/// when its condition has cleared meanwhile, the condition then `unknown`), or the NodeClaim's
+/// own terminationGracePeriod when that is shorter.
+pub fn repair_deadline(
+    claim: &driftwood_api::NodeClaim,
+    node: Option<&Node>,
+    policies: &[RepairPolicy],
+    now: i64,
+) -> RepairDeadline {
+    const DEFAULT_BOUND: i64 = 600;
+    let matched = node.and_then(|n| unhealthy(n, policies));
+    let condition = matched
+        .as_ref()
+        .map_or_else(|| "unknown".to_string(), |u| snake_case(&u.condition_type));
+    let bound = matched
+        .and_then(|u| u.termination_grace_seconds)
+        .unwrap_or(DEFAULT_BOUND);
+    let own = claim
+        .spec
+        .termination_grace_period
+        .as_deref()
+        .and_then(|d| driftwood_api::duration::parse_go_duration(d).ok())
+        .and_then(|s| i64::try_from(s).ok());
+    let bound = own.map_or(bound, |own| own.min(bound));
+    RepairDeadline {
+        deadline: now.saturating_add(bound),
+        condition,
+    }
+}
+
 /// The NodePools with more than [`UNHEALTHY_THRESHOLD_PERCENT`] of their nodes unhealthy
 /// (matching a policy, due or not), with the message Karpenter's NodeRepairBlocked event gives.
 pub fn over_threshold(nodes: &[NodeView]) -> BTreeMap<String, String> {
@@ -263,6 +301,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(both.due_at, since + 600, "the one due first");
+    }
+
+    /// The drain bound is the policy's, or the NodeClaim's own terminationGracePeriod when
+    /// shorter; with the condition cleared meanwhile, 10 minutes and `unknown`.
+    #[test]
+    fn a_repaired_node_drains_within_the_shorter_of_the_two_bounds() {
+        let claim = |tgp: Option<&str>| {
+            let mut spec = json!({"nodeClassRef": {"group": "g", "kind": "k", "name": "c"}, "requirements": []});
+            if let Some(tgp) = tgp {
+                spec["terminationGracePeriod"] = json!(tgp);
+            }
+            serde_json::from_value::<driftwood_api::NodeClaim>(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                "metadata": {"name": "c"}, "spec": spec
+            }))
+            .unwrap()
+        };
+        let sick = node(json!([condition(
+            "AcceleratedHardwareReady",
+            "False",
+            "XID79",
+            "2026-01-01T00:00:00Z"
+        )]));
+        let now = 2_000_000_000;
+        let r = repair_deadline(&claim(None), Some(&sick), POLICIES, now);
+        assert_eq!(r.deadline, now + 300);
+        assert_eq!(r.condition, "accelerated_hardware_ready");
+        let r = repair_deadline(&claim(Some("1m")), Some(&sick), POLICIES, now);
+        assert_eq!(r.deadline, now + 60);
+        let r = repair_deadline(&claim(Some("1h")), None, POLICIES, now);
+        assert_eq!((r.deadline, r.condition.as_str()), (now + 600, "unknown"));
     }
 
     fn view(pool: &str, sick: bool) -> NodeView {

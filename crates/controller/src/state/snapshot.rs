@@ -7,6 +7,7 @@ use super::{Kind, ObjectKey, Objects, Store};
 use driftwood_api::condition::Conditions as _;
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
+use driftwood_aws::launcher::instance_id_from_provider_id;
 use imbl::{OrdMap, OrdSet};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
@@ -147,7 +148,7 @@ fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, prese
     }
     if let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
         unique(&mut snapshot.nodeclaim_by_provider_id, id, name, present);
-        if let Some(instance) = instance_id(id) {
+        if let Some(instance) = instance_id_from_provider_id(id) {
             unique(
                 &mut snapshot.nodeclaim_by_instance_id,
                 instance,
@@ -163,14 +164,6 @@ fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, prese
     } else if deleting {
         snapshot.deleting_nodeclaims.remove(name);
     }
-}
-
-/// The instance ID at the end of a providerID (`aws:///us-west-2a/i-0abc` → `i-0abc`), as
-/// Karpenter's index reads it (`.*:///.*/(ID)`); none for another shape.
-pub fn instance_id(provider_id: &str) -> Option<&str> {
-    let (_, path) = provider_id.split_once(":///")?;
-    let (_, id) = path.rsplit_once('/')?;
-    (!id.is_empty()).then_some(id)
 }
 
 fn index_node(snapshot: &mut Snapshot, name: &str, node: &Node, present: bool) {
@@ -413,9 +406,15 @@ mod tests {
         s.delete::<Node>("n2");
         assert!(s.deleting_node_names().is_empty());
         assert_indexes_match_rebuild(&s);
-        assert_eq!(instance_id("aws:///us-west-2a/i-0abc"), Some("i-0abc"));
-        assert_eq!(instance_id("kind://docker/kind/node"), None);
-        assert_eq!(instance_id("aws:///us-west-2a/"), None);
+        assert_eq!(
+            instance_id_from_provider_id("aws:///us-west-2a/i-0abc"),
+            Some("i-0abc")
+        );
+        assert_eq!(
+            instance_id_from_provider_id("kind://docker/kind/node"),
+            None
+        );
+        assert_eq!(instance_id_from_provider_id("aws:///us-west-2a/"), None);
     }
 
     #[test]

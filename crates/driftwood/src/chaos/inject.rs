@@ -533,36 +533,29 @@ impl Injector {
 
     /// Running spot instances of the pools, as (instance id, node name if registered).
     fn spot_machines(snapshot: &Snapshot) -> Vec<(String, Option<String>)> {
-        snapshot
-            .store
-            .nodeclaims
-            .values()
-            .filter(|c| c.metadata.deletion_timestamp.is_none())
-            .filter(|c| {
-                c.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(driftwood_api::wellknown::LABEL_CAPACITY_TYPE))
-                    .is_some_and(|t| t == "spot")
-            })
-            .filter_map(|c| {
-                let status = c.status.as_ref()?;
-                let provider = status.provider_id.as_deref().filter(|p| !p.is_empty())?;
-                Some((
-                    instance_id(provider).to_string(),
-                    status.node_name.clone().filter(|n| !n.is_empty()),
-                ))
-            })
-            .collect()
+        use driftwood_api::lookup::ObjectLookups as _;
+        Self::machines_where(snapshot, |c| {
+            c.label(driftwood_api::wellknown::LABEL_CAPACITY_TYPE) == Some("spot")
+        })
     }
 
     /// Running pool instances as (instance id, node name if registered).
     fn pool_machines(snapshot: &Snapshot) -> Vec<(String, Option<String>)> {
+        Self::machines_where(snapshot, |_| true)
+    }
+
+    /// The instances of the NodeClaims (not being deleted) that `keep` accepts, as (instance
+    /// id, node name if registered).
+    fn machines_where(
+        snapshot: &Snapshot,
+        keep: impl Fn(&driftwood_api::NodeClaim) -> bool,
+    ) -> Vec<(String, Option<String>)> {
         snapshot
             .store
             .nodeclaims
             .values()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .filter(|c| keep(c))
             .filter_map(|c| {
                 let status = c.status.as_ref()?;
                 let provider = status.provider_id.as_deref().filter(|p| !p.is_empty())?;

@@ -27,6 +27,7 @@ use crate::simulation::simulation_input;
 use crate::state::Snapshot;
 use consolidation::CONSOLIDATED_RECHECK_SECONDS;
 use driftwood_api::condition::{STATUS_FALSE, STATUS_TRUE, set_condition};
+use driftwood_api::lookup::ObjectLookups as _;
 use driftwood_api::wellknown::{
     CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE, REASON_DRIFTED, REASON_UNHEALTHY,
     TAINT_DISRUPTED_KEY,
@@ -34,7 +35,7 @@ use driftwood_api::wellknown::{
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
 use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
-use driftwood_disruption::repair::{plan_repair, unhealthy};
+use driftwood_disruption::repair::{plan_repair, repair_deadline, unhealthy};
 use driftwood_disruption::rollout::{PoolRollout, pool_rollout};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use futures::StreamExt as _;
@@ -300,21 +301,7 @@ impl Memory {
         snapshot: &Snapshot,
         inputs: &std::sync::Arc<consolidation::Inputs>,
     ) -> BTreeSet<String> {
-        // Planning simulates every candidate (minutes at 5,000 nodes with a zone spread): on
-        // the blocking pool, so the lease is renewed and watches served meanwhile.
-        let plan = {
-            let inputs = std::sync::Arc::clone(inputs);
-            super::off_runtime(move || {
-                plan_drift(PlannerInput {
-                    now: inputs.now,
-                    nodes: &inputs.views,
-                    pdb_allowed: &inputs.pdb_allowed,
-                    nodepools: &inputs.nodepools,
-                    world: inputs.world.clone(),
-                })
-            })
-            .await
-        };
+        let plan = plan_off_runtime(inputs, plan_drift).await;
         self.report_gauges(ctx, plan.eligible, &plan.budgets);
         let started = self.start_plan(ctx, snapshot, &plan, REASON_DRIFTED).await;
         self.drift_blocked = plan.blocked;
@@ -328,19 +315,7 @@ impl Memory {
         snapshot: &Snapshot,
         inputs: &std::sync::Arc<consolidation::Inputs>,
     ) -> BTreeSet<String> {
-        let plan = {
-            let inputs = std::sync::Arc::clone(inputs);
-            super::off_runtime(move || {
-                plan_repair(PlannerInput {
-                    now: inputs.now,
-                    nodes: &inputs.views,
-                    pdb_allowed: &inputs.pdb_allowed,
-                    nodepools: &inputs.nodepools,
-                    world: inputs.world.clone(),
-                })
-            })
-            .await
-        };
+        let plan = plan_off_runtime(inputs, plan_repair).await;
         Metrics::set(
             &ctx.metrics.voluntary_disruption_eligible_nodes,
             &[("reason", "unhealthy")],
@@ -573,15 +548,6 @@ impl Memory {
                     if let (Some(condition), Some(claim)) =
                         (repaired, snapshot.store.nodeclaims.get(&nodeclaim))
                     {
-                        let label = |key: &str| {
-                            claim
-                                .metadata
-                                .labels
-                                .as_ref()
-                                .and_then(|l| l.get(key))
-                                .cloned()
-                                .unwrap_or_default()
-                        };
                         let image = claim
                             .status
                             .as_ref()
@@ -594,7 +560,9 @@ impl Memory {
                                 ("nodepool", &nodepool),
                                 (
                                     "capacity_type",
-                                    &label(driftwood_api::wellknown::LABEL_CAPACITY_TYPE),
+                                    claim
+                                        .label(driftwood_api::wellknown::LABEL_CAPACITY_TYPE)
+                                        .unwrap_or_default(),
                                 ),
                                 ("image_id", &image),
                             ],
@@ -677,41 +645,40 @@ fn rollout_written(pool: &driftwood_api::NodePool, rollout: &PoolRollout, state:
             })
 }
 
-/// Sets a repaired NodeClaim's drain deadline (Karpenter's termination-timestamp annotation)
-/// before it is deleted: now plus the matched repair policy's bound (10 minutes when its
-/// condition has cleared meanwhile), or the NodeClaim's own terminationGracePeriod when that is
-/// shorter. Written before the delete, so termination reads it from the start. Returns the
-/// condition repaired, in snake case (`unknown` when it has cleared meanwhile).
+/// Runs `planner` (drift or repair) over the pass's inputs on the blocking pool: planning
+/// simulates every candidate (minutes at 5,000 nodes with a zone spread), and meanwhile the
+/// lease is renewed and watches served.
+async fn plan_off_runtime(
+    inputs: &std::sync::Arc<consolidation::Inputs>,
+    planner: fn(PlannerInput<'_>) -> driftwood_disruption::plan::DisruptionPlan,
+) -> driftwood_disruption::plan::DisruptionPlan {
+    let inputs = std::sync::Arc::clone(inputs);
+    super::off_runtime(move || {
+        planner(PlannerInput {
+            now: inputs.now,
+            nodes: &inputs.views,
+            pdb_allowed: &inputs.pdb_allowed,
+            nodepools: &inputs.nodepools,
+            world: inputs.world.clone(),
+        })
+    })
+    .await
+}
+
+/// Sets a repaired NodeClaim's drain deadline (Karpenter's termination-timestamp annotation,
+/// [`repair_deadline`]) before it is deleted, so termination reads it from the start. Returns
+/// the condition repaired, as the metric labels it.
 async fn stamp_repair_deadline(
     ctx: &Context,
     snapshot: &Snapshot,
     name: &str,
 ) -> Result<String, kube::Error> {
-    const DEFAULT_BOUND: i64 = 600;
     let Some(claim) = snapshot.store.nodeclaims.get(name) else {
         return Ok("unknown".to_string());
     };
-    let matched = snapshot
-        .node_of(claim)
-        .and_then(|node| unhealthy(node, ctx.cloud.repair_policies()));
-    let condition = matched.as_ref().map_or_else(
-        || "unknown".to_string(),
-        |u| driftwood_disruption::repair::snake_case(&u.condition_type),
-    );
-    let bound = matched
-        .and_then(|u| u.termination_grace_seconds)
-        .unwrap_or(DEFAULT_BOUND);
-    let own = claim
-        .spec
-        .termination_grace_period
-        .as_deref()
-        .and_then(|d| driftwood_api::duration::parse_go_duration(d).ok())
-        .and_then(|s| i64::try_from(s).ok());
-    let bound = own.map_or(bound, |own| own.min(bound));
-    let deadline = ctx
-        .clock
-        .now()
-        .checked_add(jiff::SignedDuration::from_secs(bound))
+    let node = snapshot.node_of(claim).map(AsRef::as_ref);
+    let repair = repair_deadline(claim, node, ctx.cloud.repair_policies(), ctx.now_seconds());
+    let deadline = jiff::Timestamp::from_second(repair.deadline)
         .unwrap_or_else(|_| ctx.clock.now())
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
@@ -723,7 +690,7 @@ async fn stamp_repair_deadline(
         ) != Some(deadline.clone())
     })
     .await
-    .map(|_| condition)
+    .map(|_| repair.condition)
 }
 
 /// Undoes a command: delete the replacements that never initialized, untaint the node, clear

@@ -67,19 +67,11 @@ pub fn decide(snapshot: &Snapshot, received: &[Received]) -> Vec<MessagePlan> {
                 let Some(claim) = snapshot.nodeclaim_by_instance(instance) else {
                     continue;
                 };
-                let label = |key: &str| {
-                    claim
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(key))
-                        .cloned()
-                };
                 let unavailable = (message.kind == Kind::SpotInterrupted)
                     .then(|| {
                         Some(OfferingKey::new(
-                            &label(LABEL_INSTANCE_TYPE)?,
-                            &label(LABEL_TOPOLOGY_ZONE)?,
+                            claim.label(LABEL_INSTANCE_TYPE)?,
+                            claim.label(LABEL_TOPOLOGY_ZONE)?,
                             "spot",
                         ))
                     })
@@ -90,7 +82,10 @@ pub fn decide(snapshot: &Snapshot, received: &[Received]) -> Vec<MessagePlan> {
                         .node_of(claim)
                         .and_then(|n| n.metadata.name.clone()),
                     nodepool: claim.nodepool_name().unwrap_or_default().to_string(),
-                    capacity_type: label(LABEL_CAPACITY_TYPE).unwrap_or_default(),
+                    capacity_type: claim
+                        .label(LABEL_CAPACITY_TYPE)
+                        .unwrap_or_default()
+                        .to_string(),
                     unavailable,
                     delete: message.kind.action() == Action::CordonAndDrain
                         && claim.metadata.deletion_timestamp.is_none(),

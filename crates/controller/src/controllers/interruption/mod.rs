@@ -137,12 +137,7 @@ async fn act(
         } else {
             EventType::Normal
         };
-        ctx.events
-            .publish(claim.as_ref(), type_, reason, note)
-            .await;
-        if let Some(node) = node {
-            ctx.events.publish(node.as_ref(), type_, reason, note).await;
-        }
+        report(ctx, claim, node, type_, reason, [note, note]).await;
     }
     if let Some(offering) = &action.unavailable {
         ctx.cloud.mark_unavailable(offering, kind.label());
@@ -184,25 +179,18 @@ async fn act(
             message_type = kind.label(),
             "initiating delete from interruption message"
         );
-        let note = "Interruption triggered termination for the NodeClaim";
-        ctx.events
-            .publish(
-                claim.as_ref(),
-                EventType::Warning,
-                "TerminatingOnInterruption",
-                note,
-            )
-            .await;
-        if let Some(node) = node {
-            ctx.events
-                .publish(
-                    node.as_ref(),
-                    EventType::Warning,
-                    "TerminatingOnInterruption",
-                    "Interruption triggered termination for the Node",
-                )
-                .await;
-        }
+        report(
+            ctx,
+            claim,
+            node,
+            EventType::Warning,
+            "TerminatingOnInterruption",
+            [
+                "Interruption triggered termination for the NodeClaim",
+                "Interruption triggered termination for the Node",
+            ],
+        )
+        .await;
         Metrics::inc(
             &ctx.metrics.nodeclaims_disrupted,
             &[
@@ -213,4 +201,22 @@ async fn act(
         );
     }
     true
+}
+
+/// Publishes `reason` on the NodeClaim and on its Node (if it registered one), each with its
+/// note, as Karpenter reports interruptions on both.
+async fn report(
+    ctx: &Context,
+    claim: &driftwood_api::NodeClaim,
+    node: Option<&std::sync::Arc<k8s_openapi::api::core::v1::Node>>,
+    type_: EventType,
+    reason: &str,
+    [on_claim, on_node]: [&str; 2],
+) {
+    ctx.events.publish(claim, type_, reason, on_claim).await;
+    if let Some(node) = node {
+        ctx.events
+            .publish(node.as_ref(), type_, reason, on_node)
+            .await;
+    }
 }

@@ -4,9 +4,10 @@
 
 use super::harness::describe;
 use super::support::{
-    MINUTE, cluster, deployment, events_about, idle, initialized_of, name, nodepool, pdb,
-    ready_pods,
+    MINUTE, cluster, deployment, events_about, idle, initialized_of, instance_of, name, nodepool,
+    pdb, ready_pods,
 };
+use driftwood_api::lookup::ObjectLookups as _;
 use driftwood_api::wellknown::{LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE};
 use driftwood_controller::Settings;
 use std::time::Duration;
@@ -17,13 +18,7 @@ fn spot_pool() -> String {
 }
 
 fn label(claim: &driftwood_api::NodeClaim, key: &str) -> String {
-    claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .cloned()
-        .unwrap_or_default()
+    claim.label(key).unwrap_or_default().to_string()
 }
 
 /// Issue 30's "done when": a spot interruption warning for a node running a PDB-protected
@@ -54,12 +49,7 @@ async fn a_spot_interruption_replaces_the_node_before_ec2_reclaims_it() {
     );
     let status = claim.status.clone().unwrap_or_default();
     let node = status.node_name.clone().unwrap_or_default();
-    let instance = status
-        .provider_id
-        .as_deref()
-        .and_then(|p| p.rsplit('/').next())
-        .unwrap_or_default()
-        .to_string();
+    let instance = instance_of(&claim);
     let aws = h.embedded.cluster.aws();
     h.min_ready.clear();
     assert!(aws.interrupt_spot(&instance), "a running spot instance");
@@ -173,14 +163,6 @@ async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_on
     })
     .await;
     let s = h.snapshot();
-    let instance_of = |c: &driftwood_api::NodeClaim| {
-        c.status
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .and_then(|p| p.rsplit('/').next())
-            .unwrap_or_default()
-            .to_string()
-    };
     let claims = initialized_of(&s, "general");
     let (retired, advised) = (claims[0].clone(), claims[1].clone());
     let aws = h.embedded.cluster.aws();

@@ -4,8 +4,8 @@
 
 use super::harness::describe;
 use super::support::{
-    MINUTE, cluster, deployment, events_about, idle, initialized_of, name, nodepool, pdb,
-    ready_pods,
+    MINUTE, cluster, deployment, events_about, idle, initialized_of, instance_of, name, nodepool,
+    pdb, ready_pods,
 };
 use driftwood_api::condition::Conditions;
 use driftwood_api::wellknown::CONDITION_DISRUPTION_REASON;
@@ -34,12 +34,7 @@ async fn a_node_that_stops_reporting_is_repaired_after_its_toleration() {
     let claim_name = name(&claim);
     let status = claim.status.clone().unwrap_or_default();
     let node = status.node_name.clone().unwrap_or_default();
-    let instance = status
-        .provider_id
-        .as_deref()
-        .and_then(|p| p.rsplit('/').next())
-        .unwrap_or_default()
-        .to_string();
+    let instance = instance_of(&claim);
     h.embedded
         .cluster
         .aws()

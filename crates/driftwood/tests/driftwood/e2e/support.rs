@@ -175,6 +175,17 @@ pub fn name(claim: &NodeClaim) -> String {
     claim.metadata.name.clone().unwrap_or_default()
 }
 
+/// The EC2 instance ID of a launched NodeClaim (empty before launch).
+pub fn instance_of(claim: &NodeClaim) -> String {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(driftwood_aws::launcher::instance_id_from_provider_id)
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The pool's initialized NodeClaims.
 pub fn initialized_of<'a>(s: &'a Snapshot, pool: &str) -> Vec<&'a NodeClaim> {
     claims_of(s, pool)

@@ -2,21 +2,16 @@
 //! parses and deletes as Karpenter does; then the controllers on the embedded cluster, launching
 //! into moto's EC2, replace a node when EC2's spot interruption warning arrives on the queue.
 
-use crate::e2e::harness::{Harness, describe};
+use crate::e2e::harness::describe;
 use crate::e2e::walkthrough::{initialized_nodes, workload_running_on};
-use driftwood::embedded::{Embedded, ExternalCloud};
 use driftwood_aws::AwsSettings;
 use driftwood_aws::interruption::events::EventOrigin;
 use driftwood_aws::interruption::{InterruptionQueue, Kind};
 use driftwood_cloud_aws::aws_sdk_sqs;
-use driftwood_controller::Settings;
-use driftwood_sim::SimClusterOptions;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::Moto;
-use super::fleet::MotoFleet;
+use super::walkthrough::{cluster_on_moto, walkthrough_values};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -26,6 +21,19 @@ async fn sqs(moto: &Moto) -> aws_sdk_sqs::Client {
             .await
             .unwrap(),
     )
+}
+
+/// Creates the queue `name` in moto; returns its URL.
+async fn create_queue(client: &aws_sdk_sqs::Client, name: &str) -> String {
+    client
+        .create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string()
 }
 
 /// Messages on the queue, visible or being handled (moto's approximate counts are exact).
@@ -58,15 +66,7 @@ async fn the_queue_client_receives_parses_and_deletes_through_the_sdk() {
     assert!(error.is_not_found(), "{error}");
 
     let client = sqs(&moto).await;
-    let url = client
-        .create_queue()
-        .queue_name("demo")
-        .send()
-        .await
-        .unwrap()
-        .queue_url()
-        .unwrap()
-        .to_string();
+    let url = create_queue(&client, "demo").await;
     let queue = InterruptionQueue::new(ports.sqs.clone(), "demo");
     assert_eq!(queue.url().await.unwrap(), url);
     let origin = EventOrigin {
@@ -111,59 +111,16 @@ async fn the_queue_client_receives_parses_and_deletes_through_the_sdk() {
 async fn a_spot_interruption_on_motos_queue_replaces_the_node_in_moto() {
     let moto = Moto::start("demo");
     let seed = moto.seed.clone();
-    let pacer = tokio::spawn(async {
-        loop {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    });
     let client = sqs(&moto).await;
-    let url = client
-        .create_queue()
-        .queue_name("demo-interruption")
-        .send()
-        .await
-        .unwrap()
-        .queue_url()
-        .unwrap()
-        .to_string();
-    let (fleet, poller) = MotoFleet::start(&moto).await;
-    let options = SimClusterOptions {
-        kubernetes_version: "1.29".to_string(),
-        cluster_name: "demo".to_string(),
-        start_time: jiff::Timestamp::now(),
-        ..SimClusterOptions::default()
-    };
+    let url = create_queue(&client, "demo-interruption").await;
     let mut settings = AwsSettings::new("demo", &seed.region, "1.29");
     settings.interruption_queue = Some("demo-interruption".to_string());
-    let cloud = ExternalCloud {
-        ports: moto.ports().await,
-        settings,
-    };
-    let embedded = Embedded::start_with_cloud(
-        options,
-        Settings::default(),
-        Some(cloud),
-        Some(fleet as Arc<dyn driftwood_sim::kubelet::MachineFleet>),
-    )
-    .await
-    .unwrap();
-    let mut h = Harness::watching(embedded).await;
-    let values = BTreeMap::from([
-        ("<<CLUSTER_NAME>>".to_string(), seed.cluster.clone()),
-        (
-            "<<KARPENTER_NODE_IAM_ROLE_NAME>>".to_string(),
-            seed.role.clone(),
-        ),
-        (
-            "<<AMD64PREVAMI>>".to_string(),
-            seed.ami("amazon-eks-node-1.29-v20240807"),
-        ),
-        (
-            "<<ARM64PREVAMI>>".to_string(),
-            seed.ami("amazon-eks-arm64-node-1.29-v20240807"),
-        ),
-    ]);
+    let (mut h, tasks) = cluster_on_moto(&moto, settings).await;
+    let values = walkthrough_values(
+        &seed,
+        "amazon-eks-node-1.29-v20240807",
+        "amazon-eks-arm64-node-1.29-v20240807",
+    );
     h.apply_fixture("update-nodes-with-drift/latest-current-ami.yaml", &values)
         .await;
     h.apply_fixture("update-nodes-with-drift/workload.yaml", &values)
@@ -240,6 +197,7 @@ async fn a_spot_interruption_on_motos_queue_replaces_the_node_in_moto() {
         "{metrics}"
     );
     drop(h);
-    poller.abort();
-    pacer.abort();
+    for task in tasks {
+        task.abort();
+    }
 }

@@ -9,7 +9,7 @@ mod fleet;
 mod interruption;
 mod preview;
 mod provider;
-mod walkthrough;
+pub mod walkthrough;
 
 use driftwood_aws::AwsPorts;
 use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};

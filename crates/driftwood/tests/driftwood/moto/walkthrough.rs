@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Moto;
 use super::fleet::MotoFleet;
+use super::{Moto, Seed};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -32,10 +32,13 @@ fn provider_instance(s: &Snapshot, node: &str) -> String {
         .to_string()
 }
 
-#[tokio::test(start_paused = true)]
-async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
-    let moto = Moto::start("demo");
-    let seed = moto.seed.clone();
+/// The embedded cluster on virtual time with its controllers launching into `moto` (provider
+/// `settings`) and sim kubelets joining Nodes for moto's running instances, under a harness.
+/// Abort the two tasks returned (the pacer, the fleet poller) when done.
+pub async fn cluster_on_moto(
+    moto: &Moto,
+    settings: AwsSettings,
+) -> (Harness, [tokio::task::JoinHandle<()>; 2]) {
     // Virtual time jumps ahead whenever everything waits (on moto, too); the pacer holds the
     // thread 50 ms per virtual second so a moto call costs a bounded slice of cluster time.
     let pacer = tokio::spawn(async {
@@ -44,7 +47,7 @@ async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
             std::thread::sleep(Duration::from_millis(50));
         }
     });
-    let (fleet, poller) = MotoFleet::start(&moto).await;
+    let (fleet, poller) = MotoFleet::start(moto).await;
     let options = SimClusterOptions {
         kubernetes_version: "1.29".to_string(),
         cluster_name: "demo".to_string(),
@@ -54,7 +57,7 @@ async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
     };
     let cloud = ExternalCloud {
         ports: moto.ports().await,
-        settings: AwsSettings::new("demo", &seed.region, "1.29"),
+        settings,
     };
     let embedded = Embedded::start_with_cloud(
         options,
@@ -64,19 +67,29 @@ async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
     )
     .await
     .unwrap();
-    let mut h = Harness::watching(embedded).await;
+    (Harness::watching(embedded).await, [pacer, poller])
+}
 
-    let values = |amd: &str, arm: &str| {
-        BTreeMap::from([
-            ("<<CLUSTER_NAME>>".to_string(), seed.cluster.clone()),
-            (
-                "<<KARPENTER_NODE_IAM_ROLE_NAME>>".to_string(),
-                seed.role.clone(),
-            ),
-            ("<<AMD64PREVAMI>>".to_string(), seed.ami(amd)),
-            ("<<ARM64PREVAMI>>".to_string(), seed.ami(arm)),
-        ])
-    };
+/// The walkthrough's placeholders for moto's seed, with the AMIs named `amd` and `arm`.
+pub fn walkthrough_values(seed: &Seed, amd: &str, arm: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("<<CLUSTER_NAME>>".to_string(), seed.cluster.clone()),
+        (
+            "<<KARPENTER_NODE_IAM_ROLE_NAME>>".to_string(),
+            seed.role.clone(),
+        ),
+        ("<<AMD64PREVAMI>>".to_string(), seed.ami(amd)),
+        ("<<ARM64PREVAMI>>".to_string(), seed.ami(arm)),
+    ])
+}
+
+#[tokio::test(start_paused = true)]
+async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
+    let moto = Moto::start("demo");
+    let seed = moto.seed.clone();
+    let (mut h, tasks) =
+        cluster_on_moto(&moto, AwsSettings::new("demo", &seed.region, "1.29")).await;
+    let values = |amd: &str, arm: &str| walkthrough_values(&seed, amd, arm);
     let old = values(
         "amazon-eks-node-1.29-v20240807",
         "amazon-eks-arm64-node-1.29-v20240807",
@@ -173,6 +186,7 @@ async fn walkthrough_on_moto_replaces_the_node_with_the_new_ami() {
     assert_eq!(new_instance[0].image_id, new["<<AMD64PREVAMI>>"]);
     assert_eq!(new_instance[0].state, "running");
     drop(h);
-    poller.abort();
-    pacer.abort();
+    for task in tasks {
+        task.abort();
+    }
 }
