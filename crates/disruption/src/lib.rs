@@ -12,5 +12,6 @@ pub mod explain;
 pub mod plan;
 pub mod repair;
 pub mod rollout;
+mod summary;
 pub mod views;
 pub mod world;

@@ -6,10 +6,13 @@
 
 use crate::budget::AllowedDisruptions;
 use crate::candidate::{Blocked, NodeView, check_candidate};
+use crate::summary::SummarizedWorld;
 use crate::world::{PassWorld, is_target};
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::REASON_DRIFTED;
-use driftwood_scheduling::{NewNodeClaim, PodConstraints, SimPod, SimulationInput, schedule};
+use driftwood_scheduling::{
+    NewNodeClaim, PodConstraints, SimPod, SimulationInput, SimulationResult, schedule,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// What to do with one chosen candidate.
@@ -70,13 +73,25 @@ pub struct PlannerInput<'a> {
     pub world: SimulationInput,
 }
 
-/// Plans one pass of drift disruption.
-pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
-    plan_drift_with(input, true)
+/// How a pass simulates its candidates. Every way gives the same plan; the tests compare them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Simulation {
+    /// The fastest exact way: when no pod depends on other pods, a world of the candidate and
+    /// the receiving nodes, with outcomes remembered by pod shapes; otherwise the receiving
+    /// nodes and summaries of the others ([`crate::summary`]).
+    Reduced,
+    /// Each candidate against the world of the candidate and the receiving nodes (no memo)
+    /// when no pod depends on other pods, else against every node of the cluster.
+    Whole,
 }
 
-/// [`plan_drift`], with the memo of simulation outcomes on or off (the tests compare both).
-fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
+/// Plans one pass of drift disruption.
+pub fn plan_drift(input: PlannerInput<'_>) -> DisruptionPlan {
+    plan_drift_with(input, Simulation::Reduced)
+}
+
+/// [`plan_drift`], simulating one way or the other (the tests and benchmarks compare both).
+pub fn plan_drift_with(input: PlannerInput<'_>, simulation: Simulation) -> DisruptionPlan {
     let paused: BTreeSet<&str> = input
         .nodepools
         .iter()
@@ -107,7 +122,7 @@ fn plan_drift_with(input: PlannerInput<'_>, memoize: bool) -> DisruptionPlan {
         },
         empty_first: true,
     };
-    plan_method(input, &method, memoize)
+    plan_method(input, &method, simulation)
 }
 
 /// Why a method would disrupt a node: since when (UTC seconds), the reason and message its
@@ -137,7 +152,7 @@ pub(crate) struct MethodSpec<'a> {
 pub(crate) fn plan_method(
     input: PlannerInput<'_>,
     method: &MethodSpec<'_>,
-    memoize: bool,
+    simulation: Simulation,
 ) -> DisruptionPlan {
     let PlannerInput {
         now,
@@ -204,6 +219,10 @@ pub(crate) fn plan_method(
 
     let mut commands = Vec::new();
     let mut memo = MoveMemo::default();
+    // Pods that depend on other pods: the receiving nodes whole, the others summarised (built
+    // when the first candidate with pods is simulated).
+    let mut summarized: Option<SummarizedWorld> = None;
+    let reduced = simulation == Simulation::Reduced;
     for view in ordered {
         let left = allowance.get(view.nodepool.as_str()).copied().unwrap_or(0);
         if left == 0 {
@@ -241,8 +260,22 @@ pub(crate) fn plan_method(
                 blocked.push((view.nodeclaim.clone(), Blocked::Simulation { error }));
                 continue;
             };
-            let outcome = if independent && memoize {
+            let outcome = if independent && reduced {
                 memo.simulate(&mut world, &index, i)
+            } else if !independent && reduced {
+                let summary = summarized.get_or_insert_with(|| SummarizedWorld::new(&world));
+                // The summaries cannot answer for a pod that tolerates the disrupted taint: the
+                // whole world is simulated for it. Placements are recorded in both either way.
+                let result = match summary.simulate(&world, i) {
+                    Some(result) => result,
+                    None => simulate_removal_of(&mut world, i, independent),
+                };
+                apply_move(&mut world, &index, i, result).map(|(decision, placed)| {
+                    for (j, pod) in placed {
+                        summary.place(j, pod);
+                    }
+                    decision
+                })
             } else {
                 simulate_move(&mut world, &index, i, independent).0
             };
@@ -257,6 +290,9 @@ pub(crate) fn plan_method(
         if let Some(i) = world_index {
             // The candidate is gone for every later simulation.
             world.existing_nodes[i].pods.retain(|p| p.is_daemonset);
+            if let Some(summary) = summarized.as_mut() {
+                summary.empty(i);
+            }
         }
         allowance.insert(view.nodepool.as_str(), left - 1);
         commands.push(Command {
@@ -304,7 +340,19 @@ fn simulate_move_inner(
     i: usize,
     independent: bool,
 ) -> Result<(Decision, bool), Blocked> {
-    let result = if independent {
+    let result = simulate_removal_of(world, i, independent);
+    let (decision, placed) = apply_move(world, index, i, result)?;
+    Ok((decision, !placed.is_empty()))
+}
+
+/// Simulates removing `world.existing_nodes[i]`, in the reduced world of the candidate and the
+/// receiving nodes when no pod depends on other pods (`independent`), else in the whole world.
+fn simulate_removal_of(
+    world: &mut SimulationInput,
+    i: usize,
+    independent: bool,
+) -> Result<SimulationResult, driftwood_scheduling::SimulationError> {
+    if independent {
         // The reduced world borrows everything but the nodes from the whole one: the NodePools
         // (with their instance types) are not copied per candidate.
         let reduced: Vec<_> = world
@@ -327,7 +375,18 @@ fn simulate_move_inner(
         let result = schedule(world);
         world.existing_nodes[i].going_away = false;
         result
-    };
+    }
+}
+
+/// Reads the simulation of removing `world.existing_nodes[i]`: blocked when a pod fits
+/// nowhere; else the decision, with the placements onto existing nodes applied to `world` (so
+/// later candidates see that capacity used) and returned as (position, pod).
+fn apply_move(
+    world: &mut SimulationInput,
+    index: &BTreeMap<String, usize>,
+    i: usize,
+    result: Result<SimulationResult, driftwood_scheduling::SimulationError>,
+) -> Result<(Decision, Vec<(usize, SimPod)>), Blocked> {
     let result = result.map_err(|e| Blocked::Simulation {
         error: e.to_string(),
     })?;
@@ -346,19 +405,20 @@ fn simulate_move_inner(
         .filter(|p| !p.is_daemonset)
         .map(|p| (p.key.clone(), p.clone()))
         .collect();
+    let mut placed = Vec::new();
     for placement in &result.existing_placements {
         if let (Some(pod), Some(&j)) = (moving.get(&placement.pod), index.get(&placement.node)) {
             world.existing_nodes[j].pods.push(pod.clone());
+            placed.push((j, pod.clone()));
         }
     }
-    let changed = !result.existing_placements.is_empty();
     Ok((
         if result.new_nodeclaims.is_empty() {
             Decision::Delete
         } else {
             Decision::Replace(result.new_nodeclaims)
         },
-        changed,
+        placed,
     ))
 }
 
@@ -921,11 +981,168 @@ mod tests {
                 nodepools: &cluster.pools,
                 world: cluster.world.clone(),
             };
-            let memoized = plan_drift_with(input(), true);
-            let simulated = plan_drift_with(input(), false);
+            let memoized = plan_drift_with(input(), Simulation::Reduced);
+            let simulated = plan_drift_with(input(), Simulation::Whole);
             assert_eq!(memoized.commands, simulated.commands, "seed {seed}");
             assert_eq!(memoized.blocked, simulated.blocked, "seed {seed}");
         }
+    }
+
+    /// A pod of one of the generated workloads: each names a topology rule the planner must
+    /// honour (zone spread hard and soft, hostname spread, hostname and zone anti-affinity,
+    /// zone affinity, zone anti-affinity against another app's tier), or none; a few tolerate
+    /// every taint or are pinned by hostname, which the summarised world hands back to the whole
+    /// one.
+    fn workload_pod(pod: &mut SimPod, kind: u64, node: &str) {
+        use driftwood_scheduling::pod::NamespaceSelection;
+        use driftwood_scheduling::{PodAffinityTerm, Toleration, TopologySpread};
+        let app = [
+            "web", "api", "cache", "db", "batch", "pinned", "lonely", "any", "mine", "guard",
+        ][kind as usize % 10];
+        let tier = if app == "web" || app == "api" {
+            "front"
+        } else {
+            "back"
+        };
+        pod.constraints.labels =
+            testkit::labels(&[("app", app), ("tier", tier), ("pod-template-hash", node)]);
+        let selector =
+            |app: &str| Some(Requirements::from_labels(&testkit::labels(&[("app", app)])));
+        let spread = |key: &str, hard: bool| TopologySpread {
+            topology_key: key.into(),
+            max_skew: 1,
+            hard,
+            selector: selector(app),
+            min_domains: None,
+        };
+        let term = |key: &str, app: &str| PodAffinityTerm {
+            topology_key: key.into(),
+            selector: selector(app),
+            namespaces: NamespaceSelection::default(),
+        };
+        let c = &mut pod.constraints;
+        match app {
+            "web" => c.spreads.push(spread("topology.kubernetes.io/zone", true)),
+            "api" => c.spreads.push(spread("topology.kubernetes.io/zone", false)),
+            "cache" => c
+                .anti_affinity
+                .push(term("kubernetes.io/hostname", "cache")),
+            "db" => c.affinity.push(term("topology.kubernetes.io/zone", "web")),
+            "pinned" => c.spreads.push(spread("kubernetes.io/hostname", true)),
+            "lonely" => c
+                .anti_affinity
+                .push(term("topology.kubernetes.io/zone", "lonely")),
+            "guard" => c.anti_affinity.push(PodAffinityTerm {
+                topology_key: "topology.kubernetes.io/zone".into(),
+                selector: Some(Requirements::from_labels(&testkit::labels(&[(
+                    "tier", "front",
+                )]))),
+                namespaces: NamespaceSelection::default(),
+            }),
+            "any" => c.tolerations.push(Toleration::exists(None, None)),
+            "mine" => {
+                c.node_selector =
+                    Requirements::from_labels(&testkit::labels(&[("kubernetes.io/hostname", node)]))
+            }
+            _ => {}
+        }
+    }
+
+    /// Topology-aware planning is exact: on generated fleets in three zones whose pods carry
+    /// zone and hostname spread, pod affinity and anti-affinity (and some nodes that can receive
+    /// pods, some leaving, some not initialized, DaemonSet pods), simulating each candidate
+    /// against the receiving nodes and summaries of the others plans the same commands (the same
+    /// decisions, NodeClaims and pods) and blocks the same nodes as simulating it against every
+    /// node of the cluster. The reasons of pods that fit nowhere count the summarised nodes by
+    /// their taint, so for those only the pods are compared.
+    #[test]
+    fn summarised_planning_matches_simulating_the_whole_cluster() {
+        let zones = ["test-zone-1", "test-zone-2", "test-zone-3"];
+        let mut differed = 0;
+        for seed in 0..150u64 {
+            let mut cluster = Cluster::new();
+            cluster.pools[0].spec.disruption.budgets[0].nodes =
+                ["100%", "50%", "3"][seed as usize % 3].into();
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let count = 8 + next(12) as usize;
+            for i in 0..count {
+                let name = format!("n{i:02}");
+                let drifted = (next(5) != 0).then_some(i as i64);
+                cluster.node(&name, "default", next(4) as usize, drifted);
+                let zone = zones[next(3) as usize];
+                let node = cluster.world.existing_nodes.last_mut().unwrap();
+                node.labels
+                    .insert("topology.kubernetes.io/zone".into(), zone.into());
+                for pod in &mut node.pods {
+                    // Mostly the topology workloads; "any" and "mine" rarely.
+                    let kind = match next(20) {
+                        0 => 7,
+                        1 => 8,
+                        2 => 9,
+                        k => k % 7,
+                    };
+                    workload_pod(pod, kind, &name);
+                    if next(3) == 0 {
+                        pod.requests.set(driftwood_scheduling::resources::CPU, 500);
+                    }
+                }
+                if next(4) == 0 {
+                    let mut ds = testkit::pod(&format!("kube-system/ds-{name}"), 100, GIB / 8);
+                    ds.is_daemonset = true;
+                    ds.constraints.labels = testkit::labels(&[("app", "web")]);
+                    node.pods.push(ds);
+                }
+                match next(8) {
+                    0 => cluster.views.last_mut().unwrap().deleting = true,
+                    1 => {
+                        cluster.views.last_mut().unwrap().initialized = false;
+                        cluster.world.existing_nodes.last_mut().unwrap().initialized = false;
+                    }
+                    _ => {}
+                }
+            }
+            let none = BTreeMap::new();
+            let input = || PlannerInput {
+                now: 0,
+                nodes: &cluster.views,
+                pdb_allowed: &none,
+                nodepools: &cluster.pools,
+                world: cluster.world.clone(),
+            };
+            let summarised = plan_drift_with(input(), Simulation::Reduced);
+            let whole = plan_drift_with(input(), Simulation::Whole);
+            assert_eq!(summarised.commands, whole.commands, "seed {seed}");
+            let comparable = |plan: &DisruptionPlan| -> Vec<(String, String)> {
+                plan.blocked
+                    .iter()
+                    .map(|(nc, b)| {
+                        let what = match b {
+                            Blocked::PodsFitNowhere { pods } => pods
+                                .iter()
+                                .map(|(p, _)| p.as_str())
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            other => other.to_string(),
+                        };
+                        (nc.clone(), what)
+                    })
+                    .collect()
+            };
+            assert_eq!(comparable(&summarised), comparable(&whole), "seed {seed}");
+            if summarised.commands.iter().any(|c| matches!(&c.decision, Decision::Replace(r) if r.iter().any(|r| r.requirements.get("topology.kubernetes.io/zone").is_some()))) {
+                differed += 1;
+            }
+        }
+        assert!(
+            differed > 10,
+            "the fleets exercise zonal placement: {differed}"
+        );
     }
 
     #[test]

@@ -201,7 +201,7 @@ pub fn plan_repair(input: PlannerInput<'_>) -> DisruptionPlan {
         check: &|view: &NodeView| check_repair(view, &blocked_pools),
         empty_first: false,
     };
-    plan_method(input, &method, true)
+    plan_method(input, &method, crate::plan::Simulation::Reduced)
 }
 
 fn format_time(seconds: i64) -> String {

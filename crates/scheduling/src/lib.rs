@@ -45,8 +45,8 @@ pub use engine::{packing_efficiency, schedule};
 pub use instance_type::{InstanceType, Offering, Overhead};
 pub use model::{
     DEFAULT_MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NewNodeClaim, NodeConversionError,
-    NodePoolSpec, SimulationError, SimulationInput, SimulationOptions, SimulationResult,
-    UnschedulablePod,
+    NodePoolSpec, NodeSummary, SimulationError, SimulationInput, SimulationOptions,
+    SimulationResult, UnschedulablePod,
 };
 pub use pod::{
     HostPort, PodAffinityTerm, PodConstraints, PodConversionError, SimPod, TopologySpread,

@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use driftwood_api::wellknown::LABEL_NODE_INITIALIZED;
+use driftwood_api::wellknown::{
+    LABEL_NODE_INITIALIZED, TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
+};
 use k8s_openapi::api::core::v1::Node;
 use thiserror::Error;
 
 use crate::instance_type::InstanceType;
-use crate::pod::SimPod;
+use crate::pod::{PodConstraints, SimPod};
 use crate::requirements::Requirements;
 use crate::resources::{ResourceError, Resources};
 use crate::taints::{Taint, TaintError};
@@ -36,6 +38,31 @@ pub struct ExistingNode {
     /// Whether the node is initialized. While not, its startup taints and the ephemeral
     /// not-ready / unreachable / unregistered taints are ignored, as they will be removed.
     pub initialized: bool,
+}
+
+impl ExistingNode {
+    /// The taints pods must tolerate now: all of them once the node is initialized; before,
+    /// its startup taints and the ephemeral not-ready, unreachable and unregistered taints are
+    /// left out, as they will be removed.
+    pub fn effective_taints(&self) -> Vec<Taint> {
+        self.taints
+            .iter()
+            .filter(|t| {
+                self.initialized
+                    || !(self
+                        .startup_taints
+                        .iter()
+                        .any(|s| s.key == t.key && s.effect == t.effect)
+                        || [
+                            TAINT_NODE_NOT_READY,
+                            TAINT_NODE_UNREACHABLE,
+                            TAINT_UNREGISTERED_KEY,
+                        ]
+                        .contains(&t.key.as_str()))
+            })
+            .cloned()
+            .collect()
+    }
 }
 
 /// A node that cannot be read.
@@ -150,11 +177,32 @@ impl Default for SimulationOptions {
     }
 }
 
+/// Nodes that receive no pod in a simulation, summarised: their pods count for topology
+/// (spread, affinity, anti-affinity) in the domains of the labels the nodes share, and nothing
+/// else about them is looked at. A caller summarises nodes that every pod to place is kept off
+/// by a taint (a disruption pass's drifted and leaving nodes), so that thousands of such nodes
+/// cost what their distinct pods cost rather than what all their pods cost.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodeSummary {
+    /// Labels every summarised node carries. Not the hostname: a summary stands for many nodes.
+    pub labels: BTreeMap<String, String>,
+    /// Taints every summarised node carries (as they act: startup taints of uninitialized nodes
+    /// left out). Each pod to place must leave one of them untolerated, or the simulation fails
+    /// with [`SimulationError::SummaryTolerated`].
+    pub taints: Vec<Taint>,
+    /// How many nodes the summary stands for; a summary of none is ignored.
+    pub nodes: usize,
+    /// The constraints of the nodes' pods, each with how many of their pods have them.
+    pub pods: Vec<(PodConstraints, u32)>,
+}
+
 /// Everything the simulation looks at.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SimulationInput {
     /// Existing nodes, tried in this order (some may be going away).
     pub existing_nodes: Vec<ExistingNode>,
+    /// Existing nodes that receive no pod, summarised: they count for topology only.
+    pub summaries: Vec<NodeSummary>,
     /// Pods to place (pending pods, or pods of a node being replaced).
     pub pods: Vec<SimPod>,
     /// NodePools that may create nodes.
@@ -225,5 +273,14 @@ pub enum SimulationError {
         count: usize,
         /// The limit.
         max: usize,
+    },
+    /// A pod to place tolerates every taint of a summary of nodes, so it could be placed on one
+    /// of them, which a summary cannot answer.
+    #[error(
+        "pod {pod} tolerates the taints of summarised nodes; summarised nodes must receive no pod"
+    )]
+    SummaryTolerated {
+        /// `namespace/name` of the pod.
+        pod: String,
     },
 }

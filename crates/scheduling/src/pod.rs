@@ -125,6 +125,39 @@ impl PodConstraints {
     }
 }
 
+/// Adds to `keys` every pod label key a selector of `pods` looks at (spread, affinity and
+/// anti-affinity, required or preferred). Pod labels outside them do not affect scheduling.
+pub fn collect_selector_label_keys<'p>(
+    pods: impl Iterator<Item = &'p PodConstraints>,
+    keys: &mut BTreeSet<String>,
+) {
+    for c in pods {
+        let selectors = c
+            .spreads
+            .iter()
+            .map(|s| &s.selector)
+            .chain(
+                c.affinity
+                    .iter()
+                    .chain(c.anti_affinity.iter())
+                    .map(|t| &t.selector),
+            )
+            .chain(
+                c.preferred_affinity
+                    .iter()
+                    .chain(c.preferred_anti_affinity.iter())
+                    .map(|(_, t)| &t.selector),
+            );
+        for sel in selectors.flatten() {
+            for (k, _) in sel.iter() {
+                if !keys.contains(k) {
+                    keys.insert(k.to_string());
+                }
+            }
+        }
+    }
+}
+
 /// A pod as the simulation sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimPod {

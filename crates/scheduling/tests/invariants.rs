@@ -312,3 +312,123 @@ proptest! {
         }
     }
 }
+
+/// Nodes no pod to place tolerates (taint `gone`), with bound pods of the generated shapes, so
+/// they weigh in the topology groups of the pods to place.
+fn gone_nodes(spec: &[(usize, Vec<(usize, Constraint)>)]) -> Vec<ExistingNode> {
+    spec.iter()
+        .enumerate()
+        .map(|(i, (zone, pods))| {
+            let name = format!("gone{i}");
+            ExistingNode {
+                name: name.clone(),
+                labels: labels(&[(LABEL_HOSTNAME, &name), (LABEL_TOPOLOGY_ZONE, ZONES[*zone])]),
+                taints: vec![Taint::new("gone", "", TaintEffect::NoSchedule)],
+                allocatable: Resources::from_milli([
+                    ("cpu", 64_000),
+                    ("memory", 64 * GIB * 1000),
+                    ("pods", 110_000),
+                ]),
+                pods: pods
+                    .iter()
+                    .enumerate()
+                    .map(|(b, (app, c))| {
+                        let mut p = build_pod(b, 100, 64, *app, c);
+                        p.key = format!("bound/{name}-{b}");
+                        p
+                    })
+                    .collect(),
+                initialized: true,
+                ..ExistingNode::default()
+            }
+        })
+        .collect()
+}
+
+/// The nodes summarised as a caller does: grouped by their labels without the hostname and by
+/// their taints, each pod's constraints counted.
+fn summarise(nodes: &[ExistingNode]) -> Vec<driftwood_scheduling::NodeSummary> {
+    let mut out: Vec<driftwood_scheduling::NodeSummary> = Vec::new();
+    for n in nodes {
+        let mut shared = n.labels.clone();
+        shared.remove(LABEL_HOSTNAME);
+        let at = match out
+            .iter()
+            .position(|s| s.labels == shared && s.taints == n.taints)
+        {
+            Some(at) => at,
+            None => {
+                out.push(driftwood_scheduling::NodeSummary {
+                    labels: shared,
+                    taints: n.taints.clone(),
+                    ..Default::default()
+                });
+                out.len() - 1
+            }
+        };
+        let summary = &mut out[at];
+        summary.nodes += 1;
+        for p in &n.pods {
+            match summary.pods.iter_mut().find(|(c, _)| *c == p.constraints) {
+                Some((_, count)) => *count += 1,
+                None => summary.pods.push((p.constraints.clone(), 1)),
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Summarising the nodes that receive nothing (what a disruption pass does with drifted
+    /// nodes) changes no placement, no new NodeClaim and no unschedulable pod: their pods count
+    /// in the same topology domains.
+    #[test]
+    fn summarised_nodes_count_as_the_nodes_they_stand_for(
+        input in arb_input(),
+        gone in prop::collection::vec(
+            (0usize..3, prop::collection::vec((0usize..2, arb_constraint()), 0..6)),
+            1..8,
+        ),
+    ) {
+        let nodes = gone_nodes(&gone);
+        let mut whole = input.clone();
+        whole.existing_nodes.extend(nodes.iter().cloned());
+        let mut summarised = input.clone();
+        summarised.summaries = summarise(&nodes);
+        let a = schedule(&whole).unwrap();
+        let b = schedule(&summarised).unwrap();
+        prop_assert_eq!(&a.existing_placements, &b.existing_placements);
+        prop_assert_eq!(&a.new_nodeclaims, &b.new_nodeclaims);
+        let keys = |r: &driftwood_scheduling::SimulationResult| -> Vec<String> {
+            r.unschedulable.iter().map(|u| u.pod.clone()).collect()
+        };
+        prop_assert_eq!(keys(&a), keys(&b));
+    }
+}
+
+/// A pod to place that tolerates a summary's taints could land on one of its nodes, which a
+/// summary cannot answer: the simulation says so instead of guessing.
+#[test]
+fn a_pod_tolerating_a_summary_is_an_error() {
+    let mut p = pod("ns/any", 100, GIB);
+    p.constraints
+        .tolerations
+        .push(Toleration::exists(None, None));
+    let input = SimulationInput {
+        pods: vec![p],
+        summaries: summarise(&gone_nodes(&[(0, vec![(0, Constraint::ZoneSpread)])])),
+        nodepools: vec![nodepool(
+            "first",
+            vec![instance_type("small", 2, 4, 110, &ZONES)],
+        )],
+        ..SimulationInput::default()
+    };
+    assert_eq!(
+        schedule(&input),
+        Err(driftwood_scheduling::SimulationError::SummaryTolerated {
+            pod: "ns/any".into()
+        })
+    );
+}

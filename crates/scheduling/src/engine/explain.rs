@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use crate::InstanceType;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::format_amount;
+use crate::taints::first_untolerated;
 use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE};
 
 use super::dense::Dense;
@@ -279,7 +280,8 @@ impl Engine<'_> {
             return u.clone();
         }
         let mut parts = Vec::new();
-        if !self.bins.is_empty() {
+        let summarised: usize = self.input.summaries.iter().map(|s| s.nodes).sum::<usize>();
+        if !self.bins.is_empty() || summarised > 0 {
             let mut counts: BTreeMap<String, usize> = BTreeMap::new();
             for b in 0..self.bins.len() {
                 if let Err(why) = self.check_bin(b, qi, pid) {
@@ -287,6 +289,14 @@ impl Engine<'_> {
                         .entry(self.describe_bin(b, qi, pid, &why))
                         .or_insert(0) += 1;
                 }
+            }
+            // Summarised nodes keep every pod to place off with a taint (checked up front).
+            for s in self.input.summaries.iter().filter(|s| s.nodes > 0) {
+                let text = match first_untolerated(&s.taints, &prof.tolerations) {
+                    Some(t) => format!("taint {t} is not tolerated"),
+                    None => "the node receives no pod in this simulation".to_string(),
+                };
+                *counts.entry(text).or_insert(0) += s.nodes;
             }
             let mut ranked: Vec<(usize, String)> =
                 counts.into_iter().map(|(k, v)| (v, k)).collect();
@@ -303,7 +313,7 @@ impl Engine<'_> {
             };
             parts.push(format!(
                 "no existing node or new NodeClaim fits ({} checked: {}{more})",
-                self.bins.len(),
+                self.bins.len() + summarised,
                 shown.join("; ")
             ));
         }

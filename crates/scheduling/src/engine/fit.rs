@@ -411,8 +411,9 @@ impl Engine<'_> {
         };
         let zone_choices: Vec<Option<usize>> = if prof.needs_zone {
             let mut offered = 0;
+            let offering_reqs = super::state::OfferingReqs::of(reqs);
             for t in types {
-                offered |= p.types[*t as usize].zone_mask(reqs);
+                offered |= p.types[*t as usize].zone_mask_of(offering_reqs);
             }
             let allowed = self.zone_filter(prof, q.class, offered & prof.zone_allowed);
             if allowed == 0 {

@@ -6,8 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE, is_well_known_label};
 
-use crate::model::ExistingNode;
-use crate::pod::SimPod;
+use crate::pod::PodConstraints;
 use crate::requirements::Requirements;
 
 use super::state::Pool;
@@ -24,7 +23,7 @@ pub struct KeyDomains {
     pub too_many: bool,
     /// Domains some NodePool allows.
     pub from_pools: ZoneMask,
-    /// (index in the input's existing nodes, domain) of the staying nodes with the label.
+    /// (index in the simulation's staying nodes, domain) of the staying nodes with the label.
     pub nodes: Vec<(usize, usize)>,
 }
 
@@ -44,10 +43,9 @@ fn is_builtin(key: &str) -> bool {
 }
 
 /// The custom topology keys the pods' spread constraints and (anti-)affinity terms name.
-pub fn topology_keys<'p>(pods: impl Iterator<Item = &'p SimPod>) -> BTreeSet<String> {
+pub fn topology_keys<'p>(pods: impl Iterator<Item = &'p PodConstraints>) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
-    for p in pods {
-        let c = &p.constraints;
+    for c in pods {
         let named = c
             .spreads
             .iter()
@@ -104,15 +102,19 @@ pub fn pool_domains_of(key: &str, pools: &[Pool<'_>]) -> BTreeSet<String> {
 }
 
 impl LabelKeys {
-    /// The domains of each key.
-    pub fn new(keys: BTreeSet<String>, pools: &[Pool<'_>], nodes: &[ExistingNode]) -> Self {
+    /// The domains of each key, from the NodePools and the labels of the staying nodes (existing
+    /// nodes not going away, and summaries of nodes).
+    pub fn new(
+        keys: BTreeSet<String>,
+        pools: &[Pool<'_>],
+        staying: &[&BTreeMap<String, String>],
+    ) -> Self {
         let mut out = Self::default();
         for key in keys {
             let from_pools = pool_domains_of(&key, pools);
             let mut values = from_pools.clone();
-            let staying = nodes.iter().enumerate().filter(|(_, n)| !n.going_away);
-            for (_, n) in staying.clone() {
-                if let Some(v) = n.labels.get(&key)
+            for labels in staying {
+                if let Some(v) = labels.get(&key)
                     && !values.contains(v)
                 {
                     values.insert(v.clone());
@@ -125,7 +127,9 @@ impl LabelKeys {
                 ZoneTable::new(values.into_iter().collect())
             };
             let nodes = staying
-                .filter_map(|(i, n)| Some((i, table.get(n.labels.get(&key)?)?)))
+                .iter()
+                .enumerate()
+                .filter_map(|(i, labels)| Some((i, table.get(labels.get(&key)?)?)))
                 .collect();
             out.index.insert(key.clone(), out.keys.len() as u32);
             out.keys.push(KeyDomains {
@@ -142,14 +146,19 @@ impl LabelKeys {
     /// The domains of key `id` a pod with node requirements `reqs` spreads over (Karpenter's
     /// and kube-scheduler's default `nodeAffinityPolicy: Honor`): the values its requirements
     /// admit among those NodePools allow and those of existing nodes it could run on.
-    pub fn eligible(&self, id: u32, reqs: &Requirements, nodes: &[ExistingNode]) -> ZoneMask {
+    pub fn eligible(
+        &self,
+        id: u32,
+        reqs: &Requirements,
+        staying: &[&BTreeMap<String, String>],
+    ) -> ZoneMask {
         let Some(k) = self.get(id) else { return 0 };
         let mut mask = k.from_pools;
         for (ni, d) in &k.nodes {
             if mask & bit(*d) == 0
-                && nodes
+                && staying
                     .get(*ni)
-                    .is_some_and(|n| reqs.matches_labels(&n.labels))
+                    .is_some_and(|labels| reqs.matches_labels(labels))
             {
                 mask |= bit(*d);
             }

@@ -11,16 +11,13 @@ mod profiles;
 mod state;
 mod zones;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use driftwood_api::wellknown::{
-    LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE, TAINT_NODE_NOT_READY,
-    TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
-};
+use driftwood_api::wellknown::{LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE};
 
 use crate::model::{
-    ExistingPlacement, NewNodeClaim, SimulationError, SimulationInput, SimulationResult,
-    UnschedulablePod,
+    ExistingPlacement, NewNodeClaim, NodeSummary, SimulationError, SimulationInput,
+    SimulationResult, UnschedulablePod,
 };
 use crate::pod::SimPod;
 use crate::requirements::{Requirement, Requirements};
@@ -165,26 +162,6 @@ pub fn schedule(input: &SimulationInput) -> Result<SimulationResult, SimulationE
     Ok(engine.result())
 }
 
-fn effective_taints(node: &crate::model::ExistingNode) -> Vec<crate::taints::Taint> {
-    node.taints
-        .iter()
-        .filter(|t| {
-            node.initialized
-                || !(node
-                    .startup_taints
-                    .iter()
-                    .any(|s| s.key == t.key && s.effect == t.effect)
-                    || [
-                        TAINT_NODE_NOT_READY,
-                        TAINT_NODE_UNREACHABLE,
-                        TAINT_UNREGISTERED_KEY,
-                    ]
-                    .contains(&t.key.as_str()))
-        })
-        .cloned()
-        .collect()
-}
-
 fn pod_node_requirements(p: &SimPod) -> Requirements {
     let mut r = p.constraints.node_selector.clone();
     if let Some(first) = p.constraints.required_terms.first() {
@@ -212,17 +189,20 @@ impl<'a> Engine<'a> {
         let table = ResourceTable::new(lists);
 
         // Zones.
-        let mut zone_names: Vec<String> = input
+        let summaries: Vec<&NodeSummary> = input.summaries.iter().filter(|s| s.nodes > 0).collect();
+        let mut zone_names: BTreeSet<&str> = input
             .existing_nodes
             .iter()
-            .filter_map(|n| n.labels.get(LABEL_TOPOLOGY_ZONE).cloned())
+            .map(|n| &n.labels)
+            .chain(summaries.iter().map(|s| &s.labels))
+            .filter_map(|l| l.get(LABEL_TOPOLOGY_ZONE).map(String::as_str))
             .collect();
         for np in &input.nodepools {
             for it in np.instance_types.iter() {
-                zone_names.extend(it.offerings.iter().map(|o| o.zone.clone()));
+                zone_names.extend(it.offerings.iter().map(|o| o.zone.as_str()));
             }
         }
-        let zones = ZoneTable::new(zone_names);
+        let zones = ZoneTable::new(zone_names.into_iter().map(str::to_string).collect());
         if zones.len() > MAX_ZONES {
             return Err(SimulationError::TooManyZones {
                 count: zones.len(),
@@ -236,27 +216,54 @@ impl<'a> Engine<'a> {
             to_place.extend(n.pods.iter().filter(|p| !p.is_daemonset));
         }
 
+        // A summarised node must receive nothing: every pod to place leaves a taint untolerated.
+        if let Some(p) = to_place.iter().find(|p| {
+            summaries
+                .iter()
+                .any(|s| first_untolerated(&s.taints, &p.constraints.tolerations).is_none())
+        }) {
+            return Err(SimulationError::SummaryTolerated { pod: p.key.clone() });
+        }
+
         let pools = Self::build_pools(input, &table, &zones);
-        let staying_pods = input
+        // Every pod that stays where it is (bound to a staying node, or summarised), and the
+        // labels of the staying nodes (existing ones first, then the summaries).
+        let staying_constraints = || {
+            input
+                .existing_nodes
+                .iter()
+                .filter(|n| !n.going_away)
+                .flat_map(|n| n.pods.iter().map(|p| &p.constraints))
+                .chain(
+                    summaries
+                        .iter()
+                        .flat_map(|s| s.pods.iter().filter(|(_, n)| *n > 0).map(|(c, _)| c)),
+                )
+        };
+        let staying_labels: Vec<&BTreeMap<String, String>> = input
             .existing_nodes
             .iter()
             .filter(|n| !n.going_away)
-            .flat_map(|n| n.pods.iter());
+            .map(|n| &n.labels)
+            .chain(summaries.iter().map(|s| &s.labels))
+            .collect();
         let labels = LabelKeys::new(
-            labels::topology_keys(to_place.iter().copied().chain(staying_pods)),
+            labels::topology_keys(
+                to_place
+                    .iter()
+                    .map(|p| &p.constraints)
+                    .chain(staying_constraints()),
+            ),
             &pools,
-            &input.existing_nodes,
+            &staying_labels,
         );
 
         let mut catalog = Catalog::default();
         catalog.collect_selector_keys(
-            to_place.iter().copied().chain(
-                input
-                    .existing_nodes
-                    .iter()
-                    .filter(|n| !n.going_away)
-                    .flat_map(|n| n.pods.iter()),
-            ),
+            to_place
+                .iter()
+                .map(|p| &p.constraints)
+                .chain(staying_constraints()),
         );
         let mut queue = Vec::with_capacity(to_place.len());
         let mut size_index: BTreeMap<Dense, u32> = BTreeMap::new();
@@ -279,10 +286,16 @@ impl<'a> Engine<'a> {
                 bound_classes.push(catalog.class_of(&p.constraints));
             }
         }
+        let mut summary_classes = Vec::new();
+        for s in &summaries {
+            for (c, count) in s.pods.iter().filter(|(_, n)| *n > 0) {
+                summary_classes.push((catalog.class_of(c), *count));
+            }
+        }
         for c in 0..catalog.classes.len() as u32 {
             catalog.register_owned_anti(c, zones.len(), &labels);
         }
-        catalog.link(&input.namespace_labels, &labels, &input.existing_nodes);
+        catalog.link(&input.namespace_labels, &labels, &staying_labels);
 
         // Largest first, deterministic.
         let cpu = 0;
@@ -307,8 +320,8 @@ impl<'a> Engine<'a> {
         }
 
         let mut zone_universe = 0;
-        for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
-            if let Some(z) = n.labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| zones.get(z)) {
+        for labels in &staying_labels {
+            if let Some(z) = labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| zones.get(z)) {
                 zone_universe |= bit(z);
             }
         }
@@ -338,6 +351,7 @@ impl<'a> Engine<'a> {
         };
         engine.placed_on = vec![None; engine.queue.len()];
         engine.add_existing_bins(&bound_classes);
+        engine.count_summaries(&summaries, &summary_classes);
         Ok(engine)
     }
 
@@ -378,8 +392,8 @@ impl<'a> Engine<'a> {
                     .filter(|o| o.available)
                     .map(|o| PoolOffering {
                         zone: zones.get(&o.zone),
-                        zone_name: o.zone.clone(),
-                        capacity_type: o.capacity_type.clone(),
+                        zone_name: &o.zone,
+                        capacity_type: &o.capacity_type,
                         price: o.price,
                     })
                     .collect();
@@ -433,7 +447,7 @@ impl<'a> Engine<'a> {
                 name: node.name.clone(),
                 zone,
                 labels: self.labels.decided_by_labels(&node.labels),
-                taints: effective_taints(node),
+                taints: node.effective_taints(),
                 alloc: self.table.dense(&node.allocatable),
                 used: vec![0; self.table.len()],
                 ports: Vec::new(),
@@ -452,20 +466,45 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn record_topology(catalog: &mut Catalog, bin: &mut Bin, class: u32) {
+    /// Counts the pods of summarised nodes in the groups that select them, in the domains of
+    /// the summaries' labels (`classes`: each summary's pod classes with their counts, in order).
+    fn count_summaries(&mut self, summaries: &[&NodeSummary], classes: &[(u32, u32)]) {
+        let mut classes = classes.iter();
+        for s in summaries {
+            let zone = s
+                .labels
+                .get(LABEL_TOPOLOGY_ZONE)
+                .and_then(|z| self.zones.get(z));
+            let decided = self.labels.decided_by_labels(&s.labels);
+            let domain = |key: TopoKey| match key {
+                TopoKey::Label(id) => decided.iter().find(|(k, _)| *k == id).map(|(_, d)| *d),
+                TopoKey::Zone | TopoKey::Hostname => zone,
+            };
+            for _ in s.pods.iter().filter(|(_, n)| *n > 0) {
+                let Some(&(class, count)) = classes.next() else {
+                    return;
+                };
+                Self::count_in_groups(&mut self.catalog, class, domain, count);
+            }
+        }
+    }
+
+    /// Adds `count` pods of `class` to the groups that select or are owned by it, in the
+    /// domain `domain` gives for each group's key.
+    fn count_in_groups(
+        catalog: &mut Catalog,
+        class: u32,
+        domain: impl Fn(TopoKey) -> Option<usize>,
+        count: u32,
+    ) {
         let c = &catalog.classes[class as usize];
-        // The bin's domain for a group's key: its zone, except for custom keys.
-        let domain = |key: TopoKey| match key {
-            TopoKey::Label(id) => bin.label_domain(id),
-            TopoKey::Zone | TopoKey::Hostname => bin.zone,
-        };
         for g in &c.member_of {
             let group = &mut catalog.groups[*g as usize];
-            group.total_matched += 1;
+            group.total_matched += u64::from(count);
             if let Some(d) = domain(group.key.key)
                 && let Some(slot) = group.domain_matched.get_mut(d)
             {
-                *slot += 1;
+                *slot += count;
             }
         }
         for g in &c.owner_of {
@@ -473,9 +512,19 @@ impl<'a> Engine<'a> {
             if let Some(d) = domain(group.key.key)
                 && let Some(slot) = group.domain_owners.get_mut(d)
             {
-                *slot += 1;
+                *slot += count;
             }
         }
+    }
+
+    fn record_topology(catalog: &mut Catalog, bin: &mut Bin, class: u32) {
+        // The bin's domain for a group's key: its zone, except for custom keys.
+        let domain = |key: TopoKey| match key {
+            TopoKey::Label(id) => bin.label_domain(id),
+            TopoKey::Zone | TopoKey::Hostname => bin.zone,
+        };
+        Self::count_in_groups(catalog, class, domain, 1);
+        let c = &catalog.classes[class as usize];
         for g in &c.member_of {
             bin.topo_add(*g, 1, 0);
         }
@@ -637,11 +686,15 @@ impl<'a> Engine<'a> {
                 bin.labels = self.labels.decided_by_requirements(&claim.reqs);
             }
             let reqs = &claim.reqs;
+            let before = claim.types.len();
             claim.types.retain(|t| {
                 let pt = &pool.types[*t as usize];
                 fits(used, &pt.alloc) && (!reqs_changed || pt.compatible(reqs, None))
             });
-            if let Some(released) = claim.refresh(pool, dims)
+            // The claim's zones, largest allocatable and reservation follow from its types and
+            // requirements: unchanged when neither changed.
+            if (reqs_changed || claim.types.len() != before)
+                && let Some(released) = claim.refresh(pool, dims)
                 && let Some(remaining) = self.pools[claim.pool].remaining.as_mut()
             {
                 add_into(remaining, &released);

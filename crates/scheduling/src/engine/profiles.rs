@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 
-use crate::model::ExistingNode;
 use crate::pod::{NamespaceSelection, PodAffinityTerm, PodConstraints, TopologySpread};
 use crate::requirements::Requirements;
 use crate::taints::Toleration;
@@ -211,36 +210,8 @@ fn ns_filter(own: &str, sel: &NamespaceSelection) -> NsFilter {
 
 impl Catalog {
     /// Records the label keys the pods' selectors look at (call before `class_of`).
-    pub fn collect_selector_keys<'p>(
-        &mut self,
-        pods: impl Iterator<Item = &'p crate::pod::SimPod>,
-    ) {
-        for p in pods {
-            let c = &p.constraints;
-            let selectors = c
-                .spreads
-                .iter()
-                .map(|s| &s.selector)
-                .chain(
-                    c.affinity
-                        .iter()
-                        .chain(c.anti_affinity.iter())
-                        .map(|t| &t.selector),
-                )
-                .chain(
-                    c.preferred_affinity
-                        .iter()
-                        .chain(c.preferred_anti_affinity.iter())
-                        .map(|(_, t)| &t.selector),
-                );
-            for sel in selectors.flatten() {
-                for (k, _) in sel.iter() {
-                    if !self.selector_keys.contains(k) {
-                        self.selector_keys.insert(k.to_string());
-                    }
-                }
-            }
-        }
+    pub fn collect_selector_keys<'p>(&mut self, pods: impl Iterator<Item = &'p PodConstraints>) {
+        crate::pod::collect_selector_label_keys(pods, &mut self.selector_keys);
     }
 
     /// The class of `c`, interning it. Labels no selector looks at are dropped first, so pods
@@ -498,7 +469,7 @@ impl Catalog {
         &mut self,
         namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
         labels: &LabelKeys,
-        nodes: &[ExistingNode],
+        staying: &[&BTreeMap<String, String>],
     ) {
         for ci in 0..self.classes.len() {
             let (member_of, matched_by_anti) = {
@@ -544,7 +515,7 @@ impl Catalog {
             self.classes[ci].member_of = member_of;
             self.classes[ci].matched_by_anti = matched_by_anti;
             if !labels.is_empty() {
-                self.link_labels(ci, labels, nodes);
+                self.link_labels(ci, labels, staying);
             }
         }
     }
@@ -563,7 +534,12 @@ fn nothing_selector() -> Requirements {
 impl Catalog {
     /// The custom keys each profile of class `ci` has constraints on: those of its own
     /// constraints, then those of anti-affinity groups selecting it.
-    fn link_labels(&mut self, ci: usize, labels: &LabelKeys, nodes: &[ExistingNode]) {
+    fn link_labels(
+        &mut self,
+        ci: usize,
+        labels: &LabelKeys,
+        staying: &[&BTreeMap<String, String>],
+    ) {
         let class = &self.classes[ci];
         let key_of = |g: &u32| match self.groups[*g as usize].key.key {
             TopoKey::Label(id) => Some(id),
@@ -588,7 +564,7 @@ impl Catalog {
                 }
                 needs.push(LabelNeed {
                     key,
-                    allowed: labels.eligible(key, &p.reqs, nodes),
+                    allowed: labels.eligible(key, &p.reqs, staying),
                 });
             }
             self.profiles[pid as usize].labels = needs;

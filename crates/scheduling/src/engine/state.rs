@@ -7,7 +7,7 @@ use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE};
 
 use crate::instance_type::InstanceType;
 use crate::pod::HostPort;
-use crate::requirements::Requirements;
+use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 use crate::taints::Taint;
 
@@ -16,10 +16,10 @@ use super::zones::{ZoneMask, bit};
 
 /// An available offering with its zone numbered.
 #[derive(Debug, Clone)]
-pub struct PoolOffering {
+pub struct PoolOffering<'a> {
     pub zone: Option<usize>,
-    pub zone_name: String,
-    pub capacity_type: String,
+    pub zone_name: &'a str,
+    pub capacity_type: &'a str,
     pub price: f64,
 }
 
@@ -30,34 +30,56 @@ pub struct PoolType<'a> {
     /// Allocatable minus the pool's daemonset overhead.
     pub alloc: Dense,
     pub capacity: Dense,
-    pub offerings: Vec<PoolOffering>,
+    pub offerings: Vec<PoolOffering<'a>>,
+}
+
+/// The requirements on an offering (zone, capacity type) of a requirement set, looked up once
+/// for all the offerings checked against them.
+#[derive(Clone, Copy)]
+pub struct OfferingReqs<'r> {
+    zone: Option<&'r Requirement>,
+    capacity_type: Option<&'r Requirement>,
+}
+
+impl<'r> OfferingReqs<'r> {
+    /// The offering requirements of `reqs`.
+    pub fn of(reqs: &'r Requirements) -> Self {
+        Self {
+            zone: reqs.get(LABEL_TOPOLOGY_ZONE),
+            capacity_type: reqs.get(LABEL_CAPACITY_TYPE),
+        }
+    }
+
+    /// Whether they allow offering `o`.
+    fn allow(&self, o: &PoolOffering<'_>) -> bool {
+        self.zone.is_none_or(|r| r.has(o.zone_name))
+            && self.capacity_type.is_none_or(|r| r.has(o.capacity_type))
+    }
 }
 
 impl PoolType<'_> {
-    fn offering_ok(o: &PoolOffering, reqs: &Requirements) -> bool {
-        reqs.get(LABEL_TOPOLOGY_ZONE)
-            .is_none_or(|r| r.has(&o.zone_name))
-            && reqs
-                .get(LABEL_CAPACITY_TYPE)
-                .is_none_or(|r| r.has(&o.capacity_type))
-    }
-
     /// Whether the type can be launched under `reqs` (labels intersect, an offering is allowed),
     /// optionally in zone `zone` only.
     pub fn compatible(&self, reqs: &Requirements, zone: Option<usize>) -> bool {
+        let allowed = OfferingReqs::of(reqs);
         reqs.intersects(&self.it.requirements).is_ok()
             && self
                 .offerings
                 .iter()
-                .any(|o| zone.is_none_or(|z| o.zone == Some(z)) && Self::offering_ok(o, reqs))
+                .any(|o| zone.is_none_or(|z| o.zone == Some(z)) && allowed.allow(o))
     }
 
     /// Zones with an offering allowed by `reqs`.
     pub fn zone_mask(&self, reqs: &Requirements) -> ZoneMask {
+        self.zone_mask_of(OfferingReqs::of(reqs))
+    }
+
+    /// Zones with an offering allowed by `reqs`, looked up already.
+    pub fn zone_mask_of(&self, reqs: OfferingReqs<'_>) -> ZoneMask {
         let mut m = 0;
         for o in &self.offerings {
             if let Some(z) = o.zone
-                && Self::offering_ok(o, reqs)
+                && reqs.allow(o)
             {
                 m |= bit(z);
             }
@@ -67,9 +89,10 @@ impl PoolType<'_> {
 
     /// The cheapest allowed offering's price.
     pub fn cheapest(&self, reqs: &Requirements) -> f64 {
+        let allowed = OfferingReqs::of(reqs);
         self.offerings
             .iter()
-            .filter(|o| Self::offering_ok(o, reqs))
+            .filter(|o| allowed.allow(o))
             .map(|o| o.price)
             .fold(f64::INFINITY, f64::min)
     }
@@ -77,20 +100,21 @@ impl PoolType<'_> {
     /// The values of `key` this type can take under requirement set `reqs`.
     pub fn values_of<'s>(&'s self, key: &str, reqs: &Requirements) -> Vec<&'s str> {
         let allowed = |v: &str| reqs.get(key).is_none_or(|r| r.has(v));
+        let offerings_allowed = OfferingReqs::of(reqs);
         if key == LABEL_TOPOLOGY_ZONE {
             return self
                 .offerings
                 .iter()
-                .filter(|o| Self::offering_ok(o, reqs))
-                .map(|o| o.zone_name.as_str())
+                .filter(|o| offerings_allowed.allow(o))
+                .map(|o| o.zone_name)
                 .collect();
         }
         if key == LABEL_CAPACITY_TYPE {
             return self
                 .offerings
                 .iter()
-                .filter(|o| Self::offering_ok(o, reqs))
-                .map(|o| o.capacity_type.as_str())
+                .filter(|o| offerings_allowed.allow(o))
+                .map(|o| o.capacity_type)
                 .collect();
         }
         match self
@@ -169,11 +193,12 @@ impl Claim {
         let mut max_alloc = vec![i64::MIN; dims];
         let mut max_cap = vec![0; dims];
         let mut zones = 0;
+        let offering_reqs = OfferingReqs::of(&self.reqs);
         for t in &self.types {
             let pt = &pool.types[*t as usize];
             max_into(&mut max_alloc, &pt.alloc);
             max_into(&mut max_cap, &pt.capacity);
-            zones |= pt.zone_mask(&self.reqs);
+            zones |= pt.zone_mask_of(offering_reqs);
         }
         self.max_alloc = max_alloc;
         self.zone_mask = zones;
