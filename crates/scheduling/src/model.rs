@@ -179,16 +179,17 @@ impl Default for SimulationOptions {
 
 /// Nodes that receive no pod in a simulation, summarised: their pods count for topology
 /// (spread, affinity, anti-affinity) in the domains of the labels the nodes share, and nothing
-/// else about them is looked at. A caller summarises nodes that every pod to place is kept off
-/// by a taint (a disruption pass's drifted and leaving nodes), so that thousands of such nodes
-/// cost what their distinct pods cost rather than what all their pods cost.
+/// else about them is looked at. A caller summarises only nodes that none of the pods to place
+/// can go to (a disruption pass's drifted and leaving nodes, which a taint keeps every moving
+/// pod off; for the scheduler, the nodes a pending pod's taints, selector or requests rule
+/// out), so that thousands of such nodes cost what their distinct pods cost rather than what
+/// all their pods cost. The simulation places nothing on them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeSummary {
     /// Labels every summarised node carries. Not the hostname: a summary stands for many nodes.
     pub labels: BTreeMap<String, String>,
     /// Taints every summarised node carries (as they act: startup taints of uninitialized nodes
-    /// left out). Each pod to place must leave one of them untolerated, or the simulation fails
-    /// with [`SimulationError::SummaryTolerated`].
+    /// left out); they name why a pod that fits nowhere could not go there.
     pub taints: Vec<Taint>,
     /// How many nodes the summary stands for; a summary of none is ignored.
     pub nodes: usize,
@@ -273,14 +274,5 @@ pub enum SimulationError {
         count: usize,
         /// The limit.
         max: usize,
-    },
-    /// A pod to place tolerates every taint of a summary of nodes, so it could be placed on one
-    /// of them, which a summary cannot answer.
-    #[error(
-        "pod {pod} tolerates the taints of summarised nodes; summarised nodes must receive no pod"
-    )]
-    SummaryTolerated {
-        /// `namespace/name` of the pod.
-        pod: String,
     },
 }

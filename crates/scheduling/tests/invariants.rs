@@ -407,28 +407,3 @@ proptest! {
         prop_assert_eq!(keys(&a), keys(&b));
     }
 }
-
-/// A pod to place that tolerates a summary's taints could land on one of its nodes, which a
-/// summary cannot answer: the simulation says so instead of guessing.
-#[test]
-fn a_pod_tolerating_a_summary_is_an_error() {
-    let mut p = pod("ns/any", 100, GIB);
-    p.constraints
-        .tolerations
-        .push(Toleration::exists(None, None));
-    let input = SimulationInput {
-        pods: vec![p],
-        summaries: summarise(&gone_nodes(&[(0, vec![(0, Constraint::ZoneSpread)])])),
-        nodepools: vec![nodepool(
-            "first",
-            vec![instance_type("small", 2, 4, 110, &ZONES)],
-        )],
-        ..SimulationInput::default()
-    };
-    assert_eq!(
-        schedule(&input),
-        Err(driftwood_scheduling::SimulationError::SummaryTolerated {
-            pod: "ns/any".into()
-        })
-    );
-}

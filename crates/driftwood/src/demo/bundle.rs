@@ -57,6 +57,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/fleet-5000-nodes.yaml"),
     ),
     (
+        "fleet-realistic-1000",
+        include_str!("../../../../examples/scenarios/fleet-realistic-1000.yaml"),
+    ),
+    (
+        "fleet-realistic-5000",
+        include_str!("../../../../examples/scenarios/fleet-realistic-5000.yaml"),
+    ),
+    (
         "pdb-protected",
         include_str!("../../../../examples/scenarios/pdb-protected.yaml"),
     ),

@@ -290,11 +290,11 @@ impl Engine<'_> {
                         .or_insert(0) += 1;
                 }
             }
-            // Summarised nodes keep every pod to place off with a taint (checked up front).
+            // Summarised nodes take none of the pods to place (the caller summarised them so).
             for s in self.input.summaries.iter().filter(|s| s.nodes > 0) {
                 let text = match first_untolerated(&s.taints, &prof.tolerations) {
                     Some(t) => format!("taint {t} is not tolerated"),
-                    None => "the node receives no pod in this simulation".to_string(),
+                    None => "the node cannot take the pod".to_string(),
                 };
                 *counts.entry(text).or_insert(0) += s.nodes;
             }

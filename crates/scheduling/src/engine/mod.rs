@@ -216,15 +216,6 @@ impl<'a> Engine<'a> {
             to_place.extend(n.pods.iter().filter(|p| !p.is_daemonset));
         }
 
-        // A summarised node must receive nothing: every pod to place leaves a taint untolerated.
-        if let Some(p) = to_place.iter().find(|p| {
-            summaries
-                .iter()
-                .any(|s| first_untolerated(&s.taints, &p.constraints.tolerations).is_none())
-        }) {
-            return Err(SimulationError::SummaryTolerated { pod: p.key.clone() });
-        }
-
         let pools = Self::build_pools(input, &table, &zones);
         // Every pod that stays where it is (bound to a staying node, or summarised), and the
         // labels of the staying nodes (existing ones first, then the summaries).

@@ -3,11 +3,14 @@
 //! prefers, then by name), and for pods that fit nowhere a kube-scheduler-style explanation.
 
 use std::borrow::Borrow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use driftwood_api::wellknown::LABEL_HOSTNAME;
 use driftwood_scheduling::resources::PODS;
 use driftwood_scheduling::taints::first_untolerated;
-use driftwood_scheduling::{ExistingNode, SimPod, SimulationInput, schedule};
+use driftwood_scheduling::{
+    ExistingNode, NodeSummary, PodConstraints, SimPod, SimulationInput, Taint, schedule,
+};
 
 use super::score;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -78,6 +81,11 @@ struct Candidate {
     used: driftwood_scheduling::Resources,
     /// Allocatable minus used.
     free: driftwood_scheduling::Resources,
+    /// Its labels but the hostname: what it shares with the nodes it is summarised with.
+    shared_labels: BTreeMap<String, String>,
+    /// The distinct constraints of its pods, with how many pods have each (kept as pods are
+    /// placed): what it weighs in a summary.
+    kinds: Vec<(PodConstraints, u32)>,
 }
 
 impl Candidate {
@@ -89,11 +97,28 @@ impl Candidate {
                 sum.add(&p.requests)
             });
         let free = node.allocatable.sub(&used);
-        Self {
+        let mut shared_labels = node.labels.clone();
+        shared_labels.remove(LABEL_HOSTNAME);
+        let mut candidate = Self {
             node,
             unschedulable,
             used,
             free,
+            shared_labels,
+            kinds: Vec::new(),
+        };
+        for i in 0..candidate.node.pods.len() {
+            candidate.count(i);
+        }
+        candidate
+    }
+
+    /// Counts the pod at `i` of the node's pods among its kinds.
+    fn count(&mut self, i: usize) {
+        let constraints = &self.node.pods[i].constraints;
+        match self.kinds.iter_mut().find(|(c, _)| c == constraints) {
+            Some((_, n)) => *n += 1,
+            None => self.kinds.push((constraints.clone(), 1)),
         }
     }
 
@@ -101,6 +126,7 @@ impl Candidate {
         self.used = self.used.add(&pod.requests);
         self.free = self.node.allocatable.sub(&self.used);
         self.node.pods.push(pod);
+        self.count(self.node.pods.len() - 1);
     }
 
     /// Whether the node passes the checks that need only it and the pod: the same checks as
@@ -199,18 +225,50 @@ fn shape_of(pod: &Pod) -> Option<String> {
     Some(format!("{}/{requests:?}", owner.uid))
 }
 
-/// Where the scheduling simulation places the pod given every node, least allocated first.
+/// Where the scheduling simulation places the pod given every node: the nodes in `order`
+/// (those that admit it, best score first) whole, and the `others` (which cannot take it, but
+/// whose pods count for its topology spread and pod affinity) summarised by their shared
+/// labels and taints, so a simulation costs what the admitting nodes and the distinct pods of
+/// the others cost.
 fn whole_cluster_fit(
     candidates: &[Candidate],
     order: &[(f64, usize)],
+    others: impl Iterator<Item = usize>,
     sim: &SimPod,
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Option<String> {
+    let mut summaries: Vec<NodeSummary> = Vec::new();
+    let mut by_shape: HashMap<(&BTreeMap<String, String>, &[Taint]), usize> = HashMap::new();
+    let mut entries: Vec<HashMap<&PodConstraints, usize>> = Vec::new();
+    for i in others {
+        let candidate = &candidates[i];
+        let key = (&candidate.shared_labels, candidate.node.taints.as_slice());
+        let at = *by_shape.entry(key).or_insert_with(|| {
+            summaries.push(NodeSummary {
+                labels: candidate.shared_labels.clone(),
+                taints: candidate.node.taints.clone(),
+                nodes: 0,
+                pods: Vec::new(),
+            });
+            entries.push(HashMap::new());
+            summaries.len() - 1
+        });
+        let summary = &mut summaries[at];
+        summary.nodes += 1;
+        for (constraints, count) in &candidate.kinds {
+            let entry = *entries[at].entry(constraints).or_insert_with(|| {
+                summary.pods.push((constraints.clone(), 0));
+                summary.pods.len() - 1
+            });
+            summary.pods[entry].1 += count;
+        }
+    }
     let input = SimulationInput {
         existing_nodes: order
             .iter()
             .map(|(_, i)| candidates[*i].node.clone())
             .collect(),
+        summaries,
         pods: vec![sim.clone()],
         namespace_labels: namespace_labels.clone(),
         ..SimulationInput::default()
@@ -243,7 +301,17 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
 ) -> Vec<Decision> {
-    decide_with(nodes, pods, namespace_labels, assumed, true)
+    decide_with(nodes, pods, namespace_labels, assumed, Judging::Fastest)
+}
+
+/// How [`decide_with`] judges pods; every way decides the same (the tests compare them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judging {
+    /// Node by node when no pod depends on other pods; otherwise the nodes that admit the pod
+    /// whole and the others summarised.
+    Fastest,
+    /// Every node whole, for every pod.
+    Whole,
 }
 
 /// [`decide`], with the node-by-node shortcut allowed or not (the tests compare the two).
@@ -252,8 +320,9 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
     pods: &[P],
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
-    shortcut: bool,
+    judging: Judging,
 ) -> Vec<Decision> {
+    let shortcut = judging == Judging::Fastest;
     let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
     let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
     let mut by_node: BTreeMap<String, Vec<SimPod>> = BTreeMap::new();
@@ -367,21 +436,36 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .map(|(score, i)| (-score, i))
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        if !shortcut {
-            // The simulation also counts the pods of nodes that cannot take this pod (topology
-            // spread, affinity); they come last.
-            order.extend(
-                candidates
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| !c.unschedulable && !c.admits(&sim))
-                    .map(|(i, _)| (f64::INFINITY, i)),
-            );
-        }
         let placed = if shortcut {
             first_fit(&candidates, &order, &sim)
         } else {
-            whole_cluster_fit(&candidates, &order, &sim, namespace_labels)
+            // The simulation also counts the pods of nodes that cannot take this pod (topology
+            // spread, affinity): they are summarised.
+            let others: Vec<usize> = candidates
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.unschedulable && !c.admits(&sim))
+                .map(|(i, _)| i)
+                .collect();
+            if judging == Judging::Whole {
+                // They come last, whole.
+                order.extend(others.iter().map(|i| (f64::INFINITY, *i)));
+                whole_cluster_fit(
+                    &candidates,
+                    &order,
+                    std::iter::empty(),
+                    &sim,
+                    namespace_labels,
+                )
+            } else {
+                whole_cluster_fit(
+                    &candidates,
+                    &order,
+                    others.into_iter(),
+                    &sim,
+                    namespace_labels,
+                )
+            }
         };
         match placed.and_then(|node| candidates.iter_mut().find(|c| c.node.name == node)) {
             Some(candidate) => {
@@ -517,11 +601,87 @@ mod tests {
             let labels = BTreeMap::new();
             let assumed = BTreeMap::new();
             assert_eq!(
-                decide_with(&nodes, &pods, &labels, &assumed, true),
-                decide_with(&nodes, &pods, &labels, &assumed, false),
+                decide_with(&nodes, &pods, &labels, &assumed, Judging::Fastest),
+                decide_with(&nodes, &pods, &labels, &assumed, Judging::Whole),
                 "case {case}"
             );
         }
+    }
+
+    /// Generated clusters in two zones whose pods carry zone spread (DoNotSchedule and
+    /// ScheduleAnyway), hostname anti-affinity and zone affinity, on nodes of several sizes,
+    /// some tainted or cordoned: judging a pending pod against the nodes that admit it whole and
+    /// the others summarised binds every pod where the whole-cluster simulation binds it.
+    #[test]
+    fn summarising_the_nodes_a_pod_cannot_use_decides_as_the_whole_cluster() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut bound_somewhere = 0;
+        for case in 0..200 {
+            let node_count = 1 + next(14);
+            let nodes: Vec<Node> = (0..node_count)
+                .map(|i| {
+                    let cpu = ["1", "2", "4"][next(3) as usize];
+                    let taints = if next(5) == 0 {
+                        json!([{"key": "dedicated", "value": "db", "effect": "NoSchedule"}])
+                    } else {
+                        json!([])
+                    };
+                    let zone = ["a", "b", "c"][next(3) as usize];
+                    serde_json::from_value(json!({
+                        "metadata": {"name": format!("n{i:02}"), "labels": {
+                            "kubernetes.io/hostname": format!("n{i:02}"),
+                            "topology.kubernetes.io/zone": zone}},
+                        "spec": {"taints": taints, "unschedulable": next(10) == 0},
+                        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
+                    }))
+                    .unwrap()
+                })
+                .collect();
+            let pods: Vec<Pod> = (0..1 + next(24))
+                .map(|i| {
+                    let app = ["web", "api", "cache", "db"][next(4) as usize];
+                    let cpu = ["100m", "500m", "1"][next(3) as usize];
+                    let bound = (next(2) == 0).then(|| format!("n{:02}", next(node_count)));
+                    let mut spec = json!({"nodeName": bound, "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]});
+                    let selector = json!({"matchLabels": {"app": app}});
+                    match app {
+                        "web" => spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}]),
+                        "api" => spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]),
+                        "cache" => spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": selector}]}}),
+                        _ => spec["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "web"}}}]}}),
+                    }
+                    if next(4) == 0 {
+                        spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
+                    }
+                    let meta = json!({"name": format!("p{i:02}"), "namespace": "default", "labels": {"app": app}});
+                    serde_json::from_value(json!({"metadata": meta, "spec": spec})).unwrap()
+                })
+                .collect();
+            let labels = BTreeMap::new();
+            let assumed = BTreeMap::new();
+            let fastest = decide_with(&nodes, &pods, &labels, &assumed, Judging::Fastest);
+            let whole = decide_with(&nodes, &pods, &labels, &assumed, Judging::Whole);
+            let binds = |d: &[Decision]| -> Vec<(String, Option<String>)> {
+                d.iter()
+                    .map(|d| match d {
+                        Decision::Bind { name, node, .. } => (name.clone(), Some(node.clone())),
+                        Decision::Unschedulable { name, .. } => (name.clone(), None),
+                    })
+                    .collect()
+            };
+            assert_eq!(binds(&fastest), binds(&whole), "case {case}");
+            bound_somewhere += fastest
+                .iter()
+                .filter(|d| matches!(d, Decision::Bind { .. }))
+                .count();
+        }
+        assert!(bound_somewhere > 200, "{bound_somewhere} pods bound");
     }
 
     #[test]
