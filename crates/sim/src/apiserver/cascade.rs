@@ -1,7 +1,7 @@
 //! What happens after writes, before the request returns: CRDs (un)registered, garbage
 //! collection of dependents whose owners are gone, and PDB status recomputation.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -10,6 +10,7 @@ use super::core::ApiCore;
 use super::crd;
 use super::pdb;
 use super::resources::{ResourceInfo, ResourceKey};
+use super::selectors::LabelSelector;
 use super::store::{name_of, owner_uids};
 
 /// Safety bound on cascade rounds (each round handles all queued work).
@@ -30,10 +31,15 @@ impl ApiCore {
                 self.collect_garbage(&removed);
                 worked = true;
             }
-            if !self.dirty_pdb_namespaces.is_empty() {
+            if !self.dirty_pdb_namespaces.is_empty() || !self.dirty_pdb_pods.is_empty() {
                 let namespaces = std::mem::take(&mut self.dirty_pdb_namespaces);
-                for namespace in namespaces {
-                    self.refresh_pdbs(&namespace);
+                let mut pods = std::mem::take(&mut self.dirty_pdb_pods);
+                for namespace in &namespaces {
+                    pods.remove(namespace);
+                    self.refresh_pdbs(namespace, None);
+                }
+                for (namespace, written) in pods {
+                    self.refresh_pdbs(&namespace, Some(&written));
                 }
                 worked = true;
             }
@@ -196,13 +202,26 @@ impl ApiCore {
         }
     }
 
-    /// The PDB controller: recompute every PDB's status in `namespace`.
-    fn refresh_pdbs(&mut self, namespace: &str) {
+    /// The PDB controller: recompute the status of the PDBs in `namespace`: every one, or
+    /// (`written`: the labels of the pods written) those that select one of those pods.
+    fn refresh_pdbs(&mut self, namespace: &str, written: Option<&[BTreeMap<String, String>]>) {
         let pdb_key = ResourceKey::new("policy", "poddisruptionbudgets");
         let budgets: Vec<Arc<Value>> = self
             .store
             .list(&pdb_key, Some(namespace))
             .map(|(_, o)| Arc::clone(o))
+            .filter(|budget| {
+                written.is_none_or(|labels| {
+                    let selector = match budget.pointer("/spec/selector") {
+                        None | Some(Value::Null) => return false,
+                        Some(s) => LabelSelector::from_structured(s),
+                    };
+                    // A selector that does not parse leaves the status as compute_status says.
+                    selector.map_or(true, |s| {
+                        labels.iter().any(|l| s.is_empty() || s.matches(l))
+                    })
+                })
+            })
             .collect();
         if budgets.is_empty() {
             return;

@@ -146,7 +146,11 @@ pub struct ApiCore {
     pub(super) config: ApiServerConfig,
     pub(super) counter: u64,
     pub(super) removed_uids: Vec<(String, bool)>,
+    /// Namespaces whose PDBs all need their status recomputed (a PDB was written).
     pub(super) dirty_pdb_namespaces: BTreeSet<String>,
+    /// The labels of the pods written since the PDBs were last recomputed, per namespace: only
+    /// the PDBs selecting one of them need their status recomputed.
+    pub(super) dirty_pdb_pods: BTreeMap<String, Vec<BTreeMap<String, String>>>,
     pub(super) crds_changed: bool,
     pub(super) dry_run: bool,
     /// The `fieldValidation` of the request being handled.
@@ -214,6 +218,7 @@ impl ApiCore {
             counter: 0,
             removed_uids: Vec::new(),
             dirty_pdb_namespaces: BTreeSet::new(),
+            dirty_pdb_pods: BTreeMap::new(),
             crds_changed: false,
             dry_run: false,
             field_validation: FieldValidation::default(),

@@ -77,10 +77,15 @@ pub fn compute_status(
     scale_of: &dyn Fn(&str, &str) -> Option<i64>,
     now: &str,
 ) -> Value {
+    // The selector, parsed once for all the namespace's pods (see `selects`).
+    let selector = match pdb.pointer("/spec/selector") {
+        None | Some(Value::Null) => None,
+        Some(selector) => LabelSelector::from_structured(selector).ok(),
+    };
     let pods: Vec<&Value> = namespace_pods
         .iter()
         .copied()
-        .filter(|pod| selects(pdb, pod))
+        .filter(|pod| selector.as_ref().is_some_and(|s| s.matches_object(pod)))
         .collect();
     let previous = pdb.get("status").cloned().unwrap_or_else(|| json!({}));
     let mut disrupted: Map<String, Value> = previous

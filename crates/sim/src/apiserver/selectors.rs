@@ -92,25 +92,40 @@ impl LabelSelector {
 
     /// Does an object with these labels match?
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_with(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// Does an object whose label `key` is `label(key)` match?
+    fn matches_with<'v>(&self, label: impl Fn(&str) -> Option<&'v str>) -> bool {
         self.requirements
             .iter()
             .all(|requirement| match requirement {
-                LabelRequirement::Equals(key, value) => labels.get(key) == Some(value),
-                LabelRequirement::NotEquals(key, value) => labels.get(key) != Some(value),
+                LabelRequirement::Equals(key, value) => label(key) == Some(value.as_str()),
+                LabelRequirement::NotEquals(key, value) => label(key) != Some(value.as_str()),
                 LabelRequirement::In(key, values) => {
-                    labels.get(key).is_some_and(|v| values.contains(v))
+                    label(key).is_some_and(|v| values.iter().any(|x| x == v))
                 }
                 LabelRequirement::NotIn(key, values) => {
-                    labels.get(key).is_none_or(|v| !values.contains(v))
+                    label(key).is_none_or(|v| !values.iter().any(|x| x == v))
                 }
-                LabelRequirement::Exists(key) => labels.contains_key(key),
-                LabelRequirement::DoesNotExist(key) => !labels.contains_key(key),
+                LabelRequirement::Exists(key) => label(key).is_some(),
+                LabelRequirement::DoesNotExist(key) => label(key).is_none(),
             })
     }
 
-    /// Does this object (its `metadata.labels`) match?
+    /// Does this object (its `metadata.labels`) match? Read in place, without copying the
+    /// labels (the PDB controller asks this of every pod of a namespace).
     pub fn matches_object(&self, object: &Value) -> bool {
-        self.requirements.is_empty() || self.matches(&labels_of(object))
+        let labels = object
+            .get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object);
+        self.requirements.is_empty()
+            || self.matches_with(|key| {
+                labels
+                    .and_then(|l| l.get(key))
+                    .map(|v| v.as_str().unwrap_or_default())
+            })
     }
 
     /// Does this selector match everything?

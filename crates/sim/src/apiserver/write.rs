@@ -14,6 +14,7 @@ use super::error::{ApiError, success_status};
 use super::events;
 use super::resources::{ResourceInfo, ResourceKey};
 use super::schema::{self, Rejection};
+use super::selectors::labels_of;
 use super::store::{name_of, uid_of};
 use super::strategic_merge::strategic_merge;
 
@@ -121,11 +122,17 @@ impl ApiCore {
         if self.dry_run {
             return Arc::new(object);
         }
-        let (namespace, _) = name_of(&object);
+        let (namespace, name) = name_of(&object);
         let key = info.key();
-        if key == ResourceKey::new("", "pods")
-            || key == ResourceKey::new("policy", "poddisruptionbudgets")
-        {
+        if key == ResourceKey::new("", "pods") {
+            let before = self
+                .store
+                .get(&key, &namespace, &name)
+                .map(|o| labels_of(o));
+            let written = self.dirty_pdb_pods.entry(namespace).or_default();
+            written.extend(before);
+            written.push(labels_of(&object));
+        } else if key == ResourceKey::new("policy", "poddisruptionbudgets") {
             self.dirty_pdb_namespaces.insert(namespace);
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
@@ -156,9 +163,12 @@ impl ApiCore {
         }
         self.removed_uids
             .push((uid_of(&removed).to_string(), orphan));
-        if key == ResourceKey::new("", "pods")
-            || key == ResourceKey::new("policy", "poddisruptionbudgets")
-        {
+        if key == ResourceKey::new("", "pods") {
+            self.dirty_pdb_pods
+                .entry(namespace.to_string())
+                .or_default()
+                .push(labels_of(&removed));
+        } else if key == ResourceKey::new("policy", "poddisruptionbudgets") {
             self.dirty_pdb_namespaces.insert(namespace.to_string());
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {

@@ -81,15 +81,48 @@ struct Candidate {
     used: driftwood_scheduling::Resources,
     /// Allocatable minus used.
     free: driftwood_scheduling::Resources,
-    /// Its labels but the hostname: what it shares with the nodes it is summarised with.
-    shared_labels: BTreeMap<String, String>,
-    /// The distinct constraints of its pods, with how many pods have each (kept as pods are
-    /// placed): what it weighs in a summary.
-    kinds: Vec<(PodConstraints, u32)>,
+    /// The summary it belongs to: nodes with its labels but the hostname, and its taints.
+    group: usize,
+    /// The kinds of its pods (distinct constraints), with how many pods are of each (kept as
+    /// pods are placed): what it weighs in its summary.
+    kinds: Vec<(usize, u32)>,
+}
+
+/// The summaries' shapes and the pods' kinds of one round of decisions, numbered once.
+#[derive(Default)]
+struct Interned {
+    groups: Vec<(BTreeMap<String, String>, Vec<Taint>)>,
+    group_ids: HashMap<(BTreeMap<String, String>, Vec<Taint>), usize>,
+    kinds: Vec<PodConstraints>,
+    kind_ids: HashMap<PodConstraints, usize>,
+}
+
+impl Interned {
+    fn group(&mut self, node: &ExistingNode) -> usize {
+        let mut shared = node.labels.clone();
+        shared.remove(LABEL_HOSTNAME);
+        let key = (shared, node.taints.clone());
+        if let Some(&id) = self.group_ids.get(&key) {
+            return id;
+        }
+        self.groups.push(key.clone());
+        self.group_ids.insert(key, self.groups.len() - 1);
+        self.groups.len() - 1
+    }
+
+    fn kind(&mut self, constraints: &PodConstraints) -> usize {
+        if let Some(&id) = self.kind_ids.get(constraints) {
+            return id;
+        }
+        self.kinds.push(constraints.clone());
+        self.kind_ids
+            .insert(constraints.clone(), self.kinds.len() - 1);
+        self.kinds.len() - 1
+    }
 }
 
 impl Candidate {
-    fn new(node: ExistingNode, unschedulable: bool) -> Self {
+    fn new(node: ExistingNode, unschedulable: bool, interned: &mut Interned) -> Self {
         let used = node
             .pods
             .iter()
@@ -97,36 +130,35 @@ impl Candidate {
                 sum.add(&p.requests)
             });
         let free = node.allocatable.sub(&used);
-        let mut shared_labels = node.labels.clone();
-        shared_labels.remove(LABEL_HOSTNAME);
+        let group = interned.group(&node);
         let mut candidate = Self {
             node,
             unschedulable,
             used,
             free,
-            shared_labels,
+            group,
             kinds: Vec::new(),
         };
         for i in 0..candidate.node.pods.len() {
-            candidate.count(i);
+            candidate.count(i, interned);
         }
         candidate
     }
 
     /// Counts the pod at `i` of the node's pods among its kinds.
-    fn count(&mut self, i: usize) {
-        let constraints = &self.node.pods[i].constraints;
-        match self.kinds.iter_mut().find(|(c, _)| c == constraints) {
+    fn count(&mut self, i: usize, interned: &mut Interned) {
+        let kind = interned.kind(&self.node.pods[i].constraints);
+        match self.kinds.iter_mut().find(|(k, _)| *k == kind) {
             Some((_, n)) => *n += 1,
-            None => self.kinds.push((constraints.clone(), 1)),
+            None => self.kinds.push((kind, 1)),
         }
     }
 
-    fn place(&mut self, pod: SimPod) {
+    fn place(&mut self, pod: SimPod, interned: &mut Interned) {
         self.used = self.used.add(&pod.requests);
         self.free = self.node.allocatable.sub(&self.used);
         self.node.pods.push(pod);
-        self.count(self.node.pods.len() - 1);
+        self.count(self.node.pods.len() - 1, interned);
     }
 
     /// Whether the node passes the checks that need only it and the pod: the same checks as
@@ -232,37 +264,36 @@ fn shape_of(pod: &Pod) -> Option<String> {
 /// the others cost.
 fn whole_cluster_fit(
     candidates: &[Candidate],
+    interned: &Interned,
     order: &[(f64, usize)],
     others: impl Iterator<Item = usize>,
     sim: &SimPod,
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Option<String> {
-    let mut summaries: Vec<NodeSummary> = Vec::new();
-    let mut by_shape: HashMap<(&BTreeMap<String, String>, &[Taint]), usize> = HashMap::new();
-    let mut entries: Vec<HashMap<&PodConstraints, usize>> = Vec::new();
+    // Nodes and pods of each kind per group, counted by number.
+    let mut nodes = vec![0usize; interned.groups.len()];
+    let mut pods: Vec<BTreeMap<usize, u32>> = vec![BTreeMap::new(); interned.groups.len()];
     for i in others {
         let candidate = &candidates[i];
-        let key = (&candidate.shared_labels, candidate.node.taints.as_slice());
-        let at = *by_shape.entry(key).or_insert_with(|| {
-            summaries.push(NodeSummary {
-                labels: candidate.shared_labels.clone(),
-                taints: candidate.node.taints.clone(),
-                nodes: 0,
-                pods: Vec::new(),
-            });
-            entries.push(HashMap::new());
-            summaries.len() - 1
-        });
-        let summary = &mut summaries[at];
-        summary.nodes += 1;
-        for (constraints, count) in &candidate.kinds {
-            let entry = *entries[at].entry(constraints).or_insert_with(|| {
-                summary.pods.push((constraints.clone(), 0));
-                summary.pods.len() - 1
-            });
-            summary.pods[entry].1 += count;
+        nodes[candidate.group] += 1;
+        for (kind, count) in &candidate.kinds {
+            *pods[candidate.group].entry(*kind).or_default() += count;
         }
     }
+    let summaries: Vec<NodeSummary> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(g, n)| NodeSummary {
+            labels: interned.groups[g].0.clone(),
+            taints: interned.groups[g].1.clone(),
+            nodes: *n,
+            pods: pods[g]
+                .iter()
+                .map(|(kind, count)| (interned.kinds[*kind].clone(), *count))
+                .collect(),
+        })
+        .collect();
     let input = SimulationInput {
         existing_nodes: order
             .iter()
@@ -345,6 +376,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
         }
     }
     let mut candidates: Vec<Candidate> = Vec::new();
+    let mut interned = Interned::default();
     let mut sorted_nodes: Vec<&Node> = nodes.clone();
     sorted_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for node in sorted_nodes {
@@ -360,7 +392,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false);
-        candidates.push(Candidate::new(existing, unschedulable));
+        candidates.push(Candidate::new(existing, unschedulable, &mut interned));
     }
     pending.sort_by(|a, b| {
         let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
@@ -452,6 +484,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                 order.extend(others.iter().map(|i| (f64::INFINITY, *i)));
                 whole_cluster_fit(
                     &candidates,
+                    &interned,
                     &order,
                     std::iter::empty(),
                     &sim,
@@ -460,6 +493,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             } else {
                 whole_cluster_fit(
                     &candidates,
+                    &interned,
                     &order,
                     others.into_iter(),
                     &sim,
@@ -474,7 +508,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                     name,
                     node: candidate.node.name.clone(),
                 });
-                candidate.place(sim);
+                candidate.place(sim, &mut interned);
                 failed_shapes.clear();
             }
             None => {

@@ -209,3 +209,57 @@ async fn percentage_budgets_use_the_owner_scale() {
     let status = pdbs.get("web").await.unwrap().status.unwrap();
     assert_eq!((status.current_healthy, status.disruptions_allowed), (3, 1));
 }
+
+/// The PDB status controller recomputes only the budgets a written pod is (or was) selected by:
+/// a pod of another app changes nothing, a pod relabelled out of the selector leaves the
+/// budget's count, and a selected pod turning unready lowers what the budget allows.
+#[tokio::test]
+async fn a_budget_follows_the_pods_it_selects_and_only_those() {
+    let api = server();
+    let client = api.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    for name in ["web-1", "web-2", "web-3"] {
+        ready_pod(&pods, name, json!({"app": "web"})).await;
+    }
+    pdbs.create(
+        &PostParams::default(),
+        &budget("web", json!({"minAvailable": 1})),
+    )
+    .await
+    .unwrap();
+    let counts = |s: k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus| {
+        (s.current_healthy, s.disruptions_allowed, s.expected_pods)
+    };
+    let before = pdbs.get("web").await.unwrap();
+    assert_eq!(counts(before.status.clone().unwrap()), (3, 2, 3));
+
+    ready_pod(&pods, "api-1", json!({"app": "api"})).await;
+    let after_other = pdbs.get("web").await.unwrap();
+    assert_eq!(
+        after_other.metadata.resource_version, before.metadata.resource_version,
+        "a pod the budget does not select leaves it as it was"
+    );
+
+    let relabel = kube::api::Patch::Merge(json!({"metadata": {"labels": {"app": "moved"}}}));
+    pods.patch("web-3", &kube::api::PatchParams::default(), &relabel)
+        .await
+        .unwrap();
+    assert_eq!(
+        counts(pdbs.get("web").await.unwrap().status.unwrap()),
+        (2, 1, 2),
+        "a pod relabelled out of the selector leaves the count"
+    );
+
+    let unready = kube::api::Patch::Merge(
+        json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+    );
+    pods.patch_status("web-2", &kube::api::PatchParams::default(), &unready)
+        .await
+        .unwrap();
+    assert_eq!(
+        counts(pdbs.get("web").await.unwrap().status.unwrap()),
+        (1, 0, 2),
+        "an unready selected pod lowers what the budget allows"
+    );
+}
