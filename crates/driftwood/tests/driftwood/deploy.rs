@@ -26,7 +26,7 @@ const SYSTEM_NAMESPACE: &str = "kube-system";
 // RBAC
 
 /// (scope, group, resource, verb) of every rule of deploy/'s ClusterRole and Role.
-fn deployed_grants() -> BTreeSet<(Scope, String, String, String)> {
+pub fn deployed_grants() -> BTreeSet<(Scope, String, String, String)> {
     let mut grants = BTreeSet::new();
     for (file, kind, scope) in [
         ("clusterrole.yaml", "ClusterRole", Scope::Cluster),
@@ -42,27 +42,39 @@ fn deployed_grants() -> BTreeSet<(Scope, String, String, String)> {
                 "{file}"
             );
         }
-        let strings = |v: &Value| -> Vec<String> {
-            v.as_sequence()
-                .unwrap_or_else(|| panic!("{file}: expected a list, got {v:?}"))
-                .iter()
-                .map(|s| s.as_str().unwrap().to_string())
-                .collect()
-        };
-        for rule in role["rules"].as_sequence().unwrap() {
-            assert!(
-                rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
-                "{file}: rules are plain group/resource/verb grants"
-            );
-            for group in strings(&rule["apiGroups"]) {
-                for resource in strings(&rule["resources"]) {
-                    for verb in strings(&rule["verbs"]) {
-                        assert!(
-                            verb != "*" && resource != "*" && group != "*",
-                            "{file}: no wildcards"
-                        );
-                        grants.insert((scope, group.clone(), resource.clone(), verb));
-                    }
+        grants.extend(role_grants(&role, scope, file));
+    }
+    grants
+}
+
+/// (scope, group, resource, verb) of every rule of one Role or ClusterRole (`what` names it in
+/// failures): plain grants, no wildcards, no resource names.
+pub fn role_grants(
+    role: &Value,
+    scope: Scope,
+    what: &str,
+) -> BTreeSet<(Scope, String, String, String)> {
+    let mut grants = BTreeSet::new();
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_sequence()
+            .unwrap_or_else(|| panic!("{what}: expected a list, got {v:?}"))
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    for rule in role["rules"].as_sequence().unwrap() {
+        assert!(
+            rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
+            "{what}: rules are plain group/resource/verb grants"
+        );
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    assert!(
+                        verb != "*" && resource != "*" && group != "*",
+                        "{what}: no wildcards"
+                    );
+                    grants.insert((scope, group.clone(), resource.clone(), verb));
                 }
             }
         }

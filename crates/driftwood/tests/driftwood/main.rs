@@ -8,6 +8,7 @@ mod crds;
 mod demo;
 pub mod deploy;
 pub mod e2e;
+mod helm;
 pub mod kubectl;
 #[cfg(feature = "aws")]
 pub mod moto;

@@ -420,7 +420,7 @@ impl ApiCore {
                         info.plural
                     )));
                 }
-                let object = parse_json_body(&request.body)?;
+                let object = parse_body(request)?;
                 let created = self.create_object(&info, version, namespace, object)?;
                 Ok(CoreResponse::Json(
                     201,
@@ -450,7 +450,7 @@ impl ApiCore {
             }
             (m, Some(name), sub) if m == Method::PUT => {
                 let status_only = self.status_subresource(&info, sub, &request.path)?;
-                let object = parse_json_body(&request.body)?;
+                let object = parse_body(request)?;
                 let updated =
                     self.update_object(&info, version, namespace, name, object, status_only)?;
                 Ok(CoreResponse::Json(
@@ -471,7 +471,7 @@ impl ApiCore {
                 let options = if request.body.iter().all(u8::is_ascii_whitespace) {
                     json!({})
                 } else {
-                    parse_json_body(&request.body)?
+                    parse_body(request)?
                 };
                 let options = merge_delete_query(options, &request.query);
                 if options
@@ -487,14 +487,14 @@ impl ApiCore {
             (m, Some(name), Some("eviction"))
                 if m == Method::POST && info.key() == ResourceKey::new("", "pods") =>
             {
-                let body = parse_json_body(&request.body)?;
+                let body = parse_body(request)?;
                 self.evict(&info, namespace.unwrap_or_default(), name, &body)
                     .map(|v| CoreResponse::Json(201, v))
             }
             (m, Some(name), Some("binding"))
                 if m == Method::POST && info.key() == ResourceKey::new("", "pods") =>
             {
-                let body = parse_json_body(&request.body)?;
+                let body = parse_body(request)?;
                 self.bind(&info, namespace.unwrap_or_default(), name, &body)
                     .map(|v| CoreResponse::Json(201, v))
             }
@@ -825,10 +825,25 @@ fn wants_table(accept: &str) -> bool {
     accept.contains("as=Table")
 }
 
-/// Parse a JSON request body into an object.
-pub(super) fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+/// Parse a request body into an object, by its Content-Type as kube-apiserver reads them: JSON
+/// (also when no type is given), YAML, or Kubernetes protobuf; anything else is 415.
+pub(super) fn parse_body(request: &CoreRequest) -> Result<Value, ApiError> {
+    let value: Value = match super::write::media_type(&request.content_type).as_str() {
+        "" | "application/json" => serde_json::from_slice(&request.body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid JSON: {e}"))
+        })?,
+        "application/yaml" => serde_yaml::from_slice(&request.body).map_err(|e| {
+            ApiError::bad_request(format!("the request body is not valid YAML: {e}"))
+        })?,
+        super::kube_protobuf::MEDIA_TYPE => super::kube_protobuf::decode(&request.body)?,
+        other => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format ({other}) - accepted media \
+                 types include: application/json, application/yaml, {}",
+                super::kube_protobuf::MEDIA_TYPE
+            )));
+        }
+    };
     if value.is_object() {
         Ok(value)
     } else {

@@ -104,6 +104,11 @@ impl ApiError {
         Self::new(413, "RequestEntityTooLarge", message)
     }
 
+    /// 406 NotAcceptable.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(message: impl Into<String>) -> Self {
         Self::new(415, "UnsupportedMediaType", message)

@@ -25,6 +25,11 @@
 //!   by name, conditions/addresses by type, ports by containerPort, finalizers as a set);
 //!   `taints` and `tolerations` are atomic lists as in Kubernetes. Server-side apply is a
 //!   merge of the applied object (no managedFields / conflict detection);
+//! * request bodies in JSON, YAML, or Kubernetes protobuf for the kinds client-go's typed
+//!   clients send that the cluster serves ([`kube_protobuf`]: Secrets, ConfigMaps,
+//!   Namespaces, Leases, DeleteOptions, Evictions, Bindings, Scales); other media types get
+//!   415. Responses are protobuf for those kinds when the client prefers it, JSON otherwise
+//!   (406 when a client accepts nothing else); watches stream JSON;
 //! * bound pods deleted with a grace period keep `deletionTimestamp` until a kubelet deletes
 //!   them with `gracePeriodSeconds=0` ([`PodTermination::Immediate`] removes them at once);
 //! * background garbage collection through ownerReferences; `Orphan` strips the reference;
@@ -44,6 +49,8 @@ pub mod error;
 mod events;
 pub mod http;
 pub mod jsonpath;
+pub mod kube_protobuf;
+pub mod node_lifecycle;
 pub mod openapi;
 pub mod pdb;
 mod protobuf;

@@ -4,7 +4,7 @@
 use http::Method;
 use serde_json::{Value, json};
 
-use super::core::{ApiCore, CoreRequest, meta_str, metadata, parse_json_body};
+use super::core::{ApiCore, CoreRequest, meta_str, metadata, parse_body};
 use super::error::ApiError;
 use super::resources::ResourceInfo;
 use super::selectors::labels_of;
@@ -53,7 +53,7 @@ impl ApiCore {
         let wanted = if request.method == Method::GET {
             return Ok(current);
         } else if request.method == Method::PUT {
-            parse_json_body(&request.body)?
+            parse_body(request)?
         } else if request.method == Method::PATCH {
             let scale_info = ResourceInfo {
                 kind: "Scale".into(),

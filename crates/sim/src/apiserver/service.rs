@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::core::{ApiCore, CoreRequest, CoreResponse};
 use super::error::ApiError;
+use super::kube_protobuf::{self, Answer};
 use super::request::parse_query;
 
 /// The response body type.
@@ -84,6 +85,32 @@ fn json_response(code: u16, body: &Value) -> Response<ResponseBody> {
 
 fn error_response(error: &ApiError) -> Response<ResponseBody> {
     json_response(error.code, &error.to_status())
+}
+
+fn bytes_response(code: u16, media_type: &'static str, bytes: Vec<u8>) -> Response<ResponseBody> {
+    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+    *response.status_mut() =
+        http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(media_type),
+    );
+    response
+}
+
+/// Answer an object in the media type the client asked for: Kubernetes protobuf when it
+/// prefers it and the kind has a table, else JSON (406 when it accepts protobuf only).
+fn negotiated_response(accept: &str, code: u16, body: &Value) -> Response<ResponseBody> {
+    match kube_protobuf::negotiate(accept) {
+        Answer::Json => json_response(code, body),
+        answer => match kube_protobuf::encode(body) {
+            Some(bytes) => bytes_response(code, kube_protobuf::MEDIA_TYPE, bytes),
+            None if answer == Answer::ProtobufOnly => {
+                error_response(&kube_protobuf::not_acceptable(body))
+            }
+            None => json_response(code, body),
+        },
+    }
 }
 
 impl ApiService {
@@ -167,7 +194,7 @@ impl ApiService {
         let (outcome, warnings) = outcome;
         match outcome {
             Ok(CoreResponse::Json(code, body)) => {
-                let mut response = json_response(code, &body);
+                let mut response = negotiated_response(&core_request.accept, code, &body);
                 for warning in warnings {
                     // RFC 7234 warning, as kube-apiserver sends it: `299 - "text"`.
                     let text = format!("299 - {:?}", warning);
@@ -177,15 +204,17 @@ impl ApiService {
                 }
                 response
             }
+            Ok(CoreResponse::Bytes(code, "application/json", bytes))
+                if kube_protobuf::negotiate(&core_request.accept) != Answer::Json =>
+            {
+                // A list written straight to JSON: read back only for a protobuf client.
+                match serde_json::from_slice::<Value>(&bytes) {
+                    Ok(body) => negotiated_response(&core_request.accept, code, &body),
+                    Err(_) => bytes_response(code, "application/json", bytes),
+                }
+            }
             Ok(CoreResponse::Bytes(code, media_type, bytes)) => {
-                let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
-                *response.status_mut() = http::StatusCode::from_u16(code)
-                    .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    header::HeaderValue::from_static(media_type),
-                );
-                response
+                bytes_response(code, media_type, bytes)
             }
             Ok(CoreResponse::Watch(plan)) => {
                 // Every watch request yields once. A client that re-watches in a loop (as

@@ -141,7 +141,20 @@ fn merge_lists(field: &str, original: &[Value], patch: &[Value]) -> Result<Vec<V
             .map(strip_directives)
             .collect());
     }
-    match list_strategy(field) {
+    let strategy = match list_strategy(field) {
+        // Two types name a list `ports`: a container's (keyed by containerPort) and a
+        // Service's (keyed by port, with no containerPort). The elements tell them apart.
+        ListStrategy::MergeByKey("containerPort")
+            if patch
+                .iter()
+                .chain(original)
+                .any(|p| p.get("containerPort").is_none() && p.get("port").is_some()) =>
+        {
+            ListStrategy::MergeByKey("port")
+        }
+        strategy => strategy,
+    };
+    match strategy {
         ListStrategy::Replace => Ok(patch.iter().map(strip_directives).collect()),
         ListStrategy::PrimitiveSet => {
             let mut result = original.to_vec();
@@ -215,6 +228,28 @@ fn strip_directives(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Service's ports merge by `port` (its patchMergeKey), a container's by `containerPort`.
+    #[test]
+    fn service_ports_merge_by_port_and_container_ports_by_container_port() {
+        let service = serde_json::json!({"spec": {"ports": [
+            {"name": "http", "port": 80, "targetPort": 8080},
+            {"name": "metrics", "port": 9090}]}});
+        let patch = serde_json::json!({"spec": {"ports": [{"port": 80, "targetPort": 8081}]}});
+        let merged = strategic_merge(&service, &patch).unwrap();
+        assert_eq!(
+            merged["spec"]["ports"],
+            serde_json::json!([
+                {"name": "http", "port": 80, "targetPort": 8081},
+                {"name": "metrics", "port": 9090}])
+        );
+        let pod = serde_json::json!({"ports": [{"containerPort": 80, "name": "a"}]});
+        let patch = serde_json::json!({"ports": [{"containerPort": 80, "name": "b"}]});
+        assert_eq!(
+            strategic_merge(&pod, &patch).unwrap()["ports"],
+            serde_json::json!([{"containerPort": 80, "name": "b"}])
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -12,6 +12,7 @@ use super::crd;
 use super::defaults;
 use super::error::{ApiError, success_status};
 use super::events;
+use super::node_lifecycle;
 use super::resources::{ResourceInfo, ResourceKey};
 use super::schema::{self, Rejection};
 use super::selectors::labels_of;
@@ -118,12 +119,15 @@ pub(super) fn apply_patch(
 
 impl ApiCore {
     /// Store `object` and note what the cascade (PDBs, CRDs) must look at.
-    pub(super) fn commit(&mut self, info: &ResourceInfo, object: Value) -> Arc<Value> {
+    pub(super) fn commit(&mut self, info: &ResourceInfo, mut object: Value) -> Arc<Value> {
+        let key = info.key();
+        if key == ResourceKey::new("", "nodes") {
+            node_lifecycle::sync_unschedulable_taint(&mut object);
+        }
         if self.dry_run {
             return Arc::new(object);
         }
         let (namespace, name) = name_of(&object);
-        let key = info.key();
         if key == ResourceKey::new("", "pods") {
             let before = self
                 .store

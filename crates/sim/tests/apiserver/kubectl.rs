@@ -354,6 +354,22 @@ async fn kubectl_drives_the_embedded_api_server() {
             == Some(true),
         "drain cordons first"
     );
+    // The node lifecycle controller's taint follows the cordon (TaintNodesByCondition).
+    let tainted = |node: k8s_openapi::api::core::v1::Node| {
+        node.spec
+            .and_then(|spec| spec.taints)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable" && t.effect == "NoSchedule")
+    };
+    assert!(tainted(nodes.get("ip-10-0-0-7").await.unwrap()));
+    assert!(
+        kubectl
+            .ok(&["uncordon", "ip-10-0-0-7"])
+            .await
+            .contains("uncordoned")
+    );
+    assert!(!tainted(nodes.get("ip-10-0-0-7").await.unwrap()));
     assert!(
         kubectl
             .ok(&["delete", "pdb", "web"])

@@ -10,6 +10,8 @@ mod fuzz;
 mod kubectl;
 mod kubectl_versions;
 mod patches;
+mod protobuf;
+mod raw_http;
 mod robustness;
 mod stress;
 mod tables;

@@ -450,3 +450,80 @@ async fn thirty_spread_replicas_use_every_node_launched() {
     );
     println!("replicas per node: {per_node:?}; per zone: {per_zone:?}");
 }
+
+/// `kubectl drain` of a node driftwood made (cordon, then evictions): the node lifecycle
+/// controller's `node.kubernetes.io/unschedulable` taint keeps the evicted pods' replacements
+/// off it, so driftwood's provisioner launches capacity for them, as Karpenter does for pods a
+/// cordoned node cannot take. (Before the taint, the embedded scheduler put the pod straight
+/// back on the cordoned node and nothing was launched.)
+#[tokio::test(start_paused = true)]
+async fn a_drained_node_gets_capacity_for_the_pods_it_held() {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::Api;
+    use kube::api::{EvictParams, ListParams, Patch, PatchParams};
+
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment("web", 1, "1", "general", "")).await;
+    h.wait_until("web ready", 5 * MINUTE, |s| ready_pods(s, "web") == 1)
+        .await;
+    let claims_before: BTreeSet<String> = claims_of(&h.snapshot(), "general")
+        .iter()
+        .map(|c| super::support::name(c))
+        .collect();
+    let pods: Api<Pod> = Api::namespaced(h.embedded.cluster.client(), "default");
+    let running = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    let drained = running.items[0]
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    let nodes: Api<Node> = Api::all(h.embedded.cluster.client());
+    let cordon = serde_json::json!({"spec": {"unschedulable": true}});
+    nodes
+        .patch(&drained, &PatchParams::default(), &Patch::Merge(&cordon))
+        .await
+        .unwrap();
+    let node = nodes.get(&drained).await.unwrap();
+    assert!(
+        node.spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable"),
+        "a cordoned node carries the unschedulable taint"
+    );
+    for pod in &running.items {
+        let on_drained = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&drained);
+        if on_drained {
+            let name = pod.metadata.name.clone().unwrap();
+            pods.evict(&name, &EvictParams::default()).await.unwrap();
+        }
+    }
+    h.wait_until(
+        "web ready again, none of it on the drained node",
+        5 * MINUTE,
+        |s| {
+            ready_pods(s, "web") == 1
+                && s.store.pods.values().all(|p| {
+                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(drained.as_str())
+                })
+        },
+    )
+    .await;
+    let s = h.snapshot();
+    let launched: Vec<String> = claims_of(&s, "general")
+        .iter()
+        .map(|c| super::support::name(c))
+        .filter(|name| !claims_before.contains(name))
+        .collect();
+    assert_eq!(
+        launched.len(),
+        1,
+        "one NodeClaim launched for the evicted pod\n{}",
+        describe(&s)
+    );
+}
