@@ -1,7 +1,7 @@
 //! The built-in kinds the server serves, as k8s-openapi types: one table, visited by what needs
 //! the type (the OpenAPI schemas, decoding a write as kube-apiserver decodes it).
 
-use k8s_openapi::api::{apps, coordination, core, events, policy, rbac, storage};
+use k8s_openapi::api::{apps, authorization, coordination, core, events, policy, rbac, storage};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -66,6 +66,11 @@ pub fn visit<V: KindVisitor>(group: &str, kind: &str, visitor: &mut V) -> Option
             "rbac.authorization.k8s.io",
             "ClusterRoleBinding",
             rbac::v1::ClusterRoleBinding
+        ),
+        (
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            authorization::v1::SelfSubjectAccessReview
         ),
         (
             "apiextensions.k8s.io",

@@ -10,6 +10,7 @@ use http::Method;
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
+use super::access_review;
 use super::discovery;
 use super::error::ApiError;
 use super::openapi;
@@ -396,6 +397,19 @@ impl ApiCore {
         }
         let version = target.version.as_str();
         let namespace = target.namespace.as_deref();
+        if info.create_only() {
+            return match (&request.method, target.name.as_deref()) {
+                (m, None) if m == Method::POST => {
+                    let review = parse_body(request)?;
+                    access_review::answer(&info, version, review)
+                        .map(|answer| CoreResponse::Json(201, answer))
+                }
+                (m, _) => Err(ApiError::method_not_allowed(format!(
+                    "{m} is not supported on {}: reviews are only created",
+                    request.path
+                ))),
+            };
+        }
         match (
             &request.method,
             target.name.as_deref(),

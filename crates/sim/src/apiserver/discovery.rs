@@ -79,6 +79,9 @@ pub fn group(registry: &Registry, name: &str) -> Option<Value> {
 }
 
 fn verbs(info: &ResourceInfo) -> Vec<&'static str> {
+    if info.create_only() {
+        return vec!["create"];
+    }
     vec![
         "create",
         "delete",
@@ -221,6 +224,7 @@ mod tests {
             vec![
                 "apiextensions.k8s.io",
                 "apps",
+                "authorization.k8s.io",
                 "coordination.k8s.io",
                 "events.k8s.io",
                 "policy",

@@ -37,6 +37,7 @@
 //! * the PDB controller runs synchronously after every pod/PDB write, so evictions always
 //!   see current budgets.
 
+mod access_review;
 pub mod audit;
 mod builtin_kinds;
 mod builtin_validation;

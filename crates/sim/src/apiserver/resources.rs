@@ -100,6 +100,11 @@ impl ResourceInfo {
         }
     }
 
+    /// A review (`SelfSubjectAccessReview`): only created, answered at once, never stored.
+    pub fn create_only(&self) -> bool {
+        self.group == "authorization.k8s.io" && self.plural == "selfsubjectaccessreviews"
+    }
+
     /// Whether any served version has a status subresource.
     pub fn has_status(&self) -> bool {
         self.versions.iter().any(|v| v.status_subresource)
@@ -412,6 +417,19 @@ const BUILTINS: &[Builtin] = &[
         namespaced: false,
         short_names: &[],
         status: true,
+        extra: &[],
+        categories: &[],
+    },
+    // Create-only and never stored: `kubectl auth can-i` (see `access_review`).
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        kind: "SelfSubjectAccessReview",
+        namespaced: false,
+        short_names: &[],
+        status: false,
         extra: &[],
         categories: &[],
     },

@@ -405,6 +405,24 @@ async fn kubectl_drives_the_embedded_api_server() {
         row(&out, "widgets"),
         ["widgets", "wd", "example.com/v1", "true", "Widget"]
     );
+    // `kubectl auth can-i`: a SelfSubjectAccessReview, allowed (the embedded cluster has no
+    // authorization), never stored.
+    assert_eq!(
+        kubectl
+            .ok(&["auth", "can-i", "create", "pods", "-n", "kube-system"])
+            .await
+            .trim(),
+        "yes"
+    );
+    assert_eq!(
+        kubectl
+            .ok(&["auth", "can-i", "get", "/healthz"])
+            .await
+            .trim(),
+        "yes"
+    );
+    let (listed, _, stderr) = kubectl.run(&["get", "selfsubjectaccessreviews"]).await;
+    assert!(!listed, "reviews are only created: {stderr}");
     let out = kubectl.ok(&["version", "-o", "json"]).await;
     assert!(out.contains("\"gitVersion\": \"v1.29.15\""), "{out}");
     let (found, _, stderr) = kubectl.run(&["get", "pod", "nope"]).await;
