@@ -461,6 +461,7 @@ fn helm_install_upgrade_and_uninstall_against_sim_serve() {
             "affinity": {"nodeAffinity": null},
             "nodeSelector": null,
             "logLevel": "info",
+            "podAnnotations": {"example.com/first-install": "yes"},
         }),
     );
     let values_file = dir.path().join("values.json");
@@ -525,8 +526,11 @@ fn helm_install_upgrade_and_uninstall_against_sim_serve() {
         |out| out.lines().count() == 1 && out.contains(" Running "),
     );
 
-    // Upgrade with a changed value: revision 2, and the Deployment follows.
-    let upgraded_values = merged(values, &json!({"logLevel": "debug"}));
+    // Upgrade with a changed value and one left out: revision 2, the Deployment follows, and
+    // the annotation Helm no longer applies is gone (server-side apply removes what its
+    // manager stops applying; a merge would have kept it).
+    let mut upgraded_values = merged(values, &json!({"logLevel": "debug"}));
+    upgraded_values["podAnnotations"] = json!({});
     std::fs::write(&values_file, serde_json::to_vec(&upgraded_values).unwrap()).unwrap();
     let upgraded = helm(&[
         "upgrade",
@@ -551,6 +555,22 @@ fn helm_install_upgrade_and_uninstall_against_sim_serve() {
         None,
     );
     assert_eq!(level, "debug");
+    let annotations = kubectl(
+        &kubeconfig,
+        &[
+            "get",
+            "deployment/driftwood",
+            "-n",
+            "kube-system",
+            "-o",
+            "jsonpath={.spec.template.metadata.annotations}",
+        ],
+        None,
+    );
+    assert!(
+        !annotations.contains("first-install"),
+        "the dropped value is gone: {annotations}"
+    );
     let history = kubectl(
         &kubeconfig,
         &[

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use super::access_review;
 use super::discovery;
 use super::error::ApiError;
+use super::managed_fields;
 use super::openapi;
 use super::request::{ResourceTarget, Route, parse_path};
 use super::resources::{Registry, ResourceInfo, ResourceKey};
@@ -119,6 +120,8 @@ pub struct CoreRequest {
     pub accept: String,
     /// Request body.
     pub body: Bytes,
+    /// User-Agent header ("" if missing): the field manager of a write without `fieldManager`.
+    pub user_agent: String,
 }
 
 /// The core's answer.
@@ -158,6 +161,11 @@ pub struct ApiCore {
     pub(super) field_validation: FieldValidation,
     /// Warnings for the response to the request being handled.
     pub(super) warnings: Vec<String>,
+    /// The field manager of the request being handled (None outside a request: the server's
+    /// own writes are not tracked).
+    pub(super) field_manager: Option<String>,
+    /// Set while a server-side apply stores its object: its ownership is already computed.
+    pub(super) applying: bool,
 }
 
 /// `metadata` of an object (empty map when missing).
@@ -224,6 +232,8 @@ impl ApiCore {
             dry_run: false,
             field_validation: FieldValidation::default(),
             warnings: Vec::new(),
+            field_manager: None,
+            applying: false,
         };
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let object =
@@ -283,6 +293,10 @@ impl ApiCore {
     pub fn handle(&mut self, request: &CoreRequest) -> CoreResponse {
         self.dry_run = request.query.get("dryRun").is_some_and(|d| d == "All");
         self.warnings.clear();
+        self.field_manager = Some(managed_fields::manager_of(
+            request.query.get("fieldManager").map(String::as_str),
+            &request.user_agent,
+        ));
         let response =
             match FieldValidation::parse(request.query.get("fieldValidation").map(String::as_str))
                 .and_then(|validation| {
@@ -294,6 +308,8 @@ impl ApiCore {
             };
         self.dry_run = false;
         self.field_validation = FieldValidation::default();
+        self.field_manager = None;
+        self.applying = false;
         self.settle();
         response
     }

@@ -104,6 +104,13 @@ impl ApiError {
         Self::new(413, "RequestEntityTooLarge", message)
     }
 
+    /// 409 Conflict of a server-side apply: `details` carries the conflicting fields as causes.
+    pub fn apply_conflict(message: impl Into<String>, details: Value) -> Self {
+        let mut error = Self::new(409, "Conflict", message);
+        error.details = Some(details);
+        error
+    }
+
     /// 406 NotAcceptable.
     pub fn not_acceptable(message: impl Into<String>) -> Self {
         Self::new(406, "NotAcceptable", message)

@@ -23,8 +23,9 @@
 //!   everything else; `generation` moves only when something outside metadata/status does;
 //! * strategic merge patch follows the built-in types' merge keys (containers/env/volumes
 //!   by name, conditions/addresses by type, ports by containerPort, finalizers as a set);
-//!   `taints` and `tolerations` are atomic lists as in Kubernetes. Server-side apply is a
-//!   merge of the applied object (no managedFields / conflict detection);
+//!   `taints` and `tolerations` are atomic lists as in Kubernetes. Server-side apply tracks
+//!   field managers in `managedFields`, with conflicts, forcing and removal of fields a manager
+//!   stops applying ([`managed_fields`]);
 //! * request bodies in JSON, YAML, or Kubernetes protobuf for the kinds client-go's typed
 //!   clients send that the cluster serves ([`kube_protobuf`]: Secrets, ConfigMaps,
 //!   Namespaces, Leases, DeleteOptions, Evictions, Bindings, Scales); other media types get
@@ -51,6 +52,7 @@ mod events;
 pub mod http;
 pub mod jsonpath;
 pub mod kube_protobuf;
+pub mod managed_fields;
 pub mod node_lifecycle;
 pub mod openapi;
 pub mod pdb;

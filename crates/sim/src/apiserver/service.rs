@@ -176,6 +176,7 @@ impl ApiService {
             query: parse_query(parts.uri.query()),
             content_type: header_text(&parts.headers, header::CONTENT_TYPE),
             accept: header_text(&parts.headers, header::ACCEPT),
+            user_agent: header_text(&parts.headers, header::USER_AGENT),
             body,
         };
         let outcome = {

@@ -12,6 +12,7 @@ use super::crd;
 use super::defaults;
 use super::error::{ApiError, success_status};
 use super::events;
+use super::managed_fields;
 use super::node_lifecycle;
 use super::resources::{ResourceInfo, ResourceKey};
 use super::schema::{self, Rejection};
@@ -147,6 +148,62 @@ impl ApiCore {
             self.store.put(&other, converted);
         }
         self.store.put(&key, object)
+    }
+
+    /// Who writes in the request being handled, as `managed_fields` sees it.
+    fn writer<'a>(
+        &self,
+        info: &ResourceInfo,
+        manager: &'a str,
+        api_version: &'a str,
+        time: &'a str,
+        status_only: bool,
+    ) -> managed_fields::Writer<'a> {
+        managed_fields::Writer {
+            manager,
+            api_version,
+            subresource: if status_only { "status" } else { "" },
+            time,
+            scope: if status_only {
+                managed_fields::Scope::Status
+            } else if info.has_status() {
+                managed_fields::Scope::Main
+            } else {
+                managed_fields::Scope::Whole
+            },
+            strategic: info.strategic_merge,
+        }
+    }
+
+    /// Record an update's (or a create's, `old` None) field ownership in `new`'s
+    /// `managedFields`, as kube-apiserver does for every write with a manager. A write that sets
+    /// `managedFields` to an empty list clears them; one that sends other entries replaces them.
+    fn record_ownership(
+        &self,
+        info: &ResourceInfo,
+        version: &str,
+        old: Option<&Value>,
+        new: &mut Value,
+        status_only: bool,
+    ) {
+        let Some(manager) = self.field_manager.as_deref() else {
+            return;
+        };
+        let base = match new.pointer("/metadata/managedFields") {
+            Some(Value::Array(sent)) if sent.is_empty() => {
+                if let Some(meta) = metadata_mut(new) {
+                    meta.remove("managedFields");
+                }
+                return;
+            }
+            Some(_) => managed_fields::entries_of(new),
+            None => old.map(managed_fields::entries_of).unwrap_or_default(),
+        };
+        let api_version = info.api_version(version);
+        let time = self.now_string();
+        let writer = self.writer(info, manager, &api_version, &time, status_only);
+        let entries = managed_fields::record_update(&writer, base, old, new);
+        managed_fields::set_entries(new, &entries);
     }
 
     /// Remove an object for good, queueing garbage collection of its dependents.
@@ -383,6 +440,9 @@ impl ApiCore {
                 map.insert("status".into(), status);
             }
         }
+        if !self.applying {
+            self.record_ownership(info, version, None, &mut object, false);
+        }
         Ok(self.commit(info, object))
     }
 
@@ -487,6 +547,15 @@ impl ApiCore {
                 meta.insert("generation".into(), json!(generation + 1));
             }
         }
+        if !self.applying {
+            self.record_ownership(
+                info,
+                version,
+                Some(existing_value),
+                &mut result,
+                status_only,
+            );
+        }
         if result == *existing_value {
             return Ok(Arc::clone(existing));
         }
@@ -549,14 +618,46 @@ impl ApiCore {
             if !applied.is_object() {
                 return Err(ApiError::bad_request("apply patch must be an object"));
             }
-            return match self.get_object(info, namespace, name) {
-                Err(not_found) if status_only => Err(not_found),
+            if applied
+                .pointer("/metadata/managedFields")
+                .is_some_and(|m| !m.is_null())
+            {
+                return Err(ApiError::bad_request(
+                    "metadata.managedFields must be nil in an apply patch",
+                ));
+            }
+            let manager = request
+                .query
+                .get("fieldManager")
+                .filter(|m| !m.is_empty())
+                .cloned()
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "PatchOptions.meta.k8s.io",
+                        "",
+                        "fieldManager",
+                        "Required value: is required for apply patch",
+                    )
+                })?;
+            let force = request.query.get("force").is_some_and(|f| f == "true");
+            let api_version = info.api_version(version);
+            let time = self.now_string();
+            let writer = self.writer(info, &manager, &api_version, &time, status_only);
+            let live = self.get_object(info, namespace, name);
+            let (code, object) = match live {
+                Err(not_found) if status_only => return Err(not_found),
                 Err(_) => {
-                    let mut object = applied;
+                    let mut object = applied.clone();
                     if let Some(meta) = metadata_mut(&mut object) {
                         meta.insert("name".into(), json!(name));
                     }
-                    Ok((201, self.create_object(info, version, namespace, object)?))
+                    let (mut object, entries) =
+                        managed_fields::apply(&writer, force, None, &applied, object)?;
+                    managed_fields::set_entries(&mut object, &entries);
+                    self.applying = true;
+                    let created = self.create_object(info, version, namespace, object);
+                    self.applying = false;
+                    (201, created?)
                 }
                 Ok(existing) => {
                     let merged = if info.strategic_merge {
@@ -566,12 +667,16 @@ impl ApiCore {
                         json_patch::merge(&mut merged, &applied);
                         merged
                     };
-                    Ok((
-                        200,
-                        self.finish_update(info, version, &existing, merged, status_only)?,
-                    ))
+                    let (mut merged, entries) =
+                        managed_fields::apply(&writer, force, Some(&existing), &applied, merged)?;
+                    managed_fields::set_entries(&mut merged, &entries);
+                    self.applying = true;
+                    let updated = self.finish_update(info, version, &existing, merged, status_only);
+                    self.applying = false;
+                    (200, updated?)
                 }
             };
+            return Ok((code, object));
         }
         let existing = self.get_object(info, namespace, name)?;
         let patched = apply_patch(info, name, &content_type, &request.body, &existing)?;

@@ -431,3 +431,134 @@ async fn kubectl_drives_the_embedded_api_server() {
         "{stderr}"
     );
 }
+
+/// `kubectl apply --server-side` with two field managers, as Flux's kustomize-controller and
+/// Argo CD's server-side sync rely on: a second manager changing a field the first applied
+/// conflicts (kubectl prints kube-apiserver's message) until it forces; a field the first
+/// stops applying is removed, one the second owns stays; `managedFields` names both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_with_two_field_managers() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = ApiServer::new(ApiServerConfig::default());
+    let kubeconfig = dir.path().join("kubeconfig");
+    let _http = api.serve_with_kubeconfig(&kubeconfig).await.unwrap();
+    let kubectl = Kubectl {
+        kubeconfig,
+        dir: dir.path().to_path_buf(),
+    };
+    let config_map = |data: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n{data}")
+    };
+    let team_a = kubectl.file("a.yaml", &config_map("  a: \"1\"\n  shared: from-a\n"));
+    let out = kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager=team-a",
+            "-f",
+            &team_a,
+        ])
+        .await;
+    assert!(
+        out.contains("configmap/settings serverside-applied"),
+        "{out}"
+    );
+
+    let team_b = kubectl.file("b.yaml", &config_map("  b: \"2\"\n  shared: from-b\n"));
+    let (applied, _, stderr) = kubectl
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager=team-b",
+            "-f",
+            &team_b,
+        ])
+        .await;
+    assert!(!applied, "a conflict");
+    assert!(
+        stderr.contains("Apply failed with 1 conflict: conflict with \"team-a\": .data.shared"),
+        "{stderr}"
+    );
+    kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager=team-b",
+            "--force-conflicts",
+            "-f",
+            &team_b,
+        ])
+        .await;
+    let data = |out: String| -> serde_json::Value { serde_json::from_str(&out).unwrap() };
+    let cm = data(kubectl.ok(&["get", "cm", "settings", "-o", "json"]).await);
+    assert_eq!(cm["data"], json!({"a": "1", "b": "2", "shared": "from-b"}));
+
+    // team-a stops applying `a` and `shared`: `a` goes, `shared` (team-b's now) stays.
+    let team_a = kubectl.file("a.yaml", &config_map("  c: \"3\"\n"));
+    kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager=team-a",
+            "-f",
+            &team_a,
+        ])
+        .await;
+    let cm = data(
+        kubectl
+            .ok(&[
+                "get",
+                "cm",
+                "settings",
+                "-o",
+                "json",
+                "--show-managed-fields",
+            ])
+            .await,
+    );
+    assert_eq!(cm["data"], json!({"b": "2", "c": "3", "shared": "from-b"}));
+    let owners: Vec<(String, Vec<String>)> = cm["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            (
+                entry["manager"].as_str().unwrap().to_string(),
+                entry["fieldsV1"]["f:data"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .cloned()
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        vec![
+            ("team-a".to_string(), vec!["f:c".to_string()]),
+            (
+                "team-b".to_string(),
+                vec!["f:b".to_string(), "f:shared".to_string()]
+            ),
+        ]
+    );
+    // A client-side edit (kubectl's own manager, an Update) takes the field it changes.
+    kubectl
+        .ok(&["patch", "cm", "settings", "-p", r#"{"data":{"b":"9"}}"#])
+        .await;
+    let (applied, _, stderr) = kubectl
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager=team-b",
+            "-f",
+            &team_b,
+        ])
+        .await;
+    assert!(!applied);
+    assert!(
+        stderr.contains("conflict with \"kubectl-patch\" using v1"),
+        "{stderr}"
+    );
+}
