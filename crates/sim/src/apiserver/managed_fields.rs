@@ -554,6 +554,20 @@ pub fn record_update(
     new: &Value,
 ) -> Vec<Entry> {
     let present = FieldSet::of_object(new, writer.scope, writer.strategic);
+    if old.is_none() && base.is_empty() {
+        // A create: the writer owns every field, no one else owns any.
+        if present.is_empty() {
+            return Vec::new();
+        }
+        return vec![Entry {
+            manager: writer.manager.to_string(),
+            operation: Operation::Update,
+            api_version: writer.api_version.to_string(),
+            time: writer.time.to_string(),
+            subresource: writer.subresource.to_string(),
+            fields: present,
+        }];
+    }
     // A value changed when it differs; a list item (with fields of its own) when it is new.
     let changed: Vec<Path> = present
         .paths()
