@@ -31,8 +31,14 @@ where
     pub fn spawn(client: Client, changed: Arc<Notify>) -> Self {
         let (store, writer) = reflector::store();
         let api: Api<K> = Api::all(client);
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff();
+        // The components never read managedFields: not keeping them saves the memory of a
+        // second copy of every object's field sets.
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default())
+                .modify(|object: &mut K| object.meta_mut().managed_fields = None),
+        )
+        .default_backoff();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {

@@ -72,15 +72,11 @@ fn header_text(headers: &HeaderMap, name: header::HeaderName) -> String {
 }
 
 fn json_response(code: u16, body: &Value) -> Response<ResponseBody> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
-    *response.status_mut() =
-        http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    response
+    bytes_response(
+        code,
+        "application/json",
+        serde_json::to_vec(body).unwrap_or_default(),
+    )
 }
 
 fn error_response(error: &ApiError) -> Response<ResponseBody> {

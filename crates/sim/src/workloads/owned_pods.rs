@@ -104,6 +104,7 @@ impl OwnedPods {
         let task = tokio::spawn(async move {
             let api: Api<Pod> = Api::all(client);
             let mut stream = watcher::watcher(api, watcher::Config::default())
+                .modify(|pod: &mut Pod| pod.metadata.managed_fields = None)
                 .default_backoff()
                 .boxed();
             let mut relist: Option<Vec<Pod>> = None;
