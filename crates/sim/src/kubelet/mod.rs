@@ -2,6 +2,7 @@
 //! make them Ready after a delay, run the pods bound to them, finish terminating pods, and
 //! take the Node away when the machine is gone — all through a `kube::Client`.
 
+pub mod node_lease;
 pub mod node_template;
 pub mod plan;
 
@@ -13,6 +14,7 @@ use driftwood_aws::ports::InstanceTypeDescription;
 use driftwood_sim_aws::{Machine, MachineSource, SimAws};
 use futures::StreamExt as _;
 use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Taint};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -24,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::clock::SharedClock;
 use crate::watch_cache::WatchCache;
 
+use node_lease::{LeaseBook, LeaseWrite, LiveNode};
 pub use node_template::{MachineFacts, NodeResources, kubelet_version, node_name};
 pub use plan::{KubeletAction, KubeletPlan, KubeletTimings, NodeFault};
 
@@ -68,6 +71,8 @@ pub struct KubeletConfig {
     pub machine_poll_interval: Duration,
     /// Kubernetes minor version used when a machine's image does not say (e.g. `1.29`).
     pub kubernetes_version: String,
+    /// How often the kubelets renew their Node Leases.
+    pub node_lease_renew_interval: Duration,
 }
 
 impl Default for KubeletConfig {
@@ -76,6 +81,7 @@ impl Default for KubeletConfig {
             timings: KubeletTimings::default(),
             machine_poll_interval: Duration::from_secs(1),
             kubernetes_version: "1.29".to_string(),
+            node_lease_renew_interval: node_lease::DEFAULT_RENEW_INTERVAL,
         }
     }
 }
@@ -157,6 +163,7 @@ async fn run(
     let mut machines: Vec<(Arc<Machine>, Arc<MachineFacts>)> = Vec::new();
     let mut machines_read_at: Option<Timestamp> = None;
     let mut faults = BTreeMap::new();
+    let mut leases = LeaseBook::default();
     loop {
         let now = clock.now();
         // The machine list is polled (every machine_poll_interval), not rebuilt on every
@@ -198,6 +205,9 @@ async fn run(
         if let Some(due) = attach.plan.next_due {
             plan.next_due = Some(plan.next_due.map_or(due, |t| t.min(due)));
         }
+        let live = live_nodes(&machines, &node_list, &faults);
+        let (lease_writes, lease_due) =
+            leases.plan(&live, now, config.node_lease_renew_interval);
         issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
         let fresh: Vec<KubeletAction> = plan
             .actions
@@ -214,17 +224,27 @@ async fn run(
         // one plan's actions touch distinct objects and go to the API server at once, as
         // separate processes' would. One after another, each write's latency would add up and
         // nodes launched together would turn Ready a write's latency apart per node.
-        futures::stream::iter(fresh)
-            .for_each_concurrent(None, |action| {
-                let client = &client;
-                let clock = &clock;
-                async move {
-                    if let Err(error) = execute(client, clock.now(), action).await {
-                        tracing::debug!(%error, "kubelet action failed; will retry");
-                    }
+        let actions = futures::stream::iter(fresh).for_each_concurrent(None, |action| {
+            let client = client.clone();
+            let now = clock.now();
+            async move {
+                if let Err(error) = execute(&client, now, action).await {
+                    tracing::debug!(%error, "kubelet action failed; will retry");
                 }
-            })
-            .await;
+            }
+        });
+        let lease_writes = futures::stream::iter(lease_writes)
+            .map(|write| write_lease(client.clone(), clock.now(), write))
+            .buffer_unordered(usize::MAX)
+            .collect::<Vec<_>>();
+        let ((), outcomes) = futures::join!(actions, lease_writes);
+        for outcome in outcomes {
+            match outcome {
+                LeaseOutcome::Held(node) => leases.holding(&node),
+                LeaseOutcome::Lost(name) => leases.lost(&name),
+                LeaseOutcome::Failed => {}
+            }
+        }
         // Wake for the next machine poll, counted from the last one.
         let since_poll =
             machines_read_at.map_or(Duration::ZERO, |at| now.duration_since(at).unsigned_abs());
@@ -239,7 +259,94 @@ async fn run(
         if !issued.is_empty() {
             wait = wait.min(REISSUE_AFTER);
         }
+        wait = wait.min(
+            lease_due
+                .duration_since(now)
+                .unsigned_abs()
+                .max(Duration::from_millis(1)),
+        );
         crate::watch_cache::wait_for_change(&changed, wait).await;
+    }
+}
+
+/// The registered nodes whose kubelets are posting status: their machine runs, and has not
+/// been told to stop reporting.
+fn live_nodes(
+    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
+    nodes: &[Arc<Node>],
+    faults: &BTreeMap<String, NodeFault>,
+) -> Vec<LiveNode> {
+    let posting: std::collections::BTreeSet<&str> = machines
+        .iter()
+        .map(|(m, _)| m.provider_id.as_str())
+        .filter(|id| !matches!(faults.get(*id), Some(NodeFault::NotReady)))
+        .collect();
+    let mut live: Vec<LiveNode> = nodes
+        .iter()
+        .filter(|n| {
+            n.metadata.deletion_timestamp.is_none()
+                && n.spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .is_some_and(|id| posting.contains(id))
+        })
+        .filter_map(|n| {
+            Some(LiveNode {
+                name: n.metadata.name.clone()?,
+                uid: n.metadata.uid.clone()?,
+            })
+        })
+        .collect();
+    live.sort();
+    live
+}
+
+/// What became of one lease write.
+enum LeaseOutcome {
+    /// The lease exists (created, found existing, or renewed).
+    Held(LiveNode),
+    /// The lease was not there to renew.
+    Lost(String),
+    /// Any other failure: logged, and the write is repeated on a later pass.
+    Failed,
+}
+
+async fn write_lease(client: Client, now: Timestamp, write: LeaseWrite) -> LeaseOutcome {
+    let api: Api<Lease> = Api::namespaced(client.clone(), node_lease::NODE_LEASE_NAMESPACE);
+    match write {
+        LeaseWrite::Create(node) => {
+            let lease: Lease = match serde_json::from_value(node_lease::lease_for(&node, now)) {
+                Ok(lease) => lease,
+                Err(error) => {
+                    tracing::warn!(node = %node.name, %error, "kubelet: node lease not built");
+                    return LeaseOutcome::Failed;
+                }
+            };
+            match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => LeaseOutcome::Held(node),
+                // Made by an earlier kubelet of this node (a restart): renew it instead.
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    Box::pin(write_lease(client, now, LeaseWrite::Renew(node))).await
+                }
+                Err(error) => {
+                    tracing::debug!(node = %node.name, %error, "kubelet: node lease not created; will retry");
+                    LeaseOutcome::Failed
+                }
+            }
+        }
+        LeaseWrite::Renew(node) => {
+            let patch = Patch::Merge(node_lease::renewal(now));
+            match api.patch(&node.name, &PatchParams::default(), &patch).await {
+                Ok(_) => LeaseOutcome::Held(node),
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    LeaseOutcome::Lost(node.name)
+                }
+                Err(error) => {
+                    tracing::debug!(node = %node.name, %error, "kubelet: node lease not renewed; will retry");
+                    LeaseOutcome::Failed
+                }
+            }
+        }
     }
 }
 

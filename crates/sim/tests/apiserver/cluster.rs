@@ -588,3 +588,78 @@ async fn provisioner_launched_machines_register_with_the_unregistered_taint() {
         "0/1 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/unregistered: }."
     );
 }
+
+fn node_lease(
+    cluster: &SimCluster,
+    node: &str,
+) -> Option<k8s_openapi::api::coordination::v1::Lease> {
+    cluster
+        .api_server()
+        .list::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-node-lease"))
+        .into_iter()
+        .find(|l| l.metadata.name.as_deref() == Some(node))
+}
+
+fn renewed_at(lease: &k8s_openapi::api::coordination::v1::Lease) -> jiff::Timestamp {
+    let text = serde_json::to_value(lease).unwrap()["spec"]["renewTime"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    text.parse().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_kubelet_keeps_a_node_lease_that_goes_with_its_node() {
+    let cluster = SimCluster::start(SimClusterOptions::default())
+        .await
+        .unwrap();
+    let id = launch(&cluster, "m5.large", "us-west-2a", &[]).await;
+    let node = eventually("the node to be Ready", || {
+        node_of(&cluster, &id).filter(is_ready)
+    })
+    .await;
+    let name = node.metadata.name.clone().unwrap();
+    let lease = eventually("the node's lease", || node_lease(&cluster, &name)).await;
+    let spec = lease.spec.clone().unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some(name.as_str()));
+    assert_eq!(spec.lease_duration_seconds, Some(40));
+    let owner = &lease.metadata.owner_references.clone().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Node", name.as_str()));
+    assert_eq!(Some(&owner.uid), node.metadata.uid.as_ref());
+
+    // Renewed every 10 s: a minute on, the lease is never more than 10 s old.
+    let first = renewed_at(&lease);
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let now = cluster.clock().now();
+        let renewed = renewed_at(&node_lease(&cluster, &name).unwrap());
+        assert!(renewed > first);
+        assert!(now.duration_since(renewed) <= jiff::SignedDuration::from_secs(10));
+    }
+
+    // A kubelet that stops posting status stops renewing: the lease runs out.
+    cluster
+        .aws()
+        .set_node_fault(&id, Some(driftwood_sim::kubelet::NodeFault::NotReady));
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let stalled = renewed_at(&node_lease(&cluster, &name).unwrap());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(renewed_at(&node_lease(&cluster, &name).unwrap()), stalled);
+    assert!(cluster.clock().now().duration_since(stalled) > jiff::SignedDuration::from_secs(40));
+
+    // It posts again: renewed again.
+    cluster.aws().set_node_fault(&id, None);
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    assert!(renewed_at(&node_lease(&cluster, &name).unwrap()) > stalled);
+
+    // The machine goes, the Node goes, and the garbage collector takes the lease with it.
+    cluster
+        .aws()
+        .terminate_instances(vec![id.clone()])
+        .await
+        .unwrap();
+    eventually("the node and its lease to be gone", || {
+        (node_of(&cluster, &id).is_none() && node_lease(&cluster, &name).is_none()).then_some(())
+    })
+    .await;
+}
