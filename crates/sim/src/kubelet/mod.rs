@@ -206,8 +206,7 @@ async fn run(
             plan.next_due = Some(plan.next_due.map_or(due, |t| t.min(due)));
         }
         let live = live_nodes(&machines, &node_list, &faults);
-        let (lease_writes, lease_due) =
-            leases.plan(&live, now, config.node_lease_renew_interval);
+        let (lease_writes, lease_due) = leases.plan(&live, now, config.node_lease_renew_interval);
         issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
         let fresh: Vec<KubeletAction> = plan
             .actions
@@ -269,19 +268,19 @@ async fn run(
     }
 }
 
-/// The registered nodes whose kubelets are posting status: their machine runs, and has not
-/// been told to stop reporting.
-fn live_nodes(
+/// The registered nodes whose kubelets are posting status — their machine runs, and has not
+/// been told to stop reporting — as (name, uid), borrowed from `nodes`.
+fn live_nodes<'a>(
     machines: &[(Arc<Machine>, Arc<MachineFacts>)],
-    nodes: &[Arc<Node>],
+    nodes: &'a [Arc<Node>],
     faults: &BTreeMap<String, NodeFault>,
-) -> Vec<LiveNode> {
+) -> Vec<(&'a str, &'a str)> {
     let posting: std::collections::BTreeSet<&str> = machines
         .iter()
         .map(|(m, _)| m.provider_id.as_str())
         .filter(|id| !matches!(faults.get(*id), Some(NodeFault::NotReady)))
         .collect();
-    let mut live: Vec<LiveNode> = nodes
+    nodes
         .iter()
         .filter(|n| {
             n.metadata.deletion_timestamp.is_none()
@@ -290,15 +289,8 @@ fn live_nodes(
                     .and_then(|s| s.provider_id.as_deref())
                     .is_some_and(|id| posting.contains(id))
         })
-        .filter_map(|n| {
-            Some(LiveNode {
-                name: n.metadata.name.clone()?,
-                uid: n.metadata.uid.clone()?,
-            })
-        })
-        .collect();
-    live.sort();
-    live
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.uid.as_deref()?)))
+        .collect()
 }
 
 /// What became of one lease write.

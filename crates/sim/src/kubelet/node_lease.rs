@@ -49,34 +49,39 @@ pub struct LeaseBook {
 }
 
 impl LeaseBook {
-    /// What to write now for these live nodes, and when the next renewal is due.
+    /// What to write now for the live nodes — (name, uid) pairs, borrowed: between ticks a
+    /// pass allocates only for the writes it returns — and when the next renewal is due.
     ///
-    /// Leases of nodes that are gone or no longer live are forgotten (the garbage collector
-    /// deletes a gone node's lease through its ownerReference; a silent kubelet's lease
-    /// expires). A node re-registered under the same name with a new uid gets a new lease.
-    pub fn plan(
+    /// Leases of nodes that are gone or no longer live are forgotten at the tick (the garbage
+    /// collector deletes a gone node's lease through its ownerReference; a silent kubelet's
+    /// lease expires). A node re-registered under the same name with a new uid gets a new lease.
+    pub fn plan<'a>(
         &mut self,
-        live: &[LiveNode],
+        live: &[(&'a str, &'a str)],
         now: Timestamp,
         interval: Duration,
     ) -> (Vec<LeaseWrite>, Timestamp) {
-        let live_names: BTreeSet<&str> = live.iter().map(|n| n.name.as_str()).collect();
-        self.held.retain(|name, _| live_names.contains(name.as_str()));
         let due = self
             .renewed_at
             .is_none_or(|at| at > now || now.duration_since(at).unsigned_abs() >= interval);
         if due {
             self.renewed_at = Some(now);
+            let names: BTreeSet<&str> = live.iter().map(|(name, _)| *name).collect();
+            self.held.retain(|name, _| names.contains(name.as_str()));
         }
         let mut writes = Vec::new();
-        for node in live {
-            match self.held.get(&node.name) {
-                Some(uid) if *uid == node.uid => {
+        for (name, uid) in live {
+            let node = || LiveNode {
+                name: (*name).to_string(),
+                uid: (*uid).to_string(),
+            };
+            match self.held.get(*name) {
+                Some(held) if held == uid => {
                     if due {
-                        writes.push(LeaseWrite::Renew(node.clone()));
+                        writes.push(LeaseWrite::Renew(node()));
                     }
                 }
-                _ => writes.push(LeaseWrite::Create(node.clone())),
+                _ => writes.push(LeaseWrite::Create(node())),
             }
         }
         let next = self.renewed_at.unwrap_or(now) + interval;
@@ -139,11 +144,17 @@ mod tests {
         }
     }
 
+    fn pairs(nodes: &[LiveNode]) -> Vec<(&str, &str)> {
+        nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.uid.as_str()))
+            .collect()
+    }
+
     fn held(book: &mut LeaseBook, writes: &[LeaseWrite]) {
         for write in writes {
-            if let LeaseWrite::Create(n) | LeaseWrite::Renew(n) = write {
-                book.holding(n);
-            }
+            let (LeaseWrite::Create(n) | LeaseWrite::Renew(n)) = write;
+            book.holding(n);
         }
     }
 
@@ -151,21 +162,21 @@ mod tests {
     fn a_new_node_gets_a_lease_at_once_and_renewals_share_one_tick() {
         let interval = DEFAULT_RENEW_INTERVAL;
         let mut book = LeaseBook::default();
-        let (writes, next) = book.plan(&[node("a", "1")], at(0), interval);
+        let (writes, next) = book.plan(&pairs(&[node("a", "1")]), at(0), interval);
         assert_eq!(writes, vec![LeaseWrite::Create(node("a", "1"))]);
         assert_eq!(next, at(10));
         held(&mut book, &writes);
 
         // A node registering between ticks is not made to wait for the tick.
         let live = [node("a", "1"), node("b", "2")];
-        let (writes, next) = book.plan(&live, at(3), interval);
+        let (writes, next) = book.plan(&pairs(&live), at(3), interval);
         assert_eq!(writes, vec![LeaseWrite::Create(node("b", "2"))]);
         assert_eq!(next, at(10));
         held(&mut book, &writes);
 
         // Nothing between ticks; both at the tick.
-        assert!(book.plan(&live, at(9), interval).0.is_empty());
-        let (writes, next) = book.plan(&live, at(10), interval);
+        assert!(book.plan(&pairs(&live), at(9), interval).0.is_empty());
+        let (writes, next) = book.plan(&pairs(&live), at(10), interval);
         assert_eq!(
             writes,
             vec![
@@ -180,18 +191,18 @@ mod tests {
     fn a_silent_or_gone_node_is_not_renewed_and_a_lost_lease_is_recreated() {
         let interval = DEFAULT_RENEW_INTERVAL;
         let mut book = LeaseBook::default();
-        let (writes, _) = book.plan(&[node("a", "1"), node("b", "2")], at(0), interval);
+        let (writes, _) = book.plan(&pairs(&[node("a", "1"), node("b", "2")]), at(0), interval);
         held(&mut book, &writes);
         // b's kubelet stops posting status: only a is renewed.
-        let (writes, _) = book.plan(&[node("a", "1")], at(10), interval);
+        let (writes, _) = book.plan(&pairs(&[node("a", "1")]), at(10), interval);
         assert_eq!(writes, vec![LeaseWrite::Renew(node("a", "1"))]);
         // b comes back (or re-registers with a new uid): a fresh lease.
-        let (writes, _) = book.plan(&[node("a", "1"), node("b", "3")], at(12), interval);
+        let (writes, _) = book.plan(&pairs(&[node("a", "1"), node("b", "3")]), at(12), interval);
         assert_eq!(writes, vec![LeaseWrite::Create(node("b", "3"))]);
         held(&mut book, &writes);
         // a's lease was deleted behind the kubelets' back.
         book.lost("a");
-        let (writes, _) = book.plan(&[node("a", "1"), node("b", "3")], at(15), interval);
+        let (writes, _) = book.plan(&pairs(&[node("a", "1"), node("b", "3")]), at(15), interval);
         assert_eq!(writes, vec![LeaseWrite::Create(node("a", "1"))]);
     }
 
