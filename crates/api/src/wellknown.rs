@@ -129,6 +129,9 @@ pub const CONDITION_EMPTY: &str = "Empty";
 pub const CONDITION_EXPIRED: &str = "Expired";
 /// Set by termination once the node's pods are drained (Karpenter v1).
 pub const CONDITION_DRAINED: &str = "Drained";
+/// Set by termination: whether the node's volumes detached before its instance was terminated
+/// (Karpenter v1).
+pub const CONDITION_VOLUMES_DETACHED: &str = "VolumesDetached";
 
 // ---- EC2NodeClass condition types ----
 pub const CONDITION_AMIS_READY: &str = "AMIsReady";

@@ -276,6 +276,25 @@ fn main() {
     let pass_peak = peak().saturating_sub(before_pass);
     drop(views);
     drop(view_of);
+
+    // One /metrics scrape over the same state (the per-node and per-pod families are written
+    // from the snapshot at scrape time).
+    reset_peak();
+    let before_scrape = rss();
+    let scraped = Instant::now();
+    let metrics = driftwood_controller::metrics::Metrics::new();
+    let now = jiff::Timestamp::from_second(1_767_225_600).expect("a valid time");
+    metrics.observe_state(&snapshot, true, now);
+    let text = metrics.render_as(driftwood_controller::exposition::Exposition::Prometheus);
+    let scrape_time = scraped.elapsed();
+    let scrape_peak = peak().saturating_sub(before_scrape);
+    let series = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .count();
+    let text_len = text.len();
+    drop(text);
+
     let total_peak = cache + pass_peak;
     println!(
         "memory/cache: {nodes} nodes, {nodeclaims} nodeclaims, {pods} pods: {cache:.1} MiB ({per_pod:.0} bytes per pod incl. its share of nodes and nodeclaims), built in {build_time:.2?}",
@@ -291,6 +310,11 @@ fn main() {
         mib(pass_peak),
         world = worlded.saturating_sub(viewed),
         plan_time = pass_time.saturating_sub(worlded),
+    );
+    println!(
+        "memory/scrape: {series} series, {text_mib:.1} MiB of Prometheus text, in {scrape_time:.2?}; peak {:.1} MiB above the cache",
+        mib(scrape_peak),
+        text_mib = mib(text_len),
     );
     println!(
         "memory/total: cache + pass peak = {:.1} MiB; process peak RSS {:.1} MiB (target: under 300 MB at 5,000 nodes / 100,000 pods)",

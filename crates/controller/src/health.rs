@@ -51,10 +51,9 @@ fn respond(probes: &Probes, path: &str, accept: Option<&str>) -> Response<Full<B
             "cache not synced".to_string(),
         ),
         "/metrics" => {
-            let synced = state.synced();
-            state.read(|s| metrics.observe_state(s, synced));
             let format = Exposition::negotiate(accept);
-            let mut response = Response::new(Full::new(Bytes::from(metrics.render_as(format))));
+            let text = metrics.scrape(state, clock.now(), format);
+            let mut response = Response::new(Full::new(Bytes::from(text)));
             response.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,
                 hyper::header::HeaderValue::from_static(format.content_type()),

@@ -21,6 +21,8 @@ pub mod runtime;
 pub mod settings;
 pub mod simulation;
 pub mod state;
+pub mod state_metrics;
+pub mod summary;
 
 pub use context::{Context, NameGenerator, NodeClassResolver};
 pub use process::{Process, ProcessConfig};

@@ -10,6 +10,9 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use crate::state_metrics::StateGauges;
+use crate::summary::Summary;
+
 /// Label pairs of one series.
 pub type Labels = Vec<(String, String)>;
 
@@ -22,6 +25,18 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 fn duration_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// controller-runtime's reconcile-time buckets, with the longer ones Karpenter adds for its
+/// singleton controllers (`metrics.DurationBuckets`).
+const RECONCILE_BUCKETS: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(RECONCILE_BUCKETS)
 }
 
 /// Go's name for an architecture (Karpenter's `goarch` label): amd64, arm64.
@@ -49,7 +64,6 @@ pub struct Metrics {
     pub nodes_terminated: Family<Labels, Counter>,
     pub nodes_drained: Family<Labels, Counter>,
     pub pods_drained: Family<Labels, Counter>,
-    pub pods_state: Family<Labels, Gauge>,
     pub voluntary_disruption_decisions: Family<Labels, Counter>,
     pub voluntary_disruption_decisions_by_nodepool: Family<Labels, Counter>,
     pub voluntary_disruption_failed_validations: Family<Labels, Counter>,
@@ -59,6 +73,7 @@ pub struct Metrics {
     pub nodepools_allowed_disruptions: Family<Labels, Gauge>,
     pub reconcile_total: Family<Labels, Counter>,
     pub reconcile_errors: Family<Labels, Counter>,
+    pub reconcile_time: Family<Labels, Histogram, fn() -> Histogram>,
     pub object_errors: Family<Labels, Counter>,
     pub scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pub build_info: Family<Labels, Gauge>,
@@ -70,6 +85,14 @@ pub struct Metrics {
     pub interruption_received_messages: Family<Labels, Counter>,
     pub interruption_deleted_messages: Counter,
     pub interruption_message_queue_duration: Histogram,
+    /// The per-node, per-pod and utilization gauges, written from the state at scrape time.
+    pub state_gauges: StateGauges,
+    /// `karpenter_pods_startup_duration_seconds`: pod creation to Ready, for pods seen pending.
+    pub pod_startup: Summary,
+    /// `karpenter_nodes_termination_duration_seconds{nodepool}`: deletion to finalizer removal.
+    pub node_termination: Summary,
+    /// The time of the last [`Metrics::observe_state`] (the summaries' windows end there).
+    observed_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
 }
 
 impl Default for Metrics {
@@ -95,7 +118,6 @@ impl Metrics {
             nodes_terminated: Family::default(),
             nodes_drained: Family::default(),
             pods_drained: Family::default(),
-            pods_state: Family::default(),
             voluntary_disruption_decisions: Family::default(),
             voluntary_disruption_decisions_by_nodepool: Family::default(),
             voluntary_disruption_failed_validations: Family::default(),
@@ -107,6 +129,7 @@ impl Metrics {
             nodepools_allowed_disruptions: Family::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(reconcile_histogram),
             object_errors: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
             build_info: Family::default(),
@@ -118,6 +141,19 @@ impl Metrics {
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
             interruption_message_queue_duration: duration_histogram(),
+            state_gauges: StateGauges::default(),
+            pod_startup: Summary::new(
+                "karpenter_pods_startup_duration_seconds",
+                "The time from pod creation until the pod is running.",
+                &[],
+            ),
+            node_termination: Summary::new(
+                "karpenter_nodes_termination_duration_seconds",
+                "The time taken between a node's deletion request and the removal of its \
+                 finalizer",
+                &["nodepool"],
+            ),
+            observed_at: Arc::default(),
         };
         let counters = [
             (
@@ -225,10 +261,11 @@ impl Metrics {
         for (name, help, family) in counters {
             registry.register(name, help, family.clone());
         }
+        registry.register_collector(Box::new(metrics.state_gauges.clone()));
         registry.register(
-            "karpenter_pods_state",
-            "Pods by state",
-            metrics.pods_state.clone(),
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            metrics.reconcile_time.clone(),
         );
         registry.register(
             "karpenter_voluntary_disruption_eligible_nodes",
@@ -333,7 +370,17 @@ impl Metrics {
     /// Refreshes the gauges read from the cluster state (NodePools' usage and limits, the
     /// state's node count and sync), as Karpenter's metrics controllers keep them; called on
     /// each scrape, so a NodePool that is gone leaves no series behind.
-    pub fn observe_state(&self, snapshot: &crate::state::Snapshot, synced: bool) {
+    pub fn observe_state(
+        &self,
+        snapshot: &crate::state::Snapshot,
+        synced: bool,
+        now: jiff::Timestamp,
+    ) {
+        self.state_gauges.observe(snapshot.clone(), now);
+        *self
+            .observed_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
         self.cluster_state_synced.set(i64::from(synced));
         self.cluster_state_node_count
             .set(i64::try_from(snapshot.store.nodes.len()).unwrap_or(i64::MAX));
@@ -370,14 +417,38 @@ impl Metrics {
         }
     }
 
-    /// The exposition in OpenMetrics text (the encoder's own format).
+    /// The exposition in OpenMetrics text (the encoder's own format), the summaries last.
     pub fn render(&self) -> String {
         let mut out = String::new();
         if let Err(error) = encode(&mut out, &self.registry) {
             tracing::error!(%error, "encoding the metrics failed");
             out.clear();
         }
-        out
+        let now = self
+            .observed_at
+            .lock()
+            .map_or_else(|e| *e.into_inner(), |guard| *guard);
+        let mut summaries = String::new();
+        for summary in [&self.pod_startup, &self.node_termination] {
+            summary.render(now, &mut summaries);
+        }
+        match out.strip_suffix("# EOF\n") {
+            Some(body) => format!("{body}{summaries}# EOF\n"),
+            None => out + &summaries,
+        }
+    }
+
+    /// A scrape: the state-derived gauges refreshed from `state` at `now`, then the exposition
+    /// in `format`. What /metrics serves.
+    pub fn scrape(
+        &self,
+        state: &crate::state::ClusterState,
+        now: jiff::Timestamp,
+        format: crate::exposition::Exposition,
+    ) -> String {
+        let synced = state.synced();
+        state.read(|s| self.observe_state(s, synced, now));
+        self.render_as(format)
     }
 
     /// The exposition in `format` (/metrics answers in the format the scraper asks for).

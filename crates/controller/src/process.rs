@@ -73,6 +73,10 @@ impl Process {
             interruption,
             settings: Arc::new(settings),
         };
+        state.on_pod_change(crate::state_metrics::pod_startup_observer(
+            ctx.metrics.pod_startup.clone(),
+            ctx.clock.clone(),
+        ));
         let watchers = spawn_watchers(&client, &state);
         Self { ctx, watchers }
     }

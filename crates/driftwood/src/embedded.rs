@@ -129,13 +129,21 @@ impl Replica {
             .is_some()
     }
 
-    /// The leading replica's metrics in the Prometheus text format (None while standing by).
+    /// The leading replica's metrics as a scrape of /metrics in OpenMetrics text would read
+    /// them (None while standing by).
     pub fn metrics_text(&self) -> Option<String> {
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
-            .map(|r| r.ctx().metrics.render())
+            .map(|r| {
+                let ctx = r.ctx();
+                ctx.metrics.scrape(
+                    &ctx.state,
+                    ctx.clock.now(),
+                    driftwood_controller::exposition::Exposition::OpenMetrics,
+                )
+            })
     }
 }
 

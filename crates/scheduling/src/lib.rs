@@ -49,7 +49,8 @@ pub use model::{
     SimulationResult, UnschedulablePod,
 };
 pub use pod::{
-    HostPort, PodAffinityTerm, PodConstraints, PodConversionError, SimPod, TopologySpread,
+    HostPort, PodAffinityTerm, PodConstraints, PodConversionError, ResourceField, SimPod,
+    TopologySpread, pod_resources,
 };
 pub use quantity::{QuantityError, parse_quantity_milli};
 pub use requirements::{Incompatibility, Operator, Requirement, RequirementError, Requirements};

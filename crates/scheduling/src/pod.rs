@@ -220,7 +220,8 @@ impl SimPod {
             return Err(err("spec", "missing".to_string()));
         };
 
-        let requests = pod_requests(spec).map_err(|(field, message)| err(&field, message))?;
+        let requests = pod_resources(spec, ResourceField::Requests)
+            .map_err(|(field, message)| err(&field, message))?;
 
         let node_selector = spec
             .node_selector
@@ -404,8 +405,21 @@ impl SimPod {
     }
 }
 
-/// One container's effective requests: `requests`, falling back to `limits` per resource.
-fn container_requests(c: &Container, field: &str) -> Result<Resources, (String, String)> {
+/// Which of a container's resource lists a pod total is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceField {
+    /// `requests`, falling back to `limits` per resource (what the scheduler reserves).
+    Requests,
+    /// `limits` alone.
+    Limits,
+}
+
+/// One container's resources of `kind`.
+fn container_resources(
+    c: &Container,
+    field: &str,
+    kind: ResourceField,
+) -> Result<Resources, (String, String)> {
     let mut out = Resources::new();
     let Some(res) = &c.resources else {
         return Ok(out);
@@ -419,6 +433,9 @@ fn container_requests(c: &Container, field: &str) -> Result<Resources, (String, 
     if let Some(limits) = &res.limits {
         out = parse(limits, "limits")?;
     }
+    if kind == ResourceField::Limits {
+        return Ok(out);
+    }
     if let Some(requests) = &res.requests {
         for (name, value) in parse(requests, "requests")?.0 {
             out.set(&name, value);
@@ -427,17 +444,25 @@ fn container_requests(c: &Container, field: &str) -> Result<Resources, (String, 
     Ok(out)
 }
 
-/// The pod's effective requests as kube-scheduler computes them: the larger of (containers +
-/// restartable init containers) and the peak of the init sequence, plus pod overhead and one pod.
-fn pod_requests(spec: &k8s_openapi::api::core::v1::PodSpec) -> Result<Resources, (String, String)> {
+/// The pod's effective requests (or limits) as kube-scheduler computes requests: the larger of
+/// (containers + restartable init containers) and the peak of the init sequence, plus pod
+/// overhead and one pod. Errors name the field that does not parse.
+pub fn pod_resources(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    kind: ResourceField,
+) -> Result<Resources, (String, String)> {
     let mut containers = Resources::new();
     for (i, c) in spec.containers.iter().enumerate() {
-        containers = containers.add(&container_requests(c, &format!("spec.containers[{i}]"))?);
+        containers = containers.add(&container_resources(
+            c,
+            &format!("spec.containers[{i}]"),
+            kind,
+        )?);
     }
     let mut sidecars = Resources::new();
     let mut init_peak = Resources::new();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let req = container_requests(c, &format!("spec.initContainers[{i}]"))?;
+        let req = container_resources(c, &format!("spec.initContainers[{i}]"), kind)?;
         if c.restart_policy.as_deref() == Some("Always") {
             sidecars = sidecars.add(&req);
             init_peak = init_peak.max(&sidecars);

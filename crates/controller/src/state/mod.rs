@@ -76,7 +76,12 @@ pub struct ClusterState {
     current: Arc<RwLock<Snapshot>>,
     synced: Arc<RwLock<BTreeSet<Kind>>>,
     changes: tokio_watch::Sender<u64>,
+    pod_hooks: Arc<RwLock<Vec<PodHook>>>,
 }
+
+/// Told of each pod change the watch delivers: the version the state held before (None for a
+/// pod it had not seen) and the new one. Runs outside the state's lock.
+pub type PodHook = Arc<dyn Fn(Option<&Pod>, &Pod) + Send + Sync>;
 
 impl Default for ClusterState {
     fn default() -> Self {
@@ -91,6 +96,7 @@ impl ClusterState {
             current: Arc::default(),
             synced: Arc::default(),
             changes,
+            pod_hooks: Arc::default(),
         }
     }
 
@@ -142,7 +148,37 @@ impl ClusterState {
 
     /// Stores `object` under `key` (added or changed), updating the indexes.
     pub fn apply<K: Cached>(&self, key: ObjectKey, object: Arc<K>) {
-        self.update(|s| s.apply(key, object));
+        if K::KIND != Kind::Pod {
+            self.update(|s| s.apply(key, object));
+            return;
+        }
+        let mut old = None;
+        self.update(|s| {
+            old = K::objects(&s.store).get(&key).cloned();
+            s.apply(key, Arc::clone(&object));
+        });
+        let hooks = self
+            .pod_hooks
+            .read()
+            .unwrap_or_else(|e| poisoned("pod hooks", e))
+            .clone();
+        fn as_pod<K: 'static>(object: &K) -> Option<&Pod> {
+            (object as &dyn std::any::Any).downcast_ref::<Pod>()
+        }
+        if let Some(new) = as_pod(object.as_ref()) {
+            let old = old.as_deref().and_then(as_pod);
+            for hook in &hooks {
+                hook(old, new);
+            }
+        }
+    }
+
+    /// Calls `hook` on every later pod change.
+    pub fn on_pod_change(&self, hook: PodHook) {
+        self.pod_hooks
+            .write()
+            .unwrap_or_else(|e| poisoned("pod hooks", e))
+            .push(hook);
     }
 
     /// Forgets the object under `key`, updating the indexes.

@@ -624,7 +624,10 @@ async fn every_kubelet_keeps_a_node_lease_that_goes_with_its_node() {
     assert_eq!(spec.holder_identity.as_deref(), Some(name.as_str()));
     assert_eq!(spec.lease_duration_seconds, Some(40));
     let owner = &lease.metadata.owner_references.clone().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Node", name.as_str()));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Node", name.as_str())
+    );
     assert_eq!(Some(&owner.uid), node.metadata.uid.as_ref());
 
     // Renewed every 10 s: a minute on, the lease is never more than 10 s old.

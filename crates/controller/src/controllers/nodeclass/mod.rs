@@ -262,7 +262,6 @@ async fn pass(ctx: &Context, resolutions: &mut BTreeMap<String, Resolution>) -> 
             errors += 1;
         }
     }
-    report_pods_state(ctx, &snapshot);
     Outcome::idle().with_errors(errors)
 }
 
@@ -278,49 +277,6 @@ fn became_static_unsupported(pool: &NodePool, status: &driftwood_api::NodePoolSt
         .as_ref()
         .is_some_and(|s| static_reason(&s.conditions));
     !before && static_reason(&status.conditions)
-}
-
-/// karpenter_pods_state: one series per pod with its node, NodePool and phase.
-fn report_pods_state(ctx: &Context, snapshot: &crate::state::Snapshot) {
-    ctx.metrics.pods_state.clear();
-    for pod in snapshot.store.pods.values() {
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        let nodepool = snapshot
-            .store
-            .nodes
-            .get(&node)
-            .and_then(|n| {
-                n.metadata
-                    .labels
-                    .as_ref()?
-                    .get(driftwood_api::wellknown::LABEL_NODEPOOL)
-                    .cloned()
-            })
-            .unwrap_or_default();
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "Pending".into());
-        crate::metrics::Metrics::set(
-            &ctx.metrics.pods_state,
-            &[
-                ("name", pod.metadata.name.as_deref().unwrap_or_default()),
-                (
-                    "namespace",
-                    pod.metadata.namespace.as_deref().unwrap_or_default(),
-                ),
-                ("node", &node),
-                ("nodepool", &nodepool),
-                ("phase", &phase),
-            ],
-            1,
-        );
-    }
 }
 
 #[cfg(test)]

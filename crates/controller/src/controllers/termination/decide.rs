@@ -48,13 +48,21 @@ pub enum Step {
     /// it once, when the condition is first set. Planned only while the condition is not True,
     /// so a NodeClaim waiting for its volumes or its instance is not counted again each pass.
     Drained { nodeclaim: String, nodepool: String },
-    /// The node's persistent volumes are still attached: wait (ends the plan).
+    /// The node's persistent volumes are still attached: wait (ends the plan). The NodeClaim's
+    /// VolumesDetached condition says so (Unknown, AwaitingVolumeDetachment), and the node's
+    /// AwaitingVolumeDetachment event names the attachments when it is first set.
     WaitForVolumes {
         node: String,
+        nodeclaim: String,
         attachments: Vec<String>,
     },
-    /// Set InstanceTerminating on the NodeClaim.
-    MarkInstanceTerminating { nodeclaim: String },
+    /// Set InstanceTerminating on the NodeClaim, and VolumesDetached as the volume check found
+    /// it: True (none left), False with reason TerminationGracePeriodElapsed (left, but the
+    /// grace period is over), or untouched (not checked: no Ready node).
+    MarkInstanceTerminating {
+        nodeclaim: String,
+        volumes_detached: Option<bool>,
+    },
     /// Terminate the instance; the plan goes on only once the cloud says it is gone.
     TerminateInstance { nodeclaim: String },
     /// Release the termination finalizer of a Node.
@@ -330,6 +338,7 @@ fn finish(
     let terminating = claim.is_true(CONDITION_INSTANCE_TERMINATING);
     let node = snapshot.node_of(claim);
     let node_name = node.and_then(|n| n.metadata.name.clone());
+    let mut volumes_detached = None;
     if !terminating
         && let Some(node) = node
         && node_is_ready(node)
@@ -343,15 +352,18 @@ fn finish(
         if !attached.is_empty() && !expired {
             return vec![Step::WaitForVolumes {
                 node: node_name.to_string(),
+                nodeclaim: name.to_string(),
                 attachments: attached,
             }];
         }
+        volumes_detached = Some(attached.is_empty());
     }
     let mut steps = Vec::new();
     if claim.provider_id().is_some() {
         if !terminating {
             steps.push(Step::MarkInstanceTerminating {
                 nodeclaim: name.to_string(),
+                volumes_detached,
             });
         }
         steps.push(Step::TerminateInstance {
@@ -651,7 +663,8 @@ mod tests {
                     nodepool: "default".into()
                 },
                 Step::MarkInstanceTerminating {
-                    nodeclaim: "a".into()
+                    nodeclaim: "a".into(),
+                    volumes_detached: Some(true)
                 },
                 Step::TerminateInstance {
                     nodeclaim: "a".into()
@@ -765,6 +778,7 @@ mod tests {
             waiting.last(),
             Some(&Step::WaitForVolumes {
                 node: "node-a".into(),
+                nodeclaim: "a".into(),
                 attachments: vec!["csi-1".into()]
             })
         );
@@ -775,6 +789,14 @@ mod tests {
         assert!(
             expired.contains(&Step::TerminateInstance {
                 nodeclaim: "a".into()
+            }),
+            "{expired:?}"
+        );
+        // The attachment is still there: VolumesDetached goes False (the grace period ran out).
+        assert!(
+            expired.contains(&Step::MarkInstanceTerminating {
+                nodeclaim: "a".into(),
+                volumes_detached: Some(false)
             }),
             "{expired:?}"
         );

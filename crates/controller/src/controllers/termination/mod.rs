@@ -21,11 +21,11 @@ use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::Metrics;
 use crate::state::Snapshot;
-use driftwood_api::condition::STATUS_TRUE;
+use driftwood_api::condition::{STATUS_FALSE, STATUS_TRUE, STATUS_UNKNOWN};
 use driftwood_api::lookup::ProviderId as _;
 use driftwood_api::wellknown::{
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DRAINED, CONDITION_INSTANCE_TERMINATING,
-    FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS,
+    CONDITION_VOLUMES_DETACHED, FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS,
 };
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
@@ -195,7 +195,7 @@ async fn execute(
             }
         }
         Step::StampDeadline { nodeclaim, at } => {
-            modify(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
+            let stamped = modify(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
                 c.metadata
                     .annotations
                     .get_or_insert_with(BTreeMap::new)
@@ -206,6 +206,29 @@ async fn execute(
                     .is_none()
             })
             .await?;
+            // Karpenter's TerminationGracePeriodExpiring, on the NodeClaim and its Node, once
+            // (when the deadline is written).
+            if let Some(claim) = stamped {
+                let note = format!("All pods will be deleted by {at}");
+                ctx.events
+                    .publish(
+                        &claim,
+                        EventType::Warning,
+                        "TerminationGracePeriodExpiring",
+                        &note,
+                    )
+                    .await;
+                if let Some(node) = snapshot.node_of(&claim) {
+                    ctx.events
+                        .publish(
+                            node.as_ref(),
+                            EventType::Warning,
+                            "TerminationGracePeriodExpiring",
+                            &note,
+                        )
+                        .await;
+                }
+            }
         }
         Step::Evict { node, pods } => evict(ctx, snapshot, node, pods).await?,
         Step::ForceDelete { pods } => {
@@ -221,10 +244,18 @@ async fn execute(
                     ..Default::default()
                 };
                 match api.delete(pod_name, &params).await {
-                    Ok(_) => Metrics::inc(
-                        &ctx.metrics.pods_drained,
-                        &[("reason", "termination-grace-period")],
-                    ),
+                    Ok(_) => {
+                        Metrics::inc(
+                            &ctx.metrics.pods_drained,
+                            &[("reason", "termination-grace-period")],
+                        );
+                        if let Some(pod) = snapshot.store.pods.get(&forced.pod) {
+                            let note = disrupted_note(snapshot, pod, forced.grace_period_seconds);
+                            ctx.events
+                                .publish(pod.as_ref(), EventType::Normal, "Disrupted", &note)
+                                .await;
+                        }
+                    }
                     Err(e) if is_not_found(&e) => {}
                     Err(e) => {
                         tracing::warn!(pod = %forced.pod, error = %e, "forced deletion failed");
@@ -261,21 +292,77 @@ async fn execute(
                 Metrics::inc(&ctx.metrics.nodes_drained, &[("nodepool", nodepool)]);
             }
         }
-        Step::WaitForVolumes { node, attachments } => {
+        Step::WaitForVolumes {
+            node,
+            nodeclaim,
+            attachments,
+        } => {
             tracing::debug!(%node, volume_attachments = %attachments.join(","), "waiting for volumes to detach before terminating the instance");
+            let now = ctx.now();
+            let marked = modify_status(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
+                set_claim_condition(
+                    c,
+                    CONDITION_VOLUMES_DETACHED,
+                    STATUS_UNKNOWN,
+                    "AwaitingVolumeDetachment",
+                    "AwaitingVolumeDetachment",
+                    now.clone(),
+                )
+            })
+            .await?;
+            // Said once, when the wait begins (the condition's write), not on every pass.
+            if marked.is_some()
+                && let Some(cached) = snapshot.store.nodes.get(node)
+            {
+                let note = format!(
+                    "Awaiting deletion of bound volumeattachments ({})",
+                    attachments.join(", ")
+                );
+                ctx.events
+                    .publish(
+                        cached.as_ref(),
+                        EventType::Normal,
+                        "AwaitingVolumeDetachment",
+                        &note,
+                    )
+                    .await;
+            }
             return Ok(Next::Stop);
         }
-        Step::MarkInstanceTerminating { nodeclaim } => {
+        Step::MarkInstanceTerminating {
+            nodeclaim,
+            volumes_detached,
+        } => {
             let now = ctx.now();
             modify_status(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
-                set_claim_condition(
+                let volumes = match volumes_detached {
+                    Some(true) => set_claim_condition(
+                        c,
+                        CONDITION_VOLUMES_DETACHED,
+                        STATUS_TRUE,
+                        CONDITION_VOLUMES_DETACHED,
+                        "",
+                        now.clone(),
+                    ),
+                    Some(false) => set_claim_condition(
+                        c,
+                        CONDITION_VOLUMES_DETACHED,
+                        STATUS_FALSE,
+                        "TerminationGracePeriodElapsed",
+                        "TerminationGracePeriodElapsed",
+                        now.clone(),
+                    ),
+                    None => false,
+                };
+                let terminating = set_claim_condition(
                     c,
                     CONDITION_INSTANCE_TERMINATING,
                     STATUS_TRUE,
                     "InstanceTerminating",
                     "Instance is terminating",
                     now.clone(),
-                )
+                );
+                volumes | terminating
             })
             .await?;
         }
@@ -298,10 +385,33 @@ async fn execute(
             }
         }
         Step::ReleaseNodeFinalizer { node } => {
-            modify(&ctx.state, &nodes(&ctx.client), node, |n| {
+            let released = modify(&ctx.state, &nodes(&ctx.client), node, |n| {
                 remove_finalizer(n, FINALIZER_TERMINATION)
             })
             .await?;
+            // From the request that set the node's termination going: the Node's deletion,
+            // or (a NodeClaim deleted first, as every disruption does) its NodeClaim's.
+            if released.is_some()
+                && let Some(cached) = snapshot.store.nodes.get(node)
+                && let Some(deleted) = cached.metadata.deletion_timestamp.as_ref().or_else(|| {
+                    snapshot
+                        .nodeclaim_of(cached)
+                        .and_then(|c| c.metadata.deletion_timestamp.as_ref())
+                })
+            {
+                let now = ctx.clock.now();
+                let nodepool = cached
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(driftwood_api::wellknown::LABEL_NODEPOOL))
+                    .map_or("", String::as_str);
+                ctx.metrics.node_termination.observe(
+                    &[nodepool],
+                    now.duration_since(deleted.0).as_secs_f64(),
+                    now,
+                );
+            }
         }
         Step::DeleteNode { node, nodepool } => {
             delete(&nodes(&ctx.client), node).await?;
@@ -327,6 +437,35 @@ async fn execute(
         }
     }
     Ok(Next::Continue)
+}
+
+/// Karpenter's `Disrupted` note on a pod deleted to meet its node's termination deadline.
+fn disrupted_note(snapshot: &Snapshot, pod: &Pod, grace_period_seconds: i64) -> String {
+    let deadline = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .and_then(|n| snapshot.store.nodes.get(n))
+        .and_then(|n| snapshot.nodeclaim_of(n))
+        .and_then(|c| {
+            c.metadata
+                .annotations
+                .as_ref()?
+                .get(ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP)
+                .cloned()
+        })
+        .unwrap_or_default();
+    let own = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    format!(
+        "Deleting the pod to accommodate the terminationTime {deadline} of the node. The pod was \
+         granted {grace_period_seconds} seconds of grace-period of its {own} \
+         terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt \
+         annotation."
+    )
 }
 
 /// Evicts `pods` from `node` through the Eviction API; refusals (a PDB allows no disruption

@@ -1,6 +1,7 @@
 //! The controllers on the embedded cluster, on virtual time, with the safety invariants checked
 //! at every step.
 
+mod dashboards;
 mod drift;
 pub mod harness;
 mod interruption;

@@ -5,7 +5,7 @@
 
 use super::harness::{Harness, describe};
 use super::support::{
-    MINUTE, claims_of, cluster, deployment, deployment_annotated, disrupting, drift, edit,
+    MINUTE, claims_of, cluster, deployment, deployment_annotated, disrupting, drift, edit, events,
     events_about, explain, idle, initialized_of, name, nodepool, now, pdb, ready_pods,
 };
 use driftwood_api::condition::Conditions;
@@ -207,6 +207,33 @@ async fn termination_grace_period_forces_a_do_not_disrupt_pod_out() {
         ready_pods(s, "guard") == 1
     })
     .await;
+    // Karpenter's events: the deadline told on the NodeClaim and its Node, and the pod deleted
+    // past its PDB and do-not-disrupt annotation told why.
+    for object in [&claim, &node] {
+        let expiring: Vec<String> = events_about(&h, "default", object)
+            .await
+            .into_iter()
+            .filter(|(reason, _)| reason == "TerminationGracePeriodExpiring")
+            .map(|(_, note)| note)
+            .collect();
+        assert!(
+            expiring.len() == 1 && expiring[0].starts_with("All pods will be deleted by 20"),
+            "{object}: {expiring:?}"
+        );
+    }
+    let disrupted: Vec<String> = events(&h, "default")
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Disrupted"))
+        .map(|e| e.note.unwrap_or_default())
+        .collect();
+    assert!(
+        disrupted.len() == 1
+            && disrupted[0].starts_with("Deleting the pod to accommodate the terminationTime 20")
+            && disrupted[0]
+                .contains("This bypasses the PDB of the pod and the do-not-disrupt annotation."),
+        "{disrupted:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -661,8 +688,19 @@ spec:
     let mut labelled = false;
     let mut explained = false;
     let mut detached_before_termination = false;
+    let mut volumes_awaited = false;
     for _ in 0..(30 * 60) {
         let s = h.snapshot();
+        // Karpenter's VolumesDetached condition: Unknown (AwaitingVolumeDetachment) while the
+        // attachment holds the instance. (It turns True in the pass that terminates the
+        // instance and releases the NodeClaim, too briefly to sample; the termination decision
+        // tests cover it.)
+        if let Some(c) = s.store.nodeclaims.get(&claim)
+            && let Some(volumes) = c.condition(driftwood_api::wellknown::CONDITION_VOLUMES_DETACHED)
+        {
+            volumes_awaited |= volumes.status == "Unknown"
+                && volumes.reason.as_deref() == Some("AwaitingVolumeDetachment");
+        }
         assert!(
             multi_attached(&s).is_empty(),
             "multi-attach: {:?}\n{}",
@@ -733,6 +771,25 @@ spec:
         "explain named the VolumeAttachment it waited for"
     );
     assert!(detached_before_termination);
+    assert!(
+        volumes_awaited,
+        "VolumesDetached was Unknown while the volume was attached"
+    );
+    let awaiting: Vec<String> = events_about(&h, "default", &node)
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "AwaitingVolumeDetachment")
+        .map(|(_, note)| note)
+        .collect();
+    assert_eq!(
+        awaiting.len(),
+        1,
+        "said once, when the wait began: {awaiting:?}"
+    );
+    assert!(
+        awaiting[0].starts_with("Awaiting deletion of bound volumeattachments (csi-"),
+        "{awaiting:?}"
+    );
     let va = s.store.volume_attachments.values().next().unwrap();
     assert_ne!(
         va.spec.node_name, node,
