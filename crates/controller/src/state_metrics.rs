@@ -1,6 +1,6 @@
 //! The gauges Karpenter derives from cluster state — per node (`karpenter_nodes_*`), per pod
 //! (`karpenter_pods_state`) and the cluster's utilization — written at scrape time from the
-//! snapshot the scrape took: no series outlives its object, and nothing is kept between
+//! snapshot the scrape took: no series outlives its object, and no label set is kept between
 //! scrapes (at 5,000 nodes and 100,000 pods these are most of the exposition's series).
 //!
 //! Label names and values are Karpenter's (`pkg/controllers/metrics/node` and `…/pod`): per
@@ -298,8 +298,10 @@ fn series_of(resources: &Resources) -> Vec<(String, f64)> {
 
 impl Collector for StateGauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        // Taken, not kept: the snapshot would otherwise hold the objects of its time alive.
-        let Some((snapshot, now)) = self.lock().take() else {
+        // Cloned, not taken: two scrapers at once (an HA pair of Prometheus servers) each get
+        // the families. What the kept snapshot holds alive beyond the live state is one scrape
+        // interval's changes (the maps are shared, not copied).
+        let Some((snapshot, now)) = self.lock().clone() else {
             return Ok(());
         };
         let nodes: Vec<NodeFigures> = snapshot
@@ -528,11 +530,27 @@ mod tests {
         }
         // No daemon series for a node without DaemonSet pods.
         assert!(!text.contains("karpenter_nodes_total_daemon_requests{managed=\"false\""));
-        // Each scrape writes what it was given, once: a second encode without a new snapshot
-        // writes none of these families, and a deleted node leaves no series.
+        // A deleted node leaves no series.
         snapshot.delete::<Node>("n2");
         let text = scrape(snapshot, at("2026-01-01T01:00:00Z"));
         assert!(!text.contains("node_name=\"n2\""), "{text}");
+    }
+
+    /// Two scrapes of one observation (an HA pair of Prometheus servers scraping together)
+    /// both get the state's families.
+    #[test]
+    fn two_scrapers_at_once_both_get_the_families() {
+        let gauges = StateGauges::default();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(gauges.clone()));
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("default/p".into(), Arc::new(pod("p", "", "1", json!({}))));
+        gauges.observe(snapshot, at("2026-01-01T01:00:00Z"));
+        for _ in 0..2 {
+            let mut out = String::new();
+            prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+            assert!(out.contains("karpenter_pods_state{"), "{out}");
+        }
     }
 
     #[test]
