@@ -402,8 +402,8 @@ impl Metrics {
                     continue;
                 };
                 for resource in resources.names() {
-                    // Karpenter's resource_type: lower case, `-` as `_`; cpu in cores.
-                    let resource_type = resource.to_lowercase().replace('-', "_");
+                    // Karpenter's resource_type; cpu in cores.
+                    let resource_type = crate::state_metrics::resource_type(resource);
                     #[allow(clippy::cast_precision_loss)]
                     let value = resources.get(resource) as f64 / 1000.0;
                     family
