@@ -184,7 +184,14 @@ fn write_report(dir: &std::path::Path, summary: &driftwood::demo::Summary) -> an
         .with_context(|| format!("writing {}", json.display()))?;
     let svg = dir.join("rollout.svg");
     std::fs::write(&svg, summary.svg()).with_context(|| format!("writing {}", svg.display()))?;
-    sayln!("Report: {} and {}", json.display(), svg.display());
+    let html = dir.join("report.html");
+    std::fs::write(&html, summary.html()).with_context(|| format!("writing {}", html.display()))?;
+    sayln!(
+        "Report: {}, {} and {}",
+        json.display(),
+        svg.display(),
+        html.display()
+    );
     Ok(())
 }
 

@@ -25,7 +25,7 @@ pub struct Args {
     /// Output: text or json.
     #[arg(short, long, default_value = "text")]
     output: String,
-    /// Also write preview.json, preview.txt and timeline.svg into this directory.
+    /// Also write preview.json, preview.txt, timeline.svg and preview.html into this directory.
     #[arg(long)]
     report: Option<std::path::PathBuf>,
     /// What a name the change selects resolves to in the copy: NAME=ID or NAME=ID:ARCH, NAME

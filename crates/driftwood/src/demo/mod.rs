@@ -6,6 +6,7 @@ pub mod aws_calls;
 pub mod bundle;
 pub mod check;
 pub mod duration;
+pub mod html;
 pub mod logs;
 pub mod report;
 pub mod run;

@@ -64,6 +64,11 @@ pub struct Summary {
     pub aws_calls: Vec<super::aws_calls::StepCalls>,
     /// A `preview` step's prediction beside what the rollout did.
     pub predicted: Option<PredictedVsActual>,
+    /// The disruptions grouped into waves, with how far each got.
+    pub waves: Vec<super::html::WaveProgress>,
+    /// The unix second offsets count from (the change, or the start when nothing changed).
+    #[serde(skip)]
+    pub origin: i64,
 }
 
 /// A preview's prediction beside what the rollout then did.
@@ -198,14 +203,26 @@ impl Summary {
             frames: tracker.frames.clone(),
             aws_calls: Vec::new(),
             predicted: None,
+            waves: super::html::wave_progress(
+                &tracker
+                    .claims_disrupting
+                    .iter()
+                    .map(|(name, at)| (name.clone(), at - origin))
+                    .collect::<Vec<_>>(),
+                &tracker
+                    .claims_gone
+                    .iter()
+                    .map(|(name, at)| (name.clone(), at - origin))
+                    .collect(),
+            ),
+            origin,
         }
     }
 
-    /// The summary for the terminal: timeline (same-second events of one kind grouped),
-    /// availability, rollout time and the verdict.
-    pub fn text(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "\nTimeline (cluster time):");
+    /// The timeline with same-second events of one kind grouped: clock time, offset, what
+    /// happened, and to what.
+    pub fn grouped_timeline(&self) -> Vec<[String; 4]> {
+        let mut rows = Vec::new();
         let mut i = 0;
         while i < self.timeline.len() {
             let first = &self.timeline[i];
@@ -217,9 +234,8 @@ impl Summary {
                 j += 1;
             }
             let group = &self.timeline[i..j];
-            let time = first.at.get(11..19).unwrap_or(&first.at);
+            let time = first.at.get(11..19).unwrap_or(&first.at).to_string();
             let offset = format!("+{}", compact(first.offset_seconds));
-            let what = first.what.phrase();
             let line = if group.len() == 1 {
                 let detail = if first.detail.is_empty() {
                     String::new()
@@ -237,8 +253,70 @@ impl Summary {
                 };
                 format!("{} × {}{tail}", group.len(), names.join(", "))
             };
-            let _ = writeln!(out, "  {time}  {offset:<10} {what:<24} {line}");
+            rows.push([time, offset, first.what.phrase().to_string(), line]);
             i = j;
+        }
+        rows
+    }
+
+    /// The self-contained HTML page of the run.
+    pub fn html(&self) -> String {
+        let mut facts = vec![
+            ("Kubernetes".to_string(), self.kubernetes_version.clone()),
+            (
+                "Nodes replaced".to_string(),
+                self.nodes_replaced.to_string(),
+            ),
+            (
+                "Most disrupting at once".to_string(),
+                self.max_disrupting.to_string(),
+            ),
+        ];
+        if let Some(seconds) = self.rollout_seconds {
+            facts.push((
+                "Rollout time (cluster time)".to_string(),
+                format!(
+                    "{} ({} → {})",
+                    compact(seconds),
+                    self.rollout_started_at.as_deref().unwrap_or("?"),
+                    self.rollout_finished_at.as_deref().unwrap_or("?")
+                ),
+            ));
+        }
+        if !self.drift_reasons.is_empty() {
+            facts.push(("Drifted for".to_string(), self.drift_reasons.join(", ")));
+        }
+        if let Some(f) = &self.failure {
+            facts.push(("Failure".to_string(), f.clone()));
+        }
+        super::html::render(&super::html::Page {
+            title: format!("driftwood demo: {}", self.scenario),
+            passed: Some(self.passed),
+            facts,
+            frames: &self.frames,
+            origin: self.origin,
+            waves: self.waves.clone(),
+            tables: vec![super::html::Table {
+                caption: "Timeline (cluster time)".to_string(),
+                headers: ["time", "after the change", "what", "subject"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: self
+                    .grouped_timeline()
+                    .into_iter()
+                    .map(|r| r.to_vec())
+                    .collect(),
+            }],
+        })
+    }
+
+    /// The summary for the terminal: timeline (same-second events of one kind grouped),
+    /// availability, rollout time and the verdict.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "\nTimeline (cluster time):");
+        for [time, offset, what, line] in self.grouped_timeline() {
+            let _ = writeln!(out, "  {time}  {offset:<10} {what:<24} {line}");
         }
         if self.timeline.is_empty() {
             let _ = writeln!(out, "  (no rollout: the scenario changed nothing)");
@@ -432,10 +510,12 @@ pub fn chart_svg(title: &str, frames: &[Frame]) -> String {
     svg
 }
 
-fn escape(text: &str) -> String {
+/// Text made safe inside XML/HTML elements and double-quoted attributes.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

@@ -75,6 +75,8 @@ pub struct Frame {
     pub done: usize,
     /// Ready, non-terminating pods carrying an `app` label.
     pub ready_pods: i32,
+    /// The same, per `app` label (every app seen since the rollout started, zeros included).
+    pub ready_by_app: BTreeMap<String, i32>,
 }
 
 impl Frame {
@@ -474,7 +476,9 @@ impl Tracker {
         }
         self.pending_since.retain(|k, _| pending_now.contains(k));
         // Availability.
-        for (app, ready) in ready_by_app(snapshot) {
+        let by_app = ready_by_app(snapshot);
+        for (app, ready) in &by_app {
+            let (app, ready) = (app.clone(), *ready);
             frame.ready_pods += ready;
             let entry = self.min_ready.entry(app);
             match entry {
@@ -487,6 +491,13 @@ impl Tracker {
                         e.insert(ready);
                     }
                 }
+            }
+        }
+        frame.ready_by_app = by_app;
+        // An app whose pods all went away still has a point at zero.
+        if let Some(previous) = self.frames.last() {
+            for app in previous.ready_by_app.keys() {
+                frame.ready_by_app.entry(app.clone()).or_insert(0);
             }
         }
         self.max_disrupting = self.max_disrupting.max(frame.disrupting());

@@ -420,39 +420,8 @@ pub fn build(inputs: Inputs<'_>) -> Preview {
 }
 
 impl Preview {
-    /// The report as a terminal shows it.
-    pub fn text(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "Preview of {} (Kubernetes {}), applied at {} on a copy of the cluster",
-            self.files.join(", "),
-            self.kubernetes_version,
-            self.applied_at
-        );
-        for applied in &self.change {
-            let _ = writeln!(out, "  {applied}");
-        }
-        let _ = writeln!(out, "\nAssumes:");
-        for a in &self.assumptions {
-            let _ = writeln!(out, "  - {a}");
-        }
-        for warning in &self.warnings {
-            let _ = writeln!(out, "\nWarning: {warning}");
-        }
-        if !self.already_drifted.is_empty() {
-            let _ = writeln!(
-                out,
-                "\nAlready drifted before the change: {}",
-                self.already_drifted.join(", ")
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\n{} of {} nodes drift:",
-            self.drifted,
-            self.nodes.len()
-        );
+    /// The node table: its column names and one row per live node, in wave order.
+    pub fn node_table(&self) -> ([&'static str; 8], Vec<Vec<String>>) {
         let header = [
             "NODECLAIM",
             "NODE",
@@ -491,6 +460,114 @@ impl Preview {
                 why,
             ]);
         }
+        (header, rows)
+    }
+
+    /// The self-contained HTML page of the preview.
+    pub fn html(&self) -> String {
+        let origin = self
+            .applied_at
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .map(|t| t.as_second())
+            .unwrap_or_else(|_| self.frames.first().map_or(0, |f| f.at));
+        let mut facts = vec![
+            ("Kubernetes".to_string(), self.kubernetes_version.clone()),
+            ("Change".to_string(), self.change.join("; ")),
+            (
+                "Applied (copy's clock)".to_string(),
+                self.applied_at.clone(),
+            ),
+            (
+                "Nodes drifting".to_string(),
+                format!("{} of {}", self.drifted, self.nodes.len()),
+            ),
+            (
+                "Predicted rollout time".to_string(),
+                match (self.eta_seconds, self.eta_range_seconds) {
+                    (Some(eta), Some((lo, hi))) => {
+                        format!("{} ({} to {})", compact(eta), compact(lo), compact(hi))
+                    }
+                    (Some(eta), None) => compact(eta),
+                    _ => self
+                        .no_eta_because
+                        .clone()
+                        .unwrap_or_else(|| "none".to_string()),
+                },
+            ),
+        ];
+        for a in &self.availability {
+            facts.push((
+                format!("Fewest ready pods of {}", a.workload),
+                format!("{} of {}", a.fewest_ready, a.pods),
+            ));
+        }
+        for w in &self.warnings {
+            facts.push(("Warning".to_string(), w.clone()));
+        }
+        let gone: BTreeMap<String, i64> = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.nodeclaim.clone(), n.replaced_after_seconds?)))
+            .collect();
+        let starts: Vec<(String, i64)> = self
+            .waves
+            .iter()
+            .flat_map(|w| {
+                w.nodeclaims
+                    .iter()
+                    .map(|c| (c.clone(), w.starts_after_seconds))
+            })
+            .collect();
+        let (header, rows) = self.node_table();
+        crate::demo::html::render(&crate::demo::html::Page {
+            title: format!("driftwood preview: {}", self.files.join(", ")),
+            passed: None,
+            facts,
+            frames: &self.frames,
+            origin,
+            waves: crate::demo::html::wave_progress(&starts, &gone),
+            tables: vec![crate::demo::html::Table {
+                caption: "Nodes".to_string(),
+                headers: header.iter().map(|h| h.to_lowercase()).collect(),
+                rows,
+            }],
+        })
+    }
+
+    /// The report as a terminal shows it.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Preview of {} (Kubernetes {}), applied at {} on a copy of the cluster",
+            self.files.join(", "),
+            self.kubernetes_version,
+            self.applied_at
+        );
+        for applied in &self.change {
+            let _ = writeln!(out, "  {applied}");
+        }
+        let _ = writeln!(out, "\nAssumes:");
+        for a in &self.assumptions {
+            let _ = writeln!(out, "  - {a}");
+        }
+        for warning in &self.warnings {
+            let _ = writeln!(out, "\nWarning: {warning}");
+        }
+        if !self.already_drifted.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nAlready drifted before the change: {}",
+                self.already_drifted.join(", ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{} of {} nodes drift:",
+            self.drifted,
+            self.nodes.len()
+        );
+        let (header, rows) = self.node_table();
         out.push_str(&crate::demo::tables::layout(&header, &rows));
         for (reason, claims) in &self.consolidated {
             let _ = writeln!(
@@ -579,7 +656,7 @@ impl Preview {
         out
     }
 
-    /// Writes `preview.json`, `preview.txt` and `timeline.svg` into `dir`.
+    /// Writes `preview.json`, `preview.txt`, `timeline.svg` and `preview.html` into `dir`.
     pub fn write_report(&self, dir: &std::path::Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
@@ -589,7 +666,8 @@ impl Preview {
         std::fs::write(
             dir.join("timeline.svg"),
             crate::demo::report::chart_svg(&title, &self.frames),
-        )
+        )?;
+        std::fs::write(dir.join("preview.html"), self.html())
     }
 }
 

@@ -113,6 +113,21 @@ async fn a_preview_names_the_drifting_nodes_and_predicts_the_rollout_that_follow
         predicted.assumptions[0].contains("median of the 20 newest"),
         "{text}"
     );
+    // The HTML page (`preview --report`): both apps in the legend, a bar per wave, a row per node.
+    let page = predicted.html();
+    for app in ["fleet", "web"] {
+        assert!(
+            page.contains(&format!("<tr class=\"workload\" data-workload=\"{app}\">")),
+            "{app} is not in the preview page's legend"
+        );
+    }
+    assert_eq!(
+        page.matches("<rect class=\"wave\"").count(),
+        predicted.waves.len()
+    );
+    for node in &predicted.nodes {
+        assert!(page.contains(&format!("<tr><td>{}</td>", node.nodeclaim)));
+    }
 
     // Now for real.
     let original: BTreeSet<String> = h.snapshot().store.nodeclaims.keys().cloned().collect();
