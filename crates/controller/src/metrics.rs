@@ -71,6 +71,12 @@ pub struct Metrics {
     pub voluntary_disruption_evaluation_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pub voluntary_disruption_eligible_nodes: Family<Labels, Gauge>,
     pub nodepools_allowed_disruptions: Family<Labels, Gauge>,
+    /// `driftwood_nodepool_rollout_nodes{nodepool,state}`: each pool's live nodes by rollout
+    /// state (`status.rollout`), set by the disruption loop every pass.
+    pub rollout_nodes: Family<Labels, Gauge>,
+    /// `driftwood_nodepool_rollout_complete` / `_paused{nodepool}`: 1 or 0.
+    pub rollout_complete: Family<Labels, Gauge>,
+    pub rollout_paused: Family<Labels, Gauge>,
     pub reconcile_total: Family<Labels, Counter>,
     pub reconcile_errors: Family<Labels, Counter>,
     pub reconcile_time: Family<Labels, Histogram, fn() -> Histogram>,
@@ -127,6 +133,9 @@ impl Metrics {
             ),
             voluntary_disruption_eligible_nodes: Family::default(),
             nodepools_allowed_disruptions: Family::default(),
+            rollout_nodes: Family::default(),
+            rollout_complete: Family::default(),
+            rollout_paused: Family::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
@@ -278,6 +287,24 @@ impl Metrics {
             metrics.nodepools_allowed_disruptions.clone(),
         );
         registry.register(
+            "driftwood_nodepool_rollout_nodes",
+            "A NodePool's live nodes by rollout state (up_to_date, drifted, disrupting; blocked \
+             counts drifted nodes held by something other than a full budget), as its \
+             status.rollout says",
+            metrics.rollout_nodes.clone(),
+        );
+        registry.register(
+            "driftwood_nodepool_rollout_complete",
+            "1 when every node of the NodePool is up to date and none is disrupting (the \
+             RolloutComplete condition), else 0",
+            metrics.rollout_complete.clone(),
+        );
+        registry.register(
+            "driftwood_nodepool_rollout_paused",
+            "1 when the NodePool's rollout is paused (driftwood.sh/rollout-paused), else 0",
+            metrics.rollout_paused.clone(),
+        );
+        registry.register(
             "karpenter_scheduler_scheduling_duration_seconds",
             "Duration of scheduling simulations, by controller (provisioner)",
             metrics.scheduling_duration.clone(),
@@ -417,6 +444,46 @@ impl Metrics {
         }
     }
 
+    /// Sets the rollout gauges to `pools` (name, status, complete), and drops the series of
+    /// pools no longer listed.
+    pub fn observe_rollouts<'a>(
+        &self,
+        pools: impl IntoIterator<Item = (&'a str, &'a driftwood_api::RolloutStatus, bool)>,
+    ) {
+        let pools: Vec<_> = pools.into_iter().collect();
+        for family in [
+            &self.rollout_nodes,
+            &self.rollout_complete,
+            &self.rollout_paused,
+        ] {
+            family.clear();
+        }
+        for (nodepool, status, complete) in pools {
+            for (state, count) in [
+                ("up_to_date", status.up_to_date),
+                ("drifted", status.drifted),
+                ("disrupting", status.disrupting),
+                ("blocked", status.blocked),
+            ] {
+                Self::set(
+                    &self.rollout_nodes,
+                    &[("nodepool", nodepool), ("state", state)],
+                    count,
+                );
+            }
+            Self::set(
+                &self.rollout_complete,
+                &[("nodepool", nodepool)],
+                i64::from(complete),
+            );
+            Self::set(
+                &self.rollout_paused,
+                &[("nodepool", nodepool)],
+                i64::from(status.paused),
+            );
+        }
+    }
+
     /// The exposition in OpenMetrics text (the encoder's own format), the summaries last.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -506,5 +573,42 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn rollout_gauges_follow_each_pass_and_drop_a_pool_that_is_gone() {
+        let metrics = Metrics::new();
+        let midway = driftwood_api::RolloutStatus {
+            up_to_date: 3,
+            drifted: 4,
+            disrupting: 2,
+            blocked: 1,
+            ..Default::default()
+        };
+        let paused = driftwood_api::RolloutStatus {
+            drifted: 5,
+            paused: true,
+            ..Default::default()
+        };
+        metrics.observe_rollouts([("general", &midway, false), ("gpu", &paused, false)]);
+        let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
+        for line in [
+            "driftwood_nodepool_rollout_nodes{nodepool=\"general\",state=\"up_to_date\"} 3",
+            "driftwood_nodepool_rollout_nodes{nodepool=\"general\",state=\"drifted\"} 4",
+            "driftwood_nodepool_rollout_nodes{nodepool=\"general\",state=\"disrupting\"} 2",
+            "driftwood_nodepool_rollout_nodes{nodepool=\"general\",state=\"blocked\"} 1",
+            "driftwood_nodepool_rollout_complete{nodepool=\"general\"} 0",
+            "driftwood_nodepool_rollout_paused{nodepool=\"gpu\"} 1",
+        ] {
+            assert!(text.contains(line), "no {line}\n{text}");
+        }
+        let done = driftwood_api::RolloutStatus {
+            up_to_date: 9,
+            ..Default::default()
+        };
+        metrics.observe_rollouts([("general", &done, true)]);
+        let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
+        assert!(text.contains("driftwood_nodepool_rollout_complete{nodepool=\"general\"} 1"));
+        assert!(!text.contains("nodepool=\"gpu\""), "{text}");
     }
 }

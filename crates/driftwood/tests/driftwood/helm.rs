@@ -230,6 +230,29 @@ fn each_documented_value_changes_what_it_should() {
             json!({"settings": {"featureGates": {"nodeRepair": true}}}),
             |m| env(m, "FEATURE_GATES").is_some_and(|g| g.contains("NodeRepair=true")),
         ),
+        (
+            "dashboards.enabled, labels, namespace",
+            json!({"dashboards": {"enabled": true, "labels": {"grafana_dashboard": "1"}, "namespace": "monitoring"}}),
+            |m| {
+                let Some(map) = of_kind(m, "ConfigMap").first().copied() else {
+                    return false;
+                };
+                let shipped: Value = serde_json::from_str(
+                    map["data"]["driftwood-rollouts.json"]
+                        .as_str()
+                        .unwrap_or_default(),
+                )
+                .unwrap_or_default();
+                let file: Value = serde_json::from_str(
+                    &std::fs::read_to_string(chart().join("dashboards/driftwood-rollouts.json"))
+                        .unwrap(),
+                )
+                .unwrap();
+                map["metadata"]["labels"]["grafana_dashboard"] == "1"
+                    && map["metadata"]["namespace"] == "monitoring"
+                    && shipped == file
+            },
+        ),
         ("logLevel", json!({"logLevel": "debug"}), |m| {
             env(m, "LOG_LEVEL").as_deref() == Some("debug")
         }),

@@ -458,11 +458,25 @@ impl Memory {
     ) {
         let api: kube::Api<driftwood_api::NodePool> = kube::Api::all(ctx.client.clone());
         let now = ctx.now();
-        for (name, pool) in &snapshot.store.nodepools {
-            if pool.is_static() {
-                continue;
-            }
-            let rollout = pool_rollout(pool, views, blocked);
+        let rollouts: Vec<(
+            &String,
+            &std::sync::Arc<driftwood_api::NodePool>,
+            PoolRollout,
+        )> = snapshot
+            .store
+            .nodepools
+            .iter()
+            .filter(|(_, pool)| !pool.is_static())
+            .map(|(name, pool)| (name, pool, pool_rollout(pool, views, blocked)))
+            .collect();
+        // The gauges follow the decision, written to the API or not (with Karpenter's CRDs
+        // installed the API server prunes status.rollout).
+        ctx.metrics.observe_rollouts(
+            rollouts
+                .iter()
+                .map(|(name, _, r)| (name.as_str(), &r.status, r.complete)),
+        );
+        for (name, pool, rollout) in rollouts {
             let state = if rollout.complete {
                 STATUS_TRUE
             } else {

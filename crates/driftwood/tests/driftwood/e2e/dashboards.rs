@@ -1,6 +1,6 @@
-//! Karpenter's own Grafana dashboards read driftwood's metrics: every metric their PromQL
-//! queries name is exported after a drift rollout on the embedded cluster, with the labels
-//! the queries filter and group by.
+//! Karpenter's own Grafana dashboards, and driftwood's (deploy/dashboards), read driftwood's
+//! metrics: every metric their PromQL queries name is exported after a drift rollout on the
+//! embedded cluster, with the labels the queries filter and group by.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -114,6 +114,164 @@ fn samples(text: &str) -> BTreeMap<String, Vec<BTreeMap<String, String>>> {
     out
 }
 
+/// PromQL's words that are not metric names.
+const PROMQL_WORDS: &[&str] = &[
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+];
+
+/// The metrics a PromQL expression reads, each with the labels the expression matches on it or
+/// groups by (grouping labels are given to every metric of the expression; those here hold
+/// one each).
+fn promql_reads(expr: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let chars: Vec<char> = expr.chars().collect();
+    let mut metrics: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut grouping: BTreeSet<String> = BTreeSet::new();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let skip_space = |mut j: usize| {
+        while j < chars.len() && chars[j].is_whitespace() {
+            j += 1;
+        }
+        j
+    };
+    // The identifiers of a `( a, b )` or `{ a="x", b=~"y" }` list starting at `j`, and where it ends.
+    let list = |j: usize, close: char| {
+        let mut names = BTreeSet::new();
+        let mut k = j + 1;
+        let mut expect_name = true;
+        while k < chars.len() && chars[k] != close {
+            match chars[k] {
+                '"' => {
+                    k += 1;
+                    while k < chars.len() && chars[k] != '"' {
+                        k += if chars[k] == '\\' { 2 } else { 1 };
+                    }
+                    k += 1;
+                }
+                ',' => {
+                    expect_name = true;
+                    k += 1;
+                }
+                c if ident(c) && expect_name => {
+                    let start = k;
+                    while k < chars.len() && ident(chars[k]) {
+                        k += 1;
+                    }
+                    names.insert(chars[start..k].iter().collect::<String>());
+                    expect_name = false;
+                }
+                _ => k += 1,
+            }
+        }
+        (names, k + 1)
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += 1;
+            }
+            i += 1;
+        } else if c == '[' {
+            while i < chars.len() && chars[i] != ']' {
+                i += 1;
+            }
+        } else if (c.is_ascii_alphabetic() || c == '_') && (i == 0 || !ident(chars[i - 1])) {
+            let start = i;
+            while i < chars.len() && ident(chars[i]) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let next = skip_space(i);
+            if word == "by" || word == "without" {
+                let (labels, end) = list(next, ')');
+                grouping.extend(labels);
+                i = end;
+            } else if PROMQL_WORDS.contains(&word.as_str())
+                || chars.get(next) == Some(&'(')
+                || ["by", "without"].iter().any(|w| {
+                    let after = next + w.len();
+                    chars.len() >= after
+                        && chars[next..after].iter().copied().eq(w.chars())
+                        && chars.get(after).is_none_or(|c| !ident(*c))
+                })
+            {
+                // A keyword, a function, or an aggregation (`sum by (...)`).
+            } else if chars.get(next) == Some(&'{') {
+                let (labels, end) = list(next, '}');
+                metrics.entry(word).or_default().extend(labels);
+                i = end;
+            } else {
+                metrics.entry(word).or_default();
+            }
+            continue;
+        }
+        i += 1;
+    }
+    for labels in metrics.values_mut() {
+        labels.extend(grouping.iter().cloned());
+    }
+    metrics
+}
+
+/// Every PromQL expression of a Grafana dashboard: its panels' targets and its template
+/// variables' `label_values(metric, label)` queries (as the expression `metric{label=""}`).
+fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().into_iter().flatten() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            if let Some(expr) = target["expr"].as_str() {
+                out.push(expr.to_string());
+            }
+        }
+    }
+    for variable in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let query = variable["definition"].as_str().unwrap_or_default();
+        if let Some(args) = query
+            .strip_prefix("label_values(")
+            .and_then(|q| q.strip_suffix(')'))
+        {
+            let (metric, label) = args.split_once(',').unwrap();
+            out.push(format!("{}{{{}=\"\"}}", metric.trim(), label.trim()));
+        }
+    }
+    out
+}
+
+#[test]
+fn promql_reads_names_metrics_and_their_labels_not_functions_or_keywords() {
+    let reads = promql_reads(
+        r#"sum by (nodepool, reason) (increase(karpenter_nodeclaims_disrupted_total{nodepool=~"$nodepool", x!="a,b"}[1m])) / on() max(up)"#,
+    );
+    let expected: BTreeMap<String, BTreeSet<String>> = [
+        (
+            "karpenter_nodeclaims_disrupted_total".to_string(),
+            ["nodepool", "reason", "x"].map(String::from).into(),
+        ),
+        (
+            "up".to_string(),
+            ["nodepool", "reason"].map(String::from).into(),
+        ),
+    ]
+    .into();
+    assert_eq!(reads, expected);
+}
+
 const DAEMONSET: &str = r#"
 apiVersion: apps/v1
 kind: DaemonSet
@@ -194,6 +352,44 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
             "no {metric} sample has all of {labels:?}: {series:?}"
         );
     }
+    // driftwood's own dashboard, read from the file it ships as.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/chart/dashboards/driftwood-rollouts.json"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let queries = dashboard_queries(&dashboard);
+    assert!(queries.len() >= 10, "{queries:?}");
+    for query in &queries {
+        let reads = promql_reads(query);
+        assert!(!reads.is_empty(), "{query} reads no metric");
+        for (metric, labels) in reads {
+            let series = samples
+                .get(&metric)
+                .unwrap_or_else(|| panic!("{metric} (in {query}) is not exported\n{text}"));
+            assert!(
+                series.iter().any(|s| labels
+                    .iter()
+                    .all(|l| s.get(l).is_some_and(|v| !v.is_empty()))),
+                "no {metric} sample has all of {labels:?} (in {query}): {series:?}"
+            );
+        }
+    }
+    // The rollout is over: both nodes up to date, nothing drifted, disrupting or blocked.
+    for (state, count) in [
+        ("up_to_date", 2),
+        ("drifted", 0),
+        ("disrupting", 0),
+        ("blocked", 0),
+    ] {
+        let line = format!(
+            "driftwood_nodepool_rollout_nodes{{nodepool=\"general\",state=\"{state}\"}} {count}"
+        );
+        assert!(text.contains(&line), "no {line}\n{text}");
+    }
+    assert!(text.contains("driftwood_nodepool_rollout_complete{nodepool=\"general\"} 1"));
+    assert!(text.contains("driftwood_nodepool_rollout_paused{nodepool=\"general\"} 0"));
     // What the series say, read the way the dashboards read them.
     let of = |metric: &str| samples.get(metric).cloned().unwrap_or_default();
     let general =
