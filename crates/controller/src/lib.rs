@@ -15,6 +15,7 @@ pub mod liveness;
 pub mod metrics;
 pub mod nodeclaim_template;
 pub mod process;
+pub mod process_metrics;
 pub mod rbac;
 pub mod retry;
 pub mod runtime;

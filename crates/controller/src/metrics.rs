@@ -87,6 +87,12 @@ pub struct Metrics {
     pub nodepools_limit: Family<Labels, Gauge<f64, AtomicU64>>,
     pub cluster_state_node_count: Gauge,
     pub cluster_state_synced: Gauge,
+    /// `karpenter_cluster_state_unsynced_time_seconds`: how long the state has not been synced
+    /// (0 once it is), from the first observation that found it unsynced.
+    pub cluster_state_unsynced_time: Gauge<f64, AtomicU64>,
+    unsynced_since: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
+    /// `leader_election_master_status{name}`: 1 while this replica leads, 0 standing by.
+    pub leader_election_master_status: Family<Labels, Gauge>,
     pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pub interruption_received_messages: Family<Labels, Counter>,
     pub interruption_deleted_messages: Counter,
@@ -146,6 +152,9 @@ impl Metrics {
             nodepools_limit: Family::default(),
             cluster_state_node_count: Gauge::default(),
             cluster_state_synced: Gauge::default(),
+            cluster_state_unsynced_time: Gauge::default(),
+            unsynced_since: Arc::default(),
+            leader_election_master_status: Family::default(),
             cloudprovider_duration: Family::new_with_constructor(duration_histogram),
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
@@ -336,6 +345,18 @@ impl Metrics {
             "1 when the controller's cluster state has synced with the API server, else 0",
             metrics.cluster_state_synced.clone(),
         );
+        registry.register(
+            "karpenter_cluster_state_unsynced_time_seconds",
+            "Seconds the cluster state has not been synced (0 once it is)",
+            metrics.cluster_state_unsynced_time.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "1 while this replica holds the lease named by `name`, 0 while it stands by",
+            metrics.leader_election_master_status.clone(),
+        );
+        metrics.observe_leading(false);
+        registry.register_collector(Box::new(crate::process_metrics::ProcessCollector));
         Metrics::set(
             &metrics.build_info,
             &[
@@ -409,6 +430,20 @@ impl Metrics {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
         self.cluster_state_synced.set(i64::from(synced));
+        {
+            let mut since = self
+                .unsynced_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let unsynced_for = if synced {
+                *since = None;
+                0.0
+            } else {
+                let start = *since.get_or_insert(now);
+                now.duration_since(start).as_secs_f64()
+            };
+            self.cluster_state_unsynced_time.set(unsynced_for);
+        }
         self.cluster_state_node_count
             .set(i64::try_from(snapshot.store.nodes.len()).unwrap_or(i64::MAX));
         self.nodepools_usage.clear();
@@ -442,6 +477,15 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Sets `leader_election_master_status` for driftwood's lease.
+    pub fn observe_leading(&self, leading: bool) {
+        Self::set(
+            &self.leader_election_master_status,
+            &[("name", crate::leader::LEASE_NAME)],
+            i64::from(leading),
+        );
     }
 
     /// Sets the rollout gauges to `pools` (name, status, complete), and drops the series of
@@ -610,5 +654,52 @@ mod tests {
         let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
         assert!(text.contains("driftwood_nodepool_rollout_complete{nodepool=\"general\"} 1"));
         assert!(!text.contains("nodepool=\"gpu\""), "{text}");
+    }
+
+    #[test]
+    fn unsynced_time_counts_from_the_first_unsynced_observation_and_resets_on_sync() {
+        let metrics = Metrics::new();
+        let snapshot = crate::state::ClusterState::default().snapshot();
+        let at = |s: i64| jiff::Timestamp::from_second(1_700_000_000 + s).unwrap();
+        let value = |m: &Metrics| {
+            m.render_as(crate::exposition::Exposition::Prometheus)
+                .lines()
+                .find_map(|l| l.strip_prefix("karpenter_cluster_state_unsynced_time_seconds "))
+                .map(str::to_string)
+        };
+        metrics.observe_state(&snapshot, false, at(0));
+        metrics.observe_state(&snapshot, false, at(42));
+        assert_eq!(value(&metrics).as_deref(), Some("42.0"));
+        metrics.observe_state(&snapshot, true, at(50));
+        assert_eq!(value(&metrics).as_deref(), Some("0.0"));
+        metrics.observe_state(&snapshot, false, at(60));
+        metrics.observe_state(&snapshot, false, at(65));
+        assert_eq!(value(&metrics).as_deref(), Some("5.0"));
+    }
+
+    #[test]
+    fn a_replica_stands_by_until_it_leads_and_process_figures_are_exported() {
+        let metrics = Metrics::new();
+        let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
+        assert!(
+            text.contains("leader_election_master_status{name=\"karpenter-leader-election\"} 0"),
+            "{text}"
+        );
+        metrics.observe_leading(true);
+        let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
+        assert!(
+            text.contains("leader_election_master_status{name=\"karpenter-leader-election\"} 1"),
+            "{text}"
+        );
+        if cfg!(target_os = "linux") {
+            for line in [
+                "# TYPE process_cpu_seconds_total counter",
+                "# TYPE process_resident_memory_bytes gauge",
+                "# TYPE process_open_fds gauge",
+                "# TYPE process_start_time_seconds gauge",
+            ] {
+                assert!(text.contains(line), "no {line}\n{text}");
+            }
+        }
     }
 }

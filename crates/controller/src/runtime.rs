@@ -49,8 +49,9 @@ impl Drop for Controllers {
     }
 }
 
-/// Spawns every controller.
+/// Spawns every controller, and reports this replica as the leader (`leader_election_master_status`).
 pub fn spawn_controllers(ctx: &Context) -> Controllers {
+    ctx.metrics.observe_leading(true);
     let s = ctx.settings.clone();
     let cancel = CancellationToken::new();
     let on_change = |debounce| Wake::Change { debounce };
