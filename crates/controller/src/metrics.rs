@@ -2,6 +2,7 @@
 //! ones Karpenter has no counterpart for under `driftwood_`.
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -105,6 +106,28 @@ pub struct Metrics {
     pub node_termination: Summary,
     /// The time of the last [`Metrics::observe_state`] (the summaries' windows end there).
     observed_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
+    /// Every family registered, with its type: a family with no series yet is left out of the
+    /// exposition (as client_golang leaves out an empty vector), but it is still exported.
+    declared: Arc<Vec<(&'static str, MetricType)>>,
+}
+
+/// Registers `metric` as `name` and notes it in `declared`.
+fn declare<
+    M: prometheus_client::metrics::TypedMetric
+        + prometheus_client::encoding::EncodeMetric
+        + Send
+        + Sync
+        + std::fmt::Debug
+        + 'static,
+>(
+    registry: &mut Registry,
+    declared: &mut Vec<(&'static str, MetricType)>,
+    name: &'static str,
+    help: &str,
+    metric: M,
+) {
+    declared.push((name, M::TYPE));
+    registry.register(name, help, metric);
 }
 
 impl Default for Metrics {
@@ -116,6 +139,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
+        let mut declared = Vec::new();
         let metrics = Self {
             registry: Arc::new(Registry::default()),
             nodeclaims_created: Family::default(),
@@ -172,6 +196,7 @@ impl Metrics {
                 &["nodepool"],
             ),
             observed_at: Arc::default(),
+            declared: Arc::default(),
         };
         let counters = [
             (
@@ -277,80 +302,108 @@ impl Metrics {
             ),
         ];
         for (name, help, family) in counters {
-            registry.register(name, help, family.clone());
+            declare(&mut registry, &mut declared, name, help, family.clone());
         }
         registry.register_collector(Box::new(metrics.state_gauges.clone()));
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
             metrics.reconcile_time.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_voluntary_disruption_eligible_nodes",
             "Nodes eligible for disruption, by reason",
             metrics.voluntary_disruption_eligible_nodes.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_nodepools_allowed_disruptions",
             "Nodes of a NodePool that may be disrupted now, by reason",
             metrics.nodepools_allowed_disruptions.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "driftwood_nodepool_rollout_nodes",
             "A NodePool's live nodes by rollout state (up_to_date, drifted, disrupting; blocked \
              counts drifted nodes held by something other than a full budget), as its \
              status.rollout says",
             metrics.rollout_nodes.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "driftwood_nodepool_rollout_complete",
             "1 when every node of the NodePool is up to date and none is disrupting (the \
              RolloutComplete condition), else 0",
             metrics.rollout_complete.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "driftwood_nodepool_rollout_paused",
             "1 when the NodePool's rollout is paused (driftwood.sh/rollout-paused), else 0",
             metrics.rollout_paused.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_scheduler_scheduling_duration_seconds",
             "Duration of scheduling simulations, by controller (provisioner)",
             metrics.scheduling_duration.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_build_info",
             "A constant 1, labeled by the version, toolchain, architecture and commit driftwood \
              was built from (Karpenter's label names)",
             metrics.build_info.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_nodepools_usage",
             "Resources provisioned for a NodePool (its status.resources), by nodepool and \
              resource type (cpu in cores, memory in bytes)",
             metrics.nodepools_usage.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_nodepools_limit",
             "A NodePool's spec.limits, by nodepool and resource type",
             metrics.nodepools_limit.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_cluster_state_node_count",
             "Nodes in the controller's cluster state",
             metrics.cluster_state_node_count.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_cluster_state_synced",
             "1 when the controller's cluster state has synced with the API server, else 0",
             metrics.cluster_state_synced.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_cluster_state_unsynced_time_seconds",
             "Seconds the cluster state has not been synced (0 once it is)",
             metrics.cluster_state_unsynced_time.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "leader_election_master_status",
             "1 while this replica holds the lease named by `name`, 0 while it stands by",
             metrics.leader_election_master_status.clone(),
@@ -370,28 +423,37 @@ impl Metrics {
             ],
             1,
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of a disruption method's evaluation, by reason and consolidation type",
             metrics.voluntary_disruption_evaluation_duration.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_interruption_deleted_messages",
             "Interruption queue messages deleted after they were handled",
             metrics.interruption_deleted_messages.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_interruption_message_queue_duration_seconds",
             "Time from an interruption event to its message being handled and deleted",
             metrics.interruption_message_queue_duration.clone(),
         );
-        registry.register(
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_cloudprovider_duration_seconds",
             "Duration of cloud provider calls, by method",
             metrics.cloudprovider_duration.clone(),
         );
         Self {
             registry: Arc::new(registry),
+            declared: Arc::new(declared),
             ..metrics
         }
     }
@@ -477,6 +539,22 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// The families registered (names as OpenMetrics writes their descriptors: a counter
+    /// without `_total`) and their types, series or not; the collectors' families (per node,
+    /// per pod, process) and the summaries are always written and not listed.
+    pub fn declared(&self) -> &[(&'static str, MetricType)] {
+        &self.declared
+    }
+
+    /// The value of label `key` of `object`, or "" (Karpenter's metric labels `zone` and
+    /// `capacity_type` are the object's well-known labels, empty when it has none).
+    pub fn label_of<'a, K: kube::ResourceExt>(object: Option<&'a K>, key: &str) -> &'a str {
+        object
+            .and_then(|o| o.meta().labels.as_ref())
+            .and_then(|l| l.get(key))
+            .map_or("", String::as_str)
     }
 
     /// Sets `leader_election_master_status` for driftwood's lease.

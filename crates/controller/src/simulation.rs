@@ -15,6 +15,12 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use std::collections::BTreeMap;
 
+/// Why a NodePool is left out of a simulation when no instance type meets its template's
+/// requirements with an offering available (Karpenter skips such a pool and emits
+/// NoCompatibleInstanceTypes on it).
+pub const NO_COMPATIBLE_INSTANCE_TYPES: &str =
+    "its requirements filtered out every instance type with an available offering";
+
 /// Converts the pods bound to `node` (skipping ones that do not convert, with a log line).
 fn sim_pods(snapshot: &Snapshot, node: &str) -> Vec<SimPod> {
     snapshot
@@ -330,6 +336,16 @@ fn nodepool_spec(
     let mut labels = template.metadata.labels.clone();
     labels.insert(LABEL_NODEPOOL.to_string(), name.to_string());
     requirements = requirements.intersection(&Requirements::from_labels(labels.iter()));
+    let compatible = instance_types.iter().any(|it| {
+        requirements.intersects(&it.requirements).is_ok()
+            && it.offerings.iter().any(|o| {
+                o.available
+                    && driftwood_scheduling::InstanceType::offering_allowed(o, &requirements)
+            })
+    });
+    if !compatible {
+        return Err(NO_COMPATIBLE_INSTANCE_TYPES.to_string());
+    }
     let taints = template
         .spec
         .taints

@@ -521,8 +521,14 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
     }
     // Karpenter's metric names on the controllers' /metrics.
     let metrics = http_get(&metrics_url);
-    assert!(metrics.contains("karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"latest-current-ami\"} 1"), "{metrics}");
-    assert!(metrics.contains("karpenter_nodeclaims_created_total{reason=\"disruption\",nodepool=\"latest-current-ami\"} 1"), "{metrics}");
+    // The old node's capacity type (spot or on-demand, whichever was cheapest) labels it.
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            "karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"latest-current-ami\",capacity_type=\""
+        ) && l.ends_with("\"} 1")),
+        "{metrics}"
+    );
+    assert!(metrics.contains("karpenter_nodeclaims_created_total{reason=\"disruption\",nodepool=\"latest-current-ami\",min_values_relaxed=\"false\"} 1"), "{metrics}");
 }
 
 /// `driftwood ARGS` with `--kubeconfig`: its exit code and what it printed (stdout, then

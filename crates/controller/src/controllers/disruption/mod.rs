@@ -584,7 +584,17 @@ impl Memory {
                     }
                     Metrics::inc(
                         &ctx.metrics.nodeclaims_disrupted,
-                        &[("reason", &reason.to_lowercase()), ("nodepool", &nodepool)],
+                        &[
+                            ("reason", &reason.to_lowercase()),
+                            ("nodepool", &nodepool),
+                            (
+                                "capacity_type",
+                                Metrics::label_of(
+                                    snapshot.store.nodeclaims.get(&nodeclaim).map(AsRef::as_ref),
+                                    driftwood_api::wellknown::LABEL_CAPACITY_TYPE,
+                                ),
+                            ),
+                        ],
                     );
                     acted = true;
                 }

@@ -241,9 +241,14 @@ pub async fn start(ctx: &Context, snapshot: &Snapshot, start: &Start) -> Result<
         match api.create(&PostParams::default(), claim).await {
             Ok(_) => {
                 tracing::info!(nodeclaim = %name, nodepool = %first_pool, reason = "disruption", "created nodeclaim");
+                // driftwood never relaxes minValues (no MinValuesPolicy BestEffort).
                 Metrics::inc(
                     &ctx.metrics.nodeclaims_created,
-                    &[("reason", "disruption"), ("nodepool", &first_pool)],
+                    &[
+                        ("reason", "disruption"),
+                        ("nodepool", &first_pool),
+                        ("min_values_relaxed", "false"),
+                    ],
                 );
             }
             Err(e) if is_conflict(&e) => {}
@@ -255,7 +260,21 @@ pub async fn start(ctx: &Context, snapshot: &Snapshot, start: &Start) -> Result<
             delete(&api, &candidate.nodeclaim).await?;
             Metrics::inc(
                 &ctx.metrics.nodeclaims_disrupted,
-                &[("reason", &reason), ("nodepool", &candidate.nodepool)],
+                &[
+                    ("reason", &reason),
+                    ("nodepool", &candidate.nodepool),
+                    (
+                        "capacity_type",
+                        Metrics::label_of(
+                            snapshot
+                                .store
+                                .nodeclaims
+                                .get(&candidate.nodeclaim)
+                                .map(AsRef::as_ref),
+                            driftwood_api::wellknown::LABEL_CAPACITY_TYPE,
+                        ),
+                    ),
+                ],
             );
         }
     }

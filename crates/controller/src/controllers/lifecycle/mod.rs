@@ -153,6 +153,8 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) -> Res
         ctx.metrics
             .cloudprovider_duration
             .get_or_create(&vec![
+                // Karpenter labels the call with the controller that made it.
+                ("controller".into(), "nodeclaim.lifecycle".into()),
                 ("method".into(), "Create".into()),
                 ("provider".into(), ctx.cloud.name().into()),
             ])
@@ -332,7 +334,20 @@ async fn register(ctx: &Context, action: &Action) -> Result<(), StepError> {
         &ctx.metrics.nodeclaims_registered,
         &[("nodepool", nodepool)],
     );
-    Metrics::inc(&ctx.metrics.nodes_created, &[("nodepool", nodepool)]);
+    let zone = Metrics::label_of(
+        ctx.state
+            .snapshot()
+            .store
+            .nodes
+            .get(node.as_str())
+            .map(AsRef::as_ref),
+        driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE,
+    )
+    .to_string();
+    Metrics::inc(
+        &ctx.metrics.nodes_created,
+        &[("nodepool", nodepool), ("zone", &zone)],
+    );
     Ok(())
 }
 

@@ -282,6 +282,24 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
         return created;
     }
     let (input, skipped) = simulation_input(ctx, &snapshot, true).await;
+    for (name, why) in &skipped {
+        if why != crate::simulation::NO_COMPATIBLE_INSTANCE_TYPES {
+            continue;
+        }
+        let Some(pool) = snapshot.store.nodepools.get(name) else {
+            continue;
+        };
+        // Sent once a minute at most (the recorder's window for this reason).
+        tracing::info!(nodepool = %name, "skipping, nodepool requirements filtered out all instance types");
+        ctx.events
+            .publish(
+                pool.as_ref(),
+                EventType::Warning,
+                "NoCompatibleInstanceTypes",
+                "NodePool requirements filtered out all compatible available instance types",
+            )
+            .await;
+    }
     let now = ctx.now_seconds();
     let started = Instant::now();
     // The simulation is CPU-bound (seconds at fleet scale): it runs on the blocking pool so the
@@ -354,7 +372,11 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
                 );
                 Metrics::inc(
                     &ctx.metrics.nodeclaims_created,
-                    &[("reason", "provisioning"), ("nodepool", &planned.nodepool)],
+                    &[
+                        ("reason", "provisioning"),
+                        ("nodepool", &planned.nodepool),
+                        ("min_values_relaxed", "false"),
+                    ],
                 );
                 nominations.extend(
                     planned

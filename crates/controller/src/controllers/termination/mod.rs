@@ -164,9 +164,21 @@ async fn execute(
             match reason {
                 DeleteReason::Expired => {
                     tracing::info!(%nodeclaim, reason = "expired", "disrupting nodeclaim(s) via delete");
+                    let snapshot = ctx.state.snapshot();
+                    let claim = snapshot.store.nodeclaims.get(nodeclaim);
                     Metrics::inc(
                         &ctx.metrics.nodeclaims_disrupted,
-                        &[("reason", "expired"), ("nodepool", nodepool)],
+                        &[
+                            ("reason", "expired"),
+                            ("nodepool", nodepool),
+                            (
+                                "capacity_type",
+                                Metrics::label_of(
+                                    claim.map(AsRef::as_ref),
+                                    driftwood_api::wellknown::LABEL_CAPACITY_TYPE,
+                                ),
+                            ),
+                        ],
                     );
                 }
                 DeleteReason::NodeDeleted => {
@@ -414,14 +426,33 @@ async fn execute(
             }
         }
         Step::DeleteNode { node, nodepool } => {
+            let zone = Metrics::label_of(
+                ctx.state
+                    .snapshot()
+                    .store
+                    .nodes
+                    .get(node)
+                    .map(AsRef::as_ref),
+                driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE,
+            )
+            .to_string();
             delete(&nodes(&ctx.client), node).await?;
             tracing::info!(%node, "deleted node");
-            Metrics::inc(&ctx.metrics.nodes_terminated, &[("nodepool", nodepool)]);
+            Metrics::inc(
+                &ctx.metrics.nodes_terminated,
+                &[("nodepool", nodepool), ("zone", &zone)],
+            );
         }
         Step::ReleaseNodeClaimFinalizer {
             nodeclaim,
             nodepool,
         } => {
+            let snapshot = ctx.state.snapshot();
+            let claim = snapshot.store.nodeclaims.get(nodeclaim).map(AsRef::as_ref);
+            let (capacity_type, zone) = (
+                Metrics::label_of(claim, driftwood_api::wellknown::LABEL_CAPACITY_TYPE).to_string(),
+                Metrics::label_of(claim, driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE).to_string(),
+            );
             if modify(&ctx.state, &nodeclaims(&ctx.client), nodeclaim, |c| {
                 remove_finalizer(c, FINALIZER_TERMINATION)
             })
@@ -431,7 +462,11 @@ async fn execute(
                 tracing::info!(%nodeclaim, "deleted nodeclaim");
                 Metrics::inc(
                     &ctx.metrics.nodeclaims_terminated,
-                    &[("nodepool", nodepool)],
+                    &[
+                        ("nodepool", nodepool),
+                        ("capacity_type", &capacity_type),
+                        ("zone", &zone),
+                    ],
                 );
             }
         }

@@ -99,6 +99,46 @@ async fn unsatisfiable_pods_get_failed_scheduling_and_no_nodeclaim() {
     assert_eq!(h.embedded.cluster.aws().fleet_calls(), 0);
 }
 
+/// Karpenter's scheduler skips a NodePool whose requirements leave no instance type with an
+/// available offering and publishes NoCompatibleInstanceTypes on it, deduplicated for a minute
+/// (scheduling/events.go, scheduler.go's template filter).
+#[tokio::test(start_paused = true)]
+async fn a_nodepool_no_instance_type_satisfies_gets_no_compatible_instance_types() {
+    let mut h = cluster(Settings::default()).await;
+    // No instance type of the simulated catalog has 3 vCPUs.
+    h.apply(&nodepool("odd", "", "").replace("values: [\"4\"]", "values: [\"3\"]"))
+        .await;
+    h.apply(&deployment("stuck", 1, "500m", "odd", "")).await;
+    idle(&mut h, Duration::from_secs(5)).await;
+    let pods = pending_pods(&h, "stuck");
+    assert_eq!(pods.len(), 1, "{}", describe(&h.snapshot()));
+    let notes = failed_scheduling_notes(&mut h, &pods, MINUTE).await;
+    assert!(
+        notes[0].contains("nodepool \"odd\": its requirements filtered out every instance type"),
+        "the pod's note names the pool left out and why: {}",
+        notes[0]
+    );
+    idle(&mut h, 5 * MINUTE).await;
+    let on_pool: Vec<(String, String)> = events_about(&h, "default", "odd")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "NoCompatibleInstanceTypes")
+        .collect();
+    assert!(
+        !on_pool.is_empty(),
+        "no NoCompatibleInstanceTypes on the NodePool"
+    );
+    assert!(on_pool.iter().all(|(_, note)| note
+        == "NodePool requirements filtered out all compatible available instance types"));
+    // The provisioner looks again every pass while the pod waits: once a minute at most.
+    assert!(
+        on_pool.len() <= 7,
+        "{} events in about six minutes",
+        on_pool.len()
+    );
+    assert!(h.snapshot().store.nodeclaims.is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn nodepool_limits_stop_provisioning_at_the_limit() {
     let mut h = cluster(Settings::default()).await;
