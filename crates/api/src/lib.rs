@@ -14,6 +14,7 @@ pub mod nodeclaim;
 pub mod nodepool;
 pub mod repair;
 pub mod requirement;
+pub mod rollout_policy;
 pub mod validation;
 pub mod wellknown;
 

@@ -254,6 +254,55 @@ pub struct RolloutStatus {
     /// Whether the pool's rollout is paused (the `driftwood.sh/rollout-paused` annotation).
     #[serde(default)]
     pub paused: bool,
+    /// The rollout policy's progress (the `driftwood.sh/rollout-*` annotations): written before
+    /// the disruptions it allows start, so a restarted controller keeps its waves and rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<RolloutPolicyStatus>,
+}
+
+/// Where a rollout stands against the NodePool's rollout policy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPolicyStatus {
+    /// When this rollout began: the first pass that found a drifted node (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Disruptions this rollout has started, every wave together.
+    #[serde(default)]
+    pub started: i64,
+    /// The pool's nodes when this rollout began: what the waves' percentages are of (the
+    /// replacements in flight do not grow a wave).
+    #[serde(default)]
+    pub nodes: i64,
+    /// The wave under way, from 0; past the policy's list it is the last wave (the rest).
+    #[serde(default)]
+    pub wave: i64,
+    /// The zone being rolled, when the policy goes zone by zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// When the current wave's last node was replaced and its soak began (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak_started_at: Option<String>,
+    /// When each disruption within the rate budget's window started (RFC 3339), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_starts: Vec<String>,
+    /// Set when a health gate failed: the rollout halts until `driftwood rollout resume`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<RolloutHalt>,
+}
+
+/// A rollout halted by a failed health gate.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutHalt {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The wave that was soaking, from 0.
+    pub wave: i64,
+    /// The gate that failed: Restarts, Unready or PdbBlocked.
+    pub gate: String,
+    /// What failed it.
+    pub message: String,
 }
 
 /// The NodePool Ready reason driftwood sets on a static NodePool, which it leaves alone.

@@ -269,6 +269,7 @@ fn main() {
         now: 1_767_225_600,
         nodes: &views,
         pdb_allowed: &pdb_allowed(&pdbs),
+        policy_caps: &Default::default(),
         nodepools: &[pool],
         world,
     });

@@ -78,6 +78,8 @@ pub struct Metrics {
     /// `driftwood_nodepool_rollout_complete` / `_paused{nodepool}`: 1 or 0.
     pub rollout_complete: Family<Labels, Gauge>,
     pub rollout_paused: Family<Labels, Gauge>,
+    pub rollout_halted: Family<Labels, Gauge>,
+    pub rollout_wave: Family<Labels, Gauge>,
     pub reconcile_total: Family<Labels, Counter>,
     pub reconcile_errors: Family<Labels, Counter>,
     pub reconcile_time: Family<Labels, Histogram, fn() -> Histogram>,
@@ -166,6 +168,8 @@ impl Metrics {
             rollout_nodes: Family::default(),
             rollout_complete: Family::default(),
             rollout_paused: Family::default(),
+            rollout_halted: Family::default(),
+            rollout_wave: Family::default(),
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
@@ -349,6 +353,22 @@ impl Metrics {
             "driftwood_nodepool_rollout_paused",
             "1 when the NodePool's rollout is paused (driftwood.sh/rollout-paused), else 0",
             metrics.rollout_paused.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "driftwood_nodepool_rollout_halted",
+            "1 while the NodePool's rollout is halted by a failed health gate of its rollout \
+             policy (until driftwood rollout resume), by gate, else 0",
+            metrics.rollout_halted.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "driftwood_nodepool_rollout_wave",
+            "The wave (from 1) the NodePool's rollout policy is in, while a rollout with waves \
+             is under way",
+            metrics.rollout_wave.clone(),
         );
         declare(
             &mut registry,
@@ -577,6 +597,8 @@ impl Metrics {
             &self.rollout_nodes,
             &self.rollout_complete,
             &self.rollout_paused,
+            &self.rollout_halted,
+            &self.rollout_wave,
         ] {
             family.clear();
         }
@@ -603,6 +625,24 @@ impl Metrics {
                 &[("nodepool", nodepool)],
                 i64::from(status.paused),
             );
+            if let Some(policy) = &status.policy {
+                let halted = policy.halted.as_ref();
+                Self::set(
+                    &self.rollout_halted,
+                    &[
+                        ("nodepool", nodepool),
+                        ("gate", halted.map_or("", |h| h.gate.as_str())),
+                    ],
+                    i64::from(halted.is_some()),
+                );
+                if policy.started_at.is_some() {
+                    Self::set(
+                        &self.rollout_wave,
+                        &[("nodepool", nodepool)],
+                        policy.wave.saturating_add(1),
+                    );
+                }
+            }
         }
     }
 
@@ -712,7 +752,25 @@ mod tests {
             paused: true,
             ..Default::default()
         };
-        metrics.observe_rollouts([("general", &midway, false), ("gpu", &paused, false)]);
+        let halted = driftwood_api::RolloutStatus {
+            drifted: 5,
+            disrupting: 0,
+            policy: Some(driftwood_api::nodepool::RolloutPolicyStatus {
+                started_at: Some("2026-07-20T09:00:00Z".into()),
+                started: 1,
+                halted: Some(driftwood_api::nodepool::RolloutHalt {
+                    gate: "Restarts".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        metrics.observe_rollouts([
+            ("general", &midway, false),
+            ("gpu", &paused, false),
+            ("web", &halted, false),
+        ]);
         let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
         for line in [
             "driftwood_nodepool_rollout_nodes{nodepool=\"general\",state=\"up_to_date\"} 3",
@@ -721,6 +779,8 @@ mod tests {
             "driftwood_nodepool_rollout_nodes{nodepool=\"general\",state=\"blocked\"} 1",
             "driftwood_nodepool_rollout_complete{nodepool=\"general\"} 0",
             "driftwood_nodepool_rollout_paused{nodepool=\"gpu\"} 1",
+            "driftwood_nodepool_rollout_halted{nodepool=\"web\",gate=\"Restarts\"} 1",
+            "driftwood_nodepool_rollout_wave{nodepool=\"web\"} 1",
         ] {
             assert!(text.contains(line), "no {line}\n{text}");
         }

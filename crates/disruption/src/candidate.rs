@@ -157,6 +157,13 @@ pub enum Blocked {
     Paused {
         nodepool: String,
     },
+    /// The NodePool's rollout policy (waves, soak, rate, a halt) allows no more this pass.
+    Policy {
+        nodepool: String,
+        /// Whether the policy stops the rollout until an operator acts (a halt, a bad policy).
+        halts: bool,
+        detail: String,
+    },
     /// Repair: `karpenter.sh/do-not-repair` on the Node or NodeClaim.
     DoNotRepair,
     /// Repair: too many of the NodePool's nodes are unhealthy (Karpenter's NodeRepairBlocked).
@@ -169,13 +176,14 @@ impl Blocked {
     /// Whether this holds a drifted node for a reason of its own, not merely because the
     /// budget is full this pass, the node is not ready yet, or its command already runs.
     pub fn holds_the_rollout(&self) -> bool {
-        !matches!(
-            self,
+        match self {
             Self::NotInitialized
-                | Self::BeingDeleted
-                | Self::AlreadyDisrupting
-                | Self::Budget { .. }
-        )
+            | Self::BeingDeleted
+            | Self::AlreadyDisrupting
+            | Self::Budget { .. } => false,
+            Self::Policy { halts, .. } => *halts,
+            _ => true,
+        }
     }
 }
 
@@ -244,6 +252,12 @@ impl fmt::Display for Blocked {
             Self::Paused { nodepool } => write!(
                 f,
                 "Cannot disrupt NodeClaim: the rollout of nodepool {nodepool:?} is paused (annotation \"driftwood.sh/rollout-paused\")"
+            ),
+            Self::Policy {
+                nodepool, detail, ..
+            } => write!(
+                f,
+                "Cannot disrupt NodeClaim: nodepool {nodepool:?}: {detail}"
             ),
             Self::DoNotRepair => f.write_str(
                 "Cannot repair NodeClaim: repair is blocked through the \"karpenter.sh/do-not-repair\" annotation",

@@ -10,6 +10,7 @@ pub mod drain;
 pub mod drift;
 pub mod explain;
 pub mod plan;
+pub mod policy;
 pub mod repair;
 pub mod rollout;
 mod summary;

@@ -71,6 +71,22 @@ pub struct PlannerInput<'a> {
     /// The cluster as the scheduling simulation sees it: every node with its bound pods, the
     /// NodePools with their instance types, the daemonsets; `pods` are the pods Pending now.
     pub world: SimulationInput,
+    /// What each NodePool's rollout policy allows this pass, by NodePool (none: no cap).
+    pub policy_caps: &'a BTreeMap<String, PolicyCap>,
+}
+
+/// The most disruptions a NodePool's rollout policy lets one pass start, and why no more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyCap {
+    /// `usize::MAX` when only `only` restricts.
+    pub cap: usize,
+    /// Zone by zone: the zone whose nodes may start now and those nodes' NodeClaims; the
+    /// pool's other candidates wait.
+    pub only: Option<(String, BTreeSet<String>)>,
+    /// Whether the policy stops the rollout until an operator acts.
+    pub halts: bool,
+    /// Why no more (the hold, or the wave's or rate's share when the pass uses it up).
+    pub detail: String,
 }
 
 /// How a pass simulates its candidates. Every way gives the same plan; the tests compare them.
@@ -160,6 +176,7 @@ pub(crate) fn plan_method(
         pdb_allowed: _,
         nodepools,
         mut world,
+        policy_caps,
     } = input;
     let pending = std::mem::take(&mut world.pods);
 
@@ -174,6 +191,11 @@ pub(crate) fn plan_method(
     let mut allowance: BTreeMap<&str, usize> = budgets
         .iter()
         .map(|b| (b.nodepool.as_str(), b.allowed))
+        .collect();
+    // The rollout policies' caps, spent alongside the budgets (the smaller wins).
+    let mut policy_left: BTreeMap<&str, usize> = policy_caps
+        .iter()
+        .map(|(pool, cap)| (pool.as_str(), cap.cap))
         .collect();
 
     let PassWorld {
@@ -241,6 +263,33 @@ pub(crate) fn plan_method(
             ));
             continue;
         }
+        let policy_allows = policy_left.get(view.nodepool.as_str()).copied();
+        if let Some(cap) = policy_caps.get(view.nodepool.as_str())
+            && let Some((zone, members)) = &cap.only
+            && !members.contains(&view.nodeclaim)
+        {
+            blocked.push((
+                view.nodeclaim.clone(),
+                Blocked::Policy {
+                    nodepool: view.nodepool.clone(),
+                    halts: false,
+                    detail: format!("zone by zone: the nodes of zone {zone} first"),
+                },
+            ));
+            continue;
+        }
+        if policy_allows == Some(0) {
+            let cap = &policy_caps[view.nodepool.as_str()];
+            blocked.push((
+                view.nodeclaim.clone(),
+                Blocked::Policy {
+                    nodepool: view.nodepool.clone(),
+                    halts: cap.halts,
+                    detail: cap.detail.clone(),
+                },
+            ));
+            continue;
+        }
         let (reason, message) = findings
             .get(view.nodeclaim.as_str())
             .cloned()
@@ -295,6 +344,9 @@ pub(crate) fn plan_method(
             }
         }
         allowance.insert(view.nodepool.as_str(), left - 1);
+        if let Some(n) = policy_allows {
+            policy_left.insert(view.nodepool.as_str(), n.saturating_sub(1));
+        }
         commands.push(Command {
             nodeclaim: view.nodeclaim.clone(),
             node: view.node.clone(),
@@ -623,6 +675,7 @@ mod tests {
                 now: 1_000_000,
                 nodes: &self.views,
                 pdb_allowed: &BTreeMap::new(),
+                policy_caps: &BTreeMap::new(),
                 nodepools: &self.pools,
                 world: self.world.clone(),
             })
@@ -652,6 +705,7 @@ mod tests {
                 now: 1_000_000,
                 nodes: &self.views,
                 pdb_allowed: &BTreeMap::new(),
+                policy_caps: &BTreeMap::new(),
                 nodepools: &self.pools,
                 world: self.world.clone(),
             })
@@ -974,10 +1028,12 @@ mod tests {
                 }
             }
             let none = BTreeMap::new();
+            let no_caps = BTreeMap::new();
             let input = || PlannerInput {
                 now: 0,
                 nodes: &cluster.views,
                 pdb_allowed: &none,
+                policy_caps: &no_caps,
                 nodepools: &cluster.pools,
                 world: cluster.world.clone(),
             };
@@ -1108,10 +1164,12 @@ mod tests {
                 }
             }
             let none = BTreeMap::new();
+            let no_caps = BTreeMap::new();
             let input = || PlannerInput {
                 now: 0,
                 nodes: &cluster.views,
                 pdb_allowed: &none,
+                policy_caps: &no_caps,
                 nodepools: &cluster.pools,
                 world: cluster.world.clone(),
             };

@@ -3,8 +3,10 @@
 //! naming what the rollout waits for.
 
 use crate::candidate::{Blocked, NodeView};
+use crate::policy::PolicyHold;
 use driftwood_api::RolloutStatus;
 use driftwood_api::nodepool::NodePool;
+use driftwood_api::nodepool::RolloutPolicyStatus;
 
 /// The `RolloutComplete` condition's reasons.
 pub const REASON_COMPLETE: &str = "Complete";
@@ -119,6 +121,33 @@ pub fn pool_rollout(
         reason,
         message,
     }
+}
+
+/// `rollout` with its pool's rollout policy: the progress to show in `status.rollout.policy`,
+/// and, while the policy holds the drifted nodes (and the rollout is not paused or complete),
+/// the hold as the condition's reason and the end of its message.
+pub fn with_policy(
+    mut rollout: PoolRollout,
+    progress: Option<RolloutPolicyStatus>,
+    hold: Option<&PolicyHold>,
+) -> PoolRollout {
+    rollout.status.policy = progress;
+    if let Some(hold) = hold
+        && !rollout.complete
+        && !rollout.status.paused
+        && rollout.status.drifted > 0
+    {
+        let counts = format!(
+            "{} of {} nodes up to date, {} drifted, {} disrupting",
+            rollout.status.up_to_date,
+            rollout.status.up_to_date + rollout.status.drifted + rollout.status.disrupting,
+            rollout.status.drifted,
+            rollout.status.disrupting
+        );
+        rollout.reason = hold.reason();
+        rollout.message = format!("{counts}; {hold}");
+    }
+    rollout
 }
 
 #[cfg(test)]

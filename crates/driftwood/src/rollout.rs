@@ -1,5 +1,6 @@
 //! Steering a NodePool's rollout from outside the controller: pause and resume (the
-//! `driftwood.sh/rollout-paused` annotation, which kubectl and GitOps tools can set as well) and
+//! `driftwood.sh/rollout-paused` annotation, which kubectl and GitOps tools can set as well;
+//! resume also clears a rollout policy's halt) and
 //! the rollout's progress read from the status the disruption loop writes
 //! (`driftwood rollout pause|resume|status`).
 
@@ -73,6 +74,41 @@ pub async fn set_paused(api: &Api<NodePool>, name: &str, paused: bool) -> Result
             source,
         }),
     }
+}
+
+/// Clears a halt of NodePool `name`'s rollout (a failed health gate of its rollout policy): a
+/// merge patch of its status, conditional on the version read, so the soak of the halted wave
+/// starts again. Returns the halt cleared (None: the rollout was not halted).
+pub async fn clear_halt(
+    api: &Api<NodePool>,
+    name: &str,
+) -> Result<Option<driftwood_api::nodepool::RolloutHalt>, RolloutError> {
+    let api_error = |source| RolloutError::Api {
+        name: name.to_string(),
+        source,
+    };
+    let pool = api
+        .get_opt(name)
+        .await
+        .map_err(api_error)?
+        .ok_or_else(|| RolloutError::NotFound(name.to_string()))?;
+    let halt = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.policy.as_ref())
+        .and_then(|p| p.halted.clone());
+    if halt.is_none() {
+        return Ok(None);
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": pool.metadata.resource_version},
+        "status": {"rollout": {"policy": {"halted": null, "soakStartedAt": null}}}
+    });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(api_error)?;
+    Ok(halt)
 }
 
 /// What `rollout status` says of a NodePool now.

@@ -23,6 +23,9 @@ pub struct Faults {
     pub stuck_launches: u32,
     /// What goes wrong with the kubelet of a machine, by instance id.
     pub node_faults: BTreeMap<String, NodeFault>,
+    /// What goes wrong on every machine launched from an image, by image id (a new AMI that
+    /// breaks the workload); a machine's own fault comes first.
+    pub image_faults: BTreeMap<String, NodeFault>,
 }
 
 /// A machine whose kubelet misbehaves.
@@ -36,6 +39,9 @@ pub enum NodeFault {
     NotReady,
     /// It registers its Node no earlier than this.
     RegisterAfter(jiff::Timestamp),
+    /// The Node is healthy but the pods crash-loop: Running, never Ready, restarting
+    /// (`CrashLoopBackOff`), as on an AMI whose kernel or runtime breaks the workload.
+    CrashLoopPods,
 }
 
 impl Faults {

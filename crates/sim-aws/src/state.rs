@@ -521,8 +521,10 @@ impl SimAws {
     pub fn clear_faults(&self) {
         let mut st = self.lock();
         let node_faults = std::mem::take(&mut st.faults.node_faults);
+        let image_faults = std::mem::take(&mut st.faults.image_faults);
         st.faults = Faults {
             node_faults,
+            image_faults,
             ..Faults::default()
         };
     }
@@ -546,20 +548,37 @@ impl SimAws {
         };
     }
 
-    /// The misbehaving kubelets, by provider ID (`aws:///zone/id`).
+    /// Makes (or with `None` stops making) every machine launched from `image_id` misbehave.
+    pub fn set_image_fault(&self, image_id: &str, fault: Option<NodeFault>) {
+        let mut st = self.lock();
+        match fault {
+            Some(f) => st.faults.image_faults.insert(image_id.to_string(), f),
+            None => st.faults.image_faults.remove(image_id),
+        };
+    }
+
+    /// The misbehaving kubelets, by provider ID (`aws:///zone/id`): each machine's own fault,
+    /// else its image's.
     pub fn node_faults(&self) -> BTreeMap<String, NodeFault> {
         let st = self.lock();
-        st.faults
-            .node_faults
-            .iter()
-            .filter_map(|(id, f)| {
-                let s = st.instances.get(id)?;
-                Some((
-                    driftwood_aws::launcher::provider_id(&s.instance.availability_zone, id),
-                    *f,
-                ))
-            })
-            .collect()
+        let mut faults: BTreeMap<String, NodeFault> = BTreeMap::new();
+        if !st.faults.image_faults.is_empty() {
+            for (id, s) in &st.instances {
+                if let Some(f) = st.faults.image_faults.get(&s.instance.image_id) {
+                    let provider =
+                        driftwood_aws::launcher::provider_id(&s.instance.availability_zone, id);
+                    faults.insert(provider, *f);
+                }
+            }
+        }
+        for (id, f) in &st.faults.node_faults {
+            if let Some(s) = st.instances.get(id) {
+                let provider =
+                    driftwood_aws::launcher::provider_id(&s.instance.availability_zone, id);
+                faults.insert(provider, *f);
+            }
+        }
+        faults
     }
 
     /// Terminates an instance from outside the controller (an operator in the console, a

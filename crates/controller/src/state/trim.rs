@@ -1,7 +1,8 @@
 //! What the cache keeps of an object: managedFields never, and of a Pod only what some
 //! controller reads — its identity, labels, owners, the annotations driftwood acts on, what
-//! scheduling, drain and volume handling look at, its phase and conditions. At 100,000 pods
-//! the rest (container images, env, probes, mounts, projected volumes, container statuses)
+//! scheduling, drain and volume handling look at, its phase, conditions and restarts. At
+//! 100,000 pods the rest (container images, env, probes, mounts, projected volumes, the rest of
+//! the container statuses)
 //! is most of the memory a full copy would take.
 
 use serde_json::Value;
@@ -16,7 +17,16 @@ const POD_ANNOTATIONS: &[&str] = &[
 const CONTAINER_FIELDS: &[&str] = &["name", "resources", "ports", "restartPolicy"];
 
 /// Status fields driftwood reads.
-const POD_STATUS_FIELDS: &[&str] = &["phase", "conditions", "startTime", "reason"];
+const POD_STATUS_FIELDS: &[&str] = &[
+    "phase",
+    "conditions",
+    "startTime",
+    "reason",
+    "containerStatuses",
+];
+
+/// Container status fields driftwood reads.
+const CONTAINER_STATUS_FIELDS: &[&str] = &["name", "ready", "restartCount"];
 
 /// Removes what the cache does not keep from `object` (a Pod when `is_pod`).
 pub fn trim(object: &mut Value, is_pod: bool) {
@@ -54,6 +64,18 @@ pub fn trim(object: &mut Value, is_pod: bool) {
     }
     if let Some(status) = object.get_mut("status").and_then(Value::as_object_mut) {
         status.retain(|key, _| POD_STATUS_FIELDS.contains(&key.as_str()));
+        // Of the containers' statuses, only their restarts (a rollout policy's restart gate);
+        // the required strings stay, empty, so the object still decodes.
+        if let Some(containers) = status
+            .get_mut("containerStatuses")
+            .and_then(Value::as_array_mut)
+        {
+            for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+                container.retain(|key, _| CONTAINER_STATUS_FIELDS.contains(&key.as_str()));
+                container.insert("image".into(), Value::String(String::new()));
+                container.insert("imageID".into(), Value::String(String::new()));
+            }
+        }
     }
 }
 
@@ -80,7 +102,8 @@ mod tests {
                                  {"name": "token", "projected": {"sources": []}}]},
             "status": {"phase": "Running", "startTime": "2024-01-01T00:00:00Z",
                        "conditions": [{"type": "Ready", "status": "True"}],
-                       "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0, "image": "nginx", "imageID": "x"}],
+                       "containerStatuses": [{"name": "c", "ready": true, "restartCount": 4, "image": "nginx", "imageID": "x",
+                                              "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}],
                        "podIP": "10.0.0.1"}
         })
     }
@@ -135,7 +158,13 @@ mod tests {
         let status = pod.status.as_ref().expect("status");
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert!(status.start_time.is_some() && status.conditions.is_some());
-        assert!(status.container_statuses.is_none() && status.pod_ip.is_none());
+        assert!(status.pod_ip.is_none());
+        let containers = status
+            .container_statuses
+            .as_ref()
+            .expect("container statuses");
+        assert_eq!(containers[0].restart_count, 4, "the restart gate reads it");
+        assert!(containers[0].image.is_empty() && containers[0].state.is_none());
     }
 
     /// Other kinds lose only their managedFields.

@@ -2,7 +2,7 @@
 //! it as `kubectl rollout` does for a Deployment, against any cluster the kubeconfig reaches.
 
 use anyhow::Context as _;
-use driftwood::rollout::{RolloutError, current, nodepool_name, set_paused};
+use driftwood::rollout::{RolloutError, clear_halt, current, nodepool_name, set_paused};
 use driftwood_api::NodePool;
 use kube::api::Api;
 use std::process::ExitCode;
@@ -13,7 +13,8 @@ pub enum RolloutCommand {
     /// Pause the rollout: no new disruption starts in the NodePool (commands in flight
     /// finish, drift marking goes on). Sets the annotation driftwood.sh/rollout-paused=true.
     Pause(Target),
-    /// Resume a paused rollout (removes the annotation).
+    /// Resume a paused rollout (removes the annotation), or one its rollout policy halted on a
+    /// failed health gate (clears the halt; the wave soaks again).
     Resume(Target),
     /// Print the rollout's progress; with --watch (the default) follow it until it completes
     /// (exit 0) or --timeout passes (exit 1). With --watch=false print it once: exit 0 when
@@ -97,8 +98,18 @@ pub async fn run(command: &RolloutCommand) -> anyhow::Result<ExitCode> {
             let name = nodepool_name(&target.target)?;
             let api: Api<NodePool> = Api::all(client(&target.connection).await?);
             set_paused(&api, name, paused).await?;
-            let done = if paused { "paused" } else { "resumed" };
-            println!("nodepool.karpenter.sh/{name} {done}");
+            if paused {
+                println!("nodepool.karpenter.sh/{name} paused");
+            } else {
+                match clear_halt(&api, name).await? {
+                    Some(halt) => println!(
+                        "nodepool.karpenter.sh/{name} resumed: the halt of wave {} (health gate {}) is cleared and the wave soaks again",
+                        halt.wave + 1,
+                        halt.gate
+                    ),
+                    None => println!("nodepool.karpenter.sh/{name} resumed"),
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         RolloutCommand::Status(args) => status(args).await,

@@ -41,6 +41,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         include_str!("../../../../examples/scenarios/budget-window.yaml"),
     ),
     (
+        "canary-halt",
+        include_str!("../../../../examples/scenarios/canary-halt.yaml"),
+    ),
+    (
+        "rate-budget-100-nodes",
+        include_str!("../../../../examples/scenarios/rate-budget-100-nodes.yaml"),
+    ),
+    (
         "fleet-50-nodes",
         include_str!("../../../../examples/scenarios/fleet-50-nodes.yaml"),
     ),

@@ -159,6 +159,25 @@ pub fn unmet(
             out.push(format!("{count} drifted nodeclaims (now {now})"));
         }
     }
+    if let Some(want) = &wait.rollout_reason {
+        let condition = snapshot
+            .nodepool(&want.nodepool)
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == driftwood_api::wellknown::CONDITION_ROLLOUT_COMPLETE)
+            });
+        let now = condition
+            .and_then(|c| c.reason.as_deref())
+            .unwrap_or("none");
+        if now != want.reason {
+            out.push(format!(
+                "nodepool {} rollout reason {} (now {now})",
+                want.nodepool, want.reason
+            ));
+        }
+    }
     out
 }
 
@@ -220,6 +239,35 @@ pub fn failed(expect: &Expect, snapshot: &Snapshot, tracker: &Tracker) -> Vec<St
         out.push(format!(
             "noDisruptionReason: NodeClaims were disrupted for {reason}: {claims:?}"
         ));
+    }
+    if let Some(limit) = &expect.max_started_per_window {
+        let mut starts: Vec<i64> = tracker
+            .timeline
+            .iter()
+            .filter(|e| e.kind == super::track::EventKind::DisruptionStarted)
+            .map(|e| e.at)
+            .collect();
+        starts.sort_unstable();
+        let window = i64::try_from(limit.window.as_secs()).unwrap_or(i64::MAX);
+        let busiest = (0..starts.len())
+            .map(|i| {
+                let n = starts[i..]
+                    .iter()
+                    .take_while(|t| **t < starts[i].saturating_add(window))
+                    .count();
+                (n, starts[i])
+            })
+            .max_by_key(|(n, at)| (*n, std::cmp::Reverse(*at)));
+        if let Some((n, at)) = busiest
+            && n > limit.count
+        {
+            out.push(format!(
+                "maxStartedPerWindow: {n} disruptions started in the {}s from {} (at most {} allowed)",
+                window,
+                super::report::clock_time(at),
+                limit.count
+            ));
+        }
     }
     if let Some(count) = expect.replaced_nodes {
         let now = tracker.replaced();
@@ -421,5 +469,36 @@ mod tests {
         assert_eq!(failed.len(), 3, "{failed:?}");
         assert!(failed[0].contains("fell to 1"));
         assert!(failed[2].contains("NodeClassDrift"));
+    }
+
+    #[test]
+    fn starts_are_counted_in_every_sliding_window() {
+        let snapshot = Snapshot::default();
+        let mut tracker = Tracker::new();
+        // Two at 0 s, two at 599 s, two at 600 s: 4 in the window from 0, 4 from 599.
+        for (i, at) in [0, 0, 599, 599, 600, 600].into_iter().enumerate() {
+            tracker.timeline.push(super::super::track::TimelineEvent {
+                at: 1_784_505_600 + at,
+                kind: super::super::track::EventKind::DisruptionStarted,
+                subject: format!("claim-{i}"),
+                detail: String::new(),
+            });
+        }
+        let expect = |count| Expect {
+            max_started_per_window: Some(super::super::scenario::CountPerWindow {
+                count,
+                window: std::time::Duration::from_secs(600),
+            }),
+            ..Expect::default()
+        };
+        assert!(failed(&expect(4), &snapshot, &tracker).is_empty());
+        let failed = failed(&expect(3), &snapshot, &tracker);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(
+            failed[0].starts_with(
+                "maxStartedPerWindow: 4 disruptions started in the 600s from 00:00:00"
+            ),
+            "{failed:?}"
+        );
     }
 }

@@ -242,6 +242,21 @@ impl Runner<'_> {
             "{clock} driftwood demo: {} (Kubernetes {}, simulated EC2, {pace})",
             scenario.name, scenario.kubernetes_version
         ));
+        for (i, image) in scenario.cloud.crash_loop_images.iter().enumerate() {
+            match self.fill(image, None) {
+                Ok(id) => self.embedded.cluster.aws().set_image_fault(
+                    id.trim(),
+                    Some(driftwood_sim_aws::faults::NodeFault::CrashLoopPods),
+                ),
+                Err(message) => {
+                    return Some(StepFailure {
+                        index: 0,
+                        name: format!("cloud.crashLoopImages[{i}]"),
+                        message,
+                    });
+                }
+            }
+        }
         let (mut at, mut calls) = (self.now(), self.embedded.cluster.aws().api_calls());
         for (i, source) in scenario.manifests.iter().enumerate() {
             if let Err(message) = self.apply(source).await {

@@ -58,6 +58,10 @@ pub struct CloudSettings {
     pub node_ready_delay: Option<Duration>,
     #[serde(default, with = "opt_duration")]
     pub pod_start_delay: Option<Duration>,
+    /// Images (ids or placeholders such as `{{amd64_ami:1.30}}`) whose machines make every pod
+    /// crash-loop: a new AMI that breaks the workload.
+    #[serde(default)]
+    pub crash_loop_images: Vec<String>,
 }
 
 impl Default for CloudSettings {
@@ -70,6 +74,7 @@ impl Default for CloudSettings {
             machine_termination_delay: None,
             node_ready_delay: None,
             pod_start_delay: None,
+            crash_loop_images: Vec::new(),
         }
     }
 }
@@ -216,6 +221,31 @@ pub struct WaitFor {
     /// Exactly this many initialized NodePool nodes run no workload pod (DaemonSet pods aside).
     #[serde(default)]
     pub empty_nodes: Option<usize>,
+    /// The NodePool's `RolloutComplete` condition has this reason (e.g. `Halted`, `Soaking`).
+    #[serde(default)]
+    pub rollout_reason: Option<PoolReason>,
+}
+
+/// A NodePool and a `RolloutComplete` reason.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolReason {
+    pub nodepool: String,
+    pub reason: String,
+}
+
+/// At most `count` in any `window`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CountPerWindow {
+    pub count: usize,
+    #[serde(deserialize_with = "required_duration")]
+    pub window: Duration,
+}
+
+fn required_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(|e| serde::de::Error::custom(e.to_string()))
 }
 
 /// A count of ready pods of an app (label `app`).
@@ -282,6 +312,9 @@ pub struct Expect {
     /// Exactly this many initialized NodePool nodes run no workload pod now.
     #[serde(default)]
     pub empty_nodes: Option<usize>,
+    /// No window of this length held more than `count` disruption starts (a rate budget kept).
+    #[serde(default)]
+    pub max_started_per_window: Option<CountPerWindow>,
     /// A NodeClaim was disrupted for this reason since the rollout started (`Drifted`, `Empty`,
     /// `Underutilized`).
     #[serde(default)]

@@ -124,6 +124,22 @@ async fn name_terms_walkthrough_drifts_on_the_ami() {
     assert_eq!(outcome.summary.nodes_replaced, 1);
 }
 
+/// The demo's canary scenario: the AMI that crash-loops the workload is stopped after one node.
+#[tokio::test(start_paused = true)]
+async fn canary_halt_stops_the_rollout_after_the_canary() {
+    let (outcome, printed) = passes("canary-halt").await;
+    let s = &outcome.summary;
+    assert_eq!(s.nodes_replaced, 1);
+    assert_eq!(s.min_ready_pods.get("web"), Some(&5));
+    // kubectl's view: the canary's pod restarting on the one new node.
+    assert!(
+        printed
+            .lines()
+            .any(|l| l.starts_with("web-") && l.contains("0/1     Running   5")),
+        "{printed}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn budget_window_holds_the_rollout_until_it_ends() {
     let (outcome, _) = passes("budget-window").await;

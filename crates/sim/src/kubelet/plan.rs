@@ -527,6 +527,39 @@ pub fn running_status(pod: &Pod, node: &Node, now: Timestamp) -> Value {
     })
 }
 
+/// How many restarts a crash-looping pod shows: past any health gate's allowance.
+pub const CRASH_LOOP_RESTARTS: i32 = 5;
+
+/// The status of a pod whose containers crash on start ([`NodeFault::CrashLoopPods`]): Running,
+/// not Ready, each container waiting in `CrashLoopBackOff` after [`CRASH_LOOP_RESTARTS`]
+/// restarts (the kubelet's back-off has reached minutes by then).
+pub fn crash_looping_status(pod: &Pod, node: &Node, now: Timestamp) -> Value {
+    let mut status = running_status(pod, node, now);
+    for condition in ["Ready", "ContainersReady"] {
+        if let Some(c) = status
+            .pointer_mut("/conditions")
+            .and_then(Value::as_array_mut)
+            .and_then(|cs| cs.iter_mut().find(|c| c["type"] == condition))
+        {
+            c["status"] = json!("False");
+            c["reason"] = json!("ContainersNotReady");
+        }
+    }
+    if let Some(containers) = status
+        .pointer_mut("/containerStatuses")
+        .and_then(Value::as_array_mut)
+    {
+        for c in containers {
+            c["ready"] = json!(false);
+            c["started"] = json!(false);
+            c["restartCount"] = json!(CRASH_LOOP_RESTARTS);
+            c["state"] = json!({"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting failed container"}});
+            c["lastState"] = json!({"terminated": {"exitCode": 139, "reason": "Error", "finishedAt": now.to_string()}});
+        }
+    }
+    status
+}
+
 fn is_aws_provider_id(provider_id: &str) -> bool {
     provider_id.starts_with("aws:///")
 }
@@ -723,10 +756,15 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
         if pod_is_finished(pod) {
             continue;
         }
+        let crash_loops = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .is_some_and(|id| faults.get(id) == Some(&NodeFault::CrashLoopPods));
         match ready_since.get(node_name) {
             Some(since) => {
                 if pod_is_running(pod)
-                    && (pod_ready(pod) || annotated(pod, ANNOTATION_READY, "false"))
+                    && (pod_ready(pod) || annotated(pod, ANNOTATION_READY, "false") || crash_loops)
                 {
                     continue;
                 }
@@ -743,10 +781,15 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
                     .unwrap_or(now);
                 let due = plus(bound.max(*since), timings.pod_start_delay);
                 if due <= now {
+                    let status = if crash_loops {
+                        crash_looping_status(pod, node, now)
+                    } else {
+                        running_status(pod, node, now)
+                    };
                     out.actions.push(KubeletAction::StartPod {
                         namespace,
                         name,
-                        status: running_status(pod, node, now),
+                        status,
                     });
                 } else {
                     out.due_at(due);
@@ -915,6 +958,42 @@ mod tests {
             namespace: "default".into(),
             name: "p".into()
         }));
+    }
+
+    #[test]
+    fn pods_on_a_crash_looping_node_start_unready_restarting_and_stay_so() {
+        let ready = [registered("i-1", 0, Some(5))];
+        let pods = [pod("p", "ip-i-1.us-west-2.compute.internal", 0)];
+        let plan = |pods: &[Pod]| {
+            plan_with_faults(
+                &[machine("i-1")],
+                &ready,
+                pods,
+                at(60),
+                &timings(),
+                "1.29",
+                &faulty(NodeFault::CrashLoopPods),
+            )
+        };
+        let started = plan(&pods);
+        let [KubeletAction::StartPod { status, .. }] = &started.actions[..] else {
+            panic!("one pod started: {:?}", started.actions);
+        };
+        assert_eq!(status["phase"], "Running");
+        let ready_condition = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(ready_condition["status"], "False");
+        let container = &status["containerStatuses"][0];
+        assert_eq!(container["restartCount"], CRASH_LOOP_RESTARTS);
+        assert_eq!(container["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        // Started once: the kubelet does not start it again every pass.
+        let mut running = pods[0].clone();
+        running.status = serde_json::from_value(status.clone()).ok();
+        assert!(plan(&[running]).actions.is_empty());
     }
 
     #[test]

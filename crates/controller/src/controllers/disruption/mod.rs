@@ -8,6 +8,7 @@
 
 mod consolidation;
 mod decide;
+mod policy;
 mod start;
 
 pub use decide::{
@@ -36,7 +37,7 @@ use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
 use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
 use driftwood_disruption::repair::{plan_repair, repair_deadline, unhealthy};
-use driftwood_disruption::rollout::{PoolRollout, pool_rollout};
+use driftwood_disruption::rollout::{PoolRollout, pool_rollout, with_policy};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use futures::StreamExt as _;
 use start::{Start, start};
@@ -78,6 +79,10 @@ struct Memory {
     consolidated: BTreeMap<Method, consolidation::Consolidated>,
     /// NodePools single-node consolidation did not reach before its timeout.
     unseen_nodepools: Vec<String>,
+    /// Each NodePool's rollout policy verdict this pass (pools with a policy or its progress).
+    policies: BTreeMap<String, policy::PoolPolicy>,
+    /// The policy progress last written per NodePool, until the snapshot shows it.
+    policy_written: BTreeMap<String, policy::Written>,
     /// Failed steps of the pass under way.
     errors: u32,
 }
@@ -116,6 +121,8 @@ impl Memory {
             .filter(|p| !p.is_static())
             .map(|p| (**p).clone())
             .collect();
+        self.policies = policy::decide(&snapshot, &views, &self.policy_written, now);
+        self.announce_policies(&ctx, &snapshot).await;
         // A consolidation command waiting out its validation delay holds the loop, as
         // Karpenter's does: nothing else starts meanwhile.
         if let Some(pending) = self.pending.take() {
@@ -301,8 +308,14 @@ impl Memory {
         snapshot: &Snapshot,
         inputs: &std::sync::Arc<consolidation::Inputs>,
     ) -> BTreeSet<String> {
-        let plan = plan_off_runtime(inputs, plan_drift).await;
+        let caps: BTreeMap<String, driftwood_disruption::plan::PolicyCap> = self
+            .policies
+            .iter()
+            .filter_map(|(pool, p)| Some((pool.clone(), p.cap()?)))
+            .collect();
+        let mut plan = plan_off_runtime(inputs, plan_drift, caps).await;
         self.report_gauges(ctx, plan.eligible, &plan.budgets);
+        self.record_policy_starts(ctx, snapshot, &mut plan).await;
         let started = self.start_plan(ctx, snapshot, &plan, REASON_DRIFTED).await;
         self.drift_blocked = plan.blocked;
         started
@@ -315,7 +328,7 @@ impl Memory {
         snapshot: &Snapshot,
         inputs: &std::sync::Arc<consolidation::Inputs>,
     ) -> BTreeSet<String> {
-        let plan = plan_off_runtime(inputs, plan_repair).await;
+        let plan = plan_off_runtime(inputs, plan_repair, BTreeMap::new()).await;
         Metrics::set(
             &ctx.metrics.voluntary_disruption_eligible_nodes,
             &[("reason", "unhealthy")],
@@ -436,6 +449,112 @@ impl Memory {
         }
     }
 
+    /// Publishes each pool's policy news of this pass: a halt (Warning RolloutHalted) and a
+    /// wave that began (RolloutWaveStarted), on the NodePool.
+    async fn announce_policies(&self, ctx: &Context, snapshot: &Snapshot) {
+        for (name, verdict) in &self.policies {
+            let Some(pool) = snapshot.store.nodepools.get(name) else {
+                continue;
+            };
+            if let Some(halt) = &verdict.pass.halted_now {
+                let message = format!(
+                    "Rollout halted in wave {}: health gate {} failed: {}",
+                    halt.wave + 1,
+                    halt.gate,
+                    halt.message
+                );
+                tracing::warn!(nodepool = %name, gate = %halt.gate, message = %halt.message, "rollout halted");
+                ctx.events
+                    .publish(pool.as_ref(), EventType::Warning, "RolloutHalted", &message)
+                    .await;
+            }
+            if let Some(zone) = &verdict.pass.zone_started {
+                tracing::info!(nodepool = %name, zone = %zone, "rollout zone started");
+                ctx.events
+                    .publish(
+                        pool.as_ref(),
+                        EventType::Normal,
+                        "RolloutZoneStarted",
+                        &format!("Rollout of zone {zone} started: its nodes are replaced before any other zone's"),
+                    )
+                    .await;
+            }
+            if let Some(wave) = verdict.pass.wave_started {
+                let message = match verdict.pass.cap {
+                    Some(cap) => format!("Rollout wave {} started: up to {cap} node(s)", wave + 1),
+                    None => format!("Rollout wave {} started: the remaining nodes", wave + 1),
+                };
+                tracing::info!(nodepool = %name, wave = wave + 1, "rollout wave started");
+                ctx.events
+                    .publish(
+                        pool.as_ref(),
+                        EventType::Normal,
+                        "RolloutWaveStarted",
+                        &message,
+                    )
+                    .await;
+            }
+        }
+    }
+
+    /// Writes the policy progress of every pool the plan disrupts, with its new starts, before
+    /// any of them starts (so a restarted controller counts them); a pool whose write fails
+    /// starts nothing this pass.
+    async fn record_policy_starts(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        plan: &mut driftwood_disruption::plan::DisruptionPlan,
+    ) {
+        let api: kube::Api<driftwood_api::NodePool> = kube::Api::all(ctx.client.clone());
+        let now = ctx.now_seconds();
+        let mut per_pool: BTreeMap<String, usize> = BTreeMap::new();
+        for command in &plan.commands {
+            *per_pool.entry(command.nodepool.clone()).or_default() += 1;
+        }
+        let mut refused = BTreeSet::new();
+        for (pool, count) in per_pool {
+            let Some(verdict) = self.policies.get_mut(&pool) else {
+                continue;
+            };
+            let Some(progress) = verdict.pass.progress.as_mut() else {
+                continue;
+            };
+            driftwood_disruption::policy::record_starts(progress, count, now);
+            let decided = progress.clone();
+            let before = snapshot
+                .store
+                .nodepools
+                .get(&pool)
+                .and_then(|p| p.metadata.resource_version.clone());
+            let written = modify_status(&ctx.state, &api, &pool, |p| {
+                let status = p.status.get_or_insert_with(Default::default);
+                let rollout = status.rollout.get_or_insert_with(Default::default);
+                let changed = rollout.policy.as_ref() != Some(&decided);
+                rollout.policy = Some(decided.clone());
+                changed
+            })
+            .await;
+            match written {
+                Ok(_) => {
+                    self.policy_written.insert(
+                        pool.clone(),
+                        policy::Written {
+                            before,
+                            progress: Some(decided),
+                        },
+                    );
+                }
+                Err(error) => {
+                    self.errors += 1;
+                    tracing::warn!(nodepool = %pool, %error, "could not record the rollout policy's starts; starting none in this pool this pass");
+                    refused.insert(pool);
+                }
+            }
+        }
+        plan.commands.retain(|c| !refused.contains(&c.nodepool));
+    }
+
     /// Writes each NodePool's rollout (`status.rollout` and the `RolloutComplete` condition)
     /// where it changed; a failed write is counted and redone on the next pass.
     async fn report_rollouts(
@@ -467,7 +586,19 @@ impl Memory {
             .nodepools
             .iter()
             .filter(|(_, pool)| !pool.is_static())
-            .map(|(name, pool)| (name, pool, pool_rollout(pool, views, blocked)))
+            .map(|(name, pool)| {
+                let rollout = pool_rollout(pool, views, blocked);
+                let verdict = self.policies.get(name).map(|p| &p.pass);
+                (
+                    name,
+                    pool,
+                    with_policy(
+                        rollout,
+                        verdict.and_then(|p| p.progress.clone()),
+                        verdict.and_then(|p| p.hold.as_ref()),
+                    ),
+                )
+            })
             .collect();
         // The gauges follow the decision, written to the API or not (with Karpenter's CRDs
         // installed the API server prunes status.rollout).
@@ -501,9 +632,20 @@ impl Memory {
                 ) | changed
             })
             .await;
-            if let Err(error) = written {
-                self.errors += 1;
-                tracing::warn!(nodepool = %name, %error, "could not write the nodepool's rollout status; will retry");
+            match written {
+                Ok(_) => {
+                    self.policy_written.insert(
+                        name.clone(),
+                        policy::Written {
+                            before: pool.metadata.resource_version.clone(),
+                            progress: rollout.status.policy.clone(),
+                        },
+                    );
+                }
+                Err(error) => {
+                    self.errors += 1;
+                    tracing::warn!(nodepool = %name, %error, "could not write the nodepool's rollout status; will retry");
+                }
             }
         }
     }
@@ -675,6 +817,7 @@ fn rollout_written(pool: &driftwood_api::NodePool, rollout: &PoolRollout, state:
 async fn plan_off_runtime(
     inputs: &std::sync::Arc<consolidation::Inputs>,
     planner: fn(PlannerInput<'_>) -> driftwood_disruption::plan::DisruptionPlan,
+    policy_caps: BTreeMap<String, driftwood_disruption::plan::PolicyCap>,
 ) -> driftwood_disruption::plan::DisruptionPlan {
     let inputs = std::sync::Arc::clone(inputs);
     super::off_runtime(move || {
@@ -684,6 +827,7 @@ async fn plan_off_runtime(
             pdb_allowed: &inputs.pdb_allowed,
             nodepools: &inputs.nodepools,
             world: inputs.world.clone(),
+            policy_caps: &policy_caps,
         })
     })
     .await

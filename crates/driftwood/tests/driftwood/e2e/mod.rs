@@ -5,6 +5,7 @@ mod dashboards;
 mod drift;
 pub mod harness;
 mod interruption;
+mod policy;
 mod preview;
 mod provisioning;
 mod repair;

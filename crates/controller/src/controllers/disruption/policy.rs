@@ -1,0 +1,279 @@
+//! The rollout policies' part of a disruption pass: each NodePool's facts read from the
+//! snapshot (its counts, the health of the pods on the nodes this rollout made, its PDBs at
+//! zero), the policy's verdict, and the progress written before the disruptions it allows.
+
+use crate::state::Snapshot;
+use driftwood_api::nodepool::{NodePool, RolloutPolicyStatus};
+use driftwood_api::rollout_policy::RolloutPolicy;
+use driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE;
+use driftwood_disruption::candidate::NodeView;
+use driftwood_disruption::plan::PolicyCap;
+use driftwood_disruption::policy::ZoneFacts;
+use driftwood_disruption::policy::{
+    PodHealth, PolicyHold, PolicyPass, PoolFacts, gate_failures, policy_pass,
+};
+use driftwood_disruption::rollout::pool_rollout;
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The progress this controller last wrote for a pool, and the resourceVersions around the
+/// write: while the snapshot still shows the version from before, it is stale and the written
+/// progress stands in for it.
+#[derive(Debug, Clone)]
+pub(super) struct Written {
+    pub before: Option<String>,
+    pub progress: Option<RolloutPolicyStatus>,
+}
+
+/// One pool's verdict this pass.
+#[derive(Debug, Clone)]
+pub(super) struct PoolPolicy {
+    pub pass: PolicyPass,
+    /// The pool's NodeClaims by zone.
+    pub zones: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl PoolPolicy {
+    /// The cap the planner spends, with why no more.
+    pub fn cap(&self) -> Option<PolicyCap> {
+        if self.pass.cap.is_none() && self.pass.zone.is_none() {
+            return None;
+        }
+        let cap = self.pass.cap.unwrap_or(usize::MAX);
+        Some(PolicyCap {
+            cap,
+            only: self.pass.zone.as_ref().map(|zone| {
+                (
+                    zone.clone(),
+                    self.zones.get(zone).cloned().unwrap_or_default(),
+                )
+            }),
+            halts: self
+                .pass
+                .hold
+                .as_ref()
+                .is_some_and(PolicyHold::holds_the_rollout),
+            detail: match &self.pass.hold {
+                Some(hold) => hold.to_string(),
+                None => format!("the rollout policy lets this pass start {cap} disruption(s)"),
+            },
+        })
+    }
+}
+
+/// Every pool's verdict: pools without a policy and without progress to keep are left out.
+pub(super) fn decide(
+    snapshot: &Snapshot,
+    views: &[NodeView],
+    written: &BTreeMap<String, Written>,
+    now: i64,
+) -> BTreeMap<String, PoolPolicy> {
+    let mut out = BTreeMap::new();
+    for (name, pool) in snapshot.store.nodepools.iter() {
+        if pool.is_static() {
+            continue;
+        }
+        let last = last_progress(pool, written.get(name));
+        let counts = pool_rollout(pool, views, &[]).status;
+        let (zones, zone_facts) = pool_zones(snapshot, views, name);
+        let mut facts = PoolFacts {
+            total: usize::try_from(counts.up_to_date + counts.drifted + counts.disrupting)
+                .unwrap_or(0),
+            drifted: usize::try_from(counts.drifted).unwrap_or(0),
+            disrupting: usize::try_from(counts.disrupting).unwrap_or(0),
+            failing: Vec::new(),
+            zones: zone_facts,
+        };
+        let pass = match RolloutPolicy::of(pool) {
+            Err(error) => {
+                if facts.drifted == 0 && last.is_none() {
+                    continue;
+                }
+                PolicyPass {
+                    progress: last.clone(),
+                    cap: Some(0),
+                    hold: Some(PolicyHold::Invalid {
+                        message: error.to_string(),
+                    }),
+                    halted_now: None,
+                    wave_started: None,
+                    zone: None,
+                    zone_started: None,
+                }
+            }
+            Ok(policy) => {
+                if policy.is_empty() && last.is_none() {
+                    continue;
+                }
+                if !policy.waves.is_empty() {
+                    let started_at = last
+                        .as_ref()
+                        .and_then(|p| p.started_at.as_deref())
+                        .and_then(driftwood_disruption::policy::seconds);
+                    if let Some(started_at) = started_at {
+                        let (pods, pdbs) = new_nodes_health(snapshot, views, name, started_at);
+                        facts.failing = gate_failures(&policy.gates, &pods, &pdbs, now);
+                    }
+                }
+                policy_pass(&policy, last.as_ref(), &facts, now)
+            }
+        };
+        out.insert(name.clone(), PoolPolicy { pass, zones });
+    }
+    out
+}
+
+/// The pool's NodeClaims by zone (their `topology.kubernetes.io/zone` label), and per zone the
+/// nodes, drifted and disrupting counted as the rollout status counts them.
+fn pool_zones(
+    snapshot: &Snapshot,
+    views: &[NodeView],
+    nodepool: &str,
+) -> (BTreeMap<String, BTreeSet<String>>, Vec<ZoneFacts>) {
+    let mut members: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut facts: BTreeMap<String, ZoneFacts> = BTreeMap::new();
+    for view in views.iter().filter(|v| v.nodepool == nodepool) {
+        let Some(zone) = snapshot
+            .store
+            .nodeclaims
+            .get(&view.nodeclaim)
+            .and_then(|c| c.metadata.labels.as_ref())
+            .and_then(|l| l.get(LABEL_TOPOLOGY_ZONE))
+        else {
+            continue;
+        };
+        members
+            .entry(zone.clone())
+            .or_default()
+            .insert(view.nodeclaim.clone());
+        let entry = facts.entry(zone.clone()).or_insert_with(|| ZoneFacts {
+            zone: zone.clone(),
+            ..ZoneFacts::default()
+        });
+        entry.nodes += 1;
+        if view.disrupting || view.deleting {
+            entry.disrupting += 1;
+        } else if view.drift.is_some() {
+            entry.drifted += 1;
+        }
+    }
+    (members, facts.into_values().collect())
+}
+
+/// The progress the pool's status shows, unless this controller has written a newer one the
+/// snapshot has not caught up with.
+fn last_progress(pool: &NodePool, written: Option<&Written>) -> Option<RolloutPolicyStatus> {
+    let shown = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.policy.clone());
+    match written {
+        Some(w) if w.before.is_some() && w.before == pool.metadata.resource_version => {
+            w.progress.clone()
+        }
+        _ => shown,
+    }
+}
+
+/// The pods on the nodes of `nodepool` made since `started_at` (up to date, created at or after
+/// it) as the health gates read them, and the PodDisruptionBudgets of those pods allowing no
+/// disruption, with since when.
+fn new_nodes_health(
+    snapshot: &Snapshot,
+    views: &[NodeView],
+    nodepool: &str,
+    started_at: i64,
+) -> (Vec<PodHealth>, Vec<(String, i64)>) {
+    let mut pods = Vec::new();
+    let mut pdb_keys = std::collections::BTreeSet::new();
+    for view in views
+        .iter()
+        .filter(|v| v.nodepool == nodepool && v.drift.is_none() && !v.deleting && !v.disrupting)
+    {
+        let created = snapshot
+            .store
+            .nodeclaims
+            .get(&view.nodeclaim)
+            .and_then(|c| c.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0.as_second());
+        if created.is_none_or(|c| c < started_at) {
+            continue;
+        }
+        let Some(node) = view.node.as_deref() else {
+            continue;
+        };
+        for pod in snapshot.pods_on(node) {
+            if let Some(health) = pod_health(pod, node) {
+                pods.push(health);
+            }
+        }
+        pdb_keys.extend(view.pods.iter().flat_map(|p| p.pdbs.iter().cloned()));
+    }
+    let pdbs = pdb_keys
+        .into_iter()
+        .filter_map(|key| {
+            let pdb = snapshot.store.pdbs.get(&key)?;
+            let since = pdb
+                .status
+                .as_ref()?
+                .conditions
+                .as_ref()?
+                .iter()
+                .find(|c| c.type_ == "DisruptionAllowed" && c.status == "False")?
+                .last_transition_time
+                .0
+                .as_second();
+            Some((key, since))
+        })
+        .collect();
+    (pods, pdbs)
+}
+
+/// A running or starting pod's health (None for a finished or terminating pod).
+fn pod_health(pod: &Pod, node: &str) -> Option<PodHealth> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    if phase == "Succeeded" || phase == "Failed" {
+        return None;
+    }
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let unready_since = match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => c
+            .last_transition_time
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .or_else(|| created(pod)),
+        None => created(pod),
+    };
+    let restarts = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| u32::try_from(c.restart_count).unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    Some(PodHealth {
+        key: format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
+        node: node.to_string(),
+        unready_since,
+        restarts,
+    })
+}
+
+fn created(pod: &Pod) -> Option<i64> {
+    pod.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+}

@@ -1,0 +1,674 @@
+//! A NodePool's rollout policy applied to one pass: which wave the rollout is in, whether it
+//! soaks or has halted on a failed health gate, how many disruptions the rate budget leaves,
+//! and the progress to write to `status.rollout.policy` before anything is started.
+
+use driftwood_api::nodepool::{RolloutHalt, RolloutPolicyStatus};
+use driftwood_api::rollout_policy::{HealthGates, RolloutPolicy};
+use std::fmt;
+
+/// What the policy sees of its pool this pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolFacts {
+    /// The pool's live nodes (up to date, drifted and disrupting).
+    pub total: usize,
+    /// Drifted nodes waiting to be replaced.
+    pub drifted: usize,
+    /// Nodes with a disruption command in flight.
+    pub disrupting: usize,
+    /// The health gates failing now, over the nodes this rollout made ([`gate_failures`]).
+    pub failing: Vec<GateFailure>,
+    /// The same counts per zone (for a zone-by-zone policy), by zone name.
+    pub zones: Vec<ZoneFacts>,
+}
+
+/// A pool's nodes in one zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZoneFacts {
+    pub zone: String,
+    pub nodes: usize,
+    pub drifted: usize,
+    pub disrupting: usize,
+}
+
+/// One failed health gate: which, and what failed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateFailure {
+    /// `Restarts`, `Unready` or `PdbBlocked`.
+    pub gate: &'static str,
+    pub message: String,
+}
+
+/// Why the policy holds the pool's drifted nodes this pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyHold {
+    /// The policy annotations could not be read: nothing starts until they are mended.
+    Invalid { message: String },
+    /// A health gate failed; the rollout waits for `driftwood rollout resume`.
+    Halted {
+        wave: usize,
+        gate: String,
+        message: String,
+    },
+    /// The wave's nodes are started; it waits for them to be replaced before soaking.
+    WaveFinishing { wave: usize, target: usize },
+    /// The finished wave is watched until `until` (UTC seconds).
+    Soaking { wave: usize, until: i64 },
+    /// Zone by zone: the zone's last nodes are being replaced; the next zone waits for them.
+    ZoneFinishing { zone: String },
+    /// The rate budget is spent until `until` (UTC seconds).
+    Rate {
+        limit: usize,
+        window_seconds: u64,
+        until: i64,
+    },
+}
+
+impl PolicyHold {
+    /// Whether the rollout stops here for a reason of its own (an operator must act), not for
+    /// time to pass.
+    pub fn holds_the_rollout(&self) -> bool {
+        matches!(self, Self::Invalid { .. } | Self::Halted { .. })
+    }
+
+    /// The `RolloutComplete` reason the hold gives.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Invalid { .. } => "InvalidPolicy",
+            Self::Halted { .. } => "Halted",
+            Self::WaveFinishing { .. } => "WaveInProgress",
+            Self::Soaking { .. } => "Soaking",
+            Self::ZoneFinishing { .. } => "ZoneInProgress",
+            Self::Rate { .. } => "RateLimited",
+        }
+    }
+}
+
+impl fmt::Display for PolicyHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Invalid { message } => write!(f, "rollout policy: {message}"),
+            Self::Halted {
+                wave,
+                gate,
+                message,
+            } => write!(
+                f,
+                "rollout halted in wave {}: health gate {gate} failed: {message}; `driftwood rollout resume` continues it",
+                wave + 1
+            ),
+            Self::WaveFinishing { wave, target } => write!(
+                f,
+                "wave {} ({target} node(s) in all) is being replaced; the next wave waits for it",
+                wave + 1
+            ),
+            Self::Soaking { wave, until } => {
+                write!(f, "wave {} soaks until {}", wave + 1, rfc3339(*until))
+            }
+            Self::ZoneFinishing { zone } => write!(
+                f,
+                "zone by zone: the last nodes of zone {zone} are being replaced; the next zone waits for them"
+            ),
+            Self::Rate {
+                limit,
+                window_seconds,
+                until,
+            } => write!(
+                f,
+                "rate budget: {limit} disruption(s) per {} started; the next may start at {}",
+                driftwood_api::duration::format_go_duration(*window_seconds),
+                rfc3339(*until)
+            ),
+        }
+    }
+}
+
+/// The policy's verdict for one pool this pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyPass {
+    /// The progress to write (None: the pool has no policy, or no rollout and nothing to keep).
+    pub progress: Option<RolloutPolicyStatus>,
+    /// The most disruptions this pass may start in the pool (None: the policy sets no cap).
+    pub cap: Option<usize>,
+    /// Why the cap is 0, when it is.
+    pub hold: Option<PolicyHold>,
+    /// A halt decided this pass (its event and metric are published once).
+    pub halted_now: Option<RolloutHalt>,
+    /// A wave that began this pass (0-based), for its event.
+    pub wave_started: Option<usize>,
+    /// Zone by zone: the one zone whose drifted nodes may start now.
+    pub zone: Option<String>,
+    /// A zone whose turn began this pass, for its event.
+    pub zone_started: Option<String>,
+}
+
+/// One pass of `policy` over a pool: `last` is the progress written before, `facts` what the
+/// pool holds now, `now` UTC seconds.
+pub fn policy_pass(
+    policy: &RolloutPolicy,
+    last: Option<&RolloutPolicyStatus>,
+    facts: &PoolFacts,
+    now: i64,
+) -> PolicyPass {
+    let mut pass = PolicyPass {
+        progress: None,
+        cap: None,
+        hold: None,
+        halted_now: None,
+        wave_started: None,
+        zone: None,
+        zone_started: None,
+    };
+    if policy.is_empty() && last.is_none() {
+        return pass;
+    }
+    let mut progress = last.cloned().unwrap_or_default();
+    // Starts older than the rate window no longer count.
+    let window = policy
+        .rate
+        .map_or(0, |r| i64::try_from(r.window_seconds).unwrap_or(i64::MAX));
+    progress
+        .recent_starts
+        .retain(|t| seconds(t).is_some_and(|t| t > now.saturating_sub(window)));
+
+    let in_rollout = facts.drifted > 0 || facts.disrupting > 0;
+    if !in_rollout {
+        // The rollout is over (or none began): only the rate window's memory stays.
+        progress = RolloutPolicyStatus {
+            recent_starts: progress.recent_starts,
+            ..RolloutPolicyStatus::default()
+        };
+        pass.progress = (!progress.recent_starts.is_empty()).then_some(progress);
+        return pass;
+    }
+    if progress.started_at.is_none() {
+        progress.started_at = Some(rfc3339(now));
+        progress.wave = 0;
+        progress.started = 0;
+        progress.nodes = i64::try_from(facts.total).unwrap_or(i64::MAX);
+        pass.wave_started = (!policy.waves.is_empty()).then_some(0);
+    }
+
+    let mut cap: Option<usize> = None;
+    let mut hold = None;
+    let wave = usize::try_from(progress.wave).unwrap_or(0);
+    let started = usize::try_from(progress.started).unwrap_or(0);
+    // The waves' base: the pool when the rollout began (never fewer than those started).
+    let base = usize::try_from(progress.nodes).unwrap_or(0).max(started);
+    if let Some(halt) = &progress.halted {
+        cap = Some(0);
+        hold = Some(PolicyHold::Halted {
+            wave,
+            gate: halt.gate.clone(),
+            message: halt.message.clone(),
+        });
+    } else if let Some(target) = policy.wave_target(wave, base) {
+        if started < target {
+            cap = Some(target - started);
+        } else if facts.disrupting > 0 {
+            cap = Some(0);
+            hold = Some(PolicyHold::WaveFinishing { wave, target });
+        } else {
+            // The wave is replaced: it soaks, held to the health gates, then the next begins.
+            let soak_start = progress
+                .soak_started_at
+                .as_deref()
+                .and_then(seconds)
+                .unwrap_or(now);
+            progress.soak_started_at = Some(rfc3339(soak_start));
+            let until =
+                soak_start.saturating_add(i64::try_from(policy.soak_seconds).unwrap_or(i64::MAX));
+            if let Some(failure) = facts.failing.first() {
+                let halt = RolloutHalt {
+                    at: rfc3339(now),
+                    wave: progress.wave,
+                    gate: failure.gate.to_string(),
+                    message: failure.message.clone(),
+                };
+                cap = Some(0);
+                hold = Some(PolicyHold::Halted {
+                    wave,
+                    gate: halt.gate.clone(),
+                    message: halt.message.clone(),
+                });
+                progress.halted = Some(halt.clone());
+                pass.halted_now = Some(halt);
+            } else if now < until {
+                cap = Some(0);
+                hold = Some(PolicyHold::Soaking { wave, until });
+            } else {
+                progress.wave += 1;
+                progress.soak_started_at = None;
+                pass.wave_started = Some(wave + 1);
+                let next = policy.wave_target(wave + 1, base);
+                cap = next.map(|t| t.saturating_sub(started));
+            }
+        }
+    }
+    if let Some(order) = &policy.zone_order
+        && progress.halted.is_none()
+    {
+        let busy = |z: &ZoneFacts| z.drifted > 0 || z.disrupting > 0;
+        let current = progress
+            .zone
+            .clone()
+            .filter(|zone| facts.zones.iter().any(|z| &z.zone == zone && busy(z)));
+        let zone = current.or_else(|| {
+            let sizes: Vec<(&str, usize)> = facts
+                .zones
+                .iter()
+                .filter(|z| z.drifted > 0)
+                .map(|z| (z.zone.as_str(), z.nodes))
+                .collect();
+            let next = order.arrange(&sizes).first().map(|z| z.to_string());
+            pass.zone_started.clone_from(&next);
+            next
+        });
+        if let Some(zone) = &zone
+            && facts
+                .zones
+                .iter()
+                .any(|z| &z.zone == zone && z.drifted == 0)
+            && hold.is_none()
+        {
+            cap = Some(0);
+            hold = Some(PolicyHold::ZoneFinishing { zone: zone.clone() });
+        }
+        progress.zone.clone_from(&zone);
+        pass.zone = zone;
+    }
+    if let Some(rate) = policy.rate {
+        let limit = rate.nodes.of(base).max(1);
+        let used = progress.recent_starts.len();
+        let left = limit.saturating_sub(used);
+        if left < cap.unwrap_or(usize::MAX) {
+            cap = Some(left);
+            if left == 0 && hold.is_none() {
+                let oldest = progress
+                    .recent_starts
+                    .iter()
+                    .filter_map(|t| seconds(t))
+                    .min()
+                    .unwrap_or(now);
+                hold = Some(PolicyHold::Rate {
+                    limit,
+                    window_seconds: rate.window_seconds,
+                    until: oldest.saturating_add(window),
+                });
+            }
+        }
+    }
+    pass.cap = cap;
+    pass.hold = if cap == Some(0) { hold } else { None };
+    pass.progress = Some(progress);
+    pass
+}
+
+/// The progress after `count` disruptions started at `now`: written before they are acted on.
+pub fn record_starts(progress: &mut RolloutPolicyStatus, count: usize, now: i64) {
+    progress.started = progress
+        .started
+        .saturating_add(i64::try_from(count).unwrap_or(i64::MAX));
+    progress
+        .recent_starts
+        .extend(std::iter::repeat_n(rfc3339(now), count));
+}
+
+/// One pod on a node this rollout made, as the health gates read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodHealth {
+    /// namespace/name.
+    pub key: String,
+    pub node: String,
+    /// Since when the pod has not been Ready (UTC seconds; None when Ready).
+    pub unready_since: Option<i64>,
+    /// The most restarts of any of its containers.
+    pub restarts: u32,
+}
+
+/// The health gates failing now: pods on the rollout's new nodes restarting too often or not
+/// Ready for too long, and PodDisruptionBudgets of the pool's pods allowing nothing for too long
+/// (`pdbs_blocked_since`: each such PDB and since when, UTC seconds). Sorted, so the first names
+/// the same pod pass after pass.
+pub fn gate_failures(
+    gates: &HealthGates,
+    pods: &[PodHealth],
+    pdbs_blocked_since: &[(String, i64)],
+    now: i64,
+) -> Vec<GateFailure> {
+    let mut failing = Vec::new();
+    for pod in pods {
+        if pod.restarts > gates.max_restarts {
+            failing.push(GateFailure {
+                gate: "Restarts",
+                message: format!(
+                    "pod {} on new node {} restarted {} times (the policy allows {})",
+                    pod.key, pod.node, pod.restarts, gates.max_restarts
+                ),
+            });
+        } else if let Some(since) = pod.unready_since {
+            let limit = i64::try_from(gates.unready_limit_seconds).unwrap_or(i64::MAX);
+            if now.saturating_sub(since) > limit {
+                failing.push(GateFailure {
+                    gate: "Unready",
+                    message: format!(
+                        "pod {} on new node {} has not been Ready for {}s (the policy allows {})",
+                        pod.key,
+                        pod.node,
+                        now.saturating_sub(since),
+                        driftwood_api::duration::format_go_duration(gates.unready_limit_seconds)
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(limit) = gates.pdb_blocked_limit_seconds {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        for (pdb, since) in pdbs_blocked_since {
+            if now.saturating_sub(*since) > limit {
+                failing.push(GateFailure {
+                    gate: "PdbBlocked",
+                    message: format!(
+                        "PodDisruptionBudget {pdb} has allowed no disruption for {}s (the policy allows {}s)",
+                        now.saturating_sub(*since),
+                        limit
+                    ),
+                });
+            }
+        }
+    }
+    failing.sort_by(|a, b| a.message.cmp(&b.message));
+    failing
+}
+
+/// `seconds` (UTC) as RFC 3339.
+pub fn rfc3339(seconds: i64) -> String {
+    jiff::Timestamp::from_second(seconds)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// An RFC 3339 time as UTC seconds.
+pub fn seconds(text: &str) -> Option<i64> {
+    text.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use driftwood_api::rollout_policy::{NodeCount, RateBudget};
+
+    const T0: i64 = 1_800_000_000;
+
+    fn canary(soak: u64) -> RolloutPolicy {
+        RolloutPolicy {
+            waves: vec![NodeCount::Nodes(1), NodeCount::Percent(50)],
+            soak_seconds: soak,
+            ..RolloutPolicy::default()
+        }
+    }
+
+    fn facts(total: usize, drifted: usize, disrupting: usize) -> PoolFacts {
+        PoolFacts {
+            total,
+            drifted,
+            disrupting,
+            failing: Vec::new(),
+            zones: Vec::new(),
+        }
+    }
+
+    /// Runs passes like the disruption loop: each pass starts what the cap allows (as many as
+    /// `want`), records it, and returns the progress.
+    fn start(pass: &PolicyPass, want: usize, now: i64) -> (usize, RolloutPolicyStatus) {
+        let mut progress = pass.progress.clone().unwrap();
+        let n = pass.cap.unwrap_or(usize::MAX).min(want);
+        record_starts(&mut progress, n, now);
+        (n, progress)
+    }
+
+    #[test]
+    fn no_policy_and_no_past_is_nothing() {
+        let pass = policy_pass(&RolloutPolicy::default(), None, &facts(10, 10, 0), T0);
+        assert_eq!(pass.cap, None);
+        assert_eq!(pass.progress, None);
+    }
+
+    #[test]
+    fn a_canary_wave_soaks_then_the_next_wave_grows_to_its_share() {
+        let policy = canary(600);
+        // Pass 1: 10 drifted nodes; the canary allows one.
+        let pass = policy_pass(&policy, None, &facts(10, 10, 0), T0);
+        assert_eq!(pass.cap, Some(1));
+        assert_eq!(pass.wave_started, Some(0));
+        let (n, progress) = start(&pass, 10, T0);
+        assert_eq!(n, 1);
+        // While the canary is replaced nothing else starts.
+        let pass = policy_pass(&policy, Some(&progress), &facts(10, 9, 1), T0 + 30);
+        assert_eq!(pass.cap, Some(0));
+        assert!(matches!(
+            pass.hold,
+            Some(PolicyHold::WaveFinishing { wave: 0, target: 1 })
+        ));
+        // Replaced: the soak begins and holds for ten minutes.
+        let pass = policy_pass(&policy, Some(&progress), &facts(10, 9, 0), T0 + 60);
+        assert_eq!(
+            pass.hold,
+            Some(PolicyHold::Soaking {
+                wave: 0,
+                until: T0 + 660
+            })
+        );
+        let progress = pass.progress.unwrap();
+        let pass = policy_pass(&policy, Some(&progress), &facts(10, 9, 0), T0 + 659);
+        assert_eq!(pass.cap, Some(0));
+        // Soaked: wave 2 may take the pool to 50% (4 more).
+        let pass = policy_pass(&policy, Some(&progress), &facts(10, 9, 0), T0 + 660);
+        assert_eq!(pass.wave_started, Some(1));
+        assert_eq!(pass.cap, Some(4));
+        assert_eq!(pass.hold, None);
+        let (_, progress) = start(&pass, 9, T0 + 660);
+        assert_eq!(progress.started, 5);
+        assert_eq!(progress.wave, 1);
+        // Its replacements in flight (14 nodes for a moment) do not grow the wave.
+        let pass = policy_pass(&policy, Some(&progress), &facts(14, 5, 4), T0 + 661);
+        assert_eq!(pass.cap, Some(0));
+        assert!(matches!(
+            pass.hold,
+            Some(PolicyHold::WaveFinishing { wave: 1, target: 5 })
+        ));
+        // Wave 2 done and soaked: the last wave takes the rest, uncapped.
+        let pass = policy_pass(&policy, Some(&progress), &facts(10, 5, 0), T0 + 700);
+        let progress = pass.progress.unwrap();
+        let pass = policy_pass(&policy, Some(&progress), &facts(10, 5, 0), T0 + 1300);
+        assert_eq!(pass.cap, None);
+        assert_eq!(pass.wave_started, Some(2));
+        // The rollout complete: the progress is dropped.
+        let progress = pass.progress.unwrap();
+        let pass = policy_pass(&policy, Some(&progress), &facts(10, 0, 0), T0 + 2000);
+        assert_eq!(pass.progress, None);
+    }
+
+    #[test]
+    fn a_failed_gate_during_the_soak_halts_until_the_halt_is_cleared() {
+        let policy = canary(600);
+        let pass = policy_pass(&policy, None, &facts(4, 4, 0), T0);
+        let (_, progress) = start(&pass, 4, T0);
+        let mut sick = facts(4, 3, 0);
+        sick.failing = vec![GateFailure {
+            gate: "Restarts",
+            message: "pod web/a restarted 5 times".into(),
+        }];
+        let pass = policy_pass(&policy, Some(&progress), &sick, T0 + 120);
+        assert_eq!(pass.cap, Some(0));
+        let halt = pass.halted_now.clone().unwrap();
+        assert_eq!((halt.gate.as_str(), halt.wave), ("Restarts", 0));
+        assert!(pass.hold.as_ref().unwrap().holds_the_rollout());
+        // Halted stays halted, healthy or not, long after the soak.
+        let progress = pass.progress.unwrap();
+        let pass = policy_pass(&policy, Some(&progress), &facts(4, 3, 0), T0 + 99_999);
+        assert_eq!(pass.cap, Some(0));
+        assert_eq!(pass.halted_now, None, "the halt is announced once");
+        assert!(matches!(pass.hold, Some(PolicyHold::Halted { .. })));
+        // Resumed (the halt cleared): the soak restarts from its beginning.
+        let mut resumed = progress.clone();
+        resumed.halted = None;
+        resumed.soak_started_at = None;
+        let pass = policy_pass(&policy, Some(&resumed), &facts(4, 3, 0), T0 + 100_000);
+        assert!(
+            matches!(pass.hold, Some(PolicyHold::Soaking { until, .. }) if until == T0 + 100_600)
+        );
+    }
+
+    #[test]
+    fn a_rate_budget_counts_starts_in_a_sliding_window() {
+        let policy = RolloutPolicy {
+            rate: Some(RateBudget {
+                nodes: NodeCount::Nodes(10),
+                window_seconds: 600,
+            }),
+            ..RolloutPolicy::default()
+        };
+        let pass = policy_pass(&policy, None, &facts(100, 100, 0), T0);
+        assert_eq!(pass.cap, Some(10));
+        let (_, progress) = start(&pass, 100, T0);
+        let pass = policy_pass(&policy, Some(&progress), &facts(100, 90, 10), T0 + 599);
+        assert_eq!(pass.cap, Some(0));
+        assert_eq!(
+            pass.hold,
+            Some(PolicyHold::Rate {
+                limit: 10,
+                window_seconds: 600,
+                until: T0 + 600
+            })
+        );
+        assert!(!pass.hold.unwrap().holds_the_rollout());
+        let pass = policy_pass(&policy, Some(&progress), &facts(100, 90, 0), T0 + 600);
+        assert_eq!(pass.cap, Some(10));
+        assert!(pass.progress.unwrap().recent_starts.is_empty());
+    }
+
+    #[test]
+    fn a_rate_and_a_wave_the_smaller_wins() {
+        let mut policy = canary(0);
+        policy.waves = vec![NodeCount::Percent(50)];
+        policy.rate = Some(RateBudget {
+            nodes: NodeCount::Nodes(3),
+            window_seconds: 3600,
+        });
+        let pass = policy_pass(&policy, None, &facts(20, 20, 0), T0);
+        assert_eq!(pass.cap, Some(3), "the wave allows 10, the rate 3");
+        let (_, progress) = start(&pass, 20, T0);
+        let pass = policy_pass(&policy, Some(&progress), &facts(20, 17, 3), T0 + 10);
+        assert!(matches!(pass.hold, Some(PolicyHold::Rate { .. })));
+    }
+
+    fn zoned(zones: &[(&str, usize, usize, usize)]) -> PoolFacts {
+        let zones: Vec<ZoneFacts> = zones
+            .iter()
+            .map(|(zone, nodes, drifted, disrupting)| ZoneFacts {
+                zone: zone.to_string(),
+                nodes: *nodes,
+                drifted: *drifted,
+                disrupting: *disrupting,
+            })
+            .collect();
+        PoolFacts {
+            total: zones.iter().map(|z| z.nodes).sum(),
+            drifted: zones.iter().map(|z| z.drifted).sum(),
+            disrupting: zones.iter().map(|z| z.disrupting).sum(),
+            failing: Vec::new(),
+            zones,
+        }
+    }
+
+    #[test]
+    fn zone_by_zone_finishes_a_zone_before_the_next_in_order() {
+        let policy = RolloutPolicy {
+            zone_order: Some(driftwood_api::rollout_policy::ZoneOrder::Auto),
+            ..RolloutPolicy::default()
+        };
+        // b is the smallest zone: it goes first, with no cap on how many of its nodes.
+        let pass = policy_pass(&policy, None, &zoned(&[("a", 4, 4, 0), ("b", 2, 2, 0)]), T0);
+        assert_eq!(pass.zone.as_deref(), Some("b"));
+        assert_eq!(pass.zone_started.as_deref(), Some("b"));
+        assert_eq!(pass.cap, None);
+        let progress = pass.progress.unwrap();
+        // b's nodes disrupting, none left to start: a waits for them.
+        let pass = policy_pass(
+            &policy,
+            Some(&progress),
+            &zoned(&[("a", 4, 4, 0), ("b", 4, 0, 2)]),
+            T0 + 10,
+        );
+        assert_eq!(pass.zone.as_deref(), Some("b"));
+        assert_eq!(pass.zone_started, None);
+        assert_eq!(pass.cap, Some(0));
+        assert_eq!(
+            pass.hold,
+            Some(PolicyHold::ZoneFinishing { zone: "b".into() })
+        );
+        // b done: a's turn, though b is now the larger zone.
+        let pass = policy_pass(
+            &policy,
+            Some(&progress),
+            &zoned(&[("a", 4, 4, 0), ("b", 2, 0, 0)]),
+            T0 + 60,
+        );
+        assert_eq!(pass.zone.as_deref(), Some("a"));
+        assert_eq!(pass.zone_started.as_deref(), Some("a"));
+        // Finished: the zone is forgotten with the rest.
+        let progress = pass.progress.unwrap();
+        let pass = policy_pass(
+            &policy,
+            Some(&progress),
+            &zoned(&[("a", 4, 0, 0), ("b", 2, 0, 0)]),
+            T0 + 600,
+        );
+        assert_eq!(pass.progress, None);
+    }
+
+    #[test]
+    fn gates_name_the_pod_and_the_pdb_that_failed_them() {
+        let gates = RolloutPolicy::default().gates;
+        let mut gates_with_pdb = gates;
+        gates_with_pdb.pdb_blocked_limit_seconds = Some(600);
+        let pods = vec![
+            PodHealth {
+                key: "shop/web-1".into(),
+                node: "n-new".into(),
+                unready_since: None,
+                restarts: 4,
+            },
+            PodHealth {
+                key: "shop/web-2".into(),
+                node: "n-new".into(),
+                unready_since: Some(T0 - 301),
+                restarts: 0,
+            },
+            PodHealth {
+                key: "shop/web-3".into(),
+                node: "n-new".into(),
+                unready_since: Some(T0 - 299),
+                restarts: 3,
+            },
+        ];
+        let failing = gate_failures(&gates_with_pdb, &pods, &[("shop/web".into(), T0 - 601)], T0);
+        let gates: Vec<_> = failing.iter().map(|f| f.gate).collect();
+        assert_eq!(gates, vec!["PdbBlocked", "Restarts", "Unready"]);
+        assert!(
+            failing[1]
+                .message
+                .contains("shop/web-1 on new node n-new restarted 4 times")
+        );
+        assert!(failing[2].message.contains("shop/web-2"));
+        assert!(
+            gate_failures(
+                &gates_with_pdb,
+                &pods[2..],
+                &[("shop/web".into(), T0 - 600)],
+                T0
+            )
+            .is_empty()
+        );
+    }
+}
