@@ -11,6 +11,13 @@ pub struct CronError {
     pub reason: String,
 }
 
+/// A schedule's window at a moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowAt {
+    Open { closes_at: i64 },
+    Closed { opens_at: Option<i64> },
+}
+
 /// A parsed schedule: one bit per allowed value of each field.
 #[derive(Clone, PartialEq, Eq)]
 pub struct CronSchedule {
@@ -129,6 +136,19 @@ impl CronSchedule {
             dom_star,
             dow_star,
         })
+    }
+
+    /// Whether the window that opens at each firing and stays open `duration` seconds is open
+    /// at `t`: open until when, or closed until when (None: it never opens again).
+    pub fn window_at(&self, duration: i64, t: i64) -> WindowAt {
+        match self.previous_at_or_before(t) {
+            Some(start) if t < start.saturating_add(duration) => WindowAt::Open {
+                closes_at: start.saturating_add(duration),
+            },
+            _ => WindowAt::Closed {
+                opens_at: self.next_after(t),
+            },
+        }
     }
 
     /// The most recent time at or before `t` (UTC seconds) when the schedule fires, if any within

@@ -258,6 +258,22 @@ pub struct RolloutStatus {
     /// the disruptions it allows start, so a restarted controller keeps its waves and rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<RolloutPolicyStatus>,
+    /// The pool's own backoff after replacements that failed (never initialized, or vanished):
+    /// no new disruption starts in this pool until it ends; other pools are not held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<RolloutBackoff>,
+}
+
+/// A NodePool backing off after failed replacements.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutBackoff {
+    /// Replacements that failed in a row (a replacement that initializes resets it).
+    pub failures: i64,
+    /// Until when no new disruption starts (RFC 3339).
+    pub until: String,
+    /// Why the last one failed.
+    pub reason: String,
 }
 
 /// Where a rollout stands against the NodePool's rollout policy.
@@ -277,6 +293,13 @@ pub struct RolloutPolicyStatus {
     /// The wave under way, from 0; past the policy's list it is the last wave (the rest).
     #[serde(default)]
     pub wave: i64,
+    /// Nodes to replace when this rollout began (drifted and disrupting): what a deadline
+    /// spreads.
+    #[serde(default)]
+    pub planned: i64,
+    /// Whether the deadline was found at risk (warned once a rollout).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deadline_at_risk: bool,
     /// The zone being rolled, when the policy goes zone by zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,

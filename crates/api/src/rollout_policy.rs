@@ -2,6 +2,7 @@
 //! waves with a soak and health gates between them, and a rate budget (nodes started per
 //! window). Annotations travel with the NodePool through GitOps and leave Karpenter's CRD alone.
 
+use crate::cron::{CronSchedule, WindowAt};
 use crate::duration::parse_go_duration;
 use crate::nodepool::NodePool;
 use std::fmt;
@@ -29,8 +30,29 @@ pub const ANNOTATION_ROLLOUT_PDB_BLOCKED_LIMIT: &str = "driftwood.sh/rollout-pdb
 /// before any node of the next is disrupted.
 pub const ANNOTATION_ROLLOUT_ZONE_ORDER: &str = "driftwood.sh/rollout-zone-order";
 
+/// A deadline: `"72h"` finishes the rollout within that time of its start, spreading its
+/// disruptions evenly over it (the budgets and the rest of the policy still apply; a deadline
+/// they cannot meet is warned about, not forced).
+pub const ANNOTATION_ROLLOUT_DEADLINE: &str = "driftwood.sh/rollout-deadline";
+/// A maintenance window for drift and expiry alike: a cron schedule (UTC, as a budget's) ...
+pub const ANNOTATION_MAINTENANCE_SCHEDULE: &str = "driftwood.sh/maintenance-schedule";
+/// ... and how long each window stays open (a Go duration). Outside it no drifted node is
+/// disrupted and no expired node is deleted; both wait for the window.
+pub const ANNOTATION_MAINTENANCE_DURATION: &str = "driftwood.sh/maintenance-duration";
+
+/// The query gate: a PromQL instant query (driftwood runs with `--prometheus-url`) whose every
+/// sample must stay at or under `driftwood.sh/rollout-gate-max` while a wave soaks.
+pub const ANNOTATION_ROLLOUT_GATE_QUERY: &str = "driftwood.sh/rollout-gate-query";
+/// The query gate's bound (a number, default 0).
+pub const ANNOTATION_ROLLOUT_GATE_MAX: &str = "driftwood.sh/rollout-gate-max";
+
 /// Every policy annotation, for listing and documentation.
-pub const POLICY_ANNOTATIONS: [&str; 7] = [
+pub const POLICY_ANNOTATIONS: [&str; 12] = [
+    ANNOTATION_ROLLOUT_GATE_QUERY,
+    ANNOTATION_ROLLOUT_GATE_MAX,
+    ANNOTATION_ROLLOUT_DEADLINE,
+    ANNOTATION_MAINTENANCE_SCHEDULE,
+    ANNOTATION_MAINTENANCE_DURATION,
     ANNOTATION_ROLLOUT_WAVES,
     ANNOTATION_ROLLOUT_ZONE_ORDER,
     ANNOTATION_ROLLOUT_SOAK,
@@ -94,11 +116,27 @@ pub struct RateBudget {
 }
 
 /// The health gates a soaking wave is held to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthGates {
     pub max_restarts: u32,
     pub unready_limit_seconds: u64,
     pub pdb_blocked_limit_seconds: Option<u64>,
+    pub query: Option<QueryGate>,
+}
+
+/// A PromQL query whose samples must stay at or under `max`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryGate {
+    pub query: String,
+    /// As written; a finite number (checked when read).
+    pub max: String,
+}
+
+impl QueryGate {
+    /// The bound as a number.
+    pub fn max_value(&self) -> f64 {
+        self.max.trim().parse().unwrap_or(0.0)
+    }
 }
 
 /// The order zones are rolled in, one at a time.
@@ -138,6 +176,24 @@ pub struct RolloutPolicy {
     pub soak_seconds: u64,
     pub rate: Option<RateBudget>,
     pub gates: HealthGates,
+    /// Finish within this many seconds of the rollout's start, evenly spread.
+    pub deadline_seconds: Option<u64>,
+    /// Drift and expiry only inside this window.
+    pub maintenance: Option<MaintenanceWindow>,
+}
+
+/// A recurring window: opens at each firing of `schedule`, open `duration_seconds`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceWindow {
+    pub schedule: CronSchedule,
+    pub duration_seconds: i64,
+}
+
+impl MaintenanceWindow {
+    /// The window at `now` (UTC seconds).
+    pub fn at(&self, now: i64) -> WindowAt {
+        self.schedule.window_at(self.duration_seconds, now)
+    }
 }
 
 impl Default for RolloutPolicy {
@@ -147,10 +203,13 @@ impl Default for RolloutPolicy {
             zone_order: None,
             soak_seconds: 0,
             rate: None,
+            deadline_seconds: None,
+            maintenance: None,
             gates: HealthGates {
                 max_restarts: DEFAULT_MAX_RESTARTS,
                 unready_limit_seconds: DEFAULT_UNREADY_LIMIT_SECONDS,
                 pdb_blocked_limit_seconds: None,
+                query: None,
             },
         }
     }
@@ -170,7 +229,11 @@ pub struct PolicyError {
 impl RolloutPolicy {
     /// Whether the policy adds anything to the NodePool's budgets.
     pub fn is_empty(&self) -> bool {
-        self.waves.is_empty() && self.rate.is_none() && self.zone_order.is_none()
+        self.waves.is_empty()
+            && self.rate.is_none()
+            && self.zone_order.is_none()
+            && self.deadline_seconds.is_none()
+            && self.maintenance.is_none()
     }
 
     /// The policy of `pool`, from its annotations.
@@ -222,6 +285,70 @@ impl RolloutPolicy {
         }
         if let Some(entry) = get(ANNOTATION_ROLLOUT_PDB_BLOCKED_LIMIT) {
             policy.gates.pdb_blocked_limit_seconds = Some(duration(entry)?);
+        }
+        if let Some(entry) = get(ANNOTATION_ROLLOUT_GATE_QUERY) {
+            if entry.1.trim().is_empty() {
+                return Err(fail(entry, "must be a PromQL query".into()));
+            }
+            let max = match get(ANNOTATION_ROLLOUT_GATE_MAX) {
+                Some(bound) => {
+                    if !bound.1.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+                        return Err(fail(bound, "must be a number".into()));
+                    }
+                    bound.1.trim().to_string()
+                }
+                None => "0".to_string(),
+            };
+            policy.gates.query = Some(QueryGate {
+                query: entry.1.to_string(),
+                max,
+            });
+        } else if let Some(bound) = get(ANNOTATION_ROLLOUT_GATE_MAX) {
+            return Err(fail(
+                bound,
+                format!("needs {ANNOTATION_ROLLOUT_GATE_QUERY}"),
+            ));
+        }
+        if let Some(entry) = get(ANNOTATION_ROLLOUT_DEADLINE) {
+            let seconds = duration(entry)?;
+            if seconds == 0 {
+                return Err(fail(entry, "the deadline must be longer than 0s".into()));
+            }
+            policy.deadline_seconds = Some(seconds);
+        }
+        match (
+            get(ANNOTATION_MAINTENANCE_SCHEDULE),
+            get(ANNOTATION_MAINTENANCE_DURATION),
+        ) {
+            (None, None) => {}
+            (Some(schedule), Some(length)) => {
+                let parsed = CronSchedule::parse(schedule.1).map_err(|e| {
+                    fail(
+                        schedule,
+                        format!("{} (a cron schedule such as \"0 2 * * *\", UTC)", e.reason),
+                    )
+                })?;
+                let seconds = duration(length)?;
+                if seconds == 0 {
+                    return Err(fail(length, "the window must be longer than 0s".into()));
+                }
+                policy.maintenance = Some(MaintenanceWindow {
+                    schedule: parsed,
+                    duration_seconds: i64::try_from(seconds).unwrap_or(i64::MAX),
+                });
+            }
+            (Some(one), None) => {
+                return Err(fail(
+                    one,
+                    format!("must be set with {ANNOTATION_MAINTENANCE_DURATION}"),
+                ));
+            }
+            (None, Some(one)) => {
+                return Err(fail(
+                    one,
+                    format!("must be set with {ANNOTATION_MAINTENANCE_SCHEDULE}"),
+                ));
+            }
         }
         Ok(policy)
     }
@@ -357,7 +484,8 @@ mod tests {
             HealthGates {
                 max_restarts: 0,
                 unready_limit_seconds: 120,
-                pdb_blocked_limit_seconds: Some(1800)
+                pdb_blocked_limit_seconds: Some(1800),
+                query: None,
             }
         );
     }
@@ -379,6 +507,68 @@ mod tests {
         assert_eq!(
             listed.zone_order.unwrap().arrange(&zones),
             ["us-west-2c", "us-west-2a", "us-west-2b"]
+        );
+    }
+
+    #[test]
+    fn a_query_gate_needs_a_query_and_a_numeric_bound() {
+        let policy = RolloutPolicy::of(&pool(&[
+            (ANNOTATION_ROLLOUT_GATE_QUERY, "sum(rate(errors_total[5m]))"),
+            (ANNOTATION_ROLLOUT_GATE_MAX, "0.05"),
+        ]))
+        .unwrap();
+        let gate = policy.gates.query.unwrap();
+        assert_eq!(gate.max_value(), 0.05);
+        let error = RolloutPolicy::of(&pool(&[
+            (ANNOTATION_ROLLOUT_GATE_QUERY, "up"),
+            (ANNOTATION_ROLLOUT_GATE_MAX, "lots"),
+        ]))
+        .unwrap_err();
+        assert_eq!(error.annotation, ANNOTATION_ROLLOUT_GATE_MAX);
+        assert_eq!(
+            RolloutPolicy::of(&pool(&[(ANNOTATION_ROLLOUT_GATE_QUERY, "up")]))
+                .unwrap()
+                .gates
+                .query
+                .unwrap()
+                .max_value(),
+            0.0
+        );
+    }
+
+    #[test]
+    fn a_maintenance_window_and_a_deadline_are_read() {
+        let policy = RolloutPolicy::of(&pool(&[
+            (ANNOTATION_MAINTENANCE_SCHEDULE, "0 2 * * *"),
+            (ANNOTATION_MAINTENANCE_DURATION, "4h"),
+            (ANNOTATION_ROLLOUT_DEADLINE, "72h"),
+        ]))
+        .unwrap();
+        assert_eq!(policy.deadline_seconds, Some(72 * 3600));
+        let window = policy.maintenance.unwrap();
+        let day = 1_784_505_600; // 2026-07-20T00:00:00Z, a midnight
+        assert_eq!(
+            window.at(day + 3 * 3600),
+            WindowAt::Open {
+                closes_at: day + 6 * 3600
+            }
+        );
+        assert_eq!(
+            window.at(day + 6 * 3600),
+            WindowAt::Closed {
+                opens_at: Some(day + 86_400 + 2 * 3600)
+            }
+        );
+        let error = RolloutPolicy::of(&pool(&[
+            (ANNOTATION_MAINTENANCE_SCHEDULE, "0 25 * * *"),
+            (ANNOTATION_MAINTENANCE_DURATION, "4h"),
+        ]))
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("driftwood.sh/maintenance-schedule \"0 25 * * *\""),
+            "{error}"
         );
     }
 
@@ -412,6 +602,22 @@ mod tests {
                 "zones in order",
             ),
             (ANNOTATION_ROLLOUT_ZONE_ORDER, "a,b,a", "listed twice"),
+            (ANNOTATION_ROLLOUT_DEADLINE, "0s", "longer than 0s"),
+            (
+                ANNOTATION_ROLLOUT_GATE_MAX,
+                "0.5",
+                "needs driftwood.sh/rollout-gate-query",
+            ),
+            (
+                ANNOTATION_MAINTENANCE_SCHEDULE,
+                "0 2 * * *",
+                "must be set with driftwood.sh/maintenance-duration",
+            ),
+            (
+                ANNOTATION_MAINTENANCE_DURATION,
+                "4h",
+                "must be set with driftwood.sh/maintenance-schedule",
+            ),
         ];
         for (annotation, value, rule) in cases {
             let error = RolloutPolicy::of(&pool(&[(annotation, value)])).unwrap_err();

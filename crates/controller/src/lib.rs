@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod nodeclaim_template;
 pub mod process;
 pub mod process_metrics;
+pub mod prometheus;
 pub mod rbac;
 pub mod retry;
 pub mod runtime;

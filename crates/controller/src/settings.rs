@@ -127,6 +127,9 @@ pub struct Settings {
     /// replacements to initialize. It breaks the replacement-first rule on purpose, so tests
     /// can show that `driftwood chaos` catches and names the violation.
     pub unsafe_skip_replacement_wait: bool,
+    /// The Prometheus HTTP API rollout policies' query gates ask (`--prometheus-url`); None:
+    /// a query gate cannot be read and holds its wave.
+    pub prometheus_url: Option<String>,
 }
 
 /// The shortest replacement timeout driftwood accepts.
@@ -148,6 +151,7 @@ impl Default for Settings {
             gc_grace: Duration::from_secs(30),
             name_seed: 0,
             unprotected_pacing: Some(driftwood_disruption::drain::UnprotectedPacing::default()),
+            prometheus_url: None,
             unsafe_skip_replacement_wait: false,
         }
     }

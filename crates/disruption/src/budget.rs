@@ -1,7 +1,7 @@
 //! Disruption budgets: how many nodes of a NodePool may be disrupted now for a reason, and which
 //! budget decides it (so a blocked rollout can say why and until when).
 
-use driftwood_api::cron::CronSchedule;
+use driftwood_api::cron::{CronSchedule, WindowAt};
 use driftwood_api::duration::parse_go_duration;
 use driftwood_api::nodepool::{Budget, NodePool};
 use std::fmt;
@@ -208,14 +208,10 @@ fn window(budget: &Budget, now: i64) -> Result<Window, String> {
     let schedule = CronSchedule::parse(schedule).map_err(|e| e.to_string())?;
     let duration = parse_go_duration(duration).map_err(|e| e.to_string())?;
     let duration = i64::try_from(duration).map_err(|_| "duration too large".to_string())?;
-    match schedule.previous_at_or_before(now) {
-        Some(start) if now < start.saturating_add(duration) => Ok(Window::Open {
-            closes_at: start.saturating_add(duration),
-        }),
-        _ => Ok(Window::Closed {
-            opens_at: schedule.next_after(now),
-        }),
-    }
+    Ok(match schedule.window_at(duration, now) {
+        WindowAt::Open { closes_at } => Window::Open { closes_at },
+        WindowAt::Closed { opens_at } => Window::Closed { opens_at },
+    })
 }
 
 /// A budget's `nodes` as a node count: "5" → 5; "10%" of `total` rounded up.

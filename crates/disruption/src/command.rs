@@ -146,6 +146,14 @@ pub enum RollbackReason {
     Unrecorded,
 }
 
+impl RollbackReason {
+    /// Whether the replacement itself failed (it never initialized, or vanished): what a
+    /// NodePool backs off from.
+    pub fn replacement_failed(&self) -> bool {
+        matches!(self, Self::ReplacementGone | Self::NotInitializedInTime)
+    }
+}
+
 impl fmt::Display for RollbackReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

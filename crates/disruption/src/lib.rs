@@ -1,6 +1,7 @@
 //! driftwood-disruption: pure planners for drift and disruption — budgets, drift marking,
 //! candidate eligibility and ordering, drain waves. No I/O, no async.
 
+pub mod backoff;
 pub mod budget;
 pub mod candidate;
 pub mod command;

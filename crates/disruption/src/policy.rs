@@ -19,6 +19,8 @@ pub struct PoolFacts {
     pub failing: Vec<GateFailure>,
     /// The same counts per zone (for a zone-by-zone policy), by zone name.
     pub zones: Vec<ZoneFacts>,
+    /// A gate that cannot be read now (its query failed): the soak cannot pass, nor fail.
+    pub gate_unknown: Option<String>,
 }
 
 /// A pool's nodes in one zone.
@@ -55,6 +57,12 @@ pub enum PolicyHold {
     Soaking { wave: usize, until: i64 },
     /// Zone by zone: the zone's last nodes are being replaced; the next zone waits for them.
     ZoneFinishing { zone: String },
+    /// A gate cannot be read: the soaking wave waits for it.
+    GateUnknown { wave: usize, message: String },
+    /// Outside the maintenance window: nothing starts until it opens (None: never again).
+    Window { opens_at: Option<i64> },
+    /// A deadline spreads the rollout: the next disruption is due at `next_at`.
+    Paced { next_at: i64 },
     /// The rate budget is spent until `until` (UTC seconds).
     Rate {
         limit: usize,
@@ -78,6 +86,9 @@ impl PolicyHold {
             Self::WaveFinishing { .. } => "WaveInProgress",
             Self::Soaking { .. } => "Soaking",
             Self::ZoneFinishing { .. } => "ZoneInProgress",
+            Self::Window { .. } => "OutsideMaintenanceWindow",
+            Self::GateUnknown { .. } => "GateUnknown",
+            Self::Paced { .. } => "Paced",
             Self::Rate { .. } => "RateLimited",
         }
     }
@@ -104,6 +115,24 @@ impl fmt::Display for PolicyHold {
             Self::Soaking { wave, until } => {
                 write!(f, "wave {} soaks until {}", wave + 1, rfc3339(*until))
             }
+            Self::GateUnknown { wave, message } => write!(
+                f,
+                "wave {} soaks but a health gate cannot be read: {message}",
+                wave + 1
+            ),
+            Self::Window { opens_at: Some(at) } => write!(
+                f,
+                "outside the maintenance window; it opens at {}",
+                rfc3339(*at)
+            ),
+            Self::Window { opens_at: None } => {
+                f.write_str("outside the maintenance window, which never opens again")
+            }
+            Self::Paced { next_at } => write!(
+                f,
+                "the deadline spreads the rollout: the next disruption is due at {}",
+                rfc3339(*next_at)
+            ),
             Self::ZoneFinishing { zone } => write!(
                 f,
                 "zone by zone: the last nodes of zone {zone} are being replaced; the next zone waits for them"
@@ -139,6 +168,8 @@ pub struct PolicyPass {
     pub zone: Option<String>,
     /// A zone whose turn began this pass, for its event.
     pub zone_started: Option<String>,
+    /// The deadline found at risk this pass (warned once a rollout): why.
+    pub deadline_at_risk: Option<String>,
 }
 
 /// One pass of `policy` over a pool: `last` is the progress written before, `facts` what the
@@ -157,6 +188,7 @@ pub fn policy_pass(
         wave_started: None,
         zone: None,
         zone_started: None,
+        deadline_at_risk: None,
     };
     if policy.is_empty() && last.is_none() {
         return pass;
@@ -185,6 +217,8 @@ pub fn policy_pass(
         progress.wave = 0;
         progress.started = 0;
         progress.nodes = i64::try_from(facts.total).unwrap_or(i64::MAX);
+        progress.planned = i64::try_from(facts.drifted + facts.disrupting).unwrap_or(i64::MAX);
+        progress.deadline_at_risk = false;
         pass.wave_started = (!policy.waves.is_empty()).then_some(0);
     }
 
@@ -232,6 +266,12 @@ pub fn policy_pass(
                 });
                 progress.halted = Some(halt.clone());
                 pass.halted_now = Some(halt);
+            } else if let Some(message) = &facts.gate_unknown {
+                cap = Some(0);
+                hold = Some(PolicyHold::GateUnknown {
+                    wave,
+                    message: message.clone(),
+                });
             } else if now < until {
                 cap = Some(0);
                 hold = Some(PolicyHold::Soaking { wave, until });
@@ -276,6 +316,45 @@ pub fn policy_pass(
         progress.zone.clone_from(&zone);
         pass.zone = zone;
     }
+    let began = progress
+        .started_at
+        .as_deref()
+        .and_then(seconds)
+        .unwrap_or(now);
+    if let Some(deadline) = policy.deadline_seconds
+        && progress.halted.is_none()
+    {
+        let deadline = i64::try_from(deadline).unwrap_or(i64::MAX);
+        let planned = progress.planned.max(1);
+        // Evenly spread: the k-th disruption (from 0) is due at began + k × deadline / planned.
+        let due = |k: i64| began.saturating_add(deadline.saturating_mul(k) / planned);
+        let elapsed = now.saturating_sub(began);
+        let allowed = (elapsed.saturating_mul(planned) / deadline)
+            .saturating_add(1)
+            .min(planned);
+        let paced = usize::try_from(allowed.saturating_sub(progress.started)).unwrap_or(0);
+        if paced < cap.unwrap_or(usize::MAX) {
+            cap = Some(paced);
+            if paced == 0 && hold.is_none() && facts.drifted > 0 {
+                hold = Some(PolicyHold::Paced {
+                    next_at: due(progress.started).max(now + 1),
+                });
+            }
+        }
+        if !progress.deadline_at_risk
+            && let Some(why) = deadline_risk(policy, &progress, facts, began, deadline, now)
+        {
+            progress.deadline_at_risk = true;
+            pass.deadline_at_risk = Some(why);
+        }
+    }
+    if let Some(window) = &policy.maintenance
+        && let driftwood_api::cron::WindowAt::Closed { opens_at } = window.at(now)
+        && !matches!(hold, Some(PolicyHold::Halted { .. }))
+    {
+        cap = Some(0);
+        hold = Some(PolicyHold::Window { opens_at });
+    }
     if let Some(rate) = policy.rate {
         let limit = rate.nodes.of(base).max(1);
         let used = progress.recent_starts.len();
@@ -301,6 +380,62 @@ pub fn policy_pass(
     pass.hold = if cap == Some(0) { hold } else { None };
     pass.progress = Some(progress);
     pass
+}
+
+/// Why the deadline cannot be met, if it cannot: passed with nodes left, or the rate budget or
+/// the waves' soaks alone need longer than it allows.
+fn deadline_risk(
+    policy: &RolloutPolicy,
+    progress: &RolloutPolicyStatus,
+    facts: &PoolFacts,
+    began: i64,
+    deadline: i64,
+    now: i64,
+) -> Option<String> {
+    let ends = began.saturating_add(deadline);
+    let left = facts.drifted + facts.disrupting;
+    if now >= ends && left > 0 {
+        return Some(format!(
+            "the deadline {} has passed with {left} node(s) not yet replaced",
+            rfc3339(ends)
+        ));
+    }
+    let planned = usize::try_from(progress.planned).unwrap_or(0);
+    if let Some(rate) = policy.rate {
+        let limit = rate
+            .nodes
+            .of(usize::try_from(progress.nodes).unwrap_or(0))
+            .max(1);
+        let windows = i64::try_from(planned.div_ceil(limit).saturating_sub(1)).unwrap_or(i64::MAX);
+        let needs = windows.saturating_mul(i64::try_from(rate.window_seconds).unwrap_or(i64::MAX));
+        if needs > deadline {
+            return Some(format!(
+                "the rate budget ({} per {}) needs at least {} to start {planned} disruption(s), more than the deadline's {}",
+                rate.nodes,
+                driftwood_api::duration::format_go_duration(rate.window_seconds),
+                driftwood_api::duration::format_go_duration(u64::try_from(needs).unwrap_or(0)),
+                driftwood_api::duration::format_go_duration(u64::try_from(deadline).unwrap_or(0)),
+            ));
+        }
+    }
+    let soaks = (0..policy.waves.len())
+        .filter(|i| {
+            policy
+                .wave_target(*i, usize::try_from(progress.nodes).unwrap_or(0))
+                .is_some()
+        })
+        .count();
+    let soaking = i64::try_from(soaks)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(i64::try_from(policy.soak_seconds).unwrap_or(i64::MAX));
+    if soaking > deadline {
+        return Some(format!(
+            "the waves' soaks alone take {}, more than the deadline's {}",
+            driftwood_api::duration::format_go_duration(u64::try_from(soaking).unwrap_or(0)),
+            driftwood_api::duration::format_go_duration(u64::try_from(deadline).unwrap_or(0)),
+        ));
+    }
+    None
 }
 
 /// The progress after `count` disruptions started at `now`: written before they are acted on.
@@ -414,6 +549,7 @@ mod tests {
             disrupting,
             failing: Vec::new(),
             zones: Vec::new(),
+            gate_unknown: None,
         }
     }
 
@@ -493,6 +629,16 @@ mod tests {
         let policy = canary(600);
         let pass = policy_pass(&policy, None, &facts(4, 4, 0), T0);
         let (_, progress) = start(&pass, 4, T0);
+        // A gate that cannot be read holds the soak without halting it.
+        let mut unknown = facts(4, 3, 0);
+        unknown.gate_unknown = Some("prometheus at 10.0.0.9:9090: connection refused".into());
+        let held = policy_pass(&policy, Some(&progress), &unknown, T0 + 5000);
+        assert_eq!(held.cap, Some(0));
+        assert!(
+            matches!(&held.hold, Some(PolicyHold::GateUnknown { wave: 0, message }) if message.contains("refused"))
+        );
+        assert!(!held.hold.unwrap().holds_the_rollout());
+        assert_eq!(held.halted_now, None);
         let mut sick = facts(4, 3, 0);
         sick.failing = vec![GateFailure {
             gate: "Restarts",
@@ -578,6 +724,7 @@ mod tests {
             disrupting: zones.iter().map(|z| z.disrupting).sum(),
             failing: Vec::new(),
             zones,
+            gate_unknown: None,
         }
     }
 
@@ -628,9 +775,71 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_spreads_the_disruptions_evenly_and_warns_once_when_a_rate_cannot_meet_it() {
+        let policy = RolloutPolicy {
+            deadline_seconds: Some(4000),
+            ..RolloutPolicy::default()
+        };
+        // 4 nodes over 4000 s: one due every 1000 s, the first at once.
+        let pass = policy_pass(&policy, None, &facts(4, 4, 0), T0);
+        assert_eq!(pass.cap, Some(1));
+        assert_eq!(pass.deadline_at_risk, None);
+        let (_, progress) = start(&pass, 4, T0);
+        let pass = policy_pass(&policy, Some(&progress), &facts(4, 3, 0), T0 + 999);
+        assert_eq!(pass.cap, Some(0));
+        assert_eq!(pass.hold, Some(PolicyHold::Paced { next_at: T0 + 1000 }));
+        let pass = policy_pass(&policy, Some(&progress), &facts(4, 3, 0), T0 + 2500);
+        assert_eq!(pass.cap, Some(2), "two more due by 2500 s");
+        // A rate of 1 per 30 min needs 90 min for 4 nodes: over a 4000 s deadline.
+        let mut slow = policy.clone();
+        slow.rate = Some(RateBudget {
+            nodes: NodeCount::Nodes(1),
+            window_seconds: 1800,
+        });
+        let pass = policy_pass(&slow, None, &facts(4, 4, 0), T0);
+        let why = pass.deadline_at_risk.clone().unwrap();
+        assert!(why.contains("needs at least 1h30m0s"), "{why}");
+        let progress = pass.progress.unwrap();
+        let pass = policy_pass(&slow, Some(&progress), &facts(4, 4, 0), T0 + 5);
+        assert_eq!(pass.deadline_at_risk, None, "warned once");
+        // Past the deadline with nodes left: at risk in a fresh rollout's record too.
+        let mut fresh = progress.clone();
+        fresh.deadline_at_risk = false;
+        let pass = policy_pass(&policy, Some(&fresh), &facts(4, 1, 0), T0 + 4000);
+        assert!(
+            pass.deadline_at_risk
+                .unwrap()
+                .contains("has passed with 1 node(s)")
+        );
+    }
+
+    #[test]
+    fn outside_the_maintenance_window_nothing_starts() {
+        let policy = RolloutPolicy {
+            maintenance: Some(driftwood_api::rollout_policy::MaintenanceWindow {
+                schedule: driftwood_api::cron::CronSchedule::parse("0 2 * * *").unwrap(),
+                duration_seconds: 3600,
+            }),
+            ..RolloutPolicy::default()
+        };
+        let midnight = T0 - T0 % 86_400;
+        let pass = policy_pass(&policy, None, &facts(4, 4, 0), midnight + 3600);
+        assert_eq!(pass.cap, Some(0));
+        assert_eq!(
+            pass.hold,
+            Some(PolicyHold::Window {
+                opens_at: Some(midnight + 7200)
+            })
+        );
+        assert!(!pass.hold.unwrap().holds_the_rollout());
+        let pass = policy_pass(&policy, None, &facts(4, 4, 0), midnight + 7200);
+        assert_eq!(pass.cap, None);
+    }
+
+    #[test]
     fn gates_name_the_pod_and_the_pdb_that_failed_them() {
         let gates = RolloutPolicy::default().gates;
-        let mut gates_with_pdb = gates;
+        let mut gates_with_pdb = gates.clone();
         gates_with_pdb.pdb_blocked_limit_seconds = Some(600);
         let pods = vec![
             PodHealth {

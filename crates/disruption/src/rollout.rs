@@ -13,6 +13,7 @@ pub const REASON_COMPLETE: &str = "Complete";
 pub const REASON_PROGRESSING: &str = "Progressing";
 pub const REASON_PAUSED: &str = "Paused";
 pub const REASON_BLOCKED: &str = "Blocked";
+pub const REASON_BACKING_OFF: &str = "BackingOff";
 
 /// One NodePool's rollout: its status and the `RolloutComplete` condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +124,33 @@ pub fn pool_rollout(
     }
 }
 
+/// `rollout` with its pool's backoff after failed replacements: shown in `status.rollout`, and
+/// while it holds the drifted nodes (and nothing more pressing is said), the condition's reason
+/// `BackingOff` and why.
+pub fn with_backoff(
+    mut rollout: PoolRollout,
+    backoff: Option<driftwood_api::nodepool::RolloutBackoff>,
+    now: i64,
+) -> PoolRollout {
+    let holding = backoff
+        .as_ref()
+        .and_then(|b| crate::backoff::holding(b, now).map(|until| (b, until)));
+    if let Some((backoff, until)) = holding
+        && !rollout.complete
+        && rollout.reason == REASON_PROGRESSING
+        && rollout.status.drifted > 0
+    {
+        rollout.reason = REASON_BACKING_OFF;
+        rollout.message = format!(
+            "{}; {}",
+            rollout.message,
+            crate::backoff::detail(backoff, until)
+        );
+    }
+    rollout.status.backoff = backoff;
+    rollout
+}
+
 /// `rollout` with its pool's rollout policy: the progress to show in `status.rollout.policy`,
 /// and, while the policy holds the drifted nodes (and the rollout is not paused or complete),
 /// the hold as the condition's reason and the end of its message.
@@ -131,7 +159,13 @@ pub fn with_policy(
     progress: Option<RolloutPolicyStatus>,
     hold: Option<&PolicyHold>,
 ) -> PoolRollout {
+    let at_risk = progress.as_ref().is_some_and(|p| p.deadline_at_risk);
     rollout.status.policy = progress;
+    if at_risk && !rollout.complete {
+        rollout
+            .message
+            .push_str("; the deadline is at risk (event RolloutDeadlineAtRisk)");
+    }
     if let Some(hold) = hold
         && !rollout.complete
         && !rollout.status.paused
@@ -146,6 +180,11 @@ pub fn with_policy(
         );
         rollout.reason = hold.reason();
         rollout.message = format!("{counts}; {hold}");
+        if at_risk {
+            rollout
+                .message
+                .push_str("; the deadline is at risk (event RolloutDeadlineAtRisk)");
+        }
     }
     rollout
 }

@@ -26,6 +26,10 @@ pub struct Args {
     /// Feature gates, e.g. Drift=true.
     #[arg(long, env = "FEATURE_GATES", default_value = "")]
     pub feature_gates: String,
+    /// The Prometheus HTTP API (plain http, e.g. http://prometheus-server.monitoring.svc) that
+    /// rollout policies' query gates (driftwood.sh/rollout-gate-query) are asked.
+    #[arg(long, env = "PROMETHEUS_URL")]
+    pub prometheus_url: Option<String>,
     /// Port of /metrics.
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
@@ -83,9 +87,14 @@ pub struct Args {
 
 pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let gates = FeatureGates::parse(&args.feature_gates)?;
+    if let Some(url) = &args.prometheus_url {
+        driftwood_controller::prometheus::Prometheus::new(url)
+            .map_err(|e| anyhow::anyhow!("--prometheus-url: {e}"))?;
+    }
     let settings = Settings {
         cluster_name: args.cluster_name.clone(),
         feature_gates: gates,
+        prometheus_url: args.prometheus_url.clone(),
         ..Settings::default()
     };
     match args.cloud_provider.as_str() {

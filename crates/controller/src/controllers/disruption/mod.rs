@@ -37,7 +37,7 @@ use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
 use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
 use driftwood_disruption::repair::{plan_repair, repair_deadline, unhealthy};
-use driftwood_disruption::rollout::{PoolRollout, pool_rollout, with_policy};
+use driftwood_disruption::rollout::{PoolRollout, pool_rollout, with_backoff, with_policy};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use futures::StreamExt as _;
 use start::{Start, start};
@@ -83,6 +83,12 @@ struct Memory {
     policies: BTreeMap<String, policy::PoolPolicy>,
     /// The policy progress last written per NodePool, until the snapshot shows it.
     policy_written: BTreeMap<String, policy::Written>,
+    /// Each NodePool's backoff after failed replacements (read back from status.rollout once,
+    /// when this controller starts leading).
+    backoffs: BTreeMap<String, driftwood_api::nodepool::RolloutBackoff>,
+    backoffs_loaded: bool,
+    /// The rollout policies' query gates' last readings, by NodePool.
+    gate_readings: BTreeMap<String, policy::Reading>,
     /// Failed steps of the pass under way.
     errors: u32,
 }
@@ -101,6 +107,18 @@ impl Memory {
     async fn pass(&mut self, ctx: Context) -> Outcome {
         self.errors = 0;
         let snapshot = ctx.state.snapshot();
+        if !self.backoffs_loaded {
+            self.backoffs = snapshot
+                .store
+                .nodepools
+                .iter()
+                .filter_map(|(name, pool)| {
+                    let backoff = pool.status.as_ref()?.rollout.as_ref()?.backoff.clone()?;
+                    Some((name.clone(), backoff))
+                })
+                .collect();
+            self.backoffs_loaded = true;
+        }
         let acted = self.advance_in_flight(&ctx, &snapshot).await;
         let now = ctx.now_seconds();
 
@@ -121,7 +139,14 @@ impl Memory {
             .filter(|p| !p.is_static())
             .map(|p| (**p).clone())
             .collect();
-        self.policies = policy::decide(&snapshot, &views, &self.policy_written, now);
+        self.read_query_gates(&ctx, &snapshot, now).await;
+        self.policies = policy::decide(
+            &snapshot,
+            &views,
+            &self.policy_written,
+            &self.gate_readings,
+            now,
+        );
         self.announce_policies(&ctx, &snapshot).await;
         // A consolidation command waiting out its validation delay holds the loop, as
         // Karpenter's does: nothing else starts meanwhile.
@@ -308,11 +333,24 @@ impl Memory {
         snapshot: &Snapshot,
         inputs: &std::sync::Arc<consolidation::Inputs>,
     ) -> BTreeSet<String> {
-        let caps: BTreeMap<String, driftwood_disruption::plan::PolicyCap> = self
+        let mut caps: BTreeMap<String, driftwood_disruption::plan::PolicyCap> = self
             .policies
             .iter()
             .filter_map(|(pool, p)| Some((pool.clone(), p.cap()?)))
             .collect();
+        // A pool backing off after failed replacements starts nothing; the others go on.
+        let now = ctx.now_seconds();
+        for (pool, backoff) in &self.backoffs {
+            if let Some(until) = driftwood_disruption::backoff::holding(backoff, now) {
+                let held = driftwood_disruption::plan::PolicyCap {
+                    cap: 0,
+                    only: None,
+                    halts: false,
+                    detail: driftwood_disruption::backoff::detail(backoff, until),
+                };
+                caps.insert(pool.clone(), held);
+            }
+        }
         let mut plan = plan_off_runtime(inputs, plan_drift, caps).await;
         self.report_gauges(ctx, plan.eligible, &plan.budgets);
         self.record_policy_starts(ctx, snapshot, &mut plan).await;
@@ -449,6 +487,73 @@ impl Memory {
         }
     }
 
+    /// Asks Prometheus each due query gate (off the runtime: a blocking socket with its own
+    /// timeouts); a failed query is logged, counted, and holds its wave until one answers.
+    async fn read_query_gates(&mut self, ctx: &Context, snapshot: &Snapshot, now: i64) {
+        let due = policy::queries_due(snapshot, &self.gate_readings, now);
+        if due.is_empty() {
+            return;
+        }
+        let url = ctx.settings.prometheus_url.clone();
+        let answers = super::off_runtime(move || {
+            let prometheus = url.as_deref().map(crate::prometheus::Prometheus::new);
+            due.into_iter()
+                .map(|(pool, query)| {
+                    let answer = match &prometheus {
+                        None => Err("the policy has a query gate but driftwood runs without --prometheus-url".to_string()),
+                        Some(Err(error)) => Err(error.to_string()),
+                        Some(Ok(p)) => p.max_sample(&query).map_err(|e| e.to_string()),
+                    };
+                    (pool, answer)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        for (pool, answer) in answers {
+            if let Err(error) = &answer {
+                self.errors += 1;
+                tracing::warn!(nodepool = %pool, %error, "could not read the rollout policy's query gate; its wave waits");
+            }
+            self.gate_readings.insert(pool, (now, answer));
+        }
+    }
+
+    /// Records one more failed replacement of `claim`'s NodePool: its backoff doubles, and a
+    /// Warning RolloutBackingOff on the NodePool says until when.
+    async fn back_off(
+        &mut self,
+        ctx: &Context,
+        snapshot: &Snapshot,
+        claim: &driftwood_api::NodeClaim,
+        why: &str,
+    ) {
+        let Some(pool) = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(driftwood_api::wellknown::LABEL_NODEPOOL))
+        else {
+            return;
+        };
+        let now = ctx.now_seconds();
+        let backoff =
+            driftwood_disruption::backoff::after_failure(self.backoffs.get(pool), now, why);
+        let until = driftwood_disruption::backoff::holding(&backoff, now).unwrap_or(now);
+        let message = driftwood_disruption::backoff::detail(&backoff, until);
+        tracing::warn!(nodepool = %pool, failures = backoff.failures, %message, "nodepool backing off");
+        if let Some(object) = snapshot.store.nodepools.get(pool) {
+            ctx.events
+                .publish(
+                    object.as_ref(),
+                    EventType::Warning,
+                    "RolloutBackingOff",
+                    &message,
+                )
+                .await;
+        }
+        self.backoffs.insert(pool.clone(), backoff);
+    }
+
     /// Publishes each pool's policy news of this pass: a halt (Warning RolloutHalted) and a
     /// wave that began (RolloutWaveStarted), on the NodePool.
     async fn announce_policies(&self, ctx: &Context, snapshot: &Snapshot) {
@@ -466,6 +571,17 @@ impl Memory {
                 tracing::warn!(nodepool = %name, gate = %halt.gate, message = %halt.message, "rollout halted");
                 ctx.events
                     .publish(pool.as_ref(), EventType::Warning, "RolloutHalted", &message)
+                    .await;
+            }
+            if let Some(why) = &verdict.pass.deadline_at_risk {
+                tracing::warn!(nodepool = %name, reason = %why, "rollout deadline at risk");
+                ctx.events
+                    .publish(
+                        pool.as_ref(),
+                        EventType::Warning,
+                        "RolloutDeadlineAtRisk",
+                        &format!("The rollout's deadline cannot be met: {why}"),
+                    )
                     .await;
             }
             if let Some(zone) = &verdict.pass.zone_started {
@@ -577,6 +693,7 @@ impl Memory {
     ) {
         let api: kube::Api<driftwood_api::NodePool> = kube::Api::all(ctx.client.clone());
         let now = ctx.now();
+        let now_seconds = ctx.now_seconds();
         let rollouts: Vec<(
             &String,
             &std::sync::Arc<driftwood_api::NodePool>,
@@ -592,10 +709,14 @@ impl Memory {
                 (
                     name,
                     pool,
-                    with_policy(
-                        rollout,
-                        verdict.and_then(|p| p.progress.clone()),
-                        verdict.and_then(|p| p.hold.as_ref()),
+                    with_backoff(
+                        with_policy(
+                            rollout,
+                            verdict.and_then(|p| p.progress.clone()),
+                            verdict.and_then(|p| p.hold.as_ref()),
+                        ),
+                        self.backoffs.get(name).cloned(),
+                        now_seconds,
                     ),
                 )
             })
@@ -675,6 +796,8 @@ impl Memory {
                     reason,
                 } => {
                     self.waiting_reported.remove(&nodeclaim);
+                    // Its replacements initialized: the pool's backoff, if any, is over.
+                    self.backoffs.remove(&nodepool);
                     if let Some(claim) = snapshot.store.nodeclaims.get(&nodeclaim) {
                         ctx.events
                             .publish(
@@ -763,6 +886,9 @@ impl Memory {
                                 &format!("Disruption rolled back: {why}; the node keeps running"),
                             )
                             .await;
+                        if why.replacement_failed() {
+                            self.back_off(ctx, snapshot, claim, &why.to_string()).await;
+                        }
                     }
                     self.waiting_reported.remove(&nodeclaim);
                     acted = true;

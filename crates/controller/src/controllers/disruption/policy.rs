@@ -61,11 +61,49 @@ impl PoolPolicy {
     }
 }
 
+/// A query gate's last reading: when (UTC seconds) and the largest sample, or why none.
+pub(super) type Reading = (i64, Result<Option<f64>, String>);
+
+/// How often a pool's query gate is asked again.
+pub(super) const QUERY_EVERY_SECONDS: i64 = 15;
+
+/// The pools whose query gate should be read this pass (a rollout under way, no reading
+/// younger than [`QUERY_EVERY_SECONDS`]), with their query.
+pub(super) fn queries_due(
+    snapshot: &Snapshot,
+    readings: &BTreeMap<String, Reading>,
+    now: i64,
+) -> Vec<(String, String)> {
+    snapshot
+        .store
+        .nodepools
+        .iter()
+        .filter(|(name, _)| {
+            readings
+                .get(*name)
+                .is_none_or(|(at, _)| now.saturating_sub(*at) >= QUERY_EVERY_SECONDS)
+        })
+        .filter(|(_, pool)| {
+            pool.status
+                .as_ref()
+                .and_then(|s| s.rollout.as_ref())
+                .and_then(|r| r.policy.as_ref())
+                .is_some_and(|p| p.started_at.is_some())
+        })
+        .filter_map(|(name, pool)| {
+            let gate = RolloutPolicy::of(pool).ok()?.gates.query?;
+            Some((name.clone(), gate.query))
+        })
+        .collect()
+}
+
 /// Every pool's verdict: pools without a policy and without progress to keep are left out.
+/// `readings` are the query gates' last answers, by pool.
 pub(super) fn decide(
     snapshot: &Snapshot,
     views: &[NodeView],
     written: &BTreeMap<String, Written>,
+    readings: &BTreeMap<String, Reading>,
     now: i64,
 ) -> BTreeMap<String, PoolPolicy> {
     let mut out = BTreeMap::new();
@@ -83,6 +121,7 @@ pub(super) fn decide(
             disrupting: usize::try_from(counts.disrupting).unwrap_or(0),
             failing: Vec::new(),
             zones: zone_facts,
+            gate_unknown: None,
         };
         let pass = match RolloutPolicy::of(pool) {
             Err(error) => {
@@ -99,6 +138,7 @@ pub(super) fn decide(
                     wave_started: None,
                     zone: None,
                     zone_started: None,
+                    deadline_at_risk: None,
                 }
             }
             Ok(policy) => {
@@ -113,6 +153,25 @@ pub(super) fn decide(
                     if let Some(started_at) = started_at {
                         let (pods, pdbs) = new_nodes_health(snapshot, views, name, started_at);
                         facts.failing = gate_failures(&policy.gates, &pods, &pdbs, now);
+                    }
+                    if let Some(gate) = &policy.gates.query {
+                        match readings.get(name).map(|(_, r)| r) {
+                            Some(Ok(Some(value))) if *value > gate.max_value() => {
+                                facts.failing.push(driftwood_disruption::policy::GateFailure {
+                                    gate: "Query",
+                                    message: format!(
+                                        "query {:?} returned {value} (the policy allows at most {})",
+                                        gate.query, gate.max
+                                    ),
+                                });
+                            }
+                            Some(Ok(_)) => {}
+                            Some(Err(error)) => facts.gate_unknown = Some(error.clone()),
+                            None => {
+                                facts.gate_unknown =
+                                    Some(format!("query {:?} not read yet", gate.query));
+                            }
+                        }
                     }
                 }
                 policy_pass(&policy, last.as_ref(), &facts, now)

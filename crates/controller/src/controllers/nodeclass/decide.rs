@@ -39,7 +39,7 @@ pub enum Action {
     /// Write a NodePool's status.
     NodePoolStatus {
         nodepool: String,
-        status: NodePoolStatus,
+        status: Box<NodePoolStatus>,
     },
 }
 
@@ -254,7 +254,7 @@ pub fn decide(
         if status != current {
             actions.push(Action::NodePoolStatus {
                 nodepool: name.clone(),
-                status,
+                status: Box::new(status),
             });
         }
     }
@@ -441,7 +441,7 @@ mod tests {
             actions
                 .into_iter()
                 .find_map(|a| match a {
-                    Action::NodePoolStatus { status, .. } => Some(status),
+                    Action::NodePoolStatus { status, .. } => Some(*status),
                     _ => None,
                 })
                 .expect("a nodepool status")

@@ -16,7 +16,7 @@ use driftwood_disruption::views::{
 };
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Why termination deletes a NodeClaim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +164,19 @@ fn prepared_for_drain(node: &Node) -> bool {
 }
 
 /// Decides this pass of termination. `gone` holds the providerIDs (from
+/// Whether `nodepool`'s maintenance window is open at `now` (always, without one).
+fn maintenance_open(snapshot: &Snapshot, nodepool: &str, now: i64) -> bool {
+    let Some(pool) = snapshot.nodepool(nodepool) else {
+        return true;
+    };
+    match driftwood_api::rollout_policy::RolloutPolicy::of(pool) {
+        Ok(policy) => policy
+            .maintenance
+            .is_none_or(|w| matches!(w.at(now), driftwood_api::cron::WindowAt::Open { .. })),
+        Err(_) => true,
+    }
+}
+
 /// [`instances_to_check`]) the cloud reported as no longer existing.
 pub fn decide(
     snapshot: &Snapshot,
@@ -202,7 +215,10 @@ pub fn decide(
         }
     }
 
-    // Expiration: a drift command in flight for the same NodeClaim does not hold it back.
+    // Expiration: a drift command in flight for the same NodeClaim does not hold it back; a
+    // NodePool's maintenance window (driftwood.sh/maintenance-*) does, until it opens. An
+    // unreadable rollout policy holds nothing here: expiry is not put off by a typo.
+    let mut windows: BTreeMap<String, bool> = BTreeMap::new();
     for (name, claim) in &snapshot.store.nodeclaims {
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
@@ -225,8 +241,12 @@ pub fn decide(
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.as_second());
+        let pool = nodepool_of(claim);
         if let (Some(expire), Some(created)) = (expire, created)
             && created.saturating_add(i64::try_from(expire).unwrap_or(i64::MAX)) <= now
+            && *windows
+                .entry(pool.clone())
+                .or_insert_with(|| maintenance_open(snapshot, &pool, now))
         {
             decision.busy = true;
             decision.plans.push(Plan {
@@ -598,6 +618,56 @@ mod tests {
         snapshot.apply("default".into(), Arc::new(pool));
         let decision = decide(&snapshot, NOW, None, &BTreeSet::new());
         assert!(steps(&decision, "nodeclaim/a").is_empty(), "{decision:?}");
+    }
+
+    /// driftwood's maintenance window holds expiry too (kubernetes-sigs/karpenter#1750): a
+    /// NodeClaim past expireAfter waits while its NodePool's window is closed and is deleted once
+    /// it opens; an unreadable window holds nothing.
+    #[test]
+    fn an_expired_nodeclaim_waits_for_its_nodepools_maintenance_window() {
+        let claim = nodeclaim("a", json!({"spec": {"expireAfter": "24h"}}));
+        let with_window = |schedule: &str| {
+            let mut snapshot = store_with(
+                vec![claim.clone()],
+                vec![node("a", true, json!({}))],
+                vec![],
+            );
+            let pool: driftwood_api::NodePool = serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                "metadata": {"name": "default", "annotations": {
+                    "driftwood.sh/maintenance-schedule": schedule,
+                    "driftwood.sh/maintenance-duration": "1h"}},
+                "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"}, "requirements": []}}}
+            }))
+            .expect("nodepool");
+            snapshot.apply("default".into(), Arc::new(pool));
+            snapshot
+        };
+        let hour = (NOW.rem_euclid(86_400)) / 3600;
+        // The window opens at the top of the next hour: held now.
+        let later = with_window(&format!("0 {} * * *", (hour + 1) % 24));
+        assert!(steps(&decide(&later, NOW, None, &BTreeSet::new()), "nodeclaim/a").is_empty());
+        let opened = NOW - NOW.rem_euclid(3600) + 3600;
+        assert_eq!(
+            steps(
+                &decide(&later, opened, None, &BTreeSet::new()),
+                "nodeclaim/a"
+            ),
+            vec![Step::DeleteNodeClaim {
+                nodeclaim: "a".into(),
+                nodepool: "default".into(),
+                reason: DeleteReason::Expired
+            }]
+        );
+        let unreadable = with_window("not a schedule");
+        assert_eq!(
+            steps(
+                &decide(&unreadable, NOW, None, &BTreeSet::new()),
+                "nodeclaim/a"
+            )
+            .len(),
+            1
+        );
     }
 
     /// Karpenter termination suite "should exclude nodes from load balancers when terminating"

@@ -422,3 +422,228 @@ async fn zone_by_zone_finishes_each_zone_before_the_next() {
     assert_eq!(zone_events.len(), 3, "{zone_events:?}");
     assert!(zone_events[0].contains(names[0]), "{zone_events:?}");
 }
+
+/// A failing pool does not starve a healthy one (kubernetes-sigs/karpenter#3080, Karpenter's
+/// per-NodePool backoff RFC): pool `bad` moves to an AMI whose machines never register, pool
+/// `good` drifts at the same time. `good` rolls through at its budget's pace while `bad`'s
+/// replacements fail; each failure doubles `bad`'s pause (2 minutes, then 4), shown in its
+/// status and a RolloutBackingOff event, and no disruption of `bad` starts inside a pause.
+#[tokio::test(start_paused = true)]
+async fn a_failing_pool_backs_off_on_its_own_and_does_not_starve_a_healthy_one() {
+    let mut h = cluster(Settings::default()).await;
+    let values = h.embedded.walkthrough_values("1.29").unwrap();
+    let broken_class = |values: &BTreeMap<String, String>| {
+        driftwood::embedded::fill(NODECLASS, values).replace("name: default", "name: broken")
+    };
+    h.apply(&broken_class(&values)).await;
+    let good = nodepool("good", "", "");
+    let bad = nodepool("bad", "", "").replace(
+        "name: default\n      requirements",
+        "name: broken\n      requirements",
+    );
+    assert!(bad.contains("name: broken"), "{bad}");
+    h.apply(&good).await;
+    h.apply(&bad).await;
+    h.apply(&deployment("good", 3, "3", "good", "")).await;
+    h.apply(&deployment("bad", 3, "3", "bad", "")).await;
+    h.wait_until("3 nodes in each pool", 20 * MINUTE, |s| {
+        ready_pods(s, "good") == 3 && ready_pods(s, "bad") == 3
+    })
+    .await;
+    let s = h.snapshot();
+    let good_original: BTreeSet<String> = claims_of(&s, "good").into_iter().map(name).collect();
+    let bad_original: BTreeSet<String> = claims_of(&s, "bad").into_iter().map(name).collect();
+    // The broken class's next AMI never registers a node.
+    let next = h.embedded.walkthrough_values("1.30").unwrap();
+    h.embedded.cluster.aws().set_image_fault(
+        &next["<<AMD64PREVAMI>>"],
+        Some(driftwood_sim_aws::faults::NodeFault::NeverRegisters),
+    );
+    h.apply(&broken_class(&next)).await;
+    edit(
+        &h,
+        &good,
+        "        pool: good\n",
+        "        pool: good\n        rollout: next\n",
+    )
+    .await;
+    let began = now(&h);
+    let clock = h.embedded.cluster.clock();
+    let mut good_done = None;
+    let mut bad_starts: Vec<i64> = Vec::new();
+    let mut bad_disrupting = false;
+    let mut failures_seen = Vec::new();
+    let mut backing_off = false;
+    h.wait_until("good replaced and bad failed twice", 60 * MINUTE, |s| {
+        let t = clock.now().as_second();
+        if good_done.is_none()
+            && s.store
+                .nodeclaims
+                .keys()
+                .all(|n| !good_original.contains(n))
+            && ready_pods(s, "good") == 3
+        {
+            good_done = Some(t);
+        }
+        let now_disrupting = s
+            .store
+            .nodeclaims
+            .values()
+            .any(|c| bad_original.contains(&name(c)) && disrupting(c));
+        if now_disrupting && !bad_disrupting {
+            bad_starts.push(t);
+        }
+        bad_disrupting = now_disrupting;
+        let (_, reason, _) = pool_status(s, "bad");
+        backing_off |= reason == "BackingOff";
+        let backoff = s
+            .nodepool("bad")
+            .and_then(|p| p.status.as_ref())
+            .and_then(|st| st.rollout.as_ref())
+            .and_then(|r| r.backoff.clone());
+        if let Some(b) = backoff
+            && failures_seen.last() != Some(&(b.failures, b.until.clone()))
+        {
+            failures_seen.push((b.failures, b.until));
+        }
+        good_done.is_some() && failures_seen.iter().any(|(n, _)| *n >= 2) && bad_starts.len() >= 3
+    })
+    .await;
+    let good_took = good_done.unwrap() - began;
+    assert!(good_took < 15 * 60, "the healthy pool took {good_took} s");
+    assert!(backing_off, "the bad pool's condition said BackingOff");
+    // Each retry starts no sooner than the pause after the failure before: 2 min, then 4.
+    let untils: Vec<i64> = failures_seen
+        .iter()
+        .map(|(_, until)| driftwood_disruption::policy::seconds(until).unwrap())
+        .collect();
+    assert!(
+        bad_starts[1] >= untils[0],
+        "{bad_starts:?} {failures_seen:?}"
+    );
+    assert!(
+        bad_starts[2] >= untils[1],
+        "{bad_starts:?} {failures_seen:?}"
+    );
+    assert_eq!(failures_seen[0].0, 1);
+    assert_eq!(failures_seen[1].0, 2);
+    let notes: Vec<String> = events_about(&h, "default", "bad")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "RolloutBackingOff")
+        .map(|(_, note)| note)
+        .collect();
+    assert!(notes.len() >= 2, "{notes:?}");
+    assert!(
+        notes[1].starts_with("backing off after 2 failed replacement(s) in a row"),
+        "{notes:?}"
+    );
+    // The healthy pool was never told to back off.
+    assert!(
+        events_about(&h, "default", "good")
+            .await
+            .iter()
+            .all(|(r, _)| r != "RolloutBackingOff")
+    );
+}
+
+/// A small fake Prometheus exporter of the HTTP API, on a thread of its own: every instant query
+/// is answered with one sample, the value `value` holds now. Returns its URL and the queries.
+fn fake_prometheus(
+    value: std::sync::Arc<std::sync::Mutex<f64>>,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let queries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&queries);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut line = String::new();
+            if std::io::BufReader::new(&stream)
+                .read_line(&mut line)
+                .is_err()
+            {
+                continue;
+            }
+            seen.lock().unwrap().push(line.trim().to_string());
+            let v = *value.lock().unwrap();
+            let body = format!(
+                r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{{"app":"fleet"}},"value":[0,"{v}"]}}]}}}}"#
+            );
+            let _ = stream.write_all(format!("HTTP/1.0 200 OK\r\n\r\n{body}").as_bytes());
+        }
+    });
+    (url, queries)
+}
+
+/// The query gate (`driftwood.sh/rollout-gate-query`, driftwood run with `--prometheus-url`)
+/// against a fake exporter: while its answer stays at or under the bound the canary soaks and
+/// the next wave starts; when it rises above during the next soak, the rollout halts on gate
+/// Query, naming the query and the value.
+#[tokio::test(start_paused = true)]
+async fn a_query_gate_passes_a_healthy_soak_and_halts_when_its_answer_rises() {
+    let value = std::sync::Arc::new(std::sync::Mutex::new(0.0));
+    let (url, queries) = fake_prometheus(std::sync::Arc::clone(&value));
+    let mut h = cluster(Settings {
+        prometheus_url: Some(url),
+        ..Settings::default()
+    })
+    .await;
+    let yaml = policy_pool(
+        "fleet",
+        &[
+            ("driftwood.sh/rollout-waves", "1,2"),
+            ("driftwood.sh/rollout-soak", "5m"),
+            (
+                "driftwood.sh/rollout-gate-query",
+                "sum(rate(http_errors_total[5m]))",
+            ),
+            ("driftwood.sh/rollout-gate-max", "0.1"),
+        ],
+    );
+    let original = fleet(&mut h, &yaml, "fleet", 4).await;
+    edit(
+        &h,
+        &yaml,
+        "        pool: fleet\n",
+        "        pool: fleet\n        rollout: next\n",
+    )
+    .await;
+    let clock = h.embedded.cluster.clock();
+    let mut starts = Starts::default();
+    h.wait_until("wave 2 started", 40 * MINUTE, |s| {
+        starts.observe(s, &original, clock.now().as_second());
+        starts.at.len() >= 2
+    })
+    .await;
+    // The errors rise while wave 2 is replaced: its soak fails on the gate.
+    *value.lock().unwrap() = 0.5;
+    h.wait_until("halted on the query gate", 30 * MINUTE, |s| {
+        starts.observe(s, &original, clock.now().as_second());
+        pool_status(s, "fleet").1 == "Halted"
+    })
+    .await;
+    let halt = pool_status(&h.snapshot(), "fleet")
+        .0
+        .and_then(|p| p.halted)
+        .unwrap();
+    assert_eq!((halt.gate.as_str(), halt.wave), ("Query", 1), "{halt:?}");
+    assert_eq!(
+        halt.message,
+        "query \"sum(rate(http_errors_total[5m]))\" returned 0.5 (the policy allows at most 0.1)"
+    );
+    assert_eq!(
+        starts.at.len(),
+        2,
+        "the last two nodes are left: {:?}",
+        starts.at
+    );
+    let asked = queries.lock().unwrap().clone();
+    assert!(
+        asked.iter().all(|q| q
+            == "GET /api/v1/query?query=sum%28rate%28http_errors_total%5B5m%5D%29%29 HTTP/1.0"),
+        "{asked:?}"
+    );
+}
