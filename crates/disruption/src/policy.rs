@@ -190,7 +190,9 @@ pub fn policy_pass(
         zone_started: None,
         deadline_at_risk: None,
     };
-    if policy.is_empty() && last.is_none() {
+    // No policy (none ever, or its annotations removed mid-rollout): nothing is kept, a halt
+    // included; the budgets alone pace the rollout.
+    if policy.is_empty() {
         return pass;
     }
     let mut progress = last.cloned().unwrap_or_default();
@@ -567,6 +569,28 @@ mod tests {
         let pass = policy_pass(&RolloutPolicy::default(), None, &facts(10, 10, 0), T0);
         assert_eq!(pass.cap, None);
         assert_eq!(pass.progress, None);
+    }
+
+    #[test]
+    fn removing_the_policy_mid_rollout_drops_its_progress_and_any_halt() {
+        let halted = RolloutPolicyStatus {
+            started_at: Some(rfc3339(T0)),
+            started: 1,
+            halted: Some(RolloutHalt {
+                at: rfc3339(T0 + 60),
+                wave: 0,
+                gate: "Restarts".into(),
+                message: "pod web/a restarted 5 times".into(),
+            }),
+            ..RolloutPolicyStatus::default()
+        };
+        let pass = policy_pass(
+            &RolloutPolicy::default(),
+            Some(&halted),
+            &facts(6, 5, 0),
+            T0 + 120,
+        );
+        assert_eq!((pass.cap, pass.hold, pass.progress), (None, None, None));
     }
 
     #[test]

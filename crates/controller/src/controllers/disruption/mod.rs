@@ -738,10 +738,30 @@ impl Memory {
                 continue;
             }
             let generation = pool.metadata.generation;
+            let halted_now = self
+                .policies
+                .get(name)
+                .is_some_and(|p| p.pass.halted_now.is_some());
             let written = modify_status(&ctx.state, &api, name, |p| {
                 let status = p.status.get_or_insert_with(Default::default);
-                let changed = status.rollout.as_ref() != Some(&rollout.status);
-                status.rollout = Some(rollout.status.clone());
+                let mut next = rollout.status.clone();
+                // A halt decided in an earlier pass that the object written to no longer shows
+                // was cleared by `driftwood rollout resume` meanwhile: it is not written back.
+                let cleared = status
+                    .rollout
+                    .as_ref()
+                    .and_then(|r| r.policy.as_ref())
+                    .is_some_and(|p| p.halted.is_none());
+                if cleared
+                    && !halted_now
+                    && let Some(policy) = next.policy.as_mut()
+                    && policy.halted.is_some()
+                {
+                    policy.halted = None;
+                    policy.soak_started_at = None;
+                }
+                let changed = status.rollout.as_ref() != Some(&next);
+                status.rollout = Some(next);
                 set_condition(
                     &mut status.conditions,
                     CONDITION_ROLLOUT_COMPLETE,
@@ -754,12 +774,17 @@ impl Memory {
             })
             .await;
             match written {
-                Ok(_) => {
+                Ok(updated) => {
+                    // What the API now holds (a cleared halt stays cleared).
+                    let progress = match updated {
+                        Some(p) => p.status.and_then(|s| s.rollout).and_then(|r| r.policy),
+                        None => rollout.status.policy.clone(),
+                    };
                     self.policy_written.insert(
                         name.clone(),
                         policy::Written {
                             before: pool.metadata.resource_version.clone(),
-                            progress: rollout.status.policy.clone(),
+                            progress,
                         },
                     );
                 }

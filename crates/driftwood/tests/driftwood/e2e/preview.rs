@@ -219,3 +219,65 @@ async fn a_budget_window_in_the_future_is_named_as_the_wait_and_counted_in_the_e
         );
     }
 }
+
+/// A preview of a pool with a rollout policy (waves `1,50%`, a 10-minute soak, budget 100%):
+/// the prediction follows the policy — the canary alone in the first wave, the second wave no
+/// sooner than the soak after it, the rest after another — and the held nodes say why.
+#[tokio::test(start_paused = true)]
+async fn a_preview_follows_the_pools_rollout_policy() {
+    let mut h = cluster(Settings::default()).await;
+    let pool = nodepool(
+        "canary",
+        "  disruption:\n    budgets:\n    - nodes: \"100%\"\n",
+        "",
+    )
+    .replace(
+        "metadata:\n  name: canary\n",
+        "metadata:\n  name: canary\n  annotations:\n    driftwood.sh/rollout-waves: \"1,50%\"\n    driftwood.sh/rollout-soak: \"10m\"\n",
+    );
+    h.apply(&pool).await;
+    h.apply(&deployment("canary", 4, "3", "canary", "")).await;
+    h.wait_until("4 nodes and their pods ready", 30 * MINUTE, |s| {
+        initialized_of(s, "canary").len() == 4 && ready_pods(s, "canary") == 4
+    })
+    .await;
+    let change = new_class(&h);
+    let predicted = preview(
+        &h.embedded.cluster.client(),
+        &change,
+        &["new-class.yaml".to_string()],
+        &PreviewOptions {
+            at: Some(h.embedded.cluster.clock().now()),
+            horizon: Duration::from_secs(6 * 3600),
+            ..PreviewOptions::default()
+        },
+    )
+    .await
+    .expect("the preview runs");
+    let text = predicted.text();
+    assert!(predicted.complete, "{text}");
+    let sizes: Vec<usize> = predicted.waves.iter().map(|w| w.nodeclaims.len()).collect();
+    assert_eq!(
+        sizes,
+        vec![1, 1, 2],
+        "the canary, up to 50%, the rest\n{text}"
+    );
+    let starts: Vec<i64> = predicted
+        .waves
+        .iter()
+        .map(|w| w.starts_after_seconds)
+        .collect();
+    assert!(starts[1] - starts[0] >= 600, "{starts:?}\n{text}");
+    assert!(starts[2] - starts[1] >= 600, "{starts:?}\n{text}");
+    assert!(
+        predicted
+            .nodes
+            .iter()
+            .filter(|n| n.wave.is_some_and(|w| w > 1))
+            .all(|n| n
+                .blocked
+                .iter()
+                .any(|b| b.contains("soaks until") || b.contains("is being replaced"))),
+        "the later waves' nodes say they wait for the policy\n{text}"
+    );
+}
