@@ -3,7 +3,9 @@
 //! before the pool's next disruption, from 2 minutes up to 30; one that initializes ends it.
 //! Other pools are never held.
 
-use crate::policy::{rfc3339, seconds};
+use crate::budget::format_utc;
+use crate::plan::PolicyCap;
+use crate::policy::seconds;
 use driftwood_api::nodepool::RolloutBackoff;
 
 /// The first pause, and the longest.
@@ -23,7 +25,7 @@ pub fn after_failure(last: Option<&RolloutBackoff>, now: i64, reason: &str) -> R
     let failures = last.map_or(0, |b| b.failures).saturating_add(1);
     RolloutBackoff {
         failures,
-        until: rfc3339(now.saturating_add(delay(failures))),
+        until: format_utc(now.saturating_add(delay(failures))),
         reason: reason.to_string(),
     }
 }
@@ -33,13 +35,23 @@ pub fn holding(backoff: &RolloutBackoff, now: i64) -> Option<i64> {
     seconds(&backoff.until).filter(|until| *until > now)
 }
 
+/// The cap `backoff` puts on its pool at `now`: nothing starts (None: it does not hold it).
+pub fn cap(backoff: &RolloutBackoff, now: i64) -> Option<PolicyCap> {
+    holding(backoff, now).map(|until| PolicyCap {
+        cap: 0,
+        only: None,
+        halts: false,
+        detail: detail(backoff, until),
+    })
+}
+
 /// What a held pool's candidates are told.
 pub fn detail(backoff: &RolloutBackoff, until: i64) -> String {
     format!(
         "backing off after {} failed replacement(s) in a row (the last: {}); the next disruption may start at {}",
         backoff.failures,
         backoff.reason,
-        rfc3339(until)
+        format_utc(until)
     )
 }
 
@@ -66,6 +78,10 @@ mod tests {
             (second.failures, holding(&second, T0 + 600)),
             (2, Some(T0 + 840))
         );
+        let held = cap(&second, T0 + 600).unwrap();
+        assert_eq!((held.cap, held.halts, held.only), (0, false, None));
+        assert_eq!(held.detail, detail(&second, T0 + 840));
+        assert_eq!(cap(&second, T0 + 840), None);
         assert!(detail(&second, T0 + 840).starts_with(
             "backing off after 2 failed replacement(s) in a row (the last: a replacement nodeclaim is gone)"
         ));

@@ -171,8 +171,8 @@ fn budget_state(
     }
     match window(budget, now) {
         Ok(Window::Always) => {}
-        Ok(Window::Open { closes_at }) => state.window_change_at = Some(closes_at),
-        Ok(Window::Closed { opens_at }) => {
+        Ok(Window::At(WindowAt::Open { closes_at })) => state.window_change_at = Some(closes_at),
+        Ok(Window::At(WindowAt::Closed { opens_at })) => {
             state.active = false;
             state.window_change_at = opens_at;
             return state;
@@ -193,10 +193,10 @@ fn budget_state(
     state
 }
 
+/// A budget's window: none (always active), or its schedule's window now.
 enum Window {
     Always,
-    Open { closes_at: i64 },
-    Closed { opens_at: Option<i64> },
+    At(WindowAt),
 }
 
 fn window(budget: &Budget, now: i64) -> Result<Window, String> {
@@ -208,10 +208,7 @@ fn window(budget: &Budget, now: i64) -> Result<Window, String> {
     let schedule = CronSchedule::parse(schedule).map_err(|e| e.to_string())?;
     let duration = parse_go_duration(duration).map_err(|e| e.to_string())?;
     let duration = i64::try_from(duration).map_err(|_| "duration too large".to_string())?;
-    Ok(match schedule.window_at(duration, now) {
-        WindowAt::Open { closes_at } => Window::Open { closes_at },
-        WindowAt::Closed { opens_at } => Window::Closed { opens_at },
-    })
+    Ok(Window::At(schedule.window_at(duration, now)))
 }
 
 /// A budget's `nodes` as a node count: "5" → 5; "10%" of `total` rounded up.

@@ -2,6 +2,7 @@
 //! soaks or has halted on a failed health gate, how many disruptions the rate budget leaves,
 //! and the progress to write to `status.rollout.policy` before anything is started.
 
+use crate::budget::format_utc;
 use driftwood_api::nodepool::{RolloutHalt, RolloutPolicyStatus};
 use driftwood_api::rollout_policy::{HealthGates, RolloutPolicy};
 use std::fmt;
@@ -113,7 +114,7 @@ impl fmt::Display for PolicyHold {
                 wave + 1
             ),
             Self::Soaking { wave, until } => {
-                write!(f, "wave {} soaks until {}", wave + 1, rfc3339(*until))
+                write!(f, "wave {} soaks until {}", wave + 1, format_utc(*until))
             }
             Self::GateUnknown { wave, message } => write!(
                 f,
@@ -123,7 +124,7 @@ impl fmt::Display for PolicyHold {
             Self::Window { opens_at: Some(at) } => write!(
                 f,
                 "outside the maintenance window; it opens at {}",
-                rfc3339(*at)
+                format_utc(*at)
             ),
             Self::Window { opens_at: None } => {
                 f.write_str("outside the maintenance window, which never opens again")
@@ -131,7 +132,7 @@ impl fmt::Display for PolicyHold {
             Self::Paced { next_at } => write!(
                 f,
                 "the deadline spreads the rollout: the next disruption is due at {}",
-                rfc3339(*next_at)
+                format_utc(*next_at)
             ),
             Self::ZoneFinishing { zone } => write!(
                 f,
@@ -145,7 +146,7 @@ impl fmt::Display for PolicyHold {
                 f,
                 "rate budget: {limit} disruption(s) per {} started; the next may start at {}",
                 driftwood_api::duration::format_go_duration(*window_seconds),
-                rfc3339(*until)
+                format_utc(*until)
             ),
         }
     }
@@ -215,7 +216,7 @@ pub fn policy_pass(
         return pass;
     }
     if progress.started_at.is_none() {
-        progress.started_at = Some(rfc3339(now));
+        progress.started_at = Some(format_utc(now));
         progress.wave = 0;
         progress.started = 0;
         progress.nodes = i64::try_from(facts.total).unwrap_or(i64::MAX);
@@ -250,12 +251,12 @@ pub fn policy_pass(
                 .as_deref()
                 .and_then(seconds)
                 .unwrap_or(now);
-            progress.soak_started_at = Some(rfc3339(soak_start));
+            progress.soak_started_at = Some(format_utc(soak_start));
             let until =
                 soak_start.saturating_add(i64::try_from(policy.soak_seconds).unwrap_or(i64::MAX));
             if let Some(failure) = facts.failing.first() {
                 let halt = RolloutHalt {
-                    at: rfc3339(now),
+                    at: format_utc(now),
                     wave: progress.wave,
                     gate: failure.gate.to_string(),
                     message: failure.message.clone(),
@@ -399,7 +400,7 @@ fn deadline_risk(
     if now >= ends && left > 0 {
         return Some(format!(
             "the deadline {} has passed with {left} node(s) not yet replaced",
-            rfc3339(ends)
+            format_utc(ends)
         ));
     }
     let planned = usize::try_from(progress.planned).unwrap_or(0);
@@ -447,7 +448,7 @@ pub fn record_starts(progress: &mut RolloutPolicyStatus, count: usize, now: i64)
         .saturating_add(i64::try_from(count).unwrap_or(i64::MAX));
     progress
         .recent_starts
-        .extend(std::iter::repeat_n(rfc3339(now), count));
+        .extend(std::iter::repeat_n(format_utc(now), count));
 }
 
 /// One pod on a node this rollout made, as the health gates read it.
@@ -517,16 +518,11 @@ pub fn gate_failures(
     failing
 }
 
-/// `seconds` (UTC) as RFC 3339.
-pub fn rfc3339(seconds: i64) -> String {
-    jiff::Timestamp::from_second(seconds)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
-
 /// An RFC 3339 time as UTC seconds.
 pub fn seconds(text: &str) -> Option<i64> {
-    text.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
+    text.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
 }
 
 #[cfg(test)]
@@ -574,10 +570,10 @@ mod tests {
     #[test]
     fn removing_the_policy_mid_rollout_drops_its_progress_and_any_halt() {
         let halted = RolloutPolicyStatus {
-            started_at: Some(rfc3339(T0)),
+            started_at: Some(format_utc(T0)),
             started: 1,
             halted: Some(RolloutHalt {
-                at: rfc3339(T0 + 60),
+                at: format_utc(T0 + 60),
                 wave: 0,
                 gate: "Restarts".into(),
                 message: "pod web/a restarted 5 times".into(),

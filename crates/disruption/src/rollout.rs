@@ -73,10 +73,7 @@ pub fn pool_rollout(
         }
     }
     let total = status.up_to_date + status.drifted + status.disrupting;
-    let counts = format!(
-        "{} of {total} nodes up to date, {} drifted, {} disrupting",
-        status.up_to_date, status.drifted, status.disrupting
-    );
+    let counts = counts(&status);
     let (complete, reason, message) = if status.drifted == 0 && status.disrupting == 0 {
         (
             true,
@@ -161,32 +158,54 @@ pub fn with_policy(
 ) -> PoolRollout {
     let at_risk = progress.as_ref().is_some_and(|p| p.deadline_at_risk);
     rollout.status.policy = progress;
-    if at_risk && !rollout.complete {
-        rollout
-            .message
-            .push_str("; the deadline is at risk (event RolloutDeadlineAtRisk)");
-    }
     if let Some(hold) = hold
         && !rollout.complete
         && !rollout.status.paused
         && rollout.status.drifted > 0
     {
-        let counts = format!(
-            "{} of {} nodes up to date, {} drifted, {} disrupting",
-            rollout.status.up_to_date,
-            rollout.status.up_to_date + rollout.status.drifted + rollout.status.disrupting,
-            rollout.status.drifted,
-            rollout.status.disrupting
-        );
         rollout.reason = hold.reason();
-        rollout.message = format!("{counts}; {hold}");
-        if at_risk {
-            rollout
-                .message
-                .push_str("; the deadline is at risk (event RolloutDeadlineAtRisk)");
-        }
+        rollout.message = format!("{}; {hold}", counts(&rollout.status));
+    }
+    if at_risk && !rollout.complete {
+        rollout
+            .message
+            .push_str("; the deadline is at risk (event RolloutDeadlineAtRisk)");
     }
     rollout
+}
+
+/// `next` as written over `current` (the object a status write modifies): a halt decided in an
+/// earlier pass that `current` no longer shows was cleared by `driftwood rollout resume`
+/// meanwhile, so it is left out (with its soak's start); one decided this pass (`halted_now`)
+/// stays.
+pub fn without_cleared_halt(
+    mut next: RolloutStatus,
+    current: Option<&RolloutStatus>,
+    halted_now: bool,
+) -> RolloutStatus {
+    let cleared = current
+        .and_then(|r| r.policy.as_ref())
+        .is_some_and(|p| p.halted.is_none());
+    if cleared
+        && !halted_now
+        && let Some(policy) = next.policy.as_mut()
+        && policy.halted.is_some()
+    {
+        policy.halted = None;
+        policy.soak_started_at = None;
+    }
+    next
+}
+
+/// The counts a `RolloutComplete` message begins with.
+fn counts(status: &RolloutStatus) -> String {
+    format!(
+        "{} of {} nodes up to date, {} drifted, {} disrupting",
+        status.up_to_date,
+        status.up_to_date + status.drifted + status.disrupting,
+        status.drifted,
+        status.disrupting
+    )
 }
 
 #[cfg(test)]
@@ -194,6 +213,38 @@ mod tests {
     use super::*;
     use crate::drift::DriftFinding;
     use serde_json::json;
+
+    #[test]
+    fn a_halt_cleared_by_resume_is_not_written_back_unless_decided_now() {
+        let halted = RolloutStatus {
+            policy: Some(RolloutPolicyStatus {
+                soak_started_at: Some("2026-07-20T09:00:00Z".into()),
+                halted: Some(driftwood_api::nodepool::RolloutHalt {
+                    gate: "Restarts".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..RolloutStatus::default()
+        };
+        let resumed = RolloutStatus {
+            policy: Some(RolloutPolicyStatus::default()),
+            ..RolloutStatus::default()
+        };
+        let written = without_cleared_halt(halted.clone(), Some(&resumed), false);
+        let policy = written.policy.unwrap();
+        assert_eq!((policy.halted, policy.soak_started_at), (None, None));
+        // Decided this pass, or still shown: written as decided.
+        assert_eq!(
+            without_cleared_halt(halted.clone(), Some(&resumed), true),
+            halted
+        );
+        assert_eq!(
+            without_cleared_halt(halted.clone(), Some(&halted), false),
+            halted
+        );
+        assert_eq!(without_cleared_halt(halted.clone(), None, false), halted);
+    }
 
     fn pool(annotations: serde_json::Value) -> NodePool {
         serde_json::from_value(json!({

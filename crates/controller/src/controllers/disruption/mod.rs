@@ -37,7 +37,9 @@ use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
 use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
 use driftwood_disruption::repair::{plan_repair, repair_deadline, unhealthy};
-use driftwood_disruption::rollout::{PoolRollout, pool_rollout, with_backoff, with_policy};
+use driftwood_disruption::rollout::{
+    PoolRollout, pool_rollout, with_backoff, with_policy, without_cleared_halt,
+};
 use driftwood_disruption::views::{node_view, pdb_allowed};
 use futures::StreamExt as _;
 use start::{Start, start};
@@ -333,24 +335,7 @@ impl Memory {
         snapshot: &Snapshot,
         inputs: &std::sync::Arc<consolidation::Inputs>,
     ) -> BTreeSet<String> {
-        let mut caps: BTreeMap<String, driftwood_disruption::plan::PolicyCap> = self
-            .policies
-            .iter()
-            .filter_map(|(pool, p)| Some((pool.clone(), p.cap()?)))
-            .collect();
-        // A pool backing off after failed replacements starts nothing; the others go on.
-        let now = ctx.now_seconds();
-        for (pool, backoff) in &self.backoffs {
-            if let Some(until) = driftwood_disruption::backoff::holding(backoff, now) {
-                let held = driftwood_disruption::plan::PolicyCap {
-                    cap: 0,
-                    only: None,
-                    halts: false,
-                    detail: driftwood_disruption::backoff::detail(backoff, until),
-                };
-                caps.insert(pool.clone(), held);
-            }
-        }
+        let caps = policy::caps(&self.policies, &self.backoffs, ctx.now_seconds());
         let mut plan = plan_off_runtime(inputs, plan_drift, caps).await;
         self.report_gauges(ctx, plan.eligible, &plan.budgets);
         self.record_policy_starts(ctx, snapshot, &mut plan).await;
@@ -744,22 +729,11 @@ impl Memory {
                 .is_some_and(|p| p.pass.halted_now.is_some());
             let written = modify_status(&ctx.state, &api, name, |p| {
                 let status = p.status.get_or_insert_with(Default::default);
-                let mut next = rollout.status.clone();
-                // A halt decided in an earlier pass that the object written to no longer shows
-                // was cleared by `driftwood rollout resume` meanwhile: it is not written back.
-                let cleared = status
-                    .rollout
-                    .as_ref()
-                    .and_then(|r| r.policy.as_ref())
-                    .is_some_and(|p| p.halted.is_none());
-                if cleared
-                    && !halted_now
-                    && let Some(policy) = next.policy.as_mut()
-                    && policy.halted.is_some()
-                {
-                    policy.halted = None;
-                    policy.soak_started_at = None;
-                }
+                let next = without_cleared_halt(
+                    rollout.status.clone(),
+                    status.rollout.as_ref(),
+                    halted_now,
+                );
                 let changed = status.rollout.as_ref() != Some(&next);
                 status.rollout = Some(next);
                 set_condition(

@@ -97,6 +97,25 @@ pub(super) fn queries_due(
         .collect()
 }
 
+/// What each pool's policy lets this pass start, by pool; a pool backing off after failed
+/// replacements starts nothing (its backoff replaces any policy cap), the others go on.
+pub(super) fn caps(
+    policies: &BTreeMap<String, PoolPolicy>,
+    backoffs: &BTreeMap<String, driftwood_api::nodepool::RolloutBackoff>,
+    now: i64,
+) -> BTreeMap<String, PolicyCap> {
+    let mut caps: BTreeMap<String, PolicyCap> = policies
+        .iter()
+        .filter_map(|(pool, p)| Some((pool.clone(), p.cap()?)))
+        .collect();
+    for (pool, backoff) in backoffs {
+        if let Some(held) = driftwood_disruption::backoff::cap(backoff, now) {
+            caps.insert(pool.clone(), held);
+        }
+    }
+    caps
+}
+
 /// Every pool's verdict: pools without a policy and without progress to keep are left out.
 /// `readings` are the query gates' last answers, by pool.
 pub(super) fn decide(
@@ -112,8 +131,18 @@ pub(super) fn decide(
             continue;
         }
         let last = last_progress(pool, written.get(name));
+        let parsed = RolloutPolicy::of(pool);
+        // Most pools have no policy and nothing to keep: nothing to count for them.
+        if last.is_none() && parsed.as_ref().is_ok_and(RolloutPolicy::is_empty) {
+            continue;
+        }
         let counts = pool_rollout(pool, views, &[]).status;
-        let (zones, zone_facts) = pool_zones(snapshot, views, name);
+        let zoned = parsed.as_ref().is_ok_and(|p| p.zone_order.is_some());
+        let (zones, zone_facts) = if zoned {
+            pool_zones(snapshot, views, name)
+        } else {
+            (BTreeMap::new(), Vec::new())
+        };
         let mut facts = PoolFacts {
             total: usize::try_from(counts.up_to_date + counts.drifted + counts.disrupting)
                 .unwrap_or(0),
@@ -123,7 +152,7 @@ pub(super) fn decide(
             zones: zone_facts,
             gate_unknown: None,
         };
-        let pass = match RolloutPolicy::of(pool) {
+        let pass = match parsed {
             Err(error) => {
                 if facts.drifted == 0 && last.is_none() {
                     continue;
@@ -142,9 +171,6 @@ pub(super) fn decide(
                 }
             }
             Ok(policy) => {
-                if policy.is_empty() && last.is_none() {
-                    continue;
-                }
                 if !policy.waves.is_empty() {
                     let started_at = last
                         .as_ref()

@@ -5,8 +5,8 @@
 
 use super::harness::{Harness, describe};
 use super::support::{
-    MINUTE, NODECLASS, claims_of, cluster, deployment, disrupting, edit, events_about, idle,
-    initialized_of, name, nodepool, now, pdb, ready_pods,
+    MINUTE, NODECLASS, claims_of, cluster, deployment, disrupting, drift_template, events_about,
+    idle, initialized_of, name, nodepool, now, pdb, ready_pods, replaced, with_annotations,
 };
 use driftwood_api::NodePool;
 use driftwood_api::nodepool::RolloutPolicyStatus;
@@ -23,14 +23,7 @@ fn policy_pool(name: &str, annotations: &[(&str, &str)]) -> String {
         "  disruption:\n    budgets:\n    - nodes: \"100%\"\n",
         "",
     );
-    let lines: String = annotations
-        .iter()
-        .map(|(k, v)| format!("    {k}: \"{v}\"\n"))
-        .collect();
-    yaml.replace(
-        &format!("metadata:\n  name: {name}\n"),
-        &format!("metadata:\n  name: {name}\n  annotations:\n{lines}"),
-    )
+    with_annotations(&yaml, name, annotations)
 }
 
 /// When each of `original` was first seen disrupting (its command recorded, or being deleted).
@@ -113,13 +106,7 @@ async fn a_canary_soaks_before_the_next_wave_and_each_wave_keeps_to_its_share() 
         ],
     );
     let original = fleet(&mut h, &yaml, "fleet", 8).await;
-    edit(
-        &h,
-        &yaml,
-        "        pool: fleet\n",
-        "        pool: fleet\n        rollout: next\n",
-    )
-    .await;
+    drift_template(&h, &yaml, "fleet").await;
     let clock = h.embedded.cluster.clock();
     let mut starts = Starts::default();
     let mut reasons = BTreeSet::new();
@@ -130,9 +117,7 @@ async fn a_canary_soaks_before_the_next_wave_and_each_wave_keeps_to_its_share() 
             assert!(message.contains("soaks until"), "{message}");
         }
         reasons.insert(reason);
-        s.store.nodeclaims.keys().all(|n| !original.contains(n))
-            && initialized_of(s, "fleet").len() == 8
-            && ready_pods(s, "fleet") == 8
+        replaced(s, &original, "fleet", 8)
     })
     .await;
     let times = starts.times();
@@ -281,13 +266,7 @@ async fn a_rate_budget_spreads_the_rollout_and_holds_across_a_restart() {
     let mut h = cluster(Settings::default()).await;
     let yaml = policy_pool("fleet", &[("driftwood.sh/rollout-rate", "3 per 10m")]);
     let original = fleet(&mut h, &yaml, "fleet", 12).await;
-    edit(
-        &h,
-        &yaml,
-        "        pool: fleet\n",
-        "        pool: fleet\n        rollout: next\n",
-    )
-    .await;
+    drift_template(&h, &yaml, "fleet").await;
     let clock = h.embedded.cluster.clock();
     let mut starts = Starts::default();
     let mut most_recorded = 0;
@@ -313,9 +292,7 @@ async fn a_rate_budget_spreads_the_rollout_and_holds_across_a_restart() {
             );
             rate_limited = true;
         }
-        s.store.nodeclaims.keys().all(|n| !original.contains(n))
-            && initialized_of(s, "fleet").len() == 12
-            && ready_pods(s, "fleet") == 12
+        replaced(s, &original, "fleet", 12)
     })
     .await;
     let times = starts.times();
@@ -371,20 +348,12 @@ async fn zone_by_zone_finishes_each_zone_before_the_next() {
         3,
         "two nodes in each of three zones: {zones:?}"
     );
-    edit(
-        &h,
-        &yaml,
-        "        pool: fleet\n",
-        "        pool: fleet\n        rollout: next\n",
-    )
-    .await;
+    drift_template(&h, &yaml, "fleet").await;
     let clock = h.embedded.cluster.clock();
     let mut starts = Starts::default();
     h.wait_until("every node of fleet replaced", 2 * 60 * MINUTE, |s| {
         starts.observe(s, &original, clock.now().as_second());
-        s.store.nodeclaims.keys().all(|n| !original.contains(n))
-            && initialized_of(s, "fleet").len() == 6
-            && ready_pods(s, "fleet") == 6
+        replaced(s, &original, "fleet", 6)
     })
     .await;
     // Zones in the order they began: each began after the one before had its nodes all gone.
@@ -460,13 +429,7 @@ async fn a_failing_pool_backs_off_on_its_own_and_does_not_starve_a_healthy_one()
         Some(driftwood_sim_aws::faults::NodeFault::NeverRegisters),
     );
     h.apply(&broken_class(&next)).await;
-    edit(
-        &h,
-        &good,
-        "        pool: good\n",
-        "        pool: good\n        rollout: next\n",
-    )
-    .await;
+    drift_template(&h, &good, "good").await;
     let began = now(&h);
     let clock = h.embedded.cluster.clock();
     let mut good_done = None;
@@ -604,13 +567,7 @@ async fn a_query_gate_passes_a_healthy_soak_and_halts_when_its_answer_rises() {
         ],
     );
     let original = fleet(&mut h, &yaml, "fleet", 4).await;
-    edit(
-        &h,
-        &yaml,
-        "        pool: fleet\n",
-        "        pool: fleet\n        rollout: next\n",
-    )
-    .await;
+    drift_template(&h, &yaml, "fleet").await;
     let clock = h.embedded.cluster.clock();
     let mut starts = Starts::default();
     h.wait_until("wave 2 started", 40 * MINUTE, |s| {

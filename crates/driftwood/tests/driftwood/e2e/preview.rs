@@ -6,6 +6,7 @@
 use super::harness::Harness;
 use super::support::{
     MINUTE, NODECLASS, cluster, deployment, idle, initialized_of, nodepool, now, pdb, ready_pods,
+    with_annotations,
 };
 use driftwood::preview::{PreviewOptions, preview};
 use driftwood_controller::Settings;
@@ -226,14 +227,17 @@ async fn a_budget_window_in_the_future_is_named_as_the_wait_and_counted_in_the_e
 #[tokio::test(start_paused = true)]
 async fn a_preview_follows_the_pools_rollout_policy() {
     let mut h = cluster(Settings::default()).await;
-    let pool = nodepool(
+    let pool = with_annotations(
+        &nodepool(
+            "canary",
+            "  disruption:\n    budgets:\n    - nodes: \"100%\"\n",
+            "",
+        ),
         "canary",
-        "  disruption:\n    budgets:\n    - nodes: \"100%\"\n",
-        "",
-    )
-    .replace(
-        "metadata:\n  name: canary\n",
-        "metadata:\n  name: canary\n  annotations:\n    driftwood.sh/rollout-waves: \"1,50%\"\n    driftwood.sh/rollout-soak: \"10m\"\n",
+        &[
+            ("driftwood.sh/rollout-waves", "1,50%"),
+            ("driftwood.sh/rollout-soak", "10m"),
+        ],
     );
     h.apply(&pool).await;
     h.apply(&deployment("canary", 4, "3", "canary", "")).await;

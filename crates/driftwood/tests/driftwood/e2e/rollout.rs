@@ -4,8 +4,8 @@
 
 use super::harness::{Harness, describe};
 use super::support::{
-    MINUTE, claims_of, cluster, deployment, disrupting, drift, edit, events_about, explain, idle,
-    initialized_of, name, nodepool, now, ready_pods,
+    MINUTE, claims_of, cluster, deployment, disrupting, drift, drift_template, edit, events_about,
+    explain, idle, initialized_of, name, nodepool, now, ready_pods,
 };
 use driftwood_api::NodePool;
 use driftwood_api::condition::Conditions;
@@ -31,13 +31,7 @@ async fn roll(
         .collect();
     assert_eq!(original.len(), replicas);
     let started = now(h);
-    edit(
-        h,
-        pool_yaml,
-        &format!("        pool: {pool}\n"),
-        &format!("        pool: {pool}\n        rollout: next\n"),
-    )
-    .await;
+    drift_template(h, pool_yaml, pool).await;
     let mut most_disrupting = 0;
     let mut over_three = Vec::new();
     h.wait_until(
@@ -293,13 +287,7 @@ async fn a_paused_rollout_starts_nothing_new_finishes_what_runs_and_resumes() {
         .into_iter()
         .map(name)
         .collect();
-    edit(
-        &h,
-        &pool,
-        "        pool: general\n",
-        "        pool: general\n        rollout: next\n",
-    )
-    .await;
+    drift_template(&h, &pool, "general").await;
     h.wait_until("the first command", 5 * MINUTE, |s| {
         claims_of(s, "general").iter().any(|c| disrupting(c))
     })

@@ -354,6 +354,42 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
     })
 }
 
+/// `yaml`, a NodePool of [`nodepool`] named `name`, with `annotations` on its metadata.
+pub fn with_annotations(yaml: &str, name: &str, annotations: &[(&str, &str)]) -> String {
+    let lines: String = annotations
+        .iter()
+        .map(|(k, v)| format!("    {k}: \"{v}\"\n"))
+        .collect();
+    let head = format!("metadata:\n  name: {name}\n");
+    assert!(yaml.contains(&head), "no {head:?} in\n{yaml}");
+    yaml.replace(&head, &format!("{head}  annotations:\n{lines}"))
+}
+
+/// Drifts every node of NodePool `pool` (its YAML `yaml`, of [`nodepool`]): a label added to
+/// its template. Returns the YAML applied.
+pub async fn drift_template(h: &Harness, yaml: &str, pool: &str) -> String {
+    edit(
+        h,
+        yaml,
+        &format!("        pool: {pool}\n"),
+        &format!("        pool: {pool}\n        rollout: next\n"),
+    )
+    .await
+}
+
+/// Whether every NodeClaim of `original` is gone and `pool` has `n` initialized nodes and `n`
+/// ready pods of the app named like it.
+pub fn replaced(
+    s: &Snapshot,
+    original: &std::collections::BTreeSet<String>,
+    pool: &str,
+    n: usize,
+) -> bool {
+    s.store.nodeclaims.keys().all(|c| !original.contains(c))
+        && initialized_of(s, pool).len() == n
+        && ready_pods(s, pool) == n
+}
+
 /// Re-applies the NodePool YAML with `from` replaced by `to` (must occur).
 pub async fn edit(h: &Harness, yaml: &str, from: &str, to: &str) -> String {
     assert!(yaml.contains(from), "{from:?} not in\n{yaml}");
