@@ -283,6 +283,12 @@ pub struct RolloutPolicyStatus {
     /// When this rollout began: the first pass that found a drifted node (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// What this rollout replaces nodes to match: a hash of the pool's template hash, its
+    /// class's hash and the class's resolved AMIs, subnets and security groups. When it
+    /// changes (a new AMI, or the class pointed back at the old one) a new rollout begins,
+    /// from its first wave, and a halt of the old one no longer holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// Disruptions this rollout has started, every wave together.
     #[serde(default)]
     pub started: i64,

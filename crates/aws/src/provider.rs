@@ -475,16 +475,21 @@ impl AwsProvider {
         let now = self.clock.now();
         let prices = self.prices.clone();
         let version = prices.version();
-        let data = Arc::new(
-            fetch_catalog_data(&*self.ports.ec2, |descriptions| {
-                prices.prices(descriptions).0
-            })
-            .await?,
-        );
-        *self
+        let fetched = fetch_catalog_data(&*self.ports.ec2, |descriptions| {
+            prices.prices(descriptions).0
+        })
+        .await?;
+        let mut cache = self
             .catalog_cache
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((now, version, data.clone()));
+            .unwrap_or_else(PoisonError::into_inner);
+        // Described again but unchanged (no new type, offering or price): the same data, so
+        // each class's built catalog and its scheduling form are kept, not built again.
+        let data = match cache.as_ref() {
+            Some((_, _, kept)) if **kept == fetched => kept.clone(),
+            _ => Arc::new(fetched),
+        };
+        *cache = Some((now, version, data.clone()));
         Ok(data)
     }
 
@@ -924,14 +929,10 @@ impl CloudProvider for AwsProvider {
     async fn instance_types(
         &self,
         pool: &NodePool,
-    ) -> Result<Vec<driftwood_scheduling::InstanceType>, CloudError> {
+    ) -> Result<Arc<Vec<driftwood_scheduling::InstanceType>>, CloudError> {
         let class = &pool.spec.template.spec.node_class_ref.name;
         let catalog = self.instance_types_for_class(class).await?;
-        Ok(self
-            .built_catalogs
-            .scheduling(class, &catalog)
-            .as_ref()
-            .clone())
+        Ok(self.built_catalogs.scheduling(class, &catalog))
     }
 
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<CloudDrift>, CloudError> {

@@ -113,8 +113,12 @@ pub trait CloudProvider: Send + Sync {
     }
 
     /// The instance types (with offerings) `pool` may launch through its node class, as the
-    /// scheduler models them.
-    async fn instance_types(&self, pool: &NodePool) -> Result<Vec<InstanceType>, CloudError>;
+    /// scheduler models them: shared, not copied (a catalog has over a thousand types, and the
+    /// planner and the drift checks ask for it every pass).
+    async fn instance_types(
+        &self,
+        pool: &NodePool,
+    ) -> Result<std::sync::Arc<Vec<InstanceType>>, CloudError>;
 
     /// The first provider drift of `claim`, if any.
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<CloudDrift>, CloudError>;

@@ -217,7 +217,8 @@ impl driftwood_cloud::CloudProvider for FencedCloud {
     async fn instance_types(
         &self,
         pool: &driftwood_api::NodePool,
-    ) -> Result<Vec<driftwood_scheduling::InstanceType>, driftwood_cloud::CloudError> {
+    ) -> Result<std::sync::Arc<Vec<driftwood_scheduling::InstanceType>>, driftwood_cloud::CloudError>
+    {
         self.inner.instance_types(pool).await
     }
 

@@ -320,7 +320,7 @@ fn nodepool_spec(
     snapshot: &Snapshot,
     name: &str,
     pool: &NodePool,
-    instance_types: Vec<driftwood_scheduling::InstanceType>,
+    instance_types: std::sync::Arc<Vec<driftwood_scheduling::InstanceType>>,
 ) -> Result<NodePoolSpec, String> {
     let template = &pool.spec.template;
     let mut requirements =
@@ -381,7 +381,7 @@ fn nodepool_spec(
         taints,
         startup_taints,
         remaining_limits,
-        instance_types: instance_types.into(),
+        instance_types,
     })
 }
 

@@ -3,8 +3,11 @@
 //! and the progress to write to `status.rollout.policy` before anything is started.
 
 use crate::budget::format_utc;
+use driftwood_api::hash::fnv1a64;
 use driftwood_api::nodepool::{RolloutHalt, RolloutPolicyStatus};
 use driftwood_api::rollout_policy::{HealthGates, RolloutPolicy};
+use driftwood_api::wellknown::{ANNOTATION_EC2NODECLASS_HASH, ANNOTATION_NODEPOOL_HASH};
+use driftwood_api::{EC2NodeClass, NodePool};
 use std::fmt;
 
 /// What the policy sees of its pool this pass.
@@ -22,6 +25,66 @@ pub struct PoolFacts {
     pub zones: Vec<ZoneFacts>,
     /// A gate that cannot be read now (its query failed): the soak cannot pass, nor fail.
     pub gate_unknown: Option<String>,
+    /// What the pool's nodes are replaced to match now ([`rollout_target`]); None while the
+    /// pool's hash is not stamped yet.
+    pub target: Option<String>,
+}
+
+/// What a NodePool's drifted nodes are replaced to match: a hash of the pool's template hash,
+/// its class's hash and the class's resolved AMIs, subnets and security groups (the dynamic
+/// part of drift). None until the hash controller has stamped the pool.
+pub fn rollout_target(pool: &NodePool, class: Option<&EC2NodeClass>) -> Option<String> {
+    let annotation = |annotations: Option<&std::collections::BTreeMap<String, String>>,
+                      key: &str| {
+        annotations
+            .and_then(|a| a.get(key))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let pool_hash = pool
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_NODEPOOL_HASH))?;
+    let mut text = format!("pool={pool_hash}");
+    if let Some(class) = class {
+        text.push_str(";class=");
+        text.push_str(&annotation(
+            class.metadata.annotations.as_ref(),
+            ANNOTATION_EC2NODECLASS_HASH,
+        ));
+        if let Some(status) = &class.status {
+            let mut sorted = |ids: Vec<&str>, key: &str| {
+                let mut ids = ids;
+                ids.sort_unstable();
+                ids.dedup();
+                text.push_str(&format!(";{key}={}", ids.join(",")));
+            };
+            sorted(status.amis.iter().map(|a| a.id.as_str()).collect(), "amis");
+            sorted(
+                status.subnets.iter().map(|s| s.id.as_str()).collect(),
+                "subnets",
+            );
+            sorted(
+                status
+                    .security_groups
+                    .iter()
+                    .map(|g| g.id.as_str())
+                    .collect(),
+                "securityGroups",
+            );
+        }
+    }
+    Some(fnv1a64(text.as_bytes()).to_string())
+}
+
+/// The rollout began again for a new target ([`rollout_target`]) this pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retargeted {
+    /// The halt of the rollout before, which no longer holds.
+    pub dropped_halt: Option<RolloutHalt>,
+    /// The disruptions in flight, counted as the new rollout's first starts.
+    pub in_flight: usize,
 }
 
 /// A pool's nodes in one zone.
@@ -152,6 +215,28 @@ impl fmt::Display for PolicyHold {
     }
 }
 
+/// The `RolloutRetargeted` event's message.
+pub fn retargeted_message(retargeted: &Retargeted) -> String {
+    let mut message = String::from(
+        "The rollout's target changed (the pool's template, its class, or the class's AMIs, \
+         subnets or security groups): a new rollout begins at wave 1",
+    );
+    if retargeted.in_flight > 0 {
+        message.push_str(&format!(
+            ", counting the {} disruption(s) in flight",
+            retargeted.in_flight
+        ));
+    }
+    if let Some(halt) = &retargeted.dropped_halt {
+        message.push_str(&format!(
+            "; the halt in wave {} (health gate {}) was for the old target and no longer holds",
+            halt.wave + 1,
+            halt.gate
+        ));
+    }
+    message
+}
+
 /// The policy's verdict for one pool this pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyPass {
@@ -171,6 +256,8 @@ pub struct PolicyPass {
     pub zone_started: Option<String>,
     /// The deadline found at risk this pass (warned once a rollout): why.
     pub deadline_at_risk: Option<String>,
+    /// The target changed this pass: a new rollout began, for its event.
+    pub retargeted: Option<Retargeted>,
 }
 
 /// One pass of `policy` over a pool: `last` is the progress written before, `facts` what the
@@ -190,6 +277,7 @@ pub fn policy_pass(
         zone: None,
         zone_started: None,
         deadline_at_risk: None,
+        retargeted: None,
     };
     // No policy (none ever, or its annotations removed mid-rollout): nothing is kept, a halt
     // included; the budgets alone pace the rollout.
@@ -215,10 +303,32 @@ pub fn policy_pass(
         pass.progress = (!progress.recent_starts.is_empty()).then_some(progress);
         return pass;
     }
+    // A new target (the class points at another AMI, back at the old one included): a new
+    // rollout, from its first wave; a halt of the old target no longer holds. The disruptions
+    // in flight are counted as its first starts, so no wave grows past its share while the
+    // pool's and class's hashes are stamped one after the other; the rate window's starts stay.
+    let mut in_flight = 0;
+    if progress.started_at.is_some()
+        && let (Some(was), Some(target)) = (&progress.target, &facts.target)
+        && was != target
+    {
+        pass.retargeted = Some(Retargeted {
+            dropped_halt: progress.halted.take(),
+            in_flight: facts.disrupting,
+        });
+        in_flight = facts.disrupting;
+        progress = RolloutPolicyStatus {
+            recent_starts: progress.recent_starts,
+            ..RolloutPolicyStatus::default()
+        };
+    }
+    if facts.target.is_some() {
+        progress.target.clone_from(&facts.target);
+    }
     if progress.started_at.is_none() {
         progress.started_at = Some(format_utc(now));
         progress.wave = 0;
-        progress.started = 0;
+        progress.started = i64::try_from(in_flight).unwrap_or(i64::MAX);
         progress.nodes = i64::try_from(facts.total).unwrap_or(i64::MAX);
         progress.planned = i64::try_from(facts.drifted + facts.disrupting).unwrap_or(i64::MAX);
         progress.deadline_at_risk = false;
@@ -548,6 +658,7 @@ mod tests {
             failing: Vec::new(),
             zones: Vec::new(),
             gate_unknown: None,
+            target: Some("t1".into()),
         }
     }
 
@@ -587,6 +698,147 @@ mod tests {
             T0 + 120,
         );
         assert_eq!((pass.cap, pass.hold, pass.progress), (None, None, None));
+    }
+
+    fn halted_canary(target: Option<&str>) -> RolloutPolicyStatus {
+        RolloutPolicyStatus {
+            started_at: Some(format_utc(T0)),
+            target: target.map(str::to_string),
+            started: 1,
+            nodes: 6,
+            planned: 6,
+            soak_started_at: Some(format_utc(T0 + 300)),
+            halted: Some(RolloutHalt {
+                at: format_utc(T0 + 400),
+                wave: 0,
+                gate: "Restarts".into(),
+                message: "pod web/a restarted 5 times".into(),
+            }),
+            ..RolloutPolicyStatus::default()
+        }
+    }
+
+    /// The class pointed back at the old AMI after a halt: the canary's node is now the drifted
+    /// one, and a new rollout (its own canary) replaces it without `driftwood rollout resume`.
+    #[test]
+    fn a_new_target_begins_a_new_rollout_and_the_old_targets_halt_no_longer_holds() {
+        let last = halted_canary(Some("t0"));
+        let pass = policy_pass(&canary(600), Some(&last), &facts(6, 1, 0), T0 + 900);
+        let retargeted = pass.retargeted.clone().expect("retargeted");
+        assert_eq!(retargeted.dropped_halt, last.halted);
+        assert_eq!(retargeted.in_flight, 0);
+        assert_eq!(pass.cap, Some(1));
+        assert_eq!(pass.hold, None);
+        assert_eq!(pass.wave_started, Some(0));
+        let progress = pass.progress.clone().unwrap();
+        assert_eq!(progress.halted, None);
+        assert_eq!(progress.soak_started_at, None);
+        assert_eq!(progress.target.as_deref(), Some("t1"));
+        assert_eq!(progress.started_at, Some(format_utc(T0 + 900)));
+        assert_eq!((progress.wave, progress.started), (0, 0));
+        assert_eq!(
+            retargeted_message(&retargeted),
+            "The rollout's target changed (the pool's template, its class, or the class's AMIs, \
+             subnets or security groups): a new rollout begins at wave 1; the halt in wave 1 \
+             (health gate Restarts) was for the old target and no longer holds"
+        );
+        // The next pass: the same target, nothing begins again.
+        let (_, progress) = start(&pass, 1, T0 + 900);
+        let next = policy_pass(&canary(600), Some(&progress), &facts(6, 0, 1), T0 + 901);
+        assert_eq!(next.retargeted, None);
+        assert_eq!(next.cap, Some(0));
+    }
+
+    /// The pool's and the class's hashes are stamped one after the other, so a rollout may see
+    /// its target change twice at its start: the canary already in flight is the new rollout's
+    /// canary, not one more.
+    #[test]
+    fn disruptions_in_flight_count_as_the_new_rollouts_first_starts() {
+        let mut last = halted_canary(Some("t0"));
+        last.halted = None;
+        last.soak_started_at = None;
+        let pass = policy_pass(&canary(600), Some(&last), &facts(10, 9, 1), T0 + 60);
+        assert_eq!(pass.retargeted.as_ref().map(|r| r.in_flight), Some(1));
+        assert_eq!(pass.progress.as_ref().map(|p| p.started), Some(1));
+        assert_eq!(pass.cap, Some(0));
+        assert!(
+            matches!(
+                pass.hold,
+                Some(PolicyHold::WaveFinishing { wave: 0, target: 1 })
+            ),
+            "{:?}",
+            pass.hold
+        );
+        assert!(
+            retargeted_message(pass.retargeted.as_ref().unwrap())
+                .ends_with("at wave 1, counting the 1 disruption(s) in flight")
+        );
+    }
+
+    /// Progress written before targets were recorded takes the target it sees, and its halt
+    /// still holds; an unstamped pool (no target yet) changes nothing.
+    #[test]
+    fn progress_without_a_target_adopts_it_and_an_unknown_target_changes_nothing() {
+        let last = halted_canary(None);
+        let pass = policy_pass(&canary(600), Some(&last), &facts(6, 5, 0), T0 + 900);
+        assert_eq!(pass.retargeted, None);
+        assert!(matches!(pass.hold, Some(PolicyHold::Halted { .. })));
+        assert_eq!(
+            pass.progress.as_ref().and_then(|p| p.target.as_deref()),
+            Some("t1")
+        );
+        let mut unknown = facts(6, 5, 0);
+        unknown.target = None;
+        let pass = policy_pass(
+            &canary(600),
+            Some(&halted_canary(Some("t0"))),
+            &unknown,
+            T0 + 900,
+        );
+        assert_eq!(pass.retargeted, None);
+        assert!(matches!(pass.hold, Some(PolicyHold::Halted { .. })));
+        assert_eq!(
+            pass.progress.as_ref().and_then(|p| p.target.as_deref()),
+            Some("t0")
+        );
+    }
+
+    #[test]
+    fn the_target_follows_the_hashes_and_the_resolved_amis_in_any_order() {
+        let pool: NodePool = serde_yaml::from_str(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: web\n  annotations:\n    karpenter.sh/nodepool-hash: \"111\"\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}\n      requirements: []\n",
+        )
+        .unwrap();
+        let class = |hash: &str, amis: &[&str]| -> EC2NodeClass {
+            let amis: Vec<String> = amis.iter().map(|a| format!("{{id: {a}}}")).collect();
+            serde_yaml::from_str(&format!(
+                "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\n  annotations:\n    karpenter.k8s.aws/ec2nodeclass-hash: \"{hash}\"\nspec:\n  role: r\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: [{{id: subnet-1}}]\n  securityGroupSelectorTerms: [{{id: sg-1}}]\nstatus:\n  amis: [{}]\n  subnets: [{{id: subnet-1, zone: z1}}]\n  securityGroups: [{{id: sg-1}}]\n",
+                amis.join(", ")
+            ))
+            .unwrap()
+        };
+        let target = |c: &EC2NodeClass| rollout_target(&pool, Some(c)).unwrap();
+        let a = target(&class("7", &["ami-1", "ami-2"]));
+        assert_eq!(a, target(&class("7", &["ami-2", "ami-1"])));
+        assert_ne!(a, target(&class("7", &["ami-3", "ami-2"])));
+        assert_ne!(a, target(&class("8", &["ami-1", "ami-2"])));
+        let mut restamped = pool.clone();
+        restamped
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_NODEPOOL_HASH.into(), "112".into());
+        assert_ne!(
+            a,
+            rollout_target(&restamped, Some(&class("7", &["ami-1", "ami-2"]))).unwrap()
+        );
+        let mut unstamped = pool.clone();
+        unstamped.metadata.annotations = None;
+        assert_eq!(
+            rollout_target(&unstamped, Some(&class("7", &["ami-1"]))),
+            None
+        );
     }
 
     #[test]
@@ -745,6 +997,7 @@ mod tests {
             failing: Vec::new(),
             zones,
             gate_unknown: None,
+            target: Some("t1".into()),
         }
     }
 

@@ -24,12 +24,14 @@ fn campaign(name: &str, seeds: std::ops::Range<u64>) -> CampaignConfig {
 }
 
 /// The fast slice: the walkthrough and a PDB-protected workload under every kind of fault.
-/// Every kind is injected somewhere in the slice, and nothing is violated.
+/// Every kind is injected somewhere in the slice, and nothing is violated. Nine seeds of the
+/// walkthrough (seed 9 among them: it found the reused NodeClaim name) and four of
+/// `pdb-protected`; the campaign's long run is `driftwood chaos --seeds 1000` (README).
 #[test]
 fn the_fast_slice_holds_every_invariant_under_every_kind_of_fault() {
     let mut injected: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut failures = Vec::new();
-    for (name, seeds) in [("update-nodes-with-drift", 1..25), ("pdb-protected", 1..13)] {
+    for (name, seeds) in [("update-nodes-with-drift", 1..10), ("pdb-protected", 1..5)] {
         let config = campaign(name, seeds);
         let summary = run_campaign(&config, |outcome| {
             if !outcome.passed() {

@@ -7,7 +7,7 @@
 //! single-field change, and drift must follow exactly when Karpenter's rule says, with the
 //! reason and the field named.
 //!
-//! The suite runs a fast slice (`STABILITY_CASES`, default 16 cases); the long run is
+//! The suite runs a fast slice (`DEFAULT_CASES`, 8 cases); the long run is
 //! `DRIFTWOOD_STABILITY_CASES=500 cargo test -p driftwood --test driftwood stability -- --nocapture`
 //! (figures in BENCHMARKS.md).
 
@@ -16,7 +16,7 @@ use driftwood::demo::{RunConfig, parse_scenario, run};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const DEFAULT_CASES: u64 = 16;
+const DEFAULT_CASES: u64 = 8;
 
 /// A requirement as YAML, with the instance types it leaves (sim catalog) in mind.
 fn requirement(key: &str, operator: &str, values: &[&str], min_values: Option<u32>) -> String {

@@ -844,3 +844,37 @@ async fn spot_warnings_reach_the_interruption_queue_and_ec2_reclaims_two_minutes
     assert_eq!(message.kind, Kind::InstanceTerminated);
     assert_eq!(message.instance_ids, [od_id]);
 }
+
+/// The catalog is described again once its TTL has passed; when nothing changed (no new type,
+/// offering or price), the built catalog and its scheduling form are kept, not built again for
+/// every NodePool and drift check that asks.
+#[tokio::test(start_paused = true)]
+async fn an_unchanged_catalog_described_again_keeps_the_built_catalog() {
+    let (env, _) = walkthrough_env().await;
+    let catalog = || async {
+        env.provider
+            .instance_types_for_class("latest-current-ami")
+            .await
+            .unwrap()
+    };
+    let described = || {
+        env.sim
+            .api_calls()
+            .get("DescribeInstanceTypes")
+            .map_or(0, |c| c.calls)
+    };
+    let ttl = driftwood_aws::provider::CATALOG_TTL.as_secs() + 1;
+    // The first answer is priced before the Pricing API's list arrives (a background fetch);
+    // the one after the TTL is priced from the list.
+    catalog().await;
+    env.advance(ttl);
+    let listed = catalog().await;
+    let before = described();
+    env.advance(ttl);
+    let again = catalog().await;
+    assert!(described() > before, "described again after the TTL");
+    assert!(
+        std::sync::Arc::ptr_eq(&listed, &again),
+        "unchanged data: the same built catalog"
+    );
+}

@@ -539,13 +539,26 @@ impl Memory {
         self.backoffs.insert(pool.clone(), backoff);
     }
 
-    /// Publishes each pool's policy news of this pass: a halt (Warning RolloutHalted) and a
-    /// wave that began (RolloutWaveStarted), on the NodePool.
+    /// Publishes each pool's policy news of this pass on the NodePool: a new target
+    /// (RolloutRetargeted), a halt (Warning RolloutHalted), a deadline at risk, a zone's turn
+    /// and a wave that began (RolloutWaveStarted).
     async fn announce_policies(&self, ctx: &Context, snapshot: &Snapshot) {
         for (name, verdict) in &self.policies {
             let Some(pool) = snapshot.store.nodepools.get(name) else {
                 continue;
             };
+            if let Some(retargeted) = &verdict.pass.retargeted {
+                let message = driftwood_disruption::policy::retargeted_message(retargeted);
+                tracing::info!(nodepool = %name, message = %message, "rollout retargeted");
+                ctx.events
+                    .publish(
+                        pool.as_ref(),
+                        EventType::Normal,
+                        "RolloutRetargeted",
+                        &message,
+                    )
+                    .await;
+            }
             if let Some(halt) = &verdict.pass.halted_now {
                 let message = format!(
                     "Rollout halted in wave {}: health gate {} failed: {}",

@@ -10,7 +10,7 @@ use driftwood_disruption::candidate::NodeView;
 use driftwood_disruption::plan::PolicyCap;
 use driftwood_disruption::policy::ZoneFacts;
 use driftwood_disruption::policy::{
-    PodHealth, PolicyHold, PolicyPass, PoolFacts, gate_failures, policy_pass,
+    PodHealth, PolicyHold, PolicyPass, PoolFacts, gate_failures, policy_pass, rollout_target,
 };
 use driftwood_disruption::rollout::pool_rollout;
 use k8s_openapi::api::core::v1::Pod;
@@ -151,6 +151,12 @@ pub(super) fn decide(
             failing: Vec::new(),
             zones: zone_facts,
             gate_unknown: None,
+            target: rollout_target(
+                pool,
+                snapshot
+                    .nodeclass(&pool.spec.template.spec.node_class_ref.name)
+                    .map(|c| c.as_ref()),
+            ),
         };
         let pass = match parsed {
             Err(error) => {
@@ -168,6 +174,7 @@ pub(super) fn decide(
                     zone: None,
                     zone_started: None,
                     deadline_at_risk: None,
+                    retargeted: None,
                 }
             }
             Ok(policy) => {

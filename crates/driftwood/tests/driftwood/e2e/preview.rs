@@ -1,4 +1,4 @@
-//! `driftwood preview` against a live (embedded) cluster: a 50-node fleet under a 20% budget
+//! `driftwood preview` against a live (embedded) cluster: a 30-node fleet under a 20% budget
 //! with a PDB-protected workload. The preview names every node that will drift and why and
 //! predicts the waves and an ETA; it sends the live cluster nothing but reads; applying the
 //! same change for real replaces the same nodes in a time within 15% of the ETA.
@@ -49,13 +49,13 @@ async fn a_preview_names_the_drifting_nodes_and_predicts_the_rollout_that_follow
         "",
     ))
     .await;
-    h.apply(&deployment("fleet", 50, "3", "fleet", "")).await;
+    h.apply(&deployment("fleet", 30, "3", "fleet", "")).await;
     // A small workload beside it, under a PDB that lets one pod go at a time.
     h.apply(&deployment("web", 6, "100m", "fleet", "")).await;
     h.apply(&pdb("web", 5)).await;
-    h.wait_until("50 nodes and every pod ready", 30 * MINUTE, |s| {
-        initialized_of(s, "fleet").len() == 50
-            && ready_pods(s, "fleet") == 50
+    h.wait_until("30 nodes and every pod ready", 30 * MINUTE, |s| {
+        initialized_of(s, "fleet").len() == 30
+            && ready_pods(s, "fleet") == 30
             && ready_pods(s, "web") == 6
     })
     .await;
@@ -88,19 +88,19 @@ async fn a_preview_names_the_drifting_nodes_and_predicts_the_rollout_that_follow
     let text = predicted.text();
     assert!(predicted.complete, "{text}");
     assert!(predicted.already_drifted.is_empty(), "{text}");
-    assert_eq!(predicted.nodes.len(), 50, "{text}");
-    assert_eq!(predicted.drifted, 50, "{text}");
+    assert_eq!(predicted.nodes.len(), 30, "{text}");
+    assert_eq!(predicted.drifted, 30, "{text}");
     for node in &predicted.nodes {
         assert_eq!(node.reason.as_deref(), Some("AMIDrift"), "{text}");
         assert!(node.wave.is_some(), "{text}");
     }
-    // 20% of 50: at most 10 nodes start in a wave, so at least five waves.
+    // 20% of 30: at most 6 nodes start in a wave, so at least five waves.
     assert!(predicted.waves.len() >= 5, "{text}");
     assert!(
-        predicted.waves.iter().all(|w| w.nodeclaims.len() <= 10),
+        predicted.waves.iter().all(|w| w.nodeclaims.len() <= 6),
         "{text}"
     );
-    assert_eq!(predicted.replacements.values().sum::<usize>(), 50, "{text}");
+    assert_eq!(predicted.replacements.values().sum::<usize>(), 30, "{text}");
     let web = predicted
         .availability
         .iter()
