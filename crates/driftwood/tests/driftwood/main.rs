@@ -14,6 +14,7 @@ pub mod kubectl;
 pub mod moto;
 #[cfg(feature = "aws")]
 mod production;
+mod prometheus_client;
 mod public_manifests;
 mod scenarios;
 mod stability;

@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::support::{MINUTE, cluster, deployment, initialized_of, nodepool, pdb, ready_pods};
+use super::support::{
+    DAEMONSET, MINUTE, cluster, deployment, initialized_of, nodepool, pdb, ready_pods,
+};
 use driftwood_controller::Settings;
 
 /// The metrics (sample names) the queries of Karpenter's two published dashboards read, and
@@ -270,49 +272,6 @@ fn promql_reads_names_metrics_and_their_labels_not_functions_or_keywords() {
     ]
     .into();
     assert_eq!(reads, expected);
-}
-
-/// Families as `prometheus_client` (Python's reference client) parses an exposition: name →
-/// (type, the label names of its samples, without `le` and `quantile`, and whether it has any).
-fn python_families(
-    body: &str,
-    openmetrics: bool,
-) -> BTreeMap<String, (String, BTreeSet<String>, bool)> {
-    use std::io::Write as _;
-    let python = std::env::var("DRIFTWOOD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let parser = if openmetrics {
-        "prometheus_client.openmetrics.parser"
-    } else {
-        "prometheus_client.parser"
-    };
-    let script = format!(
-        "import sys, json\nfrom {parser} import text_string_to_metric_families as parse\nout = {{}}\nfor f in parse(sys.stdin.read()):\n    labels = sorted({{k for s in f.samples for k in s.labels if k not in ('le', 'quantile')}})\n    out[f.name] = [f.type, labels, len(f.samples) > 0]\nprint(json.dumps(out))\n"
-    );
-    let mut child = std::process::Command::new(python)
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("python runs (scripts/test installs prometheus_client)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "prometheus_client refused the exposition: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let parsed: BTreeMap<String, (String, Vec<String>, bool)> =
-        serde_json::from_slice(&out.stdout).unwrap();
-    parsed
-        .into_iter()
-        .map(|(name, (kind, labels, any))| (name, (kind, labels.into_iter().collect(), any)))
-        .collect()
 }
 
 /// Karpenter's node labels that driftwood writes only when the node has them (an empty label
@@ -616,30 +575,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
     ("leader_election_slowpath_total", "not exported"),
 ];
 
-const DAEMONSET: &str = r#"
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: agent
-  namespace: default
-spec:
-  selector:
-    matchLabels:
-      app: agent
-  template:
-    metadata:
-      labels:
-        app: agent
-    spec:
-      containers:
-      - name: agent
-        image: public.ecr.aws/eks-distro/kubernetes/pause:v1.33.0-eks-1-33-4
-        resources:
-          requests:
-            cpu: 100m
-            memory: 64Mi
-"#;
-
 #[tokio::test(start_paused = true)]
 async fn karpenters_dashboards_find_every_metric_they_query() {
     let mut h = cluster(Settings::default()).await;
@@ -708,8 +643,8 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
         ctx.clock.now(),
         driftwood_controller::exposition::Exposition::OpenMetrics,
     );
-    let by_text = python_families(&text, false);
-    let by_openmetrics = python_families(&openmetrics, true);
+    let by_text = crate::prometheus_client::python_families(&text, false);
+    let by_openmetrics = crate::prometheus_client::python_families(&openmetrics, true);
     let mut rows = 0;
     let mut with_samples = 0;
     for (families, body, format) in [

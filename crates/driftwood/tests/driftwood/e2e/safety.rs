@@ -5,8 +5,9 @@
 
 use super::harness::{Harness, describe};
 use super::support::{
-    MINUTE, claims_of, cluster, deployment, deployment_annotated, disrupting, drift, edit, events,
-    events_about, explain, idle, initialized_of, name, nodepool, now, pdb, ready_pods,
+    DAEMONSET, MINUTE, claims_of, cluster, deployment, deployment_annotated, disrupting, drift,
+    edit, events, events_about, explain, idle, initialized_of, name, nodepool, now, pdb,
+    ready_pods,
 };
 use driftwood_api::condition::Conditions;
 use driftwood_api::wellknown::{
@@ -909,32 +910,7 @@ async fn a_daemonset_pod_under_a_pdb_at_zero_blocks_drift() {
     let pool = nodepool("general", "", "");
     h.apply(&pool).await;
     h.apply(&deployment("app", 1, "2", "general", "")).await;
-    h.apply(
-        r#"
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: agent
-  namespace: default
-spec:
-  selector:
-    matchLabels:
-      app: agent
-  template:
-    metadata:
-      labels:
-        app: agent
-    spec:
-      containers:
-      - name: agent
-        image: public.ecr.aws/eks-distro/kubernetes/pause:v1.33.0-eks-1-33-4
-        resources:
-          requests:
-            cpu: 100m
-            memory: 64Mi
-"#,
-    )
-    .await;
+    h.apply(DAEMONSET).await;
     h.apply(&pdb("agent", 1)).await; // one agent pod, minAvailable 1: no disruption allowed
     h.wait_until("a node with both pods", 10 * MINUTE, |s| {
         ready_pods(s, "app") == 1 && ready_pods(s, "agent") == 1

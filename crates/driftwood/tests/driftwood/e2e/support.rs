@@ -397,3 +397,28 @@ pub async fn edit(h: &Harness, yaml: &str, from: &str, to: &str) -> String {
     h.apply(&edited).await;
     edited
 }
+
+/// A DaemonSet `agent` (100m, 64Mi) in `default`: a pod on every node.
+pub const DAEMONSET: &str = r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+  namespace: default
+spec:
+  selector:
+    matchLabels:
+      app: agent
+  template:
+    metadata:
+      labels:
+        app: agent
+    spec:
+      containers:
+      - name: agent
+        image: public.ecr.aws/eks-distro/kubernetes/pause:v1.33.0-eks-1-33-4
+        resources:
+          requests:
+            cpu: 100m
+            memory: 64Mi
+"#;

@@ -52,44 +52,13 @@ fn content_type_and_body(response: &str) -> (String, String) {
     (content_type, body.to_string())
 }
 
-/// Parses a /metrics body with `prometheus_client` (Python's reference client, nobody here
-/// wrote it): its Prometheus text parser, or its OpenMetrics parser. Returns `name type` of
-/// every family, sorted.
+/// `name type` of every family of a /metrics body as Python's `prometheus_client` parses it
+/// (its Prometheus text parser, or its OpenMetrics parser), sorted by name.
 fn python_metric_families(body: &str, openmetrics: bool) -> Vec<String> {
-    let python = std::env::var("DRIFTWOOD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let parser = if openmetrics {
-        "from prometheus_client.openmetrics.parser import text_string_to_metric_families"
-    } else {
-        "from prometheus_client.parser import text_string_to_metric_families"
-    };
-    let script = format!(
-        "import sys\n{parser}\nfor f in text_string_to_metric_families(sys.stdin.read()):\n    print(f.name, f.type)\n"
-    );
-    let mut child = Command::new(python)
-        .args(["-c", &script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python runs (scripts/test installs prometheus_client)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "prometheus_client refused the exposition: {}\n{body}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut families: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    families.sort();
-    families
+    crate::prometheus_client::python_families(body, openmetrics)
+        .into_iter()
+        .map(|(name, (kind, _, _))| format!("{name} {kind}"))
+        .collect()
 }
 
 /// The leader Lease's holder (empty when it is released or does not exist yet).
