@@ -34,45 +34,34 @@ pub struct PoolFacts {
 /// its class's hash and the class's resolved AMIs, subnets and security groups (the dynamic
 /// part of drift). None until the hash controller has stamped the pool.
 pub fn rollout_target(pool: &NodePool, class: Option<&EC2NodeClass>) -> Option<String> {
-    let annotation = |annotations: Option<&std::collections::BTreeMap<String, String>>,
-                      key: &str| {
-        annotations
-            .and_then(|a| a.get(key))
-            .cloned()
-            .unwrap_or_default()
+    let hash = |annotations: Option<&std::collections::BTreeMap<String, String>>, key: &str| {
+        annotations.and_then(|a| a.get(key)).cloned()
     };
-    let pool_hash = pool
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_NODEPOOL_HASH))?;
-    let mut text = format!("pool={pool_hash}");
+    let mut text = format!(
+        "pool={}",
+        hash(pool.metadata.annotations.as_ref(), ANNOTATION_NODEPOOL_HASH)?
+    );
     if let Some(class) = class {
-        text.push_str(";class=");
-        text.push_str(&annotation(
+        let class_hash = hash(
             class.metadata.annotations.as_ref(),
             ANNOTATION_EC2NODECLASS_HASH,
-        ));
+        );
+        text.push_str(&format!(";class={}", class_hash.unwrap_or_default()));
         if let Some(status) = &class.status {
-            let mut sorted = |ids: Vec<&str>, key: &str| {
-                let mut ids = ids;
-                ids.sort_unstable();
-                ids.dedup();
-                text.push_str(&format!(";{key}={}", ids.join(",")));
+            // Sets: their order in the status is not part of the target.
+            let ids = |ids: std::collections::BTreeSet<&str>| {
+                ids.into_iter().collect::<Vec<_>>().join(",")
             };
-            sorted(status.amis.iter().map(|a| a.id.as_str()).collect(), "amis");
-            sorted(
-                status.subnets.iter().map(|s| s.id.as_str()).collect(),
-                "subnets",
-            );
-            sorted(
-                status
+            text.push_str(&format!(
+                ";amis={};subnets={};securityGroups={}",
+                ids(status.amis.iter().map(|a| a.id.as_str()).collect()),
+                ids(status.subnets.iter().map(|s| s.id.as_str()).collect()),
+                ids(status
                     .security_groups
                     .iter()
                     .map(|g| g.id.as_str())
-                    .collect(),
-                "securityGroups",
-            );
+                    .collect()),
+            ));
         }
     }
     Some(fnv1a64(text.as_bytes()).to_string())
@@ -678,28 +667,6 @@ mod tests {
         assert_eq!(pass.progress, None);
     }
 
-    #[test]
-    fn removing_the_policy_mid_rollout_drops_its_progress_and_any_halt() {
-        let halted = RolloutPolicyStatus {
-            started_at: Some(format_utc(T0)),
-            started: 1,
-            halted: Some(RolloutHalt {
-                at: format_utc(T0 + 60),
-                wave: 0,
-                gate: "Restarts".into(),
-                message: "pod web/a restarted 5 times".into(),
-            }),
-            ..RolloutPolicyStatus::default()
-        };
-        let pass = policy_pass(
-            &RolloutPolicy::default(),
-            Some(&halted),
-            &facts(6, 5, 0),
-            T0 + 120,
-        );
-        assert_eq!((pass.cap, pass.hold, pass.progress), (None, None, None));
-    }
-
     fn halted_canary(target: Option<&str>) -> RolloutPolicyStatus {
         RolloutPolicyStatus {
             started_at: Some(format_utc(T0)),
@@ -716,6 +683,17 @@ mod tests {
             }),
             ..RolloutPolicyStatus::default()
         }
+    }
+
+    #[test]
+    fn removing_the_policy_mid_rollout_drops_its_progress_and_any_halt() {
+        let pass = policy_pass(
+            &RolloutPolicy::default(),
+            Some(&halted_canary(None)),
+            &facts(6, 5, 0),
+            T0 + 120,
+        );
+        assert_eq!((pass.cap, pass.hold, pass.progress), (None, None, None));
     }
 
     /// The class pointed back at the old AMI after a halt: the canary's node is now the drifted
