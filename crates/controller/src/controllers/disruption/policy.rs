@@ -332,17 +332,24 @@ fn pod_health(pod: &Pod, node: &str) -> Option<PodHealth> {
     if phase == "Succeeded" || phase == "Failed" {
         return None;
     }
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
-    let unready_since = match ready {
+    let condition = |type_: &str| {
+        status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_))
+    };
+    let since = |c: &k8s_openapi::api::core::v1::PodCondition| {
+        c.last_transition_time.as_ref().map(|t| t.0.as_second())
+    };
+    // Unready time counts on the new node only: a pod bound but not yet started (no Ready
+    // condition) is unready since it was bound, not since it was created — it may have waited
+    // Pending for capacity elsewhere, which says nothing about the new node.
+    let bound = condition("PodScheduled")
+        .filter(|c| c.status == "True")
+        .and_then(since);
+    let unready_since = match condition("Ready") {
         Some(c) if c.status == "True" => None,
-        Some(c) => c
-            .last_transition_time
-            .as_ref()
-            .map(|t| t.0.as_second())
-            .or_else(|| created(pod)),
-        None => created(pod),
+        Some(c) => since(c).or(bound).or_else(|| created(pod)),
+        None => bound.or_else(|| created(pod)),
     };
     let restarts = status
         .and_then(|s| s.container_statuses.as_ref())
@@ -368,4 +375,51 @@ fn created(pod: &Pod) -> Option<i64> {
         .creation_timestamp
         .as_ref()
         .map(|t| t.0.as_second())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(status: &str) -> Pod {
+        serde_json::from_str(&format!(
+            r#"{{"metadata": {{"name": "web-1", "namespace": "shop", "creationTimestamp": "2026-07-20T09:00:00Z"}}, "status": {status}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn at(text: &str) -> i64 {
+        driftwood_disruption::policy::seconds(text).unwrap()
+    }
+
+    /// Found by a chaos run of a canary moved back: a pod evicted from the drifted node waited
+    /// Pending for capacity for 7 minutes, landed on the new node, and the Unready gate halted
+    /// the rollout at once, counting from the pod's creation.
+    #[test]
+    fn a_pod_not_started_yet_is_unready_since_it_was_bound_not_since_it_was_created() {
+        let bound = pod(
+            r#"{"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-07-20T09:07:00Z"}]}"#,
+        );
+        let health = pod_health(&bound, "n-new").unwrap();
+        assert_eq!(health.unready_since, Some(at("2026-07-20T09:07:00Z")));
+        assert_eq!(health.key, "shop/web-1");
+        let unready = pod(
+            r#"{"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-07-20T09:07:00Z"}, {"type": "Ready", "status": "False", "lastTransitionTime": "2026-07-20T09:07:30Z"}]}"#,
+        );
+        assert_eq!(
+            pod_health(&unready, "n-new").unwrap().unready_since,
+            Some(at("2026-07-20T09:07:30Z"))
+        );
+        let ready = pod(
+            r#"{"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-07-20T09:07:30Z"}]}"#,
+        );
+        assert_eq!(pod_health(&ready, "n-new").unwrap().unready_since, None);
+        // Nothing known but the pod itself: since its creation.
+        assert_eq!(
+            pod_health(&pod(r#"{"phase": "Pending"}"#), "n-new")
+                .unwrap()
+                .unready_since,
+            Some(at("2026-07-20T09:00:00Z"))
+        );
+    }
 }
