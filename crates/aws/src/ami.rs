@@ -8,13 +8,13 @@ use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
 use driftwood_api::ec2nodeclass::AmiSelectorTerm;
 use driftwood_api::requirement::OP_IN;
 use driftwood_api::wellknown::LABEL_ARCH;
+use driftwood_scheduling::Requirements;
 use jiff::Timestamp;
 
 use super::ami_family::{
     AliasError, AmiFamily, alias_parameters, check_kubernetes_version, parse_alias,
 };
 use super::filters::tag_filters;
-use super::requirements::{LabelValues, requirements_allow};
 use crate::ports::{
     AwsError, DescribeImagesInput, Ec2Api, Filter, GetParameterInput, Image, SsmApi,
 };
@@ -140,10 +140,23 @@ pub fn select_newest(candidates: Vec<ResolvedAmi>) -> Vec<ResolvedAmi> {
         .collect()
 }
 
-/// The images of `amis` an instance type with `labels` may use, in preference order.
-pub fn compatible_amis<'a>(amis: &'a [ResolvedAmi], labels: &LabelValues) -> Vec<&'a ResolvedAmi> {
+/// The requirements of `ami` in the scheduling model; `None` when one cannot be read (such an
+/// image suits no instance type).
+pub fn ami_requirements(ami: &ResolvedAmi) -> Option<Requirements> {
+    Requirements::from_api(&ami.requirements).ok()
+}
+
+/// The images of `amis` an instance type with `requirements` may use, in preference order: each
+/// of the image's requirements is met by some value the type allows, or by the type not having
+/// the label when the requirement admits that (`NotIn`, `DoesNotExist`).
+pub fn compatible_amis<'a>(
+    amis: &'a [ResolvedAmi],
+    requirements: &Requirements,
+) -> Vec<&'a ResolvedAmi> {
     amis.iter()
-        .filter(|a| requirements_allow(&a.requirements, labels))
+        .filter(|a| {
+            ami_requirements(a).is_some_and(|ami| requirements.compatible(&ami, |_| false).is_ok())
+        })
         .collect()
 }
 

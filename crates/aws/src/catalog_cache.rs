@@ -1,13 +1,14 @@
 //! The built instance-type catalog of each EC2NodeClass, kept while what it is built from (the
-//! described data, the class's options, the offerings unavailable now) is unchanged, with its
-//! scheduling form converted once.
+//! described data, the class's options, the offerings unavailable now) is unchanged.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use driftwood_scheduling::InstanceType;
 
 use jiff::Timestamp;
 
-use super::instance_types::{CatalogData, CatalogOptions, InstanceTypeInfo, build_catalog};
+use super::instance_types::{CatalogData, CatalogOptions, build_catalog};
 use super::overhead::OverheadError;
 use super::unavailable::{OfferingKey, UnavailableOfferings};
 
@@ -16,8 +17,7 @@ struct Built {
     data: Arc<CatalogData>,
     opts: CatalogOptions,
     unavailable: Vec<OfferingKey>,
-    catalog: Arc<Vec<InstanceTypeInfo>>,
-    scheduling: OnceLock<Arc<Vec<driftwood_scheduling::InstanceType>>>,
+    catalog: Arc<Vec<InstanceType>>,
 }
 
 /// Built catalogs by class name.
@@ -36,7 +36,7 @@ impl BuiltCatalogs {
         opts: CatalogOptions,
         unavailable: &UnavailableOfferings,
         now: Timestamp,
-    ) -> Result<Arc<Vec<InstanceTypeInfo>>, OverheadError> {
+    ) -> Result<Arc<Vec<InstanceType>>, OverheadError> {
         let unavailable_now = unavailable.unavailable_at(now);
         let mut by_class = self.by_class.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(b) = by_class.get(class)
@@ -54,33 +54,9 @@ impl BuiltCatalogs {
                 opts,
                 unavailable: unavailable_now,
                 catalog: catalog.clone(),
-                scheduling: OnceLock::new(),
             },
         );
         Ok(catalog)
-    }
-
-    /// `catalog` in the scheduling crate's model, converted once per built catalog of `class`.
-    pub fn scheduling(
-        &self,
-        class: &str,
-        catalog: &Arc<Vec<InstanceTypeInfo>>,
-    ) -> Arc<Vec<driftwood_scheduling::InstanceType>> {
-        let convert = || {
-            Arc::new(
-                catalog
-                    .iter()
-                    .map(InstanceTypeInfo::to_scheduling)
-                    .collect(),
-            )
-        };
-        let by_class = self.by_class.lock().unwrap_or_else(PoisonError::into_inner);
-        match by_class.get(class) {
-            Some(b) if Arc::ptr_eq(&b.catalog, catalog) => {
-                b.scheduling.get_or_init(convert).clone()
-            }
-            _ => convert(),
-        }
     }
 }
 
@@ -132,8 +108,6 @@ mod tests {
             .get_or_build("c", &d, opts(), &unavailable, t0)
             .unwrap();
         assert!(Arc::ptr_eq(&a, &b), "same inputs: the kept catalog");
-        let s1 = cache.scheduling("c", &a);
-        assert!(Arc::ptr_eq(&s1, &cache.scheduling("c", &a)));
         // An offering becomes unavailable: rebuilt, and the offering is marked.
         unavailable.mark(OfferingKey::new("m5.large", "us-west-2a", "on-demand"), t0);
         let c = cache
@@ -147,7 +121,7 @@ mod tests {
         let e = cache
             .get_or_build("c", &d, other, &unavailable, t0)
             .unwrap();
-        assert_eq!(e[0].capacity.pods, 20);
+        assert_eq!(crate::instance_types::pods(&e[0].capacity), 20);
         // Fresh data: rebuilt.
         let f = cache
             .get_or_build("c", &data(), opts(), &unavailable, t0)

@@ -3,28 +3,33 @@
 
 use std::collections::BTreeMap;
 
+use driftwood_api::NodeClaim;
 use driftwood_api::wellknown::{
     LABEL_CAPACITY_TYPE, LABEL_EC2NODECLASS, LABEL_NODEPOOL, LABEL_TOPOLOGY_REGION,
     LABEL_TOPOLOGY_ZONE, LABEL_TOPOLOGY_ZONE_ID,
 };
+use driftwood_scheduling::resources::{EPHEMERAL_STORAGE, MEMORY};
+use driftwood_scheduling::{Requirements, Resources};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::overhead::Resources;
-use super::quantity::parse_quantity;
 use crate::ports::Tag;
 
 const KI: i64 = 1 << 10;
 const MI: i64 = 1 << 20;
 
-fn cpu_quantity(millis: i64) -> Quantity {
-    if millis % 1000 == 0 {
-        Quantity((millis / 1000).to_string())
+fn milli_quantity(milli: i64) -> Quantity {
+    if milli % 1000 == 0 {
+        Quantity((milli / 1000).to_string())
     } else {
-        Quantity(format!("{millis}m"))
+        Quantity(format!("{milli}m"))
     }
 }
 
-fn bytes_quantity(bytes: i64) -> Quantity {
+fn bytes_quantity(milli: i64) -> Quantity {
+    if milli % 1000 != 0 {
+        return Quantity(format!("{milli}m"));
+    }
+    let bytes = milli / 1000;
     if bytes % MI == 0 {
         Quantity(format!("{}Mi", bytes / MI))
     } else if bytes % KI == 0 {
@@ -34,35 +39,46 @@ fn bytes_quantity(bytes: i64) -> Quantity {
     }
 }
 
-/// `cpu`, `memory`, `ephemeral-storage`, `pods` as quantities.
+/// Every resource of `r` as a quantity (bytes for memory and ephemeral storage, whole units
+/// where they are whole), amounts below zero reported as zero.
 pub fn resource_quantities(r: &Resources) -> BTreeMap<String, Quantity> {
-    BTreeMap::from([
-        ("cpu".to_string(), cpu_quantity(r.cpu_millis)),
-        ("memory".to_string(), bytes_quantity(r.memory_bytes)),
-        (
-            "ephemeral-storage".to_string(),
-            bytes_quantity(r.ephemeral_storage_bytes),
-        ),
-        ("pods".to_string(), Quantity(r.pods.to_string())),
-    ])
+    r.0.iter()
+        .map(|(name, milli)| {
+            let milli = (*milli).max(0);
+            let quantity = match name.as_str() {
+                MEMORY | EPHEMERAL_STORAGE => bytes_quantity(milli),
+                _ => milli_quantity(milli),
+            };
+            (name.clone(), quantity)
+        })
+        .collect()
 }
 
-/// Parses resource requests; an unparsable one is an error naming it.
-pub fn requests_from_quantities(
-    requests: &BTreeMap<String, Quantity>,
-) -> Result<Resources, String> {
-    let mut r = Resources::default();
-    for (k, q) in requests {
-        let n = parse_quantity(&q.0).map_err(|e| format!("spec.resources.requests.{k}: {e}"))?;
-        match k.as_str() {
-            "cpu" => r.cpu_millis = (n * 1000.0).ceil() as i64,
-            "memory" => r.memory_bytes = n.ceil() as i64,
-            "ephemeral-storage" => r.ephemeral_storage_bytes = n.ceil() as i64,
-            "pods" => r.pods = n.ceil() as i64,
-            _ => {}
-        }
-    }
-    Ok(r)
+/// The resources a NodeClaim requests, every one of them (extended resources too), exactly;
+/// one that does not parse is an error naming it.
+pub fn claim_requests(claim: &NodeClaim) -> Result<Resources, String> {
+    let requests = claim.spec.resources.as_ref().map(|r| &r.requests);
+    requests.map_or(Ok(Resources::new()), |list| {
+        Resources::from_quantities(list).map_err(|e| {
+            format!(
+                "NodeClaim {}: spec.resources.requests.{}: {}",
+                claim.metadata.name.as_deref().unwrap_or_default(),
+                e.resource,
+                e.source
+            )
+        })
+    })
+}
+
+/// A NodeClaim's requirements in the scheduling model; one that cannot be read is an error
+/// naming it.
+pub fn claim_requirements(claim: &NodeClaim) -> Result<Requirements, String> {
+    Requirements::from_api(&claim.spec.requirements).map_err(|e| {
+        format!(
+            "NodeClaim {}: spec.requirements: {e}",
+            claim.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
 }
 
 /// Tags every launched instance gets: the class's tags, then driftwood's (which win).
@@ -112,26 +128,42 @@ pub fn node_labels(
 
 #[cfg(test)]
 mod tests {
+    use driftwood_scheduling::resources::CPU;
+
     use super::*;
 
     #[test]
     fn quantities_round_trip() {
-        let r = Resources {
-            cpu_millis: 1930,
-            memory_bytes: 7577 * MI,
-            ephemeral_storage_bytes: 17 * KI,
-            pods: 29,
-        };
+        let mut r = crate::overhead::base_resources(1930, 7577 * MI, 17 * KI, 29);
+        r.set("nvidia.com/gpu", 4000);
         let q = resource_quantities(&r);
         assert_eq!(q["cpu"].0, "1930m");
         assert_eq!(q["memory"].0, "7577Mi");
         assert_eq!(q["ephemeral-storage"].0, "17Ki");
-        assert_eq!(requests_from_quantities(&q).unwrap(), r);
-        let bad = BTreeMap::from([("cpu".to_string(), Quantity("lots".to_string()))]);
+        assert_eq!(q["pods"].0, "29");
+        assert_eq!(q["nvidia.com/gpu"].0, "4");
+        assert_eq!(Resources::from_quantities(&q).unwrap(), r);
+    }
+
+    /// Extended resources are requests like any other (the provider's old parser dropped them,
+    /// so a NodeClaim asking for a GPU could be launched on a type without one).
+    #[test]
+    fn a_claims_requests_keep_extended_resources_and_bad_ones_name_the_field() {
+        let mut claim = NodeClaim::new("default-abc", Default::default());
+        let requests = |pairs: &[(&str, &str)]| driftwood_api::nodeclaim::ResourceRequirements {
+            requests: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect(),
+        };
+        claim.spec.resources = Some(requests(&[("cpu", "1500m"), ("nvidia.com/gpu", "1")]));
+        let r = claim_requests(&claim).unwrap();
+        assert_eq!((r.get(CPU), r.get("nvidia.com/gpu")), (1500, 1000));
+        claim.spec.resources = Some(requests(&[("cpu", "lots")]));
+        let err = claim_requests(&claim).unwrap_err();
         assert!(
-            requests_from_quantities(&bad)
-                .unwrap_err()
-                .contains("spec.resources.requests.cpu")
+            err.contains("NodeClaim default-abc") && err.contains("spec.resources.requests.cpu"),
+            "{err}"
         );
     }
 

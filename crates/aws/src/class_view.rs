@@ -9,7 +9,7 @@ use driftwood_api::wellknown::LABEL_ARCH;
 use super::ami::ResolvedAmi;
 use super::ami_family::AmiFamily;
 use super::overhead::KubeletOverrides;
-use super::quantity::parse_quantity;
+use super::quantity::non_negative_milli;
 use crate::ports::{BlockDeviceMapping, MetadataOptions};
 
 const GIB: i64 = 1 << 30;
@@ -116,12 +116,14 @@ pub fn block_devices(
         .map(|(i, m)| {
             let ebs = m.ebs.clone().unwrap_or_default();
             let size = match &ebs.volume_size {
-                Some(s) => Some(
-                    (parse_quantity(s).map_err(|e| {
+                Some(s) => {
+                    let milli = non_negative_milli(s).map_err(|e| {
                         format!("spec.blockDeviceMappings[{i}].ebs.volumeSize: {e}")
-                    })? / GIB as f64)
-                        .ceil() as i64,
-                ),
+                    })?;
+                    // Whole GiB, rounded up.
+                    let gib_milli = GIB.saturating_mul(1000);
+                    Some(milli / gib_milli + i64::from(milli % gib_milli != 0))
+                }
                 None => None,
             };
             Ok(BlockDeviceMapping {

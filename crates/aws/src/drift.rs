@@ -1,13 +1,11 @@
 //! Provider drift of a NodeClaim against its EC2NodeClass, checked in Karpenter's order:
 //! NodeClassDrift (static hash), AMIDrift, SecurityGroupDrift, SubnetDrift. Pure.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
 use driftwood_api::hash::{HashComparison, TemplateHashes, compare_stamped};
 use driftwood_api::wellknown::{DRIFT_AMI, DRIFT_NODECLASS, DRIFT_SECURITY_GROUP, DRIFT_SUBNET};
-
-use super::requirements::{LabelValues, requirements_allow};
 
 /// What changed between the node and its class.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,7 +116,7 @@ pub struct DriftInputs {
     pub node_subnet: String,
     pub node_security_groups: Vec<String>,
     /// The node's labels (instance type, arch, ...) for AMI compatibility.
-    pub node_labels: LabelValues,
+    pub node_labels: BTreeMap<String, String>,
     /// What the class resolves to now (its status).
     pub class_amis: Vec<ClassAmi>,
     pub class_subnets: Vec<String>,
@@ -175,7 +173,10 @@ fn ami_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
     let compatible: Vec<String> = i
         .class_amis
         .iter()
-        .filter(|a| requirements_allow(&a.requirements, &i.node_labels))
+        .filter(|a| {
+            driftwood_scheduling::Requirements::from_api(&a.requirements)
+                .is_ok_and(|ami| ami.matches_labels(&i.node_labels))
+        })
         .map(|a| a.id.clone())
         .collect();
     Ok(
@@ -247,8 +248,6 @@ pub fn provider_drifts(i: &DriftInputs) -> Vec<ProviderDrift> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use driftwood_api::requirement::OP_IN;
 
     use super::*;
@@ -266,10 +265,7 @@ mod tests {
             node_image: "ami-a".to_string(),
             node_subnet: "subnet-1".to_string(),
             node_security_groups: vec!["sg-2".to_string(), "sg-1".to_string()],
-            node_labels: BTreeMap::from([(
-                "kubernetes.io/arch".to_string(),
-                BTreeSet::from(["amd64".to_string()]),
-            )]),
+            node_labels: BTreeMap::from([("kubernetes.io/arch".to_string(), "amd64".to_string())]),
             class_amis: vec![
                 ClassAmi {
                     id: "ami-a".to_string(),

@@ -32,7 +32,6 @@ use driftwood_api::wellknown::{
 };
 
 use crate::drift::{ClassAmi, DriftInputs, DriftUnknown, ProviderDrift, provider_drift};
-use crate::requirements::single_valued;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures (the "NodeClaim Drift" BeforeEach and the "Static Drift Detection" NodeClass)
@@ -132,11 +131,11 @@ fn inputs() -> DriftInputs {
         node_image: AMD_AMI.to_string(),
         node_subnet: VALID_SUBNET_1.to_string(),
         node_security_groups: strings(&[VALID_SG]),
-        node_labels: single_valued(&owned(&[
+        node_labels: owned(&[
             (LABEL_NODEPOOL, "default"),
             (LABEL_INSTANCE_TYPE, "m5.large"),
             (LABEL_ARCH, "amd64"),
-        ])),
+        ]),
         class_amis: vec![class_ami(ARM_AMI, "arm64"), class_ami(AMD_AMI, "amd64")],
         class_subnets: strings(&[VALID_SUBNET_1, VALID_SUBNET_2]),
         class_security_groups: strings(&[VALID_SG]),

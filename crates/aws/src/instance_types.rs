@@ -1,18 +1,18 @@
 //! The instance-type catalog: Karpenter's labels, capacity, overhead, allocatable and offerings
-//! (zone × capacity type × price × availability), built purely from described EC2 data.
+//! (zone × capacity type × price × availability), built purely from described EC2 data into the
+//! scheduling crate's model, driftwood's one model of an instance type.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
 
+use driftwood_api::wellknown::INSTANCE_TYPE_LABELS;
 use driftwood_api::wellknown::{
-    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_CAPACITY_TYPE,
-    LABEL_INSTANCE_CATEGORY, LABEL_INSTANCE_CPU, LABEL_INSTANCE_CPU_MANUFACTURER,
+    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_INSTANCE_CATEGORY,
+    LABEL_INSTANCE_CPU, LABEL_INSTANCE_CPU_MANUFACTURER,
     LABEL_INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ, LABEL_INSTANCE_EBS_BANDWIDTH,
     LABEL_INSTANCE_FAMILY, LABEL_INSTANCE_GENERATION, LABEL_INSTANCE_GPU_COUNT,
     LABEL_INSTANCE_GPU_MANUFACTURER, LABEL_INSTANCE_GPU_MEMORY, LABEL_INSTANCE_GPU_NAME,
     LABEL_INSTANCE_HYPERVISOR, LABEL_INSTANCE_LOCAL_NVME, LABEL_INSTANCE_MEMORY,
-    LABEL_INSTANCE_SIZE, LABEL_INSTANCE_TYPE, LABEL_OS, LABEL_TOPOLOGY_ZONE,
-    LABEL_TOPOLOGY_ZONE_ID,
+    LABEL_INSTANCE_SIZE, LABEL_INSTANCE_TYPE, LABEL_OS, LABEL_TOPOLOGY_ZONE_ID,
 };
 use driftwood_api::wellknown::{
     LABEL_INSTANCE_ACCELERATOR_COUNT, LABEL_INSTANCE_ACCELERATOR_MANUFACTURER,
@@ -20,93 +20,62 @@ use driftwood_api::wellknown::{
     LABEL_INSTANCE_ENCRYPTION_IN_TRANSIT_SUPPORTED, LABEL_INSTANCE_NETWORK_BANDWIDTH,
     LABEL_INSTANCE_TENANCY,
 };
+use driftwood_scheduling::requirements::{Requirement, Requirements};
+use driftwood_scheduling::{InstanceType, Offering};
 use jiff::Timestamp;
 
 use super::ami::kube_arch;
-use super::overhead::{KubeletOverrides, Overhead, OverheadError, Resources, max_pods, overhead};
-use super::requirements::LabelValues;
+use super::overhead::{
+    KubeletOverrides, OverheadError, Resources, base_resources, max_pods, overhead,
+};
 use super::unavailable::{OfferingKey, UnavailableOfferings};
 use crate::ports::InstanceTypeDescription;
 
 const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
 
-/// One way to buy an instance type: a zone and capacity type at a price.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Offering {
-    pub zone: String,
-    pub zone_id: String,
-    /// `spot` or `on-demand`.
-    pub capacity_type: String,
-    /// USD per hour.
-    pub price: f64,
-    /// False while an insufficient-capacity error keeps it out.
-    pub available: bool,
+/// The labels every node of `it` gets from its type: its single-valued `In` requirements,
+/// without the zone id (a launch labels the node with its own zone's).
+pub fn type_labels(it: &InstanceType) -> BTreeMap<String, String> {
+    it.requirements
+        .iter()
+        .filter(|(key, _)| *key != LABEL_TOPOLOGY_ZONE_ID)
+        .filter_map(|(key, r)| Some((key.to_string(), r.single_value()?.to_string())))
+        .collect()
 }
 
-/// An instance type as the scheduler and launcher see it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InstanceTypeInfo {
-    pub name: String,
-    /// `amd64` or `arm64`.
-    pub arch: String,
-    /// Single-valued labels every node of this type gets (zone and capacity type excluded).
-    pub labels: BTreeMap<String, String>,
-    pub capacity: Resources,
-    /// Device and network resources beyond cpu/memory/storage/pods, whole units, none zero
-    /// (see [`extended_resources`]); the kubelet reserves none of them.
-    pub extended: BTreeMap<&'static str, i64>,
-    pub overhead: Overhead,
-    pub offerings: Vec<Offering>,
-    /// [`Self::label_values`], worked out on first use (labels and offerings do not change
-    /// once a catalog is built).
-    pub label_values_cache: OnceLock<LabelValues>,
-}
-
-impl InstanceTypeInfo {
-    /// Capacity minus overhead.
-    pub fn allocatable(&self) -> Resources {
-        self.capacity.minus(self.overhead.total())
-    }
-
-    /// Labels plus the zones, zone ids and capacity types of the available offerings, for
-    /// requirement matching.
-    pub fn label_values(&self) -> &LabelValues {
-        self.label_values_cache
-            .get_or_init(|| self.compute_label_values())
-    }
-
-    fn compute_label_values(&self) -> LabelValues {
-        let mut values: LabelValues = self
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), BTreeSet::from([v.clone()])))
-            .collect();
-        for o in self.offerings.iter().filter(|o| o.available) {
-            values
-                .entry(LABEL_TOPOLOGY_ZONE.to_string())
-                .or_default()
-                .insert(o.zone.clone());
-            if !o.zone_id.is_empty() {
-                values
-                    .entry(LABEL_TOPOLOGY_ZONE_ID.to_string())
-                    .or_default()
-                    .insert(o.zone_id.clone());
-            }
-            values
-                .entry(LABEL_CAPACITY_TYPE.to_string())
-                .or_default()
-                .insert(o.capacity_type.clone());
+/// An instance type in the scheduling model, from Karpenter's labels for it: each label an
+/// `In` requirement, `DoesNotExist` for every instance-type label it lacks (as Karpenter's
+/// instance types carry them, so `Exists` or `Gt` on a GPU, NVMe or bandwidth label rules the
+/// type out), `In` the zone ids of its offerings' zones.
+fn instance_type(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    zone_ids: BTreeSet<&String>,
+    capacity: Resources,
+    overhead: driftwood_scheduling::Overhead,
+    offerings: Vec<Offering>,
+) -> InstanceType {
+    let mut requirements = Requirements::from_labels(labels.iter());
+    for key in INSTANCE_TYPE_LABELS {
+        if !labels.contains_key(*key) {
+            requirements.add(key, Requirement::does_not_exist());
         }
-        values
     }
-
-    /// The cheapest available offering, if any.
-    pub fn cheapest_available(&self) -> Option<&Offering> {
-        self.offerings
-            .iter()
-            .filter(|o| o.available)
-            .min_by(|a, b| a.price.total_cmp(&b.price))
+    let zone_ids: Vec<String> = zone_ids
+        .into_iter()
+        .filter(|id| !id.is_empty())
+        .cloned()
+        .collect();
+    if !zone_ids.is_empty() {
+        requirements.add(LABEL_TOPOLOGY_ZONE_ID, Requirement::is_in(zone_ids));
+    }
+    InstanceType {
+        name: name.to_string(),
+        requirements,
+        capacity,
+        overhead,
+        offerings,
     }
 }
 
@@ -323,23 +292,32 @@ impl Default for CatalogOptions {
 const ARM64_CMA_MIB: i64 = 64;
 
 /// Capacity of a described type: vCPUs, memory minus the VM overhead (and, on arm64, the CMA
-/// reservation), root volume, max pods.
+/// reservation), root volume, max pods, and the extended resources of [`extended_resources`].
 pub fn capacity(desc: &InstanceTypeDescription, opts: &CatalogOptions) -> Resources {
     let arm64 = desc.supported_architectures.first().map(String::as_str) == Some("arm64");
     let memory_mib = desc.memory_mib - if arm64 { ARM64_CMA_MIB } else { 0 };
     let mem = memory_mib * MIB;
     let vm_overhead_mib = (memory_mib as f64 * opts.vm_memory_overhead_percent).ceil() as i64;
-    Resources {
-        cpu_millis: desc.default_vcpus * 1000,
-        memory_bytes: mem - vm_overhead_mib * MIB,
-        ephemeral_storage_bytes: opts.ephemeral_storage_bytes,
-        pods: max_pods(
+    let mut capacity = base_resources(
+        desc.default_vcpus * 1000,
+        mem - vm_overhead_mib * MIB,
+        opts.ephemeral_storage_bytes,
+        max_pods(
             &opts.kubelet,
             desc.default_vcpus,
             desc.maximum_network_interfaces - opts.reserved_enis,
             desc.ipv4_addresses_per_interface,
         ),
+    );
+    for (name, count) in extended_resources(desc) {
+        capacity.add_one(name, count.saturating_mul(1000));
     }
+    capacity
+}
+
+/// The most pods a node of this capacity accepts.
+pub fn pods(capacity: &Resources) -> i64 {
+    capacity.get(driftwood_scheduling::resources::PODS) / 1000
 }
 
 /// Builds the catalog for the given zones: every usable type offered in at least one of them,
@@ -349,7 +327,7 @@ pub fn build_catalog(
     opts: &CatalogOptions,
     unavailable: &UnavailableOfferings,
     now: Timestamp,
-) -> Result<Vec<InstanceTypeInfo>, OverheadError> {
+) -> Result<Vec<InstanceType>, OverheadError> {
     let mut out = Vec::new();
     for desc in &data.descriptions {
         let Some(labels) = instance_type_labels(desc, &opts.os) else {
@@ -357,6 +335,7 @@ pub fn build_catalog(
         };
         let name = &desc.instance_type;
         let mut offerings = Vec::new();
+        let mut zone_ids = BTreeSet::new();
         let offered = data.offered_zones.get(name);
         for (zone, zone_id) in &opts.zones {
             if !offered.is_some_and(|z| z.contains(zone)) {
@@ -375,29 +354,19 @@ pub fn build_catalog(
                 let available = !unavailable.is_unavailable(&OfferingKey::new(name, zone, ct), now);
                 offerings.push(Offering {
                     zone: zone.clone(),
-                    zone_id: zone_id.clone(),
                     capacity_type: ct.to_string(),
                     price,
                     available,
                 });
+                zone_ids.insert(zone_id);
             }
         }
         if offerings.is_empty() {
             continue;
         }
         let cap = capacity(desc, opts);
-        let oh = overhead(desc.default_vcpus, cap.pods, &cap, &opts.kubelet)?;
-        let arch = labels.get(LABEL_ARCH).cloned().unwrap_or_default();
-        out.push(InstanceTypeInfo {
-            name: name.clone(),
-            arch,
-            labels,
-            capacity: cap,
-            extended: extended_resources(desc),
-            overhead: oh,
-            offerings,
-            label_values_cache: OnceLock::new(),
-        });
+        let oh = overhead(desc.default_vcpus, pods(&cap), &cap, &opts.kubelet)?;
+        out.push(instance_type(name, &labels, zone_ids, cap, oh, offerings));
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
@@ -405,6 +374,8 @@ pub fn build_catalog(
 
 #[cfg(test)]
 mod tests {
+    use driftwood_scheduling::resources::{CPU, MEMORY};
+
     use super::*;
 
     fn m5_large() -> InstanceTypeDescription {
@@ -532,15 +503,26 @@ mod tests {
         let cat = build_catalog(&data, &opts, &unavailable, t0).unwrap();
         assert_eq!(cat.len(), 1);
         let it = &cat[0];
-        assert_eq!(it.labels[LABEL_INSTANCE_CATEGORY], "m");
-        assert_eq!(it.labels[LABEL_INSTANCE_GENERATION], "5");
-        assert_eq!(it.labels[LABEL_INSTANCE_CPU_MANUFACTURER], "intel");
-        assert_eq!(it.capacity.pods, 29);
+        let labels = type_labels(it);
+        assert_eq!(labels[LABEL_INSTANCE_CATEGORY], "m");
+        assert_eq!(labels[LABEL_INSTANCE_GENERATION], "5");
+        assert_eq!(labels[LABEL_INSTANCE_CPU_MANUFACTURER], "intel");
+        assert!(!labels.contains_key(LABEL_TOPOLOGY_ZONE_ID));
+        assert_eq!(pods(&it.capacity), 29);
         // 8192 MiB minus ceil(7.5%) = 614 MiB.
-        assert_eq!(it.capacity.memory_bytes, (8192 - 615) * MIB);
-        assert_eq!(it.overhead.kube_reserved.cpu_millis, 70);
-        assert_eq!(it.allocatable().cpu_millis, 1930);
-        // Only zone a is both offered and in the class's zones: spot (unavailable) and on-demand.
+        assert_eq!(it.capacity.get(MEMORY), (8192 - 615) * MIB * 1000);
+        assert_eq!(it.overhead.kube_reserved.get(CPU), 70);
+        assert_eq!(it.allocatable().get(CPU), 1930);
+        // Only zone a is both offered and in the class's zones: its zone id is a requirement.
+        assert!(
+            it.requirements
+                .get(LABEL_TOPOLOGY_ZONE_ID)
+                .is_some_and(|r| r.has("usw2-az1") && !r.has("usw2-az3"))
+        );
+        // Labels the type lacks are DoesNotExist, so Exists on them cannot match it.
+        let nvme = it.requirements.get(LABEL_INSTANCE_LOCAL_NVME).unwrap();
+        assert!(nvme.matches(None) && !nvme.matches(Some("100")));
+        // Zone a: spot (unavailable) and on-demand.
         assert_eq!(it.offerings.len(), 2);
         assert!(
             !it.offerings
@@ -549,9 +531,37 @@ mod tests {
                 .unwrap()
                 .available
         );
-        assert_eq!(it.cheapest_available().unwrap().capacity_type, "on-demand");
+        let any = Requirements::new();
+        assert_eq!(
+            it.cheapest_offering(&any).unwrap().capacity_type,
+            "on-demand"
+        );
         let later = t0 + jiff::SignedDuration::from_secs(181);
         let cat = build_catalog(&data, &opts, &unavailable, later).unwrap();
-        assert_eq!(cat[0].cheapest_available().unwrap().capacity_type, "spot");
+        assert_eq!(
+            cat[0].cheapest_offering(&any).unwrap().capacity_type,
+            "spot"
+        );
+    }
+
+    /// Extended resources are capacity the kubelet reserves none of: a GPU type's allocatable
+    /// keeps its GPUs.
+    #[test]
+    fn extended_resources_are_capacity_and_allocatable() {
+        let mut p3 = m5_large();
+        p3.instance_type = "p3.2xlarge".to_string();
+        p3.gpus = vec![crate::ports::GpuDeviceInfo {
+            name: "V100".to_string(),
+            manufacturer: "NVIDIA".to_string(),
+            count: 1,
+            memory_mib: 16_384,
+        }];
+        let cap = capacity(&p3, &CatalogOptions::default());
+        assert_eq!(cap.get(RESOURCE_NVIDIA_GPU), 1000);
+        let oh = overhead(2, pods(&cap), &cap, &KubeletOverrides::default()).unwrap();
+        assert_eq!(
+            crate::overhead::allocatable(&cap, &oh).get(RESOURCE_NVIDIA_GPU),
+            1000
+        );
     }
 }

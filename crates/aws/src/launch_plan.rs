@@ -3,17 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
 use driftwood_api::wellknown::{
-    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, INSTANCE_TYPE_LABELS, LABEL_CAPACITY_TYPE,
-    LABEL_TOPOLOGY_ZONE,
+    CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE,
+    LABEL_TOPOLOGY_ZONE_ID,
 };
+use driftwood_scheduling::{InstanceType, Requirements, Resources};
 
 use super::ami::{ResolvedAmi, compatible_amis};
-use super::instance_types::InstanceTypeInfo;
 use super::network::ZonalSubnet;
-use super::overhead::Resources;
-use super::requirements::{allowed_values, requirement_allows};
 
 /// At most this many instance types are offered to one fleet request (like Karpenter).
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -61,7 +58,7 @@ impl LaunchPlan {
 }
 
 /// A candidate type, its (zone, price) offers of the chosen capacity type, and its cheapest price.
-type PricedType<'a> = (&'a InstanceTypeInfo, Vec<(String, f64)>, f64);
+type PricedType<'a> = (&'a InstanceType, Vec<(String, f64)>, f64);
 
 /// Why nothing can be launched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,18 +71,16 @@ pub enum PlanError {
     NoSubnet,
 }
 
-fn fits(requests: &Resources, allocatable: &Resources) -> bool {
-    requests.cpu_millis <= allocatable.cpu_millis
-        && requests.memory_bytes <= allocatable.memory_bytes
-        && requests.ephemeral_storage_bytes <= allocatable.ephemeral_storage_bytes
-        && requests.pods <= allocatable.pods
+/// Whether `value` of label `key` is allowed by `requirements` (`None`: the label is absent).
+fn allows(requirements: &Requirements, key: &str, value: Option<&str>) -> bool {
+    requirements.get(key).is_none_or(|r| r.matches(value))
 }
 
 /// Plans a launch for `requirements` and `requests` over the catalog, AMIs (preference order)
 /// and subnets (one per zone).
 pub fn plan_launch(
-    catalog: &[InstanceTypeInfo],
-    requirements: &[Requirement],
+    catalog: &[InstanceType],
+    requirements: &Requirements,
     requests: &Resources,
     amis: &[ResolvedAmi],
     subnets: &BTreeMap<String, ZonalSubnet>,
@@ -93,36 +88,37 @@ pub fn plan_launch(
     if subnets.is_empty() {
         return Err(PlanError::NoSubnet);
     }
-    let zones: BTreeSet<String> = allowed_values(
-        requirements,
-        LABEL_TOPOLOGY_ZONE,
-        subnets.keys().map(String::as_str),
-    );
-    let capacity_types = allowed_values(
-        requirements,
-        LABEL_CAPACITY_TYPE,
-        [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND],
-    );
-    // Requirements on labels an instance type does not decide (a NodePool's custom labels, the
-    // nodepool label) are met by the NodeClaim's own labels, not by the instance type; on an
-    // instance-type label the type lacks (no GPU, no local NVMe) they see the label absent.
-    let candidates: Vec<&InstanceTypeInfo> = catalog
+    // The zones of the subnets the requirements allow, by name and by zone id.
+    let zones: BTreeSet<&str> = subnets
         .iter()
-        .filter(|it| {
-            let labels = it.label_values();
-            requirements
-                .iter()
-                .filter(|r| {
-                    labels.contains_key(&r.key) || INSTANCE_TYPE_LABELS.contains(&r.key.as_str())
-                })
-                .all(|r| requirement_allows(r, labels))
+        .filter(|(zone, subnet)| {
+            allows(requirements, LABEL_TOPOLOGY_ZONE, Some(zone.as_str()))
+                && allows(
+                    requirements,
+                    LABEL_TOPOLOGY_ZONE_ID,
+                    Some(subnet.zone_id.as_str()).filter(|id| !id.is_empty()),
+                )
         })
-        .filter(|it| fits(requests, &it.allocatable()))
+        .map(|(zone, _)| zone.as_str())
         .collect();
-    let offered = |it: &InstanceTypeInfo, ct: &str| -> Vec<(String, f64)> {
+    let capacity_types: BTreeSet<&str> = [CAPACITY_TYPE_SPOT, CAPACITY_TYPE_ON_DEMAND]
+        .into_iter()
+        .filter(|ct| allows(requirements, LABEL_CAPACITY_TYPE, Some(ct)))
+        .collect();
+    // A type is a candidate when its labels (and the instance-type labels it lacks, which it
+    // carries as DoesNotExist) meet the requirements on them, and its allocatable holds every
+    // request, extended resources included. Requirements on labels an instance type does not
+    // decide (a NodePool's custom labels, the nodepool label) are met by the NodeClaim's own
+    // labels, not by the instance type.
+    let candidates: Vec<&InstanceType> = catalog
+        .iter()
+        .filter(|it| it.requirements.intersects(requirements).is_ok())
+        .filter(|it| it.holds(requests))
+        .collect();
+    let offered = |it: &InstanceType, ct: &str| -> Vec<(String, f64)> {
         it.offerings
             .iter()
-            .filter(|o| o.available && o.capacity_type == ct && zones.contains(&o.zone))
+            .filter(|o| o.available && o.capacity_type == ct && zones.contains(o.zone.as_str()))
             .map(|o| (o.zone.clone(), o.price))
             .collect()
     };
@@ -153,8 +149,7 @@ pub fn plan_launch(
 
     let mut groups: Vec<AmiGroup> = Vec::new();
     for (it, offers, _) in priced {
-        let labels = it.label_values();
-        let Some(ami) = compatible_amis(amis, labels).into_iter().next() else {
+        let Some(ami) = compatible_amis(amis, &it.requirements).into_iter().next() else {
             continue;
         };
         let overrides = offers.into_iter().filter_map(|(zone, price)| {
@@ -187,41 +182,48 @@ pub fn plan_launch(
 mod tests {
     use std::collections::BTreeMap;
 
-    use driftwood_api::requirement::{OP_IN, OP_NOT_IN};
-    use driftwood_api::wellknown::{LABEL_ARCH, LABEL_INSTANCE_TYPE};
+    use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
+    use driftwood_api::requirement::{OP_EXISTS, OP_IN, OP_NOT_IN};
+    use driftwood_api::wellknown::{LABEL_ARCH, LABEL_INSTANCE_GPU_COUNT, LABEL_INSTANCE_TYPE};
+    use driftwood_scheduling::resources::CPU;
+    use driftwood_scheduling::{Offering, Overhead};
 
     use super::*;
-    use crate::instance_types::Offering;
-    use crate::overhead::Overhead;
+    use crate::overhead::base_resources;
 
-    fn it(name: &str, arch: &str, cpu: i64, offers: &[(&str, &str, f64)]) -> InstanceTypeInfo {
-        InstanceTypeInfo {
+    fn it(name: &str, arch: &str, cpu: i64, offers: &[(&str, &str, f64)]) -> InstanceType {
+        let labels = BTreeMap::from([
+            (LABEL_INSTANCE_TYPE.to_string(), name.to_string()),
+            (LABEL_ARCH.to_string(), arch.to_string()),
+        ]);
+        let mut requirements = Requirements::from_labels(labels.iter());
+        requirements.add(
+            LABEL_INSTANCE_GPU_COUNT,
+            driftwood_scheduling::Requirement::does_not_exist(),
+        );
+        InstanceType {
             name: name.to_string(),
-            arch: arch.to_string(),
-            labels: BTreeMap::from([
-                (LABEL_INSTANCE_TYPE.to_string(), name.to_string()),
-                (LABEL_ARCH.to_string(), arch.to_string()),
-            ]),
-            capacity: Resources {
-                cpu_millis: cpu * 1000,
-                memory_bytes: 1 << 33,
-                ephemeral_storage_bytes: 1 << 34,
-                pods: 29,
-            },
-            extended: BTreeMap::new(),
+            requirements,
+            capacity: base_resources(cpu * 1000, 1 << 33, 1 << 34, 29),
             overhead: Overhead::default(),
-            label_values_cache: Default::default(),
             offerings: offers
                 .iter()
                 .map(|(zone, ct, price)| Offering {
                     zone: zone.to_string(),
-                    zone_id: String::new(),
                     capacity_type: ct.to_string(),
                     price: *price,
                     available: true,
                 })
                 .collect(),
         }
+    }
+
+    fn reqs(list: &[Requirement]) -> Requirements {
+        Requirements::from_api(list).unwrap()
+    }
+
+    fn cpu(millis: i64) -> Resources {
+        Resources::from_milli([(CPU, millis)])
     }
 
     fn ami(id: &str, arch: &str) -> ResolvedAmi {
@@ -252,7 +254,7 @@ mod tests {
             .collect()
     }
 
-    fn catalog() -> Vec<InstanceTypeInfo> {
+    fn catalog() -> Vec<InstanceType> {
         vec![
             it(
                 "m5.large",
@@ -282,7 +284,14 @@ mod tests {
     #[test]
     fn spot_preferred_groups_by_ami_cheapest_first() {
         let amis = [ami("ami-x86", "amd64"), ami("ami-arm", "arm64")];
-        let plan = plan_launch(&catalog(), &[], &Resources::default(), &amis, &subnets()).unwrap();
+        let plan = plan_launch(
+            &catalog(),
+            &reqs(&[]),
+            &Resources::default(),
+            &amis,
+            &subnets(),
+        )
+        .unwrap();
         assert_eq!(plan.capacity_type, "spot");
         assert_eq!(plan.groups.len(), 2);
         assert_eq!(
@@ -313,14 +322,20 @@ mod tests {
 
     #[test]
     fn on_demand_only_requirements_and_type_without_ami_drop_out() {
-        let reqs = vec![Requirement::new(
+        let on_demand = reqs(&[Requirement::new(
             "karpenter.sh/capacity-type",
             OP_IN,
             &["on-demand"],
-        )];
+        )]);
         let amis = [ami("ami-x86", "amd64")];
-        let plan =
-            plan_launch(&catalog(), &reqs, &Resources::default(), &amis, &subnets()).unwrap();
+        let plan = plan_launch(
+            &catalog(),
+            &on_demand,
+            &Resources::default(),
+            &amis,
+            &subnets(),
+        )
+        .unwrap();
         assert_eq!(plan.capacity_type, "on-demand");
         assert_eq!(plan.groups.len(), 1);
         let types: Vec<&str> = plan
@@ -333,14 +348,14 @@ mod tests {
 
     #[test]
     fn zone_requirements_and_requests_filter() {
-        let reqs = vec![Requirement::new(
+        let not_a = reqs(&[Requirement::new(
             "topology.kubernetes.io/zone",
             OP_NOT_IN,
             &["a"],
-        )];
+        )]);
         let amis = [ami("ami-x86", "amd64"), ami("ami-arm", "arm64")];
         let plan =
-            plan_launch(&catalog(), &reqs, &Resources::default(), &amis, &subnets()).unwrap();
+            plan_launch(&catalog(), &not_a, &Resources::default(), &amis, &subnets()).unwrap();
         let all = plan.all_overrides();
         assert_eq!(all.len(), 1);
         assert_eq!(
@@ -348,30 +363,85 @@ mod tests {
             ("m5.large", "b")
         );
 
-        let big = Resources {
-            cpu_millis: 3000,
-            ..Resources::default()
-        };
-        let plan = plan_launch(&catalog(), &[], &big, &amis, &subnets()).unwrap();
+        let big = cpu(3000);
+        let plan = plan_launch(&catalog(), &reqs(&[]), &big, &amis, &subnets()).unwrap();
         assert_eq!(
             plan.capacity_type, "on-demand",
             "the only 4-cpu type has no spot offer in a subnet zone"
         );
-        let huge = Resources {
-            cpu_millis: 64_000,
-            ..Resources::default()
-        };
+        let huge = cpu(64_000);
         assert_eq!(
-            plan_launch(&catalog(), &[], &huge, &amis, &subnets()),
+            plan_launch(&catalog(), &reqs(&[]), &huge, &amis, &subnets()),
             Err(PlanError::NoCompatibleInstanceType)
         );
         assert_eq!(
-            plan_launch(&catalog(), &[], &big, &amis, &BTreeMap::new()),
+            plan_launch(&catalog(), &reqs(&[]), &big, &amis, &BTreeMap::new()),
             Err(PlanError::NoSubnet)
         );
         assert_eq!(
-            plan_launch(&catalog(), &[], &Resources::default(), &[], &subnets()),
+            plan_launch(
+                &catalog(),
+                &reqs(&[]),
+                &Resources::default(),
+                &[],
+                &subnets()
+            ),
             Err(PlanError::NoCompatibleAmi)
+        );
+    }
+
+    /// A request for a resource no type has (a GPU here) leaves no type: the old parser dropped
+    /// extended requests and would have launched a type without one.
+    #[test]
+    fn extended_requests_and_instance_type_labels_the_type_lacks_rule_it_out() {
+        let amis = [ami("ami-x86", "amd64"), ami("ami-arm", "arm64")];
+        let mut gpu = cpu(1000);
+        gpu.set("nvidia.com/gpu", 1000);
+        assert_eq!(
+            plan_launch(&catalog(), &reqs(&[]), &gpu, &amis, &subnets()),
+            Err(PlanError::NoCompatibleInstanceType)
+        );
+        let mut catalog = catalog();
+        catalog[0].capacity.set("nvidia.com/gpu", 1000);
+        catalog[0].requirements = Requirements::from_labels(
+            [
+                (LABEL_INSTANCE_TYPE.to_string(), "m5.large".to_string()),
+                (LABEL_ARCH.to_string(), "amd64".to_string()),
+                (LABEL_INSTANCE_GPU_COUNT.to_string(), "1".to_string()),
+            ]
+            .iter()
+            .map(|(k, v)| (k, v)),
+        );
+        let plan = plan_launch(&catalog, &reqs(&[]), &gpu, &amis, &subnets()).unwrap();
+        assert!(
+            plan.all_overrides()
+                .iter()
+                .all(|o| o.instance_type == "m5.large")
+        );
+        // Exists on an instance-type label: only the type that has it.
+        let gpu_label = reqs(&[Requirement::new(LABEL_INSTANCE_GPU_COUNT, OP_EXISTS, &[])]);
+        let plan = plan_launch(&catalog, &gpu_label, &cpu(1000), &amis, &subnets()).unwrap();
+        assert!(
+            plan.all_overrides()
+                .iter()
+                .all(|o| o.instance_type == "m5.large")
+        );
+    }
+
+    /// A zone-id requirement picks the subnets of that zone.
+    #[test]
+    fn a_zone_id_requirement_picks_its_zone() {
+        let mut with_ids = subnets();
+        for (zone, subnet) in with_ids.iter_mut() {
+            subnet.zone_id = format!("usw2-{zone}");
+        }
+        let amis = [ami("ami-x86", "amd64"), ami("ami-arm", "arm64")];
+        let only_b = reqs(&[Requirement::new(LABEL_TOPOLOGY_ZONE_ID, OP_IN, &["usw2-b"])]);
+        let plan =
+            plan_launch(&catalog(), &only_b, &Resources::default(), &amis, &with_ids).unwrap();
+        assert!(
+            plan.all_overrides().iter().all(|o| o.zone == "b"),
+            "{plan:?}"
         );
     }
 }

@@ -3,58 +3,52 @@
 
 use std::collections::BTreeMap;
 
-use super::quantity::{QuantityError, parse_percent, parse_quantity};
+use driftwood_scheduling::quantity::QuantityError;
+
+use super::quantity::non_negative_milli;
+use driftwood_scheduling::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+pub use driftwood_scheduling::{Overhead, Resources};
 
 const MIB: i64 = 1 << 20;
 const GIB: i64 = 1 << 30;
 
-/// Resource amounts in base units.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Resources {
-    pub cpu_millis: i64,
-    pub memory_bytes: i64,
-    pub ephemeral_storage_bytes: i64,
-    pub pods: i64,
+/// `amount` base units (bytes, pods) as milli-units, saturating.
+fn milli(amount: i64) -> i64 {
+    amount.saturating_mul(1000)
 }
 
-impl Resources {
-    /// Component-wise sum.
-    pub fn plus(self, other: Self) -> Self {
-        Self {
-            cpu_millis: self.cpu_millis + other.cpu_millis,
-            memory_bytes: self.memory_bytes + other.memory_bytes,
-            ephemeral_storage_bytes: self.ephemeral_storage_bytes + other.ephemeral_storage_bytes,
-            pods: self.pods + other.pods,
-        }
-    }
-
-    /// Component-wise difference, floored at zero.
-    pub fn minus(self, other: Self) -> Self {
-        Self {
-            cpu_millis: (self.cpu_millis - other.cpu_millis).max(0),
-            memory_bytes: (self.memory_bytes - other.memory_bytes).max(0),
-            ephemeral_storage_bytes: (self.ephemeral_storage_bytes - other.ephemeral_storage_bytes)
-                .max(0),
-            pods: (self.pods - other.pods).max(0),
-        }
-    }
+/// A resource list of `cpu` (millicores), `memory` and `ephemeral-storage` (bytes) and `pods`,
+/// in the scheduling model's milli-units.
+pub fn base_resources(
+    cpu_millis: i64,
+    memory_bytes: i64,
+    storage_bytes: i64,
+    pods: i64,
+) -> Resources {
+    Resources::from_milli([
+        (CPU, cpu_millis),
+        (MEMORY, milli(memory_bytes)),
+        (EPHEMERAL_STORAGE, milli(storage_bytes)),
+        (PODS, milli(pods)),
+    ])
 }
 
-/// What the kubelet keeps for itself and the system.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Overhead {
-    pub kube_reserved: Resources,
-    pub system_reserved: Resources,
-    pub eviction_threshold: Resources,
+/// `capacity − overhead`, each amount floored at zero (as the kubelet reports allocatable).
+pub fn allocatable(capacity: &Resources, overhead: &Overhead) -> Resources {
+    let mut out = capacity.sub(&overhead.total());
+    for value in out.0.values_mut() {
+        *value = (*value).max(0);
+    }
+    out
 }
 
-impl Overhead {
-    /// The sum of all three.
-    pub fn total(&self) -> Resources {
-        self.kube_reserved
-            .plus(self.system_reserved)
-            .plus(self.eviction_threshold)
-    }
+/// A percentage like `10%` as a fraction, or `None` when `value` is not a percentage.
+pub fn parse_percent(value: &str) -> Option<f64> {
+    value
+        .trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .map(|p| p / 100.0)
 }
 
 /// Kubelet settings that change capacity or overhead (from the EC2NodeClass's `kubelet`).
@@ -106,22 +100,20 @@ pub fn kube_reserved_memory_bytes(max_pods: i64) -> i64 {
     (11 * max_pods + 255) * MIB
 }
 
+/// Sets the amounts `map` names (`cpu`, `memory`, `ephemeral-storage`; others, like `pid`, are
+/// not node resources) in `base`, exactly as quantities.
 fn apply_resource_map(
     base: &mut Resources,
     map: &BTreeMap<String, String>,
     field: &str,
 ) -> Result<(), OverheadError> {
     for (k, v) in map {
-        let n = parse_quantity(v).map_err(|e| OverheadError {
+        let milli = non_negative_milli(v).map_err(|e| OverheadError {
             field: format!("{field}.{k}"),
             source: e,
         })?;
-        match k.as_str() {
-            "cpu" => base.cpu_millis = (n * 1000.0).round() as i64,
-            "memory" => base.memory_bytes = n as i64,
-            "ephemeral-storage" => base.ephemeral_storage_bytes = n as i64,
-            "pid" => {}
-            _ => {}
+        if matches!(k.as_str(), CPU | MEMORY | EPHEMERAL_STORAGE) {
+            base.set(k, milli);
         }
     }
     Ok(())
@@ -143,12 +135,12 @@ pub fn overhead(
     capacity: &Resources,
     kubelet: &KubeletOverrides,
 ) -> Result<Overhead, OverheadError> {
-    let mut kube_reserved = Resources {
-        cpu_millis: kube_reserved_cpu_millis(vcpus),
-        memory_bytes: kube_reserved_memory_bytes(max_pods),
-        ephemeral_storage_bytes: GIB,
-        pods: 0,
-    };
+    let mut kube_reserved = base_resources(
+        kube_reserved_cpu_millis(vcpus),
+        kube_reserved_memory_bytes(max_pods),
+        GIB,
+        0,
+    );
     apply_resource_map(&mut kube_reserved, &kubelet.kube_reserved, "kubeReserved")?;
     let mut system_reserved = Resources::default();
     apply_resource_map(
@@ -156,28 +148,25 @@ pub fn overhead(
         &kubelet.system_reserved,
         "systemReserved",
     )?;
-    let mut eviction_threshold = Resources {
-        memory_bytes: 100 * MIB,
-        ephemeral_storage_bytes: capacity.ephemeral_storage_bytes / 10,
-        ..Resources::default()
-    };
+    let mut eviction_threshold =
+        base_resources(0, 100 * MIB, capacity.get(EPHEMERAL_STORAGE) / 1000 / 10, 0);
     for (signal, value) in &kubelet.eviction_hard {
-        let amount = |total: i64| -> Result<i64, OverheadError> {
+        // A percentage of the total, rounded up to whole bytes; else an exact quantity.
+        let amount = |resource: &str| -> Result<i64, OverheadError> {
             match parse_percent(value) {
-                Some(p) => Ok((total as f64 * p).ceil() as i64),
-                None => parse_quantity(value)
-                    .map(|n| n as i64)
-                    .map_err(|e| OverheadError {
-                        field: format!("evictionHard.{signal}"),
-                        source: e,
-                    }),
+                Some(p) => Ok(milli(
+                    ((capacity.get(resource) / 1000) as f64 * p).ceil() as i64
+                )),
+                None => non_negative_milli(value).map_err(|e| OverheadError {
+                    field: format!("evictionHard.{signal}"),
+                    source: e,
+                }),
             }
         };
         match signal.as_str() {
-            "memory.available" => eviction_threshold.memory_bytes = amount(capacity.memory_bytes)?,
+            "memory.available" => eviction_threshold.set(MEMORY, amount(MEMORY)?),
             "nodefs.available" => {
-                eviction_threshold.ephemeral_storage_bytes =
-                    amount(capacity.ephemeral_storage_bytes)?
+                eviction_threshold.set(EPHEMERAL_STORAGE, amount(EPHEMERAL_STORAGE)?)
             }
             _ => {}
         }
@@ -223,21 +212,29 @@ mod tests {
 
     #[test]
     fn overrides_apply_and_bad_values_name_the_field() {
-        let cap = Resources {
-            cpu_millis: 2000,
-            memory_bytes: 8 * GIB,
-            ephemeral_storage_bytes: 20 * GIB,
-            pods: 29,
-        };
+        let cap = base_resources(2000, 8 * GIB, 20 * GIB, 29);
         let mut k = KubeletOverrides::default();
         k.system_reserved
             .insert("cpu".to_string(), "100m".to_string());
         k.eviction_hard
             .insert("memory.available".to_string(), "5%".to_string());
         let o = overhead(2, 29, &cap, &k).unwrap();
-        assert_eq!(o.system_reserved.cpu_millis, 100);
-        assert_eq!(o.eviction_threshold.memory_bytes, 429_496_730);
-        assert_eq!(o.eviction_threshold.ephemeral_storage_bytes, 2 * GIB);
+        assert_eq!(o.system_reserved.get(CPU), 100);
+        assert_eq!(o.eviction_threshold.get(MEMORY), 429_496_730_000);
+        assert_eq!(o.eviction_threshold.get(EPHEMERAL_STORAGE), 2 * GIB * 1000);
+        // Quantities are exact: 1.5Gi of kube-reserved memory is 1.5Gi, not a float's guess.
+        k.kube_reserved
+            .insert("memory".to_string(), "1.5Gi".to_string());
+        k.kube_reserved
+            .insert("pid".to_string(), "1000".to_string());
+        let o = overhead(2, 29, &cap, &k).unwrap();
+        assert_eq!(o.kube_reserved.get(MEMORY), 1_610_612_736_000);
+        assert_eq!(o.kube_reserved.get("pid"), 0);
+        assert_eq!(
+            allocatable(&base_resources(100, 0, 0, 0), &o).get(CPU),
+            0,
+            "allocatable is floored at zero"
+        );
         k.kube_reserved
             .insert("memory".to_string(), "lots".to_string());
         let err = overhead(2, 29, &cap, &k).unwrap_err();

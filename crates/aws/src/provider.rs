@@ -12,15 +12,15 @@ use driftwood_api::wellknown::{
     TAINT_EFFECT_NO_EXECUTE, TAINT_UNREGISTERED_KEY,
 };
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeClaimStatus, NodePool};
+use driftwood_scheduling::InstanceType;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::AwsSettings;
 use super::catalog_cache::BuiltCatalogs;
 use super::catalog_fetch::fetch_catalog_data;
 use super::claim_view::{
-    instance_tags, node_labels, requests_from_quantities, resource_quantities,
+    claim_requests, claim_requirements, instance_tags, node_labels, resource_quantities,
 };
 use super::class_view::{
     block_devices, class_family, ephemeral_storage_bytes, kubelet_overrides, metadata_options,
@@ -28,15 +28,15 @@ use super::class_view::{
 };
 use super::cleanup::{CleanupReport, cleanup_node_class};
 use super::drift::{ClassAmi, DriftInputs, ProviderDrift, provider_drift, provider_drifts};
-use super::instance_types::{CatalogData, CatalogOptions, InstanceTypeInfo, instance_type_labels};
+use super::instance_types::{CatalogData, CatalogOptions, instance_type_labels, type_labels};
 use super::launch_plan::{PlanError, plan_launch};
 use super::launcher::{
     KnownTemplates, LaunchConfig, LaunchError, instance_id_from_provider_id, launch, provider_id,
 };
 use super::network::{ZonalSubnet, subnet_per_zone};
 use super::node_classes::NodeClassSource;
+use super::overhead::allocatable;
 use super::price_book::PriceBook;
-use super::requirements::single_valued;
 use super::status::{NodeClassResolution, resolve_node_class};
 use super::unavailable::{OfferingKey, UnavailableOfferings};
 use super::userdata::{BootstrapInputs, NodeTaint, render_user_data};
@@ -294,7 +294,7 @@ impl AwsProvider {
                 .iter()
                 .map(|g| g.group_id.clone())
                 .collect(),
-            node_labels: single_valued(&claim.metadata.labels.clone().unwrap_or_default()),
+            node_labels: claim.metadata.labels.clone().unwrap_or_default(),
             class_amis: status
                 .amis
                 .iter()
@@ -430,7 +430,7 @@ impl AwsProvider {
         &self,
         class: &EC2NodeClass,
         subnets: &[ZonalSubnet],
-    ) -> Result<Arc<Vec<InstanceTypeInfo>>, CloudError> {
+    ) -> Result<Arc<Vec<InstanceType>>, CloudError> {
         let data = self.catalog_data().await?;
         let family = class_family(class);
         let devices = block_devices(&class.spec, family).map_err(CloudError::Invalid)?;
@@ -520,7 +520,7 @@ impl AwsProvider {
     pub async fn instance_types_for_class(
         &self,
         class_name: &str,
-    ) -> Result<Arc<Vec<InstanceTypeInfo>>, CloudError> {
+    ) -> Result<Arc<Vec<InstanceType>>, CloudError> {
         let class = self.ready_class(class_name)?;
         let subnets = self.cached_class_subnets(&class).await?;
         self.catalog_for(&class, &subnets).await
@@ -673,32 +673,20 @@ impl CloudProvider for AwsProvider {
         // 1,000 launches at once spent the Describe bucket on DescribeSubnets alone).
         let subnets = self.cached_class_subnets(&class).await?;
         let catalog = self.catalog_for(&class, &subnets).await?;
-        let requests = requests_from_quantities(
-            &claim
-                .spec
-                .resources
-                .as_ref()
-                .map(|r| r.requests.clone())
-                .unwrap_or_default(),
-        )
-        .map_err(CloudError::Invalid)?;
+        let requests = claim_requests(claim).map_err(CloudError::Invalid)?;
+        let requirements = claim_requirements(claim).map_err(CloudError::Invalid)?;
         let amis = status_amis(&class);
         let per_zone = subnet_per_zone(&subnets);
-        let plan = plan_launch(
-            &catalog,
-            &claim.spec.requirements,
-            &requests,
-            &amis,
-            &per_zone,
-        )
-        .map_err(|e| match e {
-            PlanError::NoCompatibleInstanceType
-            | PlanError::NoCompatibleAmi
-            | PlanError::NoSubnet => CloudError::InsufficientCapacity {
-                offerings: Vec::new(),
-                message: e.to_string(),
+        let plan = plan_launch(&catalog, &requirements, &requests, &amis, &per_zone).map_err(
+            |e| match e {
+                PlanError::NoCompatibleInstanceType
+                | PlanError::NoCompatibleAmi
+                | PlanError::NoSubnet => CloudError::InsufficientCapacity {
+                    offerings: Vec::new(),
+                    message: e.to_string(),
+                },
             },
-        })?;
+        )?;
 
         let family = class_family(&class);
         let labels = claim.metadata.labels.clone().unwrap_or_default();
@@ -814,7 +802,7 @@ impl CloudProvider for AwsProvider {
         let mut out_labels = labels;
         if let Some(it) = it {
             out_labels.extend(node_labels(
-                &it.labels,
+                &type_labels(it),
                 &launched.zone,
                 &zone_id,
                 &s.region,
@@ -841,15 +829,10 @@ impl CloudProvider for AwsProvider {
         st.provider_id = Some(provider_id(&launched.zone, &launched.instance_id));
         st.image_id = Some(launched.image_id.clone());
         if let Some(it) = it {
+            // GPUs, Neuron devices, EFA and pod ENIs among them, as Karpenter reports them:
+            // the provisioner counts a launched claim's devices before its Node registers them.
             st.capacity = resource_quantities(&it.capacity);
-            st.allocatable = resource_quantities(&it.allocatable());
-            // GPUs, Neuron devices, EFA and pod ENIs, as Karpenter reports them: the
-            // provisioner counts a launched claim's devices before its Node registers them.
-            for (name, count) in &it.extended {
-                for list in [&mut st.capacity, &mut st.allocatable] {
-                    list.insert(name.to_string(), Quantity(count.to_string()));
-                }
-            }
+            st.allocatable = resource_quantities(&allocatable(&it.capacity, &it.overhead));
         }
         Ok(out)
     }
@@ -931,8 +914,7 @@ impl CloudProvider for AwsProvider {
         pool: &NodePool,
     ) -> Result<Arc<Vec<driftwood_scheduling::InstanceType>>, CloudError> {
         let class = &pool.spec.template.spec.node_class_ref.name;
-        let catalog = self.instance_types_for_class(class).await?;
-        Ok(self.built_catalogs.scheduling(class, &catalog))
+        self.instance_types_for_class(class).await
     }
 
     async fn is_drifted(&self, claim: &NodeClaim) -> Result<Option<CloudDrift>, CloudError> {

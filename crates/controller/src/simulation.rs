@@ -323,15 +323,7 @@ fn nodepool_spec(
     instance_types: std::sync::Arc<Vec<driftwood_scheduling::InstanceType>>,
 ) -> Result<NodePoolSpec, String> {
     let template = &pool.spec.template;
-    let mut requirements =
-        Requirements::from_node_selector_requirements(template.spec.requirements.iter().map(|r| {
-            (
-                r.key.as_str(),
-                r.operator.as_str(),
-                r.values.as_slice(),
-                r.min_values,
-            )
-        }))
+    let mut requirements = Requirements::from_api(&template.spec.requirements)
         .map_err(|e| format!("spec.template.spec.requirements: {e}"))?;
     let mut labels = template.metadata.labels.clone();
     labels.insert(LABEL_NODEPOOL.to_string(), name.to_string());

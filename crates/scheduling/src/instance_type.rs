@@ -61,6 +61,20 @@ impl InstanceType {
         self.capacity.sub(&self.overhead.total())
     }
 
+    /// Whether the allocatable of this type holds every amount of `requests` (worked out per
+    /// requested resource, without building the allocatable list).
+    pub fn holds(&self, requests: &Resources) -> bool {
+        requests.0.iter().all(|(name, amount)| {
+            let reserved = self
+                .overhead
+                .kube_reserved
+                .get(name)
+                .saturating_add(self.overhead.system_reserved.get(name))
+                .saturating_add(self.overhead.eviction_threshold.get(name));
+            *amount <= self.capacity.get(name).saturating_sub(reserved)
+        })
+    }
+
     /// Whether `offering` is allowed by the zone and capacity-type entries of `requirements`.
     pub fn offering_allowed(offering: &Offering, requirements: &Requirements) -> bool {
         requirements
@@ -81,5 +95,45 @@ impl InstanceType {
                     .total_cmp(&b.price)
                     .then_with(|| a.zone.cmp(&b.zone))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{CPU, MEMORY};
+
+    #[test]
+    fn holds_is_fits_against_the_allocatable() {
+        let it = InstanceType {
+            name: "t".to_string(),
+            requirements: Requirements::new(),
+            capacity: Resources::from_milli([
+                (CPU, 2000),
+                (MEMORY, 8000),
+                ("example.com/gpu", 1000),
+            ]),
+            overhead: Overhead {
+                kube_reserved: Resources::from_milli([(CPU, 100)]),
+                system_reserved: Resources::from_milli([(CPU, 50), (MEMORY, 1000)]),
+                eviction_threshold: Resources::from_milli([(MEMORY, 500)]),
+            },
+            offerings: Vec::new(),
+        };
+        for requests in [
+            Resources::from_milli([(CPU, 1850)]),
+            Resources::from_milli([(CPU, 1851)]),
+            Resources::from_milli([(MEMORY, 6500), ("example.com/gpu", 1000)]),
+            Resources::from_milli([(MEMORY, 6501)]),
+            Resources::from_milli([("example.com/gpu", 2000)]),
+            Resources::from_milli([("other.com/device", 1)]),
+            Resources::new(),
+        ] {
+            assert_eq!(
+                it.holds(&requests),
+                requests.fits(&it.allocatable()),
+                "{requests}"
+            );
+        }
     }
 }

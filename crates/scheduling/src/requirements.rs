@@ -628,6 +628,21 @@ impl Requirements {
         Ok(out)
     }
 
+    /// Builds requirements from Karpenter's requirements with minValues (a NodePool's, a
+    /// NodeClaim's, an AMI's).
+    pub fn from_api(
+        items: &[driftwood_api::NodeSelectorRequirementWithMinValues],
+    ) -> Result<Self, RequirementError> {
+        Self::from_node_selector_requirements(items.iter().map(|r| {
+            (
+                r.key.as_str(),
+                r.operator.as_str(),
+                r.values.as_slice(),
+                r.min_values,
+            )
+        }))
+    }
+
     /// Builds requirements from Kubernetes `NodeSelectorRequirement`s (no minValues).
     pub fn from_k8s(items: &[NodeSelectorRequirement]) -> Result<Self, RequirementError> {
         let empty: Vec<String> = Vec::new();

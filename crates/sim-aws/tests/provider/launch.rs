@@ -3,28 +3,32 @@
 
 use driftwood_api::NodeSelectorRequirementWithMinValues as Req;
 use driftwood_api::requirement::OP_IN;
+use driftwood_aws::NodeClassSource;
 use driftwood_aws::ports::{
     DescribeInstancesInput, DescribeLaunchTemplatesInput, Ec2Api, PricingApi,
 };
-use driftwood_aws::requirements::requirements_allow;
-use driftwood_aws::{InstanceTypeInfo, NodeClassSource};
 use driftwood_cloud::{CloudError, CloudProvider, OfferingKey};
+use driftwood_scheduling::{InstanceType, Requirements};
 use driftwood_sim_aws::MachineSource;
 
 use crate::common::*;
 
+/// Whether the instance type's labels meet `reqs` (each key the type decides).
+fn allows(it: &InstanceType, reqs: &[Req]) -> bool {
+    it.requirements
+        .intersects(&Requirements::from_api(reqs).unwrap())
+        .is_ok()
+}
+
 /// The cheapest available offering the requirements allow (what launch should pick).
-fn cheapest(catalog: &[InstanceTypeInfo], reqs: &[Req], capacity_type: &str) -> OfferingKey {
+fn cheapest(catalog: &[InstanceType], reqs: &[Req], capacity_type: &str) -> OfferingKey {
     let mut best: Option<(f64, OfferingKey)> = None;
-    for it in catalog
-        .iter()
-        .filter(|it| requirements_allow(reqs, it.label_values()))
-    {
-        for o in it
-            .offerings
-            .iter()
-            .filter(|o| o.available && o.capacity_type == capacity_type)
-        {
+    let zones = Requirements::from_api(reqs).unwrap();
+    let zones = zones.get("topology.kubernetes.io/zone");
+    for it in catalog.iter().filter(|it| allows(it, reqs)) {
+        for o in it.offerings.iter().filter(|o| {
+            o.available && o.capacity_type == capacity_type && zones.is_none_or(|z| z.has(&o.zone))
+        }) {
             if best.as_ref().is_none_or(|(p, _)| o.price < *p) {
                 best = Some((o.price, OfferingKey::new(&it.name, &o.zone, capacity_type)));
             }
@@ -548,10 +552,7 @@ async fn without_the_pricing_api_on_demand_prices_are_estimated_and_launch_still
         .iter()
         .find(|it| it.name == chosen.instance_type)
         .unwrap();
-    assert!(
-        requirements_allow(&reqs, chosen_type.label_values()),
-        "{chosen:?}"
-    );
+    assert!(allows(chosen_type, &reqs), "{chosen:?}");
     assert!(
         list[&chosen.instance_type] <= list[&estimated_cheapest.instance_type],
         "{chosen:?} lists at {}, {estimated_cheapest:?} at {}",

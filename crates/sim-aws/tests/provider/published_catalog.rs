@@ -5,10 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use driftwood_aws::instance_types::{
-    CatalogOptions, capacity, extended_resources, instance_type_labels,
-};
-use driftwood_aws::overhead::overhead;
+use driftwood_aws::instance_types::{CatalogOptions, capacity, instance_type_labels, pods};
+use driftwood_aws::overhead::{allocatable, overhead};
 use driftwood_sim_aws::instance_catalog::instance_catalog;
 
 const MIB: i64 = 1 << 20;
@@ -39,27 +37,26 @@ fn allocatable_of_every_type_matches_karpenters_published_table() {
     for (name, entry) in &catalog {
         let desc = &entry.description;
         let cap = capacity(desc, &CatalogOptions::default());
-        let oh = overhead(desc.default_vcpus, cap.pods, &cap, &Default::default())
+        let oh = overhead(desc.default_vcpus, pods(&cap), &cap, &Default::default())
             .expect("default overhead");
-        let alloc = cap.minus(oh.total());
-        let mut ours: BTreeMap<String, i64> = BTreeMap::from([
-            ("cpu".to_string(), alloc.cpu_millis),
-            ("memory".to_string(), alloc.memory_bytes),
-            ("pods".to_string(), alloc.pods),
-            (
-                "ephemeral-storage".to_string(),
-                alloc.ephemeral_storage_bytes,
-            ),
-        ]);
         let family = name.split('.').next().unwrap_or_default();
-        for (resource, count) in extended_resources(desc) {
-            if resource == "vpc.amazonaws.com/pod-eni"
-                && POD_ENI_NEWER_THAN_THE_PAGE.contains(&family)
-            {
-                continue;
-            }
-            ours.insert(resource.to_string(), count);
-        }
+        // The scheduling model's milli-units as the table's base units (cpu stays in millicores).
+        let ours: BTreeMap<String, i64> = allocatable(&cap, &oh)
+            .0
+            .into_iter()
+            .filter(|(resource, _)| {
+                !(resource == "vpc.amazonaws.com/pod-eni"
+                    && POD_ENI_NEWER_THAN_THE_PAGE.contains(&family))
+            })
+            .map(|(resource, milli)| {
+                let base = if resource == "cpu" {
+                    milli
+                } else {
+                    milli / 1000
+                };
+                (resource, base)
+            })
+            .collect();
         let theirs: BTreeMap<String, i64> = entry
             .published
             .iter()

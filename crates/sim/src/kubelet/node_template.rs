@@ -7,10 +7,11 @@ use driftwood_api::wellknown::{
     LABEL_ARCH, LABEL_INSTANCE_CPU, LABEL_INSTANCE_MEMORY, LABEL_NODEPOOL, LABEL_OS,
     TAINT_NODE_NOT_READY, TAINT_UNREGISTERED_KEY,
 };
-use driftwood_aws::Resources;
-use driftwood_aws::instance_types::{CatalogOptions, capacity, extended_resources};
-use driftwood_aws::overhead::overhead;
+use driftwood_aws::instance_types::{CatalogOptions, capacity, pods};
+use driftwood_aws::overhead::{allocatable, base_resources, overhead};
 use driftwood_aws::ports::InstanceTypeDescription;
+use driftwood_scheduling::Resources;
+use driftwood_scheduling::resources::{EPHEMERAL_STORAGE, MEMORY};
 use driftwood_sim_aws::Machine;
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -87,16 +88,14 @@ pub fn os_image_and_kernel(image_name: &str, arch: &str) -> (String, String) {
     }
 }
 
-/// Capacity and allocatable of a node.
+/// Capacity and allocatable of a node (devices and network resources, GPUs, Neuron, EFA, pod
+/// ENIs, among them, in both, as their device plugins report them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeResources {
     /// What the machine has.
     pub capacity: Resources,
     /// What pods may use (capacity minus kube-reserved, system-reserved and eviction threshold).
     pub allocatable: Resources,
-    /// Devices and network resources (GPUs, Neuron, EFA, pod ENIs), whole units, in both
-    /// capacity and allocatable as their device plugins report them.
-    pub extended: BTreeMap<&'static str, i64>,
 }
 
 /// Capacity and allocatable from the instance type's description, as Karpenter computes them
@@ -105,51 +104,47 @@ pub fn node_resources(description: &InstanceTypeDescription) -> NodeResources {
     let capacity = capacity(description, &CatalogOptions::default());
     let allocatable = overhead(
         description.default_vcpus,
-        capacity.pods,
+        pods(&capacity),
         &capacity,
         &Default::default(),
     )
-    .map(|o| capacity.minus(o.total()))
-    .unwrap_or(capacity);
+    .map(|o| allocatable(&capacity, &o))
+    .unwrap_or_else(|_| capacity.clone());
     NodeResources {
         capacity,
         allocatable,
-        extended: extended_resources(description),
     }
 }
 
 /// Capacity from the machine's instance labels when the instance type is unknown.
 pub fn node_resources_from_labels(labels: &BTreeMap<String, String>) -> NodeResources {
     let number = |key: &str| labels.get(key).and_then(|v| v.parse::<i64>().ok());
-    let capacity = Resources {
-        cpu_millis: number(LABEL_INSTANCE_CPU).unwrap_or(2) * 1000,
-        memory_bytes: number(LABEL_INSTANCE_MEMORY).unwrap_or(4096) * (1 << 20),
-        ephemeral_storage_bytes: 20 * (1 << 30),
-        pods: DEFAULT_MAX_PODS,
-    };
+    let capacity = base_resources(
+        number(LABEL_INSTANCE_CPU).unwrap_or(2) * 1000,
+        number(LABEL_INSTANCE_MEMORY).unwrap_or(4096) * (1 << 20),
+        20 * (1 << 30),
+        DEFAULT_MAX_PODS,
+    );
     NodeResources {
+        allocatable: capacity.clone(),
         capacity,
-        allocatable: capacity,
-        extended: BTreeMap::new(),
     }
 }
 
-fn quantities(resources: Resources, extended: &BTreeMap<&'static str, i64>) -> Value {
-    let cpu = if resources.cpu_millis % 1000 == 0 {
-        (resources.cpu_millis / 1000).to_string()
-    } else {
-        format!("{}m", resources.cpu_millis)
-    };
-    let mut out = json!({
-        "cpu": cpu,
-        "memory": format!("{}Ki", resources.memory_bytes / 1024),
-        "ephemeral-storage": format!("{}Ki", resources.ephemeral_storage_bytes / 1024),
-        "pods": resources.pods.to_string(),
-    });
-    for (name, count) in extended {
-        out[*name] = Value::String(count.to_string());
+/// A node's resource list as the kubelet reports it: cpu in cores or millicores, memory and
+/// storage in Ki, everything else in whole units.
+fn quantities(resources: &Resources) -> Value {
+    let mut out = serde_json::Map::new();
+    for (name, milli) in &resources.0 {
+        let milli = (*milli).max(0);
+        let text = match name.as_str() {
+            MEMORY | EPHEMERAL_STORAGE => format!("{}Ki", milli / 1000 / 1024),
+            _ if milli % 1000 == 0 => (milli / 1000).to_string(),
+            _ => format!("{milli}m"),
+        };
+        out.insert(name.clone(), Value::String(text));
     }
-    out
+    Value::Object(out)
 }
 
 /// Everything a kubelet knows about its machine beyond the `Machine` record.
@@ -220,8 +215,8 @@ pub fn node_for_machine(
         },
         "spec": {"providerID": machine.provider_id, "taints": taints},
         "status": {
-            "capacity": quantities(facts.resources.capacity, &facts.resources.extended),
-            "allocatable": quantities(facts.resources.allocatable, &facts.resources.extended),
+            "capacity": quantities(&facts.resources.capacity),
+            "allocatable": quantities(&facts.resources.allocatable),
             "conditions": [
                 condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
                 condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
