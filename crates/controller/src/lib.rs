@@ -4,6 +4,7 @@
 //! pure crates (api, scheduling, disruption); this crate reads the world and acts.
 
 pub mod api;
+pub mod condition_metrics;
 pub mod context;
 pub mod controllers;
 pub mod events;

@@ -106,6 +106,9 @@ pub struct Metrics {
     pub pod_startup: Summary,
     /// `karpenter_nodes_termination_duration_seconds{nodepool}`: deletion to finalizer removal.
     pub node_termination: Summary,
+    /// operatorpkg's `operator_*_status_condition_*` and `operator_*_termination_*` counters
+    /// and histograms (their gauges are written with the state's, at scrape time).
+    pub conditions: crate::condition_metrics::ConditionMetrics,
     /// The time of the last [`Metrics::observe_state`] (the summaries' windows end there).
     observed_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
     /// Every family registered, with its type: a family with no series yet is left out of the
@@ -142,7 +145,12 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let mut declared = Vec::new();
+        let conditions =
+            crate::condition_metrics::ConditionMetrics::register(&mut registry, |name, kind| {
+                declared.push((name, kind))
+            });
         let metrics = Self {
+            conditions,
             registry: Arc::new(Registry::default()),
             nodeclaims_created: Family::default(),
             nodeclaims_launched: Family::default(),

@@ -77,6 +77,11 @@ impl Process {
             ctx.metrics.pod_startup.clone(),
             ctx.clock.clone(),
         ));
+        let conditions = ctx.metrics.conditions.clone();
+        let clock = ctx.clock.clone();
+        state.on_status_change(Arc::new(move |old, new| {
+            conditions.record(old, new, clock.now());
+        }));
         let watchers = spawn_watchers(&client, &state);
         Self { ctx, watchers }
     }

@@ -370,6 +370,7 @@ impl Collector for StateGauges {
             .values()
             .map(|pod| pod_labels(&snapshot, pod))
             .collect();
+        crate::condition_metrics::encode_status_gauges(&mut encoder, &snapshot, now)?;
         encode_gauges(
             &mut encoder,
             "karpenter_pods_state",

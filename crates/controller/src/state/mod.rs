@@ -22,6 +22,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, PoisonError, RwLock};
 use tokio::sync::watch as tokio_watch;
 
+use crate::condition_metrics::{StatusView, status_view_of};
+
 /// `namespace/name` (cluster-scoped objects: `/name`... stored as just `name`).
 pub type ObjectKey = String;
 
@@ -77,11 +79,17 @@ pub struct ClusterState {
     synced: Arc<RwLock<BTreeSet<Kind>>>,
     changes: tokio_watch::Sender<u64>,
     pod_hooks: Arc<RwLock<Vec<PodHook>>>,
+    status_hooks: Arc<RwLock<Vec<StatusHook>>>,
 }
 
 /// Told of each pod change the watch delivers: the version the state held before (None for a
 /// pod it had not seen) and the new one. Runs outside the state's lock.
 pub type PodHook = Arc<dyn Fn(Option<&Pod>, &Pod) + Send + Sync>;
+
+/// Told of each change of a NodeClaim, NodePool, Node or EC2NodeClass as a status view: the
+/// version the state held before (None: not seen) and the new one (None: gone). Runs outside
+/// the state's lock.
+pub type StatusHook = Arc<dyn Fn(Option<&StatusView>, Option<&StatusView>) + Send + Sync>;
 
 impl Default for ClusterState {
     fn default() -> Self {
@@ -97,6 +105,7 @@ impl ClusterState {
             synced: Arc::default(),
             changes,
             pod_hooks: Arc::default(),
+            status_hooks: Arc::default(),
         }
     }
 
@@ -149,7 +158,21 @@ impl ClusterState {
     /// Stores `object` under `key` (added or changed), updating the indexes.
     pub fn apply<K: Cached>(&self, key: ObjectKey, object: Arc<K>) {
         if K::KIND != Kind::Pod {
-            self.update(|s| s.apply(key, object));
+            let hooks = self.status_hooks_for::<K>();
+            if hooks.is_empty() {
+                self.update(|s| s.apply(key, object));
+                return;
+            }
+            let mut old = None;
+            self.update(|s| {
+                old = K::objects(&s.store).get(&key).cloned();
+                s.apply(key, Arc::clone(&object));
+            });
+            let old = old.and_then(|o| status_view_of(o.as_ref()));
+            let new = status_view_of(object.as_ref());
+            for hook in &hooks {
+                hook(old.as_ref(), new.as_ref());
+            }
             return;
         }
         let mut old = None;
@@ -181,14 +204,79 @@ impl ClusterState {
             .push(hook);
     }
 
-    /// Forgets the object under `key`, updating the indexes.
-    pub fn delete<K: Cached>(&self, key: &str) {
-        self.update(|s| s.delete::<K>(key));
+    /// Calls `hook` on every later change of a NodeClaim, NodePool, Node or EC2NodeClass.
+    pub fn on_status_change(&self, hook: StatusHook) {
+        self.status_hooks
+            .write()
+            .unwrap_or_else(|e| poisoned("status hooks", e))
+            .push(hook);
     }
 
-    /// Replaces every object of kind `K` (a relist), updating the indexes.
+    /// The status hooks, when objects of kind `K` have status views (none otherwise).
+    fn status_hooks_for<K: Cached>(&self) -> Vec<StatusHook> {
+        if !has_status_view(K::KIND) {
+            return Vec::new();
+        }
+        self.status_hooks
+            .read()
+            .unwrap_or_else(|e| poisoned("status hooks", e))
+            .clone()
+    }
+
+    /// Forgets the object under `key`, updating the indexes.
+    pub fn delete<K: Cached>(&self, key: &str) {
+        let hooks = self.status_hooks_for::<K>();
+        if hooks.is_empty() {
+            self.update(|s| s.delete::<K>(key));
+            return;
+        }
+        let mut old = None;
+        self.update(|s| {
+            old = K::objects(&s.store).get(key).cloned();
+            s.delete::<K>(key);
+        });
+        if let Some(old) = old.and_then(|o| status_view_of(o.as_ref())) {
+            for hook in &hooks {
+                hook(Some(&old), None);
+            }
+        }
+    }
+
+    /// Replaces every object of kind `K` (a relist), updating the indexes. The status hooks
+    /// see each object that changed, appeared or went away in the relist.
     pub fn reset<K: Cached>(&self, objects: Objects<K>) {
-        self.update(|s| s.reset(objects));
+        let hooks = self.status_hooks_for::<K>();
+        if hooks.is_empty() {
+            self.update(|s| s.reset(objects));
+            return;
+        }
+        let mut old = Objects::<K>::new();
+        let new = objects.clone();
+        self.update(|s| {
+            old = K::objects(&s.store).clone();
+            s.reset(objects);
+        });
+        for (key, before) in &old {
+            let after = new.get(key);
+            if after.is_some_and(|a| Arc::ptr_eq(a, before)) {
+                continue;
+            }
+            let before = status_view_of(before.as_ref());
+            let after = after.and_then(|a| status_view_of(a.as_ref()));
+            for hook in &hooks {
+                hook(before.as_ref(), after.as_ref());
+            }
+        }
+        for after in new
+            .iter()
+            .filter(|(key, _)| !old.contains_key(*key))
+            .map(|(_, after)| after)
+        {
+            let after = status_view_of(after.as_ref());
+            for hook in &hooks {
+                hook(None, after.as_ref());
+            }
+        }
     }
 
     fn update(&self, f: impl FnOnce(&mut Snapshot)) {
@@ -209,6 +297,14 @@ impl ClusterState {
             .insert(kind);
         self.changes.send_modify(|v| *v += 1);
     }
+}
+
+/// Whether objects of `kind` have status conditions the metrics observe.
+fn has_status_view(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::NodeClaim | Kind::NodePool | Kind::Node | Kind::EC2NodeClass
+    )
 }
 
 /// A lock some thread panicked while holding: what it guards may be half-updated, and every
@@ -234,6 +330,72 @@ pub fn object_key(namespace: Option<&str>, name: &str) -> ObjectKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pool(name: &str, ready: &str) -> Arc<NodePool> {
+        let mut pool: NodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []
+            }}},
+        }))
+        .expect("a NodePool");
+        pool.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "conditions": [{"type": "Ready", "status": ready, "reason": "R",
+                                "lastTransitionTime": "2026-01-01T00:00:00Z", "message": ""}]
+            }))
+            .expect("a status"),
+        );
+        Arc::new(pool)
+    }
+
+    /// The status hooks see every change of a kind with conditions: an apply (old and new), a
+    /// delete (old, then nothing), and in a relist each object that changed, appeared or went
+    /// away — and nothing for an object the relist hands back unchanged.
+    #[test]
+    fn status_hooks_see_applies_deletes_and_what_a_relist_changed() {
+        let state = ClusterState::new();
+        let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let log = seen.clone();
+        state.on_status_change(Arc::new(move |old, new| {
+            let status = |v: Option<&StatusView>| {
+                v.map_or("-".to_string(), |v| {
+                    format!("{}={}", v.name, v.conditions[0].status)
+                })
+            };
+            log.lock()
+                .unwrap()
+                .push(format!("{} -> {}", status(old), status(new)));
+        }));
+        let kept = pool("kept", "True");
+        state.apply("a".to_string(), pool("a", "False"));
+        state.apply("a".to_string(), pool("a", "True"));
+        state.apply("kept".to_string(), kept.clone());
+        state.apply("gone".to_string(), pool("gone", "True"));
+        state.delete::<NodePool>("a");
+        let relisted: Objects<NodePool> = [
+            ("kept".to_string(), kept),
+            ("new".to_string(), pool("new", "Unknown")),
+        ]
+        .into_iter()
+        .collect();
+        state.reset(relisted);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "- -> a=False",
+                "a=False -> a=True",
+                "- -> kept=True",
+                "- -> gone=True",
+                "a=True -> -",
+                "gone=True -> -",
+                "- -> new=Unknown",
+            ]
+        );
+    }
 
     /// Set in the child process the poisoned-lock test starts.
     const CHILD: &str = "DRIFTWOOD_TEST_POISONED_CACHE_CHILD";

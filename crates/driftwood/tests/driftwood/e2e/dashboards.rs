@@ -345,46 +345,7 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "karpenter_nodeclaims_instance_termination_duration_seconds",
         "not exported",
     ),
-    (
-        "operator_nodeclaim_termination_duration_seconds",
-        "not exported",
-    ),
-    (
-        "operator_nodeclaim_termination_current_time_seconds",
-        "not exported",
-    ),
-    (
-        "operator_nodeclaim_status_condition_transitions_total",
-        "not exported",
-    ),
-    (
-        "operator_nodeclaim_status_condition_transition_seconds",
-        "not exported",
-    ),
-    (
-        "operator_nodeclaim_status_condition_current_status_seconds",
-        "not exported",
-    ),
-    ("operator_nodeclaim_status_condition_count", "not exported"),
     ("karpenter_nodes_lifetime_duration_seconds", "not exported"),
-    ("operator_node_termination_duration_seconds", "not exported"),
-    (
-        "operator_node_termination_current_time_seconds",
-        "not exported",
-    ),
-    (
-        "operator_node_status_condition_transitions_total",
-        "not exported",
-    ),
-    (
-        "operator_node_status_condition_transition_seconds",
-        "not exported",
-    ),
-    (
-        "operator_node_status_condition_current_status_seconds",
-        "not exported",
-    ),
-    ("operator_node_status_condition_count", "not exported"),
     ("karpenter_pods_unstarted_time_seconds", "not exported"),
     ("karpenter_pods_unbound_time_seconds", "not exported"),
     (
@@ -413,51 +374,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
     ),
     ("karpenter_pods_eviction_requests_total", "not exported"),
     ("karpenter_pods_bound_duration_seconds", "not exported"),
-    (
-        "operator_nodepool_termination_duration_seconds",
-        "not exported",
-    ),
-    (
-        "operator_nodepool_termination_current_time_seconds",
-        "not exported",
-    ),
-    (
-        "operator_nodepool_status_condition_transitions_total",
-        "not exported",
-    ),
-    (
-        "operator_nodepool_status_condition_transition_seconds",
-        "not exported",
-    ),
-    (
-        "operator_nodepool_status_condition_current_status_seconds",
-        "not exported",
-    ),
-    ("operator_nodepool_status_condition_count", "not exported"),
-    (
-        "operator_ec2nodeclass_termination_duration_seconds",
-        "not exported",
-    ),
-    (
-        "operator_ec2nodeclass_termination_current_time_seconds",
-        "not exported",
-    ),
-    (
-        "operator_ec2nodeclass_status_condition_transitions_total",
-        "not exported",
-    ),
-    (
-        "operator_ec2nodeclass_status_condition_transition_seconds",
-        "not exported",
-    ),
-    (
-        "operator_ec2nodeclass_status_condition_current_status_seconds",
-        "not exported",
-    ),
-    (
-        "operator_ec2nodeclass_status_condition_count",
-        "not exported",
-    ),
     (
         "karpenter_voluntary_disruption_queue_failures_total",
         "not exported",
@@ -547,21 +463,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
     ),
     ("workqueue_depth", "not exported"),
     ("workqueue_adds_total", "not exported"),
-    ("operator_termination_duration_seconds", "not exported"),
-    ("operator_termination_current_time_seconds", "not exported"),
-    (
-        "operator_status_condition_transitions_total",
-        "not exported",
-    ),
-    (
-        "operator_status_condition_transition_seconds",
-        "not exported",
-    ),
-    (
-        "operator_status_condition_current_status_seconds",
-        "not exported",
-    ),
-    ("operator_status_condition_count", "not exported"),
     ("client_go_request_total", "not exported"),
     ("client_go_request_duration_seconds", "not exported"),
     ("aws_sdk_go_request_total", "not exported"),
