@@ -170,15 +170,24 @@ fn ami_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
     if i.node_image.is_empty() {
         return Err(unknown("AMI", "the instance reports no image id"));
     }
-    let compatible: Vec<String> = i
-        .class_amis
-        .iter()
-        .filter(|a| {
-            driftwood_scheduling::Requirements::from_api(&a.requirements)
-                .is_ok_and(|ami| ami.matches_labels(&i.node_labels))
-        })
-        .map(|a| a.id.clone())
-        .collect();
+    // An AMI whose requirements cannot be read leaves drift unjudged: read as "suits no
+    // instance type", it would make every node running it drifted.
+    let mut compatible: Vec<String> = Vec::new();
+    for ami in &i.class_amis {
+        let requirements = driftwood_scheduling::Requirements::from_api(&ami.requirements)
+            .map_err(|e| {
+                unknown(
+                    "AMI",
+                    &format!(
+                        "the requirements of {} in the EC2NodeClass status: {e}",
+                        ami.id
+                    ),
+                )
+            })?;
+        if requirements.matches_labels(&i.node_labels) {
+            compatible.push(ami.id.clone());
+        }
+    }
     Ok(
         (compatible.first() != Some(&i.node_image)).then(|| ProviderDrift::Ami {
             node_image: i.node_image.clone(),
@@ -279,6 +288,18 @@ mod tests {
             class_subnets: vec!["subnet-1".to_string(), "subnet-2".to_string()],
             class_security_groups: vec!["sg-1".to_string(), "sg-2".to_string()],
         }
+    }
+
+    /// An AMI requirement that cannot be read (an operator no version knows) leaves AMI drift
+    /// unjudged rather than making the node running that AMI drifted.
+    #[test]
+    fn an_unreadable_ami_requirement_leaves_ami_drift_unjudged() {
+        let mut i = base();
+        i.class_amis[0].requirements =
+            vec![Requirement::new("kubernetes.io/arch", "Near", &["amd64"])];
+        let err = provider_drift(&i).unwrap_err();
+        assert_eq!(err.check, "AMI");
+        assert!(err.reason.contains("ami-a"), "{err}");
     }
 
     #[test]

@@ -18,7 +18,12 @@ use std::any::Any;
 use std::collections::BTreeMap;
 
 use driftwood_api::condition::{Condition, Conditions as _};
-use driftwood_api::wellknown::{LABEL_EC2NODECLASS, LABEL_NODE_INITIALIZED, LABEL_NODEPOOL};
+use driftwood_api::wellknown::{
+    CONDITION_AMIS_READY, CONDITION_INITIALIZED, CONDITION_INSTANCE_PROFILE_READY,
+    CONDITION_LAUNCHED, CONDITION_NODECLASS_READY, CONDITION_READY, CONDITION_REGISTERED,
+    CONDITION_SECURITY_GROUPS_READY, CONDITION_SUBNETS_READY, CONDITION_VALIDATION_SUCCEEDED,
+    LABEL_EC2NODECLASS, LABEL_NODE_INITIALIZED, LABEL_NODEPOOL,
+};
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -113,6 +118,30 @@ impl StatusKind {
         }
     }
 
+    /// The kind's dependent conditions (its root is `Ready`), as its `StatusConditions()` names
+    /// them in Karpenter v1.14.1. operatorpkg reads a missing one as Unknown (reason
+    /// `AwaitingReconciliation`) since the object's creation. Of the EC2NodeClass's, the
+    /// placement-group and capacity-reservation conditions are left out: driftwood resolves
+    /// neither, and they would read Unknown for ever. A Node's are the ones it has.
+    fn dependent_conditions(self) -> &'static [&'static str] {
+        match self {
+            StatusKind::NodeClaim => &[
+                CONDITION_LAUNCHED,
+                CONDITION_REGISTERED,
+                CONDITION_INITIALIZED,
+            ],
+            StatusKind::NodePool => &[CONDITION_VALIDATION_SUCCEEDED, CONDITION_NODECLASS_READY],
+            StatusKind::EC2NodeClass => &[
+                CONDITION_AMIS_READY,
+                CONDITION_SUBNETS_READY,
+                CONDITION_SECURITY_GROUPS_READY,
+                CONDITION_INSTANCE_PROFILE_READY,
+                CONDITION_VALIDATION_SUCCEEDED,
+            ],
+            StatusKind::Node => &[],
+        }
+    }
+
     /// Whether the kind also feeds the deprecated kind-less metrics (`EmitDeprecatedMetrics`:
     /// Karpenter's NodeClaim and NodePool controllers and the provider's EC2NodeClass one).
     fn emits_deprecated(self) -> bool {
@@ -198,11 +227,28 @@ fn node_facts(node: &Node) -> Vec<ConditionFact> {
         .collect()
 }
 
+/// The reason operatorpkg gives a condition it fills in.
+const AWAITING_RECONCILIATION: &str = "AwaitingReconciliation";
+
 fn view(
     kind: StatusKind,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    conditions: Vec<ConditionFact>,
+    mut conditions: Vec<ConditionFact>,
 ) -> StatusView {
+    // As operatorpkg's `For`: the root and each dependent condition the object lacks reads
+    // Unknown, a dependent since the object's creation (the root since the moment it is read,
+    // which a view cannot know: no time).
+    let created = meta.creation_timestamp.as_ref().map(|t| t.0);
+    let missing: Vec<(&str, Option<Timestamp>)> = std::iter::once((CONDITION_READY, None))
+        .chain(kind.dependent_conditions().iter().map(|t| (*t, created)))
+        .filter(|(type_, _)| !conditions.iter().any(|c| c.type_ == *type_))
+        .collect();
+    conditions.extend(missing.into_iter().map(|(type_, since)| ConditionFact {
+        type_: type_.to_string(),
+        status: "Unknown".to_string(),
+        reason: AWAITING_RECONCILIATION.to_string(),
+        since,
+    }));
     let labels = kind
         .object_labels()
         .iter()
@@ -689,6 +735,61 @@ mod tests {
         let mut again = String::new();
         prometheus_client::encoding::text::encode(&mut again, &registry).unwrap();
         assert!(again.contains(r#"operator_termination_duration_seconds_count{group="karpenter.sh",kind="NodeClaim"} 1"#));
+    }
+
+    /// operatorpkg's `For`: a NodeClaim written without its root and dependent conditions reads
+    /// them Unknown, AwaitingReconciliation, the dependents since its creation — so the launch's
+    /// `Launched` Unknown → True is a timed transition, as in Karpenter.
+    #[test]
+    fn missing_root_and_dependent_conditions_read_unknown_since_creation() {
+        let mut claim = NodeClaim::new("default-abc", Default::default());
+        claim.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(0)));
+        let fresh = status_view_of(&claim).unwrap();
+        let types: Vec<(&str, &str, &str, Option<Timestamp>)> = fresh
+            .conditions
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.reason.as_str(),
+                    c.since,
+                )
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("Ready", "Unknown", AWAITING_RECONCILIATION, None),
+                ("Launched", "Unknown", AWAITING_RECONCILIATION, Some(at(0))),
+                (
+                    "Registered",
+                    "Unknown",
+                    AWAITING_RECONCILIATION,
+                    Some(at(0))
+                ),
+                (
+                    "Initialized",
+                    "Unknown",
+                    AWAITING_RECONCILIATION,
+                    Some(at(0))
+                ),
+            ]
+        );
+        let launched_at = at(20);
+        claim.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "conditions": [{"type": "Launched", "status": "True", "reason": "Launched",
+                                "lastTransitionTime": launched_at.to_string(), "message": ""}]
+            }))
+            .unwrap(),
+        );
+        let launched = status_view_of(&claim).unwrap();
+        let got = transitions(Some(&fresh), &launched);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].type_, "Launched");
+        assert_eq!(got[0].previous, Some(("Unknown".to_string(), 20.0)));
     }
 
     #[test]
