@@ -530,24 +530,24 @@ fn views(snapshot: &Snapshot) -> Vec<StatusView> {
 /// One gauge series: its labels and value.
 type Series = (Vec<(&'static str, String)>, f64);
 
-/// The per-object gauges of `view` at `now`: (family suffix, series), for its own kind's
-/// families and, where the kind emits them, the deprecated ones (with `group` and `kind`,
-/// without the object labels).
-fn gauge_series(view: &StatusView, now: Timestamp) -> Vec<(&'static str, bool, Series)> {
+/// The series of gauge family `suffix` (`status_condition_count`, …) that `view` writes at
+/// `now`: its own kind's (with the object labels) or, with `deprecated`, the kind-less family's
+/// (with `group` and `kind`, without the object labels; none for a kind that does not emit them).
+fn gauge_series(view: &StatusView, now: Timestamp, suffix: &str, deprecated: bool) -> Vec<Series> {
+    if deprecated && !view.kind.emits_deprecated() {
+        return Vec::new();
+    }
     let (group, kind_name) = view.kind.group_kind();
-    let mut out = Vec::new();
-    let mut push = |suffix: &'static str, base: Vec<(&'static str, String)>, value: f64| {
-        let mut own = base.clone();
-        own.extend(view.labels.iter().cloned());
-        out.push((suffix, false, (own, value)));
-        if view.kind.emits_deprecated() {
-            let mut deprecated = base;
-            deprecated.extend([
+    let finish = |mut labels: Vec<(&'static str, String)>, value: f64| -> Series {
+        if deprecated {
+            labels.extend([
                 ("group", group.to_string()),
                 ("kind", kind_name.to_string()),
             ]);
-            out.push((suffix, true, (deprecated, value)));
+        } else {
+            labels.extend(view.labels.iter().cloned());
         }
+        (labels, value)
     };
     let who = || {
         vec![
@@ -555,24 +555,33 @@ fn gauge_series(view: &StatusView, now: Timestamp) -> Vec<(&'static str, bool, S
             ("name", view.name.clone()),
         ]
     };
-    for c in &view.conditions {
-        let mut base = who();
-        base.extend([
-            ("type", c.type_.clone()),
-            ("status", c.status.clone()),
-            ("reason", c.reason.clone()),
-        ]);
-        push("status_condition_count", base.clone(), 1.0);
-        let seconds = c.since.map_or(0.0, |since| {
-            now.duration_since(since).as_secs_f64().max(0.0)
-        });
-        push("status_condition_current_status_seconds", base, seconds);
+    let seconds_since = |since: Timestamp| now.duration_since(since).as_secs_f64().max(0.0);
+    match suffix {
+        "status_condition_count" | "status_condition_current_status_seconds" => view
+            .conditions
+            .iter()
+            .map(|c| {
+                let mut labels = who();
+                labels.extend([
+                    ("type", c.type_.clone()),
+                    ("status", c.status.clone()),
+                    ("reason", c.reason.clone()),
+                ]);
+                let value = if suffix == "status_condition_count" {
+                    1.0
+                } else {
+                    c.since.map_or(0.0, seconds_since)
+                };
+                finish(labels, value)
+            })
+            .collect(),
+        "termination_current_time_seconds" => view
+            .deleting_since
+            .map(|since| finish(who(), seconds_since(since)))
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
     }
-    if let Some(since) = view.deleting_since {
-        let seconds = now.duration_since(since).as_secs_f64().max(0.0);
-        push("termination_current_time_seconds", who(), seconds);
-    }
-    out
 }
 
 const GAUGES: [(&str, &str); 3] = [
@@ -598,31 +607,25 @@ pub fn encode_status_gauges(
     snapshot: &Snapshot,
     now: Timestamp,
 ) -> std::fmt::Result {
-    let series: Vec<(StatusKind, &'static str, bool, Series)> = views(snapshot)
-        .iter()
-        .flat_map(|v| {
-            gauge_series(v, now)
-                .into_iter()
-                .map(move |(suffix, deprecated, s)| (v.kind, suffix, deprecated, s))
-        })
-        .collect();
-    let prefixes = StatusKind::ALL
+    // The views once; each family's series written as they are made (at 5,000 nodes a scrape
+    // holds no more than one object's series at a time beside the text).
+    let views = views(snapshot);
+    let families = StatusKind::ALL
         .into_iter()
         .map(|k| (Some(k), format!("operator_{}_", k.metric_kind())))
         .chain(std::iter::once((None, "operator_".to_string())));
-    for (kind, prefix) in prefixes {
+    for (kind, prefix) in families {
         for (suffix, help) in GAUGES {
             let name = format!("{prefix}{suffix}");
             let mut family = encoder.encode_descriptor(&name, help, None, MetricType::Gauge)?;
-            for (k, s, deprecated, (labels, value)) in &series {
-                let wanted = match kind {
-                    Some(kind) => !*deprecated && *k == kind,
-                    None => *deprecated,
-                };
-                if wanted && *s == suffix {
+            let of_family = views
+                .iter()
+                .filter(|v| kind.is_none_or(|kind| v.kind == kind));
+            for view in of_family {
+                for (labels, value) in gauge_series(view, now, suffix, kind.is_none()) {
                     let labels: Vec<(&str, &str)> =
                         labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    family.encode_family(&labels)?.encode_gauge(value)?;
+                    family.encode_family(&labels)?.encode_gauge(&value)?;
                 }
             }
         }
@@ -795,27 +798,44 @@ mod tests {
     #[test]
     fn gauges_carry_the_object_and_its_labels_and_nodes_have_no_deprecated_series() {
         let view = claim(vec![fact("Ready", "True", "Ready", 10)], Some(20));
-        let series = gauge_series(&view, at(25));
-        let own: Vec<_> = series.iter().filter(|(_, d, _)| !d).collect();
-        let deprecated: Vec<_> = series.iter().filter(|(_, d, _)| *d).collect();
-        assert_eq!(own.len(), 3);
-        assert_eq!(deprecated.len(), 3);
-        let (_, _, (labels, value)) = own
-            .iter()
-            .find(|(s, _, _)| *s == "status_condition_current_status_seconds")
-            .unwrap();
+        for (suffix, _) in GAUGES {
+            assert_eq!(
+                gauge_series(&view, at(25), suffix, false).len(),
+                1,
+                "{suffix}"
+            );
+            assert_eq!(
+                gauge_series(&view, at(25), suffix, true).len(),
+                1,
+                "{suffix}"
+            );
+        }
+        let own = gauge_series(
+            &view,
+            at(25),
+            "status_condition_current_status_seconds",
+            false,
+        );
+        let (labels, value) = &own[0];
         assert_eq!(*value, 15.0);
         assert!(labels.contains(&("karpenter_sh_nodepool", "default".to_string())));
         assert!(labels.contains(&("namespace", String::new())));
-        let (_, _, (_, terminating)) = own
-            .iter()
-            .find(|(s, _, _)| *s == "termination_current_time_seconds")
-            .unwrap();
-        assert_eq!(*terminating, 5.0);
+        let deprecated = gauge_series(&view, at(25), "status_condition_count", true);
+        assert!(deprecated[0].0.contains(&("kind", "NodeClaim".to_string())));
+        assert!(
+            !deprecated[0]
+                .0
+                .iter()
+                .any(|(k, _)| *k == "karpenter_sh_nodepool")
+        );
+        let terminating = gauge_series(&view, at(25), "termination_current_time_seconds", false);
+        assert_eq!(terminating[0].1, 5.0);
         let node = StatusView {
             kind: StatusKind::Node,
             ..view
         };
-        assert!(gauge_series(&node, at(25)).iter().all(|(_, d, _)| !d));
+        for (suffix, _) in GAUGES {
+            assert!(gauge_series(&node, at(25), suffix, true).is_empty());
+        }
     }
 }
