@@ -27,6 +27,7 @@ use driftwood_api::wellknown::{
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
@@ -200,14 +201,26 @@ pub struct StatusView {
     pub deleting_since: Option<Timestamp>,
 }
 
+/// One condition's fields, as both Karpenter's and Kubernetes' condition types carry them.
+fn fact(type_: &str, status: &str, reason: Option<&String>, time: Option<&Time>) -> ConditionFact {
+    ConditionFact {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.cloned().unwrap_or_default(),
+        since: time.map(|t| t.0),
+    }
+}
+
 fn api_facts(conditions: &[Condition]) -> Vec<ConditionFact> {
     conditions
         .iter()
-        .map(|c| ConditionFact {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            reason: c.reason.clone().unwrap_or_default(),
-            since: c.last_transition_time.as_ref().map(|t| t.0),
+        .map(|c| {
+            fact(
+                &c.type_,
+                &c.status,
+                c.reason.as_ref(),
+                c.last_transition_time.as_ref(),
+            )
         })
         .collect()
 }
@@ -218,11 +231,13 @@ fn node_facts(node: &Node) -> Vec<ConditionFact> {
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .map(|c| ConditionFact {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            reason: c.reason.clone().unwrap_or_default(),
-            since: c.last_transition_time.as_ref().map(|t| t.0),
+        .map(|c| {
+            fact(
+                &c.type_,
+                &c.status,
+                c.reason.as_ref(),
+                c.last_transition_time.as_ref(),
+            )
         })
         .collect()
 }
