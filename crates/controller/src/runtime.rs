@@ -66,6 +66,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let disruption_loop = disruption::DisruptionController::default();
     let pod_signatures = consolidatable::PodSignatures::default();
     let nodeclass_loop = nodeclass::NodeClassController::default();
+    let garbage_collector = lifecycle::GarbageCollector::default();
     let mut handles = vec![
         tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
         tokio::spawn(drive(
@@ -130,7 +131,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
                 Wake::Timer,
             ),
             cancel.clone(),
-            lifecycle::collect_garbage,
+            move |ctx| lifecycle::collect_garbage(ctx, garbage_collector.clone()),
         )),
         // Disruption: until its period is up, wake only for a change the budget depends on
         // (a candidate finished terminating, a replacement initialized, a node drifted), looked

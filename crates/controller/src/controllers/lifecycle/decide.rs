@@ -223,11 +223,37 @@ impl Action {
     }
 }
 
+/// Instances seen with no NodeClaim, by providerID: when garbage collection first saw each so,
+/// by the controller's clock (UTC seconds). Kept between passes; lost on restart, which only
+/// delays a collection.
+pub type UnclaimedSince = BTreeMap<String, i64>;
+
+/// What one garbage-collection pass does, and the sightings the next pass starts from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Collection {
+    pub actions: Vec<Collect>,
+    pub unclaimed_since: UnclaimedSince,
+}
+
 /// Garbage collection from the cloud's instance list (each instance as a NodeClaim with its
 /// providerID and creation time): `now` and `grace` in seconds.
-pub fn collect(snapshot: &Snapshot, instances: &[NodeClaim], now: i64, grace: i64) -> Vec<Collect> {
+///
+/// An instance no NodeClaim points at is terminated once it was launched `grace` ago by the
+/// cloud's clock (the AWS provider's rule) and was also seen unclaimed by an earlier pass at
+/// least `grace` ago by ours. The second condition does not trust the two clocks to agree: a
+/// controller whose clock runs ahead of EC2's (skew, or a simulated clock) would otherwise read
+/// an instance launched a moment ago as old, and terminate it in the moment between CreateFleet
+/// answering and the NodeClaim's providerID reaching the cache.
+pub fn collect(
+    snapshot: &Snapshot,
+    instances: &[NodeClaim],
+    now: i64,
+    grace: i64,
+    seen: &UnclaimedSince,
+) -> Collection {
     let mut out = Vec::new();
     let mut live = BTreeSet::new();
+    let mut unclaimed_since = UnclaimedSince::new();
     for instance in instances {
         let Some(id) = instance.status.as_ref().and_then(|s| s.provider_id.clone()) else {
             continue;
@@ -236,12 +262,14 @@ pub fn collect(snapshot: &Snapshot, instances: &[NodeClaim], now: i64, grace: i6
         if snapshot.nodeclaim_by_provider_id.contains_key(&id) {
             continue;
         }
+        let first_seen = seen.get(&id).copied().unwrap_or(now).min(now);
+        unclaimed_since.insert(id.clone(), first_seen);
         let launched = instance
             .metadata
             .creation_timestamp
             .as_ref()
             .map_or(now, |t| t.0.as_second());
-        if now - launched >= grace {
+        if now - launched >= grace && now - first_seen >= grace {
             out.push(Collect::TerminateInstance { provider_id: id });
         }
     }
@@ -267,7 +295,10 @@ pub fn collect(snapshot: &Snapshot, instances: &[NodeClaim], now: i64, grace: i6
             });
         }
     }
-    out
+    Collection {
+        actions: out,
+        unclaimed_since,
+    }
 }
 
 #[cfg(test)]
@@ -479,7 +510,8 @@ mod tests {
 
     /// Karpenter garbage collection suite "should delete the NodeClaim when the Node is there in
     /// a NotReady state and the instance is gone" (the instance list decides) and orphaned
-    /// instances terminated only after the grace period (the AWS provider's 30 s).
+    /// instances terminated only after the grace period (the AWS provider's 30 s), counted
+    /// both from the launch and from the pass that first saw the orphan.
     #[test]
     fn garbage_collection_reclaims_orphans_both_ways() {
         let claim = nodeclaim(&[CONDITION_LAUNCHED, CONDITION_REGISTERED], json!({}));
@@ -488,20 +520,75 @@ mod tests {
         let snapshot = snapshot(claim, Some(not_ready));
         let orphan = instance("aws:///zone/i-orphan", "2024-01-01T00:00:00Z");
         let ours = instance("aws:///zone/i-1", "2024-01-01T00:00:00Z");
-        assert!(collect(&snapshot, &[ours.clone(), orphan.clone()], NOW + 29, 30).is_empty());
+        let both = [ours, orphan.clone()];
+        // First sighting, long after the launch: remembered, not yet collected.
+        let first = collect(&snapshot, &both, NOW + 600, 30, &UnclaimedSince::new());
+        assert!(first.actions.is_empty());
         assert_eq!(
-            collect(&snapshot, &[ours, orphan.clone()], NOW + 30, 30),
+            first.unclaimed_since,
+            UnclaimedSince::from([("aws:///zone/i-orphan".to_string(), NOW + 600)])
+        );
+        let early = collect(&snapshot, &both, NOW + 629, 30, &first.unclaimed_since);
+        assert!(early.actions.is_empty());
+        assert_eq!(early.unclaimed_since, first.unclaimed_since);
+        assert_eq!(
+            collect(&snapshot, &both, NOW + 630, 30, &first.unclaimed_since).actions,
             vec![Collect::TerminateInstance {
                 provider_id: "aws:///zone/i-orphan".into()
             }]
         );
+        // Seen long ago but launched just now (by the cloud's clock): not yet.
+        let young = instance("aws:///zone/i-orphan", "2024-01-01T00:10:00Z");
+        assert!(
+            collect(&snapshot, &[young], NOW + 610, 30, &first.unclaimed_since)
+                .actions
+                .iter()
+                .all(|a| !matches!(a, Collect::TerminateInstance { .. }))
+        );
         assert_eq!(
-            collect(&snapshot, &[orphan], NOW, 30),
+            collect(&snapshot, &[orphan], NOW, 30, &UnclaimedSince::new()).actions,
             vec![Collect::DeleteNodeClaim {
                 nodeclaim: "c".into(),
                 provider_id: "aws:///zone/i-1".into()
             }]
         );
+    }
+
+    /// The race the AWS provider's 30 s launch-time grace covers, with the controller's clock
+    /// 10 minutes ahead of EC2's: the instance is listed before its NodeClaim's providerID
+    /// reaches the cache and looks 10 minutes old. It is not terminated; by the next pass the
+    /// NodeClaim claims it and the sighting is forgotten.
+    #[test]
+    fn an_instance_listed_before_its_nodeclaims_provider_id_survives_a_clock_ahead_of_ec2s() {
+        let launched_by_ec2 = instance("aws:///zone/i-new", "2024-01-01T00:00:00Z");
+        let ahead = NOW + 600;
+        let unwritten = snapshot(
+            nodeclaim(&[], json!({"status": {"providerID": null}})),
+            None,
+        );
+        let pass = collect(
+            &unwritten,
+            std::slice::from_ref(&launched_by_ec2),
+            ahead,
+            30,
+            &UnclaimedSince::new(),
+        );
+        assert!(pass.actions.is_empty(), "{:?}", pass.actions);
+        let written = snapshot(
+            nodeclaim(
+                &[CONDITION_LAUNCHED],
+                json!({"status": {"providerID": "aws:///zone/i-new"}}),
+            ),
+            None,
+        );
+        let next = collect(
+            &written,
+            &[launched_by_ec2],
+            ahead + 120,
+            30,
+            &pass.unclaimed_since,
+        );
+        assert_eq!(next, Collection::default());
     }
 
     fn instance(id: &str, created: &str) -> NodeClaim {
@@ -521,7 +608,11 @@ mod tests {
     #[test]
     fn a_launched_nodeclaim_whose_instance_is_not_listed_yet_is_left_alone() {
         let claim = nodeclaim(&[CONDITION_LAUNCHED], json!({}));
-        assert!(collect(&snapshot(claim, None), &[], NOW, 30).is_empty());
+        assert!(
+            collect(&snapshot(claim, None), &[], NOW, 30, &UnclaimedSince::new())
+                .actions
+                .is_empty()
+        );
     }
 
     /// Karpenter garbage collection suite "shouldn't delete the NodeClaim when the Node is there
@@ -529,6 +620,16 @@ mod tests {
     #[test]
     fn a_registered_nodeclaim_with_a_ready_node_is_left_alone() {
         let claim = nodeclaim(&[CONDITION_LAUNCHED, CONDITION_REGISTERED], json!({}));
-        assert!(collect(&snapshot(claim, Some(node(json!({})))), &[], NOW, 30).is_empty());
+        assert!(
+            collect(
+                &snapshot(claim, Some(node(json!({})))),
+                &[],
+                NOW,
+                30,
+                &UnclaimedSince::new()
+            )
+            .actions
+            .is_empty()
+        );
     }
 }

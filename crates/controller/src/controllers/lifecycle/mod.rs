@@ -6,7 +6,9 @@
 
 mod decide;
 
-pub use decide::{Action, Collect, Decision, collect, decide, node_initialized};
+pub use decide::{
+    Action, Collect, Collection, Decision, UnclaimedSince, collect, decide, node_initialized,
+};
 
 use super::Outcome;
 use crate::api::{
@@ -25,6 +27,7 @@ use driftwood_api::wellknown::{
 use driftwood_cloud::CloudError;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Node;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// How many times a launch is retried in one pass after insufficient capacity (the provider
@@ -395,11 +398,20 @@ async fn initialize(ctx: &Context, action: &Action) -> Result<(), StepError> {
 /// The garbage collector's name in logs, metrics and the per-object retries.
 const GC_CONTROLLER: &str = "nodeclaim.garbagecollection";
 
+/// Garbage collection's memory between passes: when each unclaimed instance was first seen.
+#[derive(Debug, Clone, Default)]
+pub struct GarbageCollector {
+    unclaimed_since: Arc<Mutex<UnclaimedSince>>,
+}
+
 /// Garbage collection: terminate instances of this cluster that no NodeClaim points at (after
 /// the grace period), and delete Registered NodeClaims whose instance is gone. Each failure is
 /// counted and retried for its object after its backoff.
-pub async fn collect_garbage(ctx: Context) -> Outcome {
-    let snapshot = ctx.state.snapshot();
+///
+/// The cloud is listed before the cache is read, as the AWS provider's collector does: an
+/// instance launched while a slow (paginated, throttled) list runs then has its NodeClaim's
+/// providerID in the snapshot, instead of being judged against a snapshot older than it.
+pub async fn collect_garbage(ctx: Context, gc: GarbageCollector) -> Outcome {
     let instances = match ctx.cloud.list().await {
         Ok(list) => list,
         Err(error) => {
@@ -411,10 +423,20 @@ pub async fn collect_garbage(ctx: Context) -> Outcome {
             return Outcome::idle().with_errors(1);
         }
     };
+    let snapshot = ctx.state.snapshot();
     let grace = i64::try_from(ctx.settings.gc_grace.as_secs()).unwrap_or(i64::MAX);
     let now = ctx.clock.now();
+    let collection = {
+        let mut seen = gc
+            .unclaimed_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let collection = collect(&snapshot, &instances, now.as_second(), grace, &seen);
+        seen.clone_from(&collection.unclaimed_since);
+        collection
+    };
     let mut errors = 0u32;
-    for action in collect(&snapshot, &instances, now.as_second(), grace) {
+    for action in collection.actions {
         let (object, step, result) = match action {
             Collect::TerminateInstance { provider_id } => {
                 let object = format!("instance/{provider_id}");

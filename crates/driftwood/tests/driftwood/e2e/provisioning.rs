@@ -325,7 +325,8 @@ async fn an_instance_whose_nodeclaim_vanished_during_a_crash_is_garbage_collecte
     );
 
     h.embedded.start_controllers();
-    // Past the GC grace (30 s) and one GC period (120 s), plus the termination delay.
+    // The first GC pass sees the orphan; the next, one GC period (120 s) later and past the
+    // 30 s grace, terminates it; plus the termination delay.
     idle(&mut h, 3 * MINUTE).await;
     let live = live_instances(&h);
     assert!(

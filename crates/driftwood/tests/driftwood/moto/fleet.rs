@@ -87,11 +87,15 @@ impl MotoFleet {
             loop {
                 apply_launch_template_security_groups(&raw, &seed.cluster, &seed.security_group)
                     .await;
-                if let Ok(machines) = poll(&*ports.ec2, &polled, &seed.region, &zone_ids).await {
-                    *polled
-                        .machines
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = machines;
+                match poll(&*ports.ec2, &polled, &seed.region, &zone_ids).await {
+                    Ok(machines) => {
+                        *polled
+                            .machines
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner) = machines;
+                    }
+                    // The kubelets keep the last list; RUST_LOG=warn shows why it is stale.
+                    Err(error) => tracing::warn!(%error, "polling moto's instances failed"),
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
