@@ -21,25 +21,24 @@ use std::collections::BTreeMap;
 pub const NO_COMPATIBLE_INSTANCE_TYPES: &str =
     "its requirements filtered out every instance type with an available offering";
 
-/// Converts the pods bound to `node` (skipping ones that do not convert, with a log line).
+/// The pods bound to `node` as the simulation sees them (converted when each pod was last
+/// seen; a pod that does not convert is left out, as logged then).
 fn sim_pods(snapshot: &Snapshot, node: &str) -> Vec<SimPod> {
     snapshot
-        .pods_on(node)
+        .pods_by_node
+        .get(node)
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            !matches!(
-                p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            )
+        .flatten()
+        .filter(|key| {
+            snapshot.store.pods.get(*key).is_some_and(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && !matches!(
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    )
+            })
         })
-        .filter_map(|p| match SimPod::from_pod(p) {
-            Ok(pod) => Some(pod),
-            Err(error) => {
-                tracing::debug!(%error, "pod skipped in simulation");
-                None
-            }
-        })
+        .filter_map(|key| snapshot.sim_pod(key)?.as_ref().ok().cloned())
         .collect()
 }
 

@@ -11,7 +11,7 @@ use crate::world::{PassWorld, is_target};
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::REASON_DRIFTED;
 use driftwood_scheduling::{
-    NewNodeClaim, PodConstraints, SimPod, SimulationInput, SimulationResult, schedule,
+    NewNodeClaim, PodConstraints, Shared, SimPod, SimulationInput, SimulationResult, schedule,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -475,7 +475,7 @@ fn apply_move(
 }
 
 /// Everything about a pod the simulation looks at, apart from its name.
-type Shape = (BTreeMap<String, i64>, i32, PodConstraints);
+type Shape = (BTreeMap<String, i64>, i32, Shared<PodConstraints>);
 
 /// The movable pods of a candidate in a canonical order (by shape, then key), with their shapes.
 fn canonical(pods: &[SimPod]) -> (Vec<Shape>, Vec<String>) {

@@ -10,7 +10,8 @@ use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 use driftwood_scheduling::pod::collect_selector_label_keys;
 use driftwood_scheduling::taints::first_untolerated;
 use driftwood_scheduling::{
-    NodeSummary, PodConstraints, Requirements, SimPod, SimulationInput, SimulationResult, schedule,
+    NodeSummary, PodConstraints, Requirements, Shared, SimPod, SimulationInput, SimulationResult,
+    schedule,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -36,6 +37,10 @@ pub(crate) struct SummarizedWorld {
     /// Per summary: the entry of constraints as pods carry them (the pods of one ReplicaSet
     /// carry the same), so that most pods are counted without building the reduced form.
     seen: Vec<HashMap<PodConstraints, usize>>,
+    /// The same by the address of the pods' shared copy (the controller's cache gives the pods
+    /// of a ReplicaSet one), each with a clone that keeps the address alive: such pods are
+    /// counted without hashing their constraints.
+    seen_shared: Vec<HashMap<usize, (Shared<PodConstraints>, usize)>>,
     /// Pod label keys some selector in the world reads.
     selector_keys: BTreeSet<String>,
     /// Entries (summary, entry) that weigh in every simulation: pods owning a required
@@ -55,8 +60,8 @@ impl SummarizedWorld {
             world
                 .existing_nodes
                 .iter()
-                .flat_map(|n| n.pods.iter().map(|p| &p.constraints))
-                .chain(world.pods.iter().map(|p| &p.constraints)),
+                .flat_map(|n| n.pods.iter().map(|p| &*p.constraints))
+                .chain(world.pods.iter().map(|p| &*p.constraints)),
             &mut selector_keys,
         );
         let mut out = Self {
@@ -73,6 +78,7 @@ impl SummarizedWorld {
             members: HashMap::new(),
             entries: Vec::new(),
             seen: Vec::new(),
+            seen_shared: Vec::new(),
             selector_keys,
             always: BTreeSet::new(),
             selected: HashMap::new(),
@@ -101,6 +107,7 @@ impl SummarizedWorld {
                     });
                     out.entries.push(HashMap::new());
                     out.seen.push(HashMap::new());
+                    out.seen_shared.push(HashMap::new());
                     out.input.summaries.len() - 1
                 });
             out.input.summaries[summary].nodes += 1;
@@ -206,16 +213,21 @@ impl SummarizedWorld {
     }
 
     /// Counts one more pod with constraints `c` in `summary`; returns its entry.
-    fn count(&mut self, summary: usize, c: &PodConstraints) -> usize {
-        if let Some(&entry) = self.seen[summary].get(c) {
+    fn count(&mut self, summary: usize, c: &Shared<PodConstraints>) -> usize {
+        if let Some(&(_, entry)) = self.seen_shared[summary].get(&c.address()) {
             self.input.summaries[summary].pods[entry].1 += 1;
+            return entry;
+        }
+        if let Some(&entry) = self.seen[summary].get(&**c) {
+            self.input.summaries[summary].pods[entry].1 += 1;
+            self.seen_shared[summary].insert(c.address(), (c.clone(), entry));
             return entry;
         }
         let keys = &self.selector_keys;
         let key = if c.labels.keys().all(|k| keys.contains(k)) {
-            c.clone()
+            PodConstraints::clone(c)
         } else {
-            let mut stripped = c.clone();
+            let mut stripped = PodConstraints::clone(c);
             stripped.labels.retain(|k, _| keys.contains(k));
             stripped
         };
@@ -225,7 +237,8 @@ impl SummarizedWorld {
             s.pods.len() - 1
         });
         s.pods[entry].1 += 1;
-        self.seen[summary].insert(c.clone(), entry);
+        self.seen[summary].insert(PodConstraints::clone(c), entry);
+        self.seen_shared[summary].insert(c.address(), (c.clone(), entry));
         entry
     }
 

@@ -7,6 +7,7 @@
 //! * [`instance_type`]: instance types, overhead, allocatable and offerings.
 //! * [`pod`]: [`SimPod`], the scheduling facts of a Kubernetes Pod computed once.
 //! * [`taints`]: taints and tolerations.
+//! * [`shared`]: [`Shared`], a value shared between clones and copied on write.
 //! * [`model`]: the simulation's plain-data input and output.
 //! * [`schedule`]: the simulation itself — existing capacity first, then new NodeClaims.
 //!
@@ -38,6 +39,7 @@ pub mod pod;
 pub mod quantity;
 pub mod requirements;
 pub mod resources;
+pub mod shared;
 pub mod taints;
 pub mod testkit;
 
@@ -55,4 +57,5 @@ pub use pod::{
 pub use quantity::{QuantityError, parse_quantity_milli};
 pub use requirements::{Incompatibility, Operator, Requirement, RequirementError, Requirements};
 pub use resources::{NODES, ResourceError, Resources};
+pub use shared::Shared;
 pub use taints::{Taint, TaintEffect, TaintError, Toleration};

@@ -10,6 +10,7 @@ use thiserror::Error;
 
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{PODS, Resources};
+use crate::shared::Shared;
 use crate::taints::Toleration;
 
 /// A pod that cannot be converted, naming the pod and the field.
@@ -169,8 +170,9 @@ pub struct SimPod {
     pub priority: i32,
     /// Whether a DaemonSet owns it (it is never moved to another node).
     pub is_daemonset: bool,
-    /// Placement constraints.
-    pub constraints: PodConstraints,
+    /// Placement constraints, shared by clones of the pod (and, in the controller's cache, by
+    /// the pods of one workload whose constraints are equal).
+    pub constraints: Shared<PodConstraints>,
 }
 
 impl SimPod {
@@ -189,10 +191,10 @@ impl SimPod {
             requests,
             priority: 0,
             is_daemonset: false,
-            constraints: PodConstraints {
+            constraints: Shared::new(PodConstraints {
                 namespace,
                 ..PodConstraints::default()
-            },
+            }),
         }
     }
 
@@ -387,7 +389,7 @@ impl SimPod {
             requests,
             priority: spec.priority.unwrap_or(0),
             is_daemonset,
-            constraints: PodConstraints {
+            constraints: Shared::new(PodConstraints {
                 namespace,
                 labels,
                 node_selector,
@@ -400,7 +402,7 @@ impl SimPod {
                 preferred_affinity,
                 preferred_anti_affinity,
                 host_ports,
-            },
+            }),
         })
     }
 }

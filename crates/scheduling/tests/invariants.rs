@@ -369,9 +369,9 @@ fn summarise(nodes: &[ExistingNode]) -> Vec<driftwood_scheduling::NodeSummary> {
         let summary = &mut out[at];
         summary.nodes += 1;
         for p in &n.pods {
-            match summary.pods.iter_mut().find(|(c, _)| *c == p.constraints) {
+            match summary.pods.iter_mut().find(|(c, _)| *c == *p.constraints) {
                 Some((_, count)) => *count += 1,
-                None => summary.pods.push((p.constraints.clone(), 1)),
+                None => summary.pods.push(((*p.constraints).clone(), 1)),
             }
         }
     }

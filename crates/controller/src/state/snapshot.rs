@@ -8,6 +8,7 @@ use driftwood_api::condition::Conditions as _;
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use driftwood_aws::launcher::instance_id_from_provider_id;
+use driftwood_scheduling::{PodConstraints, PodConversionError, Shared, SimPod};
 use imbl::{OrdMap, OrdSet};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
@@ -42,6 +43,12 @@ pub struct Snapshot {
     pub deleting_nodeclaims: OrdSet<String>,
     /// Nodes with a deletionTimestamp.
     pub deleting_nodes: OrdSet<String>,
+    /// Each pod's scheduling facts ([`SimPod`]), converted once per watch event instead of on
+    /// every pass; a pod that does not convert keeps its error (naming the field).
+    pub sim_pods: OrdMap<ObjectKey, Arc<Result<SimPod, PodConversionError>>>,
+    /// One copy of each distinct [`PodConstraints`] the converted pods carry (the pods of a
+    /// ReplicaSet share theirs), with how many pods hold it.
+    pub pod_constraints: OrdMap<Shared<PodConstraints>, usize>,
 }
 
 /// A kind the cache stores: where its objects live and which indexes it feeds.
@@ -112,6 +119,7 @@ fn unique(map: &mut OrdMap<String, String>, key: &str, value: &str, present: boo
 }
 
 fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
+    index_sim_pod(snapshot, key, pod, present);
     if crate::controllers::provisioner::is_provisionable(pod) {
         if present {
             snapshot.provisionable_pods.insert(key.to_string());
@@ -135,6 +143,47 @@ fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
             }
         }
     }
+}
+
+/// Converts `pod` for the scheduling simulation (or forgets its conversion), sharing its
+/// constraints with every pod whose constraints are equal.
+fn index_sim_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
+    if !present {
+        let Some(old) = snapshot.sim_pods.remove(key) else {
+            return;
+        };
+        if let Ok(sim) = old.as_ref() {
+            let held = snapshot
+                .pod_constraints
+                .get_mut(&sim.constraints)
+                .map(|count| {
+                    *count = count.saturating_sub(1);
+                    *count
+                });
+            if held == Some(0) {
+                snapshot.pod_constraints.remove(&sim.constraints);
+            }
+        }
+        return;
+    }
+    let converted = SimPod::from_pod(pod).map(|mut sim| {
+        match snapshot.pod_constraints.get_key_value_mut(&sim.constraints) {
+            Some((shared, count)) => {
+                sim.constraints = shared.clone();
+                *count += 1;
+            }
+            None => {
+                snapshot.pod_constraints.insert(sim.constraints.clone(), 1);
+            }
+        }
+        sim
+    });
+    if let Err(error) = &converted {
+        tracing::debug!(%error, "pod left out of scheduling simulations");
+    }
+    snapshot
+        .sim_pods
+        .insert(key.to_string(), Arc::new(converted));
 }
 
 fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, present: bool) {
@@ -291,6 +340,11 @@ impl Snapshot {
         names
     }
 
+    /// The scheduling facts of the pod under `key`, converted when the pod was last seen.
+    pub fn sim_pod(&self, key: &str) -> Option<&Result<SimPod, PodConversionError>> {
+        self.sim_pods.get(key).map(AsRef::as_ref)
+    }
+
     /// The pods bound to `node`.
     pub fn pods_on(&self, node: &str) -> Vec<&Arc<Pod>> {
         self.pods_by_node
@@ -368,12 +422,84 @@ mod tests {
         );
         assert_eq!(snapshot.deleting_nodeclaims, fresh.deleting_nodeclaims);
         assert_eq!(snapshot.deleting_nodes, fresh.deleting_nodes);
+        assert_eq!(snapshot.sim_pods, fresh.sim_pods);
+        assert_eq!(snapshot.pod_constraints, fresh.pod_constraints);
     }
 
     fn deleted<K: Clone + serde::Serialize + serde::de::DeserializeOwned>(object: &K) -> Arc<K> {
         let mut value = serde_json::to_value(object).unwrap();
         value["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         Arc::new(serde_json::from_value(value).unwrap())
+    }
+
+    fn web_pod(name: &str, hash: &str, cpu: &str) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default",
+                             "labels": {"app": "web", "pod-template-hash": hash}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                         "nodeName": "n1",
+                         "topologySpreadConstraints": [{"maxSkew": 1,
+                             "topologyKey": "topology.kubernetes.io/zone",
+                             "whenUnsatisfiable": "DoNotSchedule",
+                             "labelSelector": {"matchLabels": {"app": "web"}}}]}
+            }))
+            .unwrap(),
+        )
+    }
+
+    /// Each pod is converted for the simulation when it is applied, not on every pass: the
+    /// conversion is the one `SimPod::from_pod` gives; pods of one ReplicaSet share one copy
+    /// of their constraints, held as long as a pod carries it; a pod that does not convert
+    /// keeps its error naming the field; the index matches a rebuild after every change.
+    #[test]
+    fn pods_are_converted_per_event_and_a_workloads_pods_share_their_constraints() {
+        let mut s = Snapshot::default();
+        s.apply("default/web-1".into(), web_pod("web-1", "abc", "100m"));
+        s.apply("default/web-2".into(), web_pod("web-2", "abc", "200m"));
+        s.apply("default/web-3".into(), web_pod("web-3", "def", "100m"));
+        let sim = |s: &Snapshot, key: &str| s.sim_pod(key).unwrap().clone().unwrap();
+        assert_eq!(
+            sim(&s, "default/web-1"),
+            SimPod::from_pod(&web_pod("web-1", "abc", "100m")).unwrap()
+        );
+        let (one, two, three) = (
+            sim(&s, "default/web-1"),
+            sim(&s, "default/web-2"),
+            sim(&s, "default/web-3"),
+        );
+        assert!(Shared::same(&one.constraints, &two.constraints));
+        assert!(!Shared::same(&one.constraints, &three.constraints));
+        assert_eq!(s.pod_constraints.len(), 2);
+        assert_eq!(s.pod_constraints.get(&one.constraints), Some(&2));
+        assert_indexes_match_rebuild(&s);
+
+        // A new version of a pod is converted again; its old constraints are let go.
+        s.apply("default/web-3".into(), web_pod("web-3", "abc", "300m"));
+        assert!(Shared::same(
+            &sim(&s, "default/web-3").constraints,
+            &one.constraints
+        ));
+        assert_eq!(s.pod_constraints.len(), 1);
+        assert_eq!(s.pod_constraints.get(&one.constraints), Some(&3));
+        s.delete::<Pod>("default/web-1");
+        s.delete::<Pod>("default/web-2");
+        assert!(s.sim_pod("default/web-1").is_none());
+        assert_eq!(s.pod_constraints.get(&one.constraints), Some(&1));
+        assert_indexes_match_rebuild(&s);
+
+        let mut bad = (*pod("bad", Some("n1"), "Running")).clone();
+        bad.spec.as_mut().unwrap().containers[0].resources =
+            Some(serde_json::from_value(json!({"requests": {"cpu": "lots"}})).unwrap());
+        s.apply("default/bad".into(), Arc::new(bad));
+        let error = s.sim_pod("default/bad").unwrap().clone().unwrap_err();
+        assert_eq!(error.pod, "default/bad");
+        assert!(error.field.contains("resources"), "{error}");
+        assert_indexes_match_rebuild(&s);
+        s.delete::<Pod>("default/web-3");
+        s.delete::<Pod>("default/bad");
+        assert!(s.sim_pods.is_empty());
+        assert!(s.pod_constraints.is_empty());
     }
 
     /// Instances are found by the ID an interruption message names; a NodeClaim being deleted

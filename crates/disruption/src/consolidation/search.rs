@@ -11,7 +11,7 @@ use super::{
 };
 use crate::world::PassWorld;
 use driftwood_api::wellknown::LABEL_HOSTNAME;
-use driftwood_scheduling::{PodConstraints, Resources, Taint};
+use driftwood_scheduling::{PodConstraints, Resources, Shared, Taint};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Multi-node consolidation looks at no more than this many candidates at once (Karpenter's
@@ -255,7 +255,7 @@ type NodeShape = (
     Vec<Taint>,
     Resources,
     u64,
-    Vec<(BTreeMap<String, i64>, i32, PodConstraints)>,
+    Vec<(BTreeMap<String, i64>, i32, Shared<PodConstraints>)>,
 );
 
 /// `candidate`'s shape, or None when a pod names a hostname (then no two nodes are alike).

@@ -224,7 +224,7 @@ impl<'a> Engine<'a> {
                 .existing_nodes
                 .iter()
                 .filter(|n| !n.going_away)
-                .flat_map(|n| n.pods.iter().map(|p| &p.constraints))
+                .flat_map(|n| n.pods.iter().map(|p| &*p.constraints))
                 .chain(
                     summaries
                         .iter()
@@ -242,7 +242,7 @@ impl<'a> Engine<'a> {
             labels::topology_keys(
                 to_place
                     .iter()
-                    .map(|p| &p.constraints)
+                    .map(|p| &*p.constraints)
                     .chain(staying_constraints()),
             ),
             &pools,
@@ -253,13 +253,13 @@ impl<'a> Engine<'a> {
         catalog.collect_selector_keys(
             to_place
                 .iter()
-                .map(|p| &p.constraints)
+                .map(|p| &*p.constraints)
                 .chain(staying_constraints()),
         );
         let mut queue = Vec::with_capacity(to_place.len());
         let mut size_index: BTreeMap<Dense, u32> = BTreeMap::new();
         for p in to_place {
-            let class = catalog.class_of(&p.constraints);
+            let class = catalog.class_of_shared(&p.constraints);
             catalog.build_profiles(class, &zones, &labels);
             let req = table.dense(&p.requests);
             let next = size_index.len() as u32;
@@ -274,7 +274,7 @@ impl<'a> Engine<'a> {
         let mut bound_classes = Vec::new();
         for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
             for p in &n.pods {
-                bound_classes.push(catalog.class_of(&p.constraints));
+                bound_classes.push(catalog.class_of_shared(&p.constraints));
             }
         }
         let mut summary_classes = Vec::new();

@@ -2,12 +2,13 @@
 //! preferences first, then preferences dropped one by one), and the topology groups
 //! (spread / affinity / anti-affinity selectors) they count in.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 
 use crate::pod::{NamespaceSelection, PodAffinityTerm, PodConstraints, TopologySpread};
 use crate::requirements::Requirements;
+use crate::shared::Shared;
 use crate::taints::Toleration;
 
 use super::labels::{LabelKeys, MAX_DOMAINS};
@@ -193,6 +194,9 @@ pub struct Class {
 pub struct Catalog {
     pub classes: Vec<Class>,
     class_index: BTreeMap<PodConstraints, u32>,
+    /// Classes by the address of shared constraints, each with a clone that keeps the address
+    /// from being reused while the catalog lives.
+    class_by_address: HashMap<usize, (Shared<PodConstraints>, u32)>,
     pub groups: Vec<Group>,
     group_index: BTreeMap<GroupKey, u32>,
     pub profiles: Vec<Profile>,
@@ -225,6 +229,18 @@ impl Catalog {
             return self.intern_class(&stripped);
         }
         self.intern_class(c)
+    }
+
+    /// [`Catalog::class_of`] for a pod's shared constraints: pods sharing one copy (a
+    /// workload's, as the controller's cache shares them) are classed once, without comparing
+    /// or copying their constraints again.
+    pub fn class_of_shared(&mut self, c: &Shared<PodConstraints>) -> u32 {
+        if let Some((_, id)) = self.class_by_address.get(&c.address()) {
+            return *id;
+        }
+        let id = self.class_of(c);
+        self.class_by_address.insert(c.address(), (c.clone(), id));
+        id
     }
 
     fn intern_class(&mut self, c: &PodConstraints) -> u32 {

@@ -315,8 +315,7 @@ impl Memory {
         // Pods waiting for capacity now need room as much as the candidates' pods do.
         world.pods = provisionable(snapshot)
             .iter()
-            .filter_map(|key| snapshot.store.pods.get(key))
-            .filter_map(|pod| driftwood_scheduling::SimPod::from_pod(pod).ok())
+            .filter_map(|key| snapshot.sim_pod(key)?.as_ref().ok().cloned())
             .collect();
         std::sync::Arc::new(consolidation::Inputs {
             now,

@@ -5,7 +5,7 @@
 
 use crate::state::Snapshot;
 use driftwood_disruption::views::is_currently_reschedulable;
-use driftwood_scheduling::{NewNodeClaim, SimPod, SimulationError, SimulationInput, schedule};
+use driftwood_scheduling::{NewNodeClaim, SimulationError, SimulationInput, schedule};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A pod that cannot be provisioned for, and the FailedScheduling note to give it.
@@ -85,22 +85,17 @@ pub fn decide(
     let mut decision = Provisioning::default();
     let moving = deleting_node_pods(snapshot, now);
     for key in &moving {
-        if let Some(sim) = snapshot
-            .store
-            .pods
-            .get(key)
-            .and_then(|pod| SimPod::from_pod(pod).ok())
-        {
-            input.pods.push(sim);
+        if let Some(Ok(sim)) = snapshot.sim_pod(key) {
+            input.pods.push(sim.clone());
         }
     }
     for key in snapshot.provisionable_pods.iter() {
-        let Some(pod) = snapshot.store.pods.get(key) else {
+        let Some(converted) = snapshot.sim_pod(key) else {
             continue;
         };
         decision.pods.push(key.clone());
-        match SimPod::from_pod(pod) {
-            Ok(sim) => input.pods.push(sim),
+        match converted {
+            Ok(sim) => input.pods.push(sim.clone()),
             Err(error) => decision.failures.push(Failure {
                 pod: key.clone(),
                 note: format!("Failed to schedule pod, {error}"),
