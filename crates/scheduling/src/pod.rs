@@ -417,6 +417,18 @@ pub enum ResourceField {
 }
 
 /// One container's resources of `kind`.
+/// `list` unless an amount in it is negative, which kube-apiserver refuses (a negative request
+/// would make room out of nothing in a simulation): the error names `field[resource]`.
+fn non_negative(list: Resources, field: &str) -> Result<Resources, (String, String)> {
+    match list.0.iter().find(|(_, amount)| **amount < 0) {
+        Some((name, _)) => Err((
+            format!("{field}[{name}]"),
+            "must be greater than or equal to 0".to_string(),
+        )),
+        None => Ok(list),
+    }
+}
+
 fn container_resources(
     c: &Container,
     field: &str,
@@ -429,8 +441,9 @@ fn container_resources(
     let parse =
         |list: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
          sub: &str| {
-            Resources::from_quantities(list)
-                .map_err(|e| (format!("{field}.resources.{sub}"), e.to_string()))
+            let parsed = Resources::from_quantities(list)
+                .map_err(|e| (format!("{field}.resources.{sub}"), e.to_string()))?;
+            non_negative(parsed, &format!("{field}.resources.{sub}"))
         };
     if let Some(limits) = &res.limits {
         out = parse(limits, "limits")?;
@@ -474,10 +487,11 @@ pub fn pod_resources(
     }
     let mut total = containers.add(&sidecars).max(&init_peak);
     if let Some(overhead) = &spec.overhead {
-        total = total.add(
-            &Resources::from_quantities(overhead)
+        total = total.add(&non_negative(
+            Resources::from_quantities(overhead)
                 .map_err(|e| ("spec.overhead".to_string(), e.to_string()))?,
-        );
+            "spec.overhead",
+        )?);
     }
     total.set(PODS, 1000);
     Ok(total)

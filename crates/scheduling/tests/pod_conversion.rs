@@ -131,6 +131,19 @@ fn bad_input_names_pod_and_field() {
     );
     assert!(err.to_string().contains("cpu"), "{err}");
 
+    // kube-apiserver's rule: a negative amount would make room out of nothing.
+    let err = SimPod::from_pod(&pod(
+        json!({"containers": [{"name": "a", "resources": res("-1", "1Gi")}]}),
+    ))
+    .unwrap_err();
+    assert_eq!(err.field, "spec.containers[0].resources.requests[cpu]");
+    assert_eq!(err.message, "must be greater than or equal to 0");
+    let err = SimPod::from_pod(&pod(
+        json!({"containers": [{"name": "a"}], "overhead": {"memory": "-1Mi"}}),
+    ))
+    .unwrap_err();
+    assert_eq!(err.field, "spec.overhead[memory]");
+
     let err = SimPod::from_pod(&pod(
         json!({"containers": [], "tolerations": [{"key": "a", "operator": "Maybe"}]}),
     ))
