@@ -4,6 +4,7 @@
 //! pure crates (api, scheduling, disruption); this crate reads the world and acts.
 
 pub mod api;
+pub mod client_metrics;
 pub mod condition_metrics;
 pub mod context;
 pub mod controllers;
@@ -13,6 +14,7 @@ pub mod fence;
 pub mod health;
 pub mod leader;
 pub mod liveness;
+pub mod metered_cloud;
 pub mod metrics;
 pub mod nodeclaim_template;
 pub mod process;
@@ -26,6 +28,7 @@ pub mod simulation;
 pub mod state;
 pub mod state_metrics;
 pub mod summary;
+pub mod workqueue_metrics;
 
 pub use context::{Context, NameGenerator, NodeClassResolver};
 pub use process::{Process, ProcessConfig};

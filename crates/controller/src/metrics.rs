@@ -29,7 +29,7 @@ fn duration_histogram() -> Histogram {
 }
 
 /// controller-runtime's reconcile-time buckets, with the longer ones Karpenter adds for its
-/// singleton controllers (`metrics.DurationBuckets`).
+/// singleton controllers (`metrics.DurationBuckets`, also its pod duration histograms').
 const RECONCILE_BUCKETS: [f64; 45] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
     1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
@@ -65,6 +65,8 @@ pub struct Metrics {
     pub nodes_terminated: Family<Labels, Counter>,
     pub nodes_drained: Family<Labels, Counter>,
     pub pods_drained: Family<Labels, Counter>,
+    /// `karpenter_pods_eviction_requests_total{code}`: Eviction API requests by answer.
+    pub pods_eviction_requests: Family<Labels, Counter>,
     pub voluntary_disruption_decisions: Family<Labels, Counter>,
     pub voluntary_disruption_decisions_by_nodepool: Family<Labels, Counter>,
     pub voluntary_disruption_failed_validations: Family<Labels, Counter>,
@@ -96,7 +98,10 @@ pub struct Metrics {
     unsynced_since: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
     /// `leader_election_master_status{name}`: 1 while this replica leads, 0 standing by.
     pub leader_election_master_status: Family<Labels, Gauge>,
-    pub cloudprovider_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    /// client-go's request families, kept by the layer on the controllers' client.
+    pub client: crate::client_metrics::ClientMetrics,
+    /// The cloud provider call and instance-type families ([`crate::metered_cloud`]).
+    pub cloud: crate::metered_cloud::CloudMetrics,
     pub interruption_received_messages: Family<Labels, Counter>,
     pub interruption_deleted_messages: Counter,
     pub interruption_message_queue_duration: Histogram,
@@ -104,11 +109,15 @@ pub struct Metrics {
     pub state_gauges: StateGauges,
     /// `karpenter_pods_startup_duration_seconds`: pod creation to Ready, for pods seen pending.
     pub pod_startup: Summary,
+    /// `karpenter_pods_bound_duration_seconds`: pod creation to bound, for pods seen unbound.
+    pub pod_bound: Histogram,
     /// `karpenter_nodes_termination_duration_seconds{nodepool}`: deletion to finalizer removal.
     pub node_termination: Summary,
     /// operatorpkg's `operator_*_status_condition_*` and `operator_*_termination_*` counters
     /// and histograms (their gauges are written with the state's, at scrape time).
     pub conditions: crate::condition_metrics::ConditionMetrics,
+    /// controller-runtime's `workqueue_*` and worker families, kept by the loop driver.
+    pub loops: crate::workqueue_metrics::LoopMetrics,
     /// The time of the last [`Metrics::observe_state`] (the summaries' windows end there).
     observed_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
     /// Every family registered, with its type: a family with no series yet is left out of the
@@ -142,15 +151,31 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The metrics of a process whose Kubernetes client keeps no request metrics.
     pub fn new() -> Self {
+        Self::with_client_metrics(crate::client_metrics::ClientMetrics::default())
+    }
+
+    /// The metrics of a process whose Kubernetes client counts its requests in `client`
+    /// ([`crate::client_metrics::ClientMetricsLayer`]).
+    pub fn with_client_metrics(client: crate::client_metrics::ClientMetrics) -> Self {
         let mut registry = Registry::default();
         let mut declared = Vec::new();
         let conditions =
             crate::condition_metrics::ConditionMetrics::register(&mut registry, |name, kind| {
                 declared.push((name, kind))
             });
+        let loops = crate::workqueue_metrics::LoopMetrics::register(&mut registry, |name, kind| {
+            declared.push((name, kind))
+        });
+        let cloud = crate::metered_cloud::CloudMetrics::register(&mut registry, |name, kind| {
+            declared.push((name, kind))
+        });
+        client.register(&mut registry, |name, kind| declared.push((name, kind)));
         let metrics = Self {
+            client,
             conditions,
+            loops,
             registry: Arc::new(Registry::default()),
             nodeclaims_created: Family::default(),
             nodeclaims_launched: Family::default(),
@@ -164,6 +189,7 @@ impl Metrics {
             nodes_terminated: Family::default(),
             nodes_drained: Family::default(),
             pods_drained: Family::default(),
+            pods_eviction_requests: Family::default(),
             voluntary_disruption_decisions: Family::default(),
             voluntary_disruption_decisions_by_nodepool: Family::default(),
             voluntary_disruption_failed_validations: Family::default(),
@@ -191,7 +217,7 @@ impl Metrics {
             cluster_state_unsynced_time: Gauge::default(),
             unsynced_since: Arc::default(),
             leader_election_master_status: Family::default(),
-            cloudprovider_duration: Family::new_with_constructor(duration_histogram),
+            cloud,
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
             interruption_message_queue_duration: duration_histogram(),
@@ -201,6 +227,7 @@ impl Metrics {
                 "The time from pod creation until the pod is running.",
                 &[],
             ),
+            pod_bound: reconcile_histogram(),
             node_termination: Summary::new(
                 "karpenter_nodes_termination_duration_seconds",
                 "The time taken between a node's deletion request and the removal of its \
@@ -286,6 +313,12 @@ impl Metrics {
                 "karpenter_pods_drained",
                 "Pods evicted or deleted during drain",
                 &metrics.pods_drained,
+            ),
+            (
+                "karpenter_pods_eviction_requests",
+                "Eviction API requests, by the answer's status code (200 for an accepted \
+                 eviction)",
+                &metrics.pods_eviction_requests,
             ),
             (
                 "karpenter_voluntary_disruption_decisions",
@@ -461,6 +494,13 @@ impl Metrics {
         declare(
             &mut registry,
             &mut declared,
+            "karpenter_pods_bound_duration_seconds",
+            "The time from a pod's creation until it is bound to a node, for pods seen unbound",
+            metrics.pod_bound.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_interruption_deleted_messages",
             "Interruption queue messages deleted after they were handled",
             metrics.interruption_deleted_messages.clone(),
@@ -471,13 +511,6 @@ impl Metrics {
             "karpenter_interruption_message_queue_duration_seconds",
             "Time from an interruption event to its message being handled and deleted",
             metrics.interruption_message_queue_duration.clone(),
-        );
-        declare(
-            &mut registry,
-            &mut declared,
-            "karpenter_cloudprovider_duration_seconds",
-            "Duration of cloud provider calls, by method",
-            metrics.cloudprovider_duration.clone(),
         );
         Self {
             registry: Arc::new(registry),

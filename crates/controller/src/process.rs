@@ -7,6 +7,7 @@
 use crate::context::{Context, NameGenerator};
 use crate::events::Events;
 use crate::fence::{Fence, FencedCloud};
+use crate::metered_cloud::MeteredCloud;
 use crate::metrics::Metrics;
 use crate::runtime::{Controllers, spawn_controllers};
 use crate::settings::Settings;
@@ -29,6 +30,9 @@ pub struct ProcessConfig {
     /// Whether this process may write now: [`Fence::open`] without leader election; under
     /// election the same fence must also guard `client` ([`crate::fence::FenceLayer`]).
     pub fence: Fence,
+    /// The request families `client` counts into through
+    /// [`crate::client_metrics::ClientMetricsLayer`] (exported with the process's metrics).
+    pub client_metrics: crate::client_metrics::ClientMetrics,
 }
 
 /// A running controller process: its context and the watches feeding its cache. Dropping it
@@ -49,6 +53,7 @@ impl Process {
             settings,
             name_seed,
             fence,
+            client_metrics,
         } = config;
         let state = ClusterState::new();
         let provider = Arc::new(AwsProvider::new(
@@ -59,14 +64,18 @@ impl Process {
         ));
         provider.start_background();
         let interruption = provider.interruption_queue().map(Arc::new);
+        let metrics = Metrics::with_client_metrics(client_metrics);
         let ctx = Context {
             client: client.clone(),
             state: state.clone(),
             clock: clock.clone(),
-            cloud: Arc::new(FencedCloud::new(provider.clone(), fence)),
+            cloud: Arc::new(MeteredCloud::new(
+                Arc::new(FencedCloud::new(provider.clone(), fence)),
+                metrics.cloud.clone(),
+            )),
             nodeclasses: provider,
             events: Events::new(client.clone(), clock),
-            metrics: Metrics::new(),
+            metrics,
             names: Arc::new(NameGenerator::new(name_seed)),
             retries: Default::default(),
             liveness: Default::default(),
@@ -75,6 +84,7 @@ impl Process {
         };
         state.on_pod_change(crate::state_metrics::pod_startup_observer(
             ctx.metrics.pod_startup.clone(),
+            ctx.metrics.pod_bound.clone(),
             ctx.clock.clone(),
         ));
         let conditions = ctx.metrics.conditions.clone();

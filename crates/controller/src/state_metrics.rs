@@ -364,6 +364,50 @@ impl Collector for StateGauges {
                 .map(|(r, v)| (vec![("resource_type", r.as_str())], *v)),
         )?;
 
+        // Pods waiting: not started (pending, or running but not Ready) and not bound, from
+        // their creation, by name and namespace.
+        let waiting: Vec<(&str, &str, PodWait)> = snapshot
+            .store
+            .pods
+            .values()
+            .filter_map(|pod| {
+                let wait = pod_wait(pod)?;
+                Some((
+                    pod.metadata.name.as_deref()?,
+                    pod.metadata.namespace.as_deref().unwrap_or("default"),
+                    wait,
+                ))
+            })
+            .collect();
+        for (name, help, unbound_only) in [
+            (
+                "karpenter_pods_unstarted_time_seconds",
+                "Seconds since a pod that has not started (pending, or running but not Ready) \
+                 was created",
+                false,
+            ),
+            (
+                "karpenter_pods_unbound_time_seconds",
+                "Seconds since a pending pod that is not bound to a node was created",
+                true,
+            ),
+        ] {
+            encode_gauges(
+                &mut encoder,
+                name,
+                help,
+                waiting
+                    .iter()
+                    .filter(|(_, _, wait)| !unbound_only || !wait.bound)
+                    .map(|(pod, namespace, wait)| {
+                        (
+                            vec![("name", *pod), ("namespace", *namespace)],
+                            now.duration_since(wait.created).as_secs_f64().max(0.0),
+                        )
+                    }),
+            )?;
+        }
+
         let pods: Vec<Vec<(&'static str, String)>> = snapshot
             .store
             .pods
@@ -382,14 +426,66 @@ impl Collector for StateGauges {
     }
 }
 
+/// A pod that has not started: when it was created, and whether it is bound yet.
+struct PodWait {
+    created: Timestamp,
+    bound: bool,
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+/// Whether `pod` is waiting to start (pending, or running but not Ready; never a finished
+/// pod), and since when.
+fn pod_wait(pod: &Pod) -> Option<PodWait> {
+    let waiting = match phase(pod) {
+        "Pending" => true,
+        "Succeeded" | "Failed" => false,
+        _ => ready_since(pod).is_none(),
+    };
+    if !waiting {
+        return None;
+    }
+    Some(PodWait {
+        created: pod.metadata.creation_timestamp.as_ref()?.0,
+        bound: phase(pod) != "Pending" || scheduled_since(pod).is_some(),
+    })
+}
+
+/// When the pod's PodScheduled condition turned True, if it is.
+fn scheduled_since(pod: &Pod) -> Option<Timestamp> {
+    condition_true_since(pod, "PodScheduled")
+}
+
 fn ready_since(pod: &Pod) -> Option<Timestamp> {
+    condition_true_since(pod, "Ready")
+}
+
+fn condition_true_since(pod: &Pod, kind: &str) -> Option<Timestamp> {
     pod.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == "Ready" && c.status == "True")
+        .find(|c| c.type_ == kind && c.status == "True")
         .map(|c| c.last_transition_time.as_ref().map(|t| t.0))?
+}
+
+/// `karpenter_pods_bound_duration_seconds` for one pod change: from the pod's creation to its
+/// PodScheduled condition's transition, when a pod this controller saw unbound is bound (a pod
+/// first seen bound is not counted, as Karpenter's pod metrics controller).
+pub fn pod_bound_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
+    if scheduled_since(old?).is_some() {
+        return None;
+    }
+    let bound = scheduled_since(new)?;
+    let created = new.metadata.creation_timestamp.as_ref()?.0;
+    let seconds = bound.duration_since(created).as_secs_f64();
+    (seconds >= 0.0).then_some(seconds)
 }
 
 /// `karpenter_pods_startup_duration_seconds` for one pod change: from the pod's creation to its
@@ -407,14 +503,19 @@ pub fn pod_startup_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
     (seconds >= 0.0).then_some(seconds)
 }
 
-/// The pod hook that feeds `summary` (observations stamped with `clock`'s time).
+/// The pod hook that feeds the startup `summary` (observations stamped with `clock`'s time)
+/// and the `bound` histogram.
 pub fn pod_startup_observer(
     summary: crate::summary::Summary,
+    bound: prometheus_client::metrics::histogram::Histogram,
     clock: Arc<dyn driftwood_cloud::Clock>,
 ) -> crate::state::PodHook {
     Arc::new(move |old, new| {
         if let Some(seconds) = pod_startup_seconds(old, new) {
             summary.observe(&[], seconds, clock.now());
+        }
+        if let Some(seconds) = pod_bound_seconds(old, new) {
+            bound.observe(seconds);
         }
     })
 }
@@ -575,5 +676,86 @@ mod tests {
         assert_eq!(pod_startup_seconds(None, &ready), None);
         assert_eq!(pod_startup_seconds(Some(&ready), &ready), None);
         assert_eq!(pod_startup_seconds(Some(&not_ready), &not_ready), None);
+    }
+
+    /// Karpenter's pod metrics suite (pkg/controllers/metrics/pod/suite_test.go): "should
+    /// update the pod unstarted time metric" / "unbound time metric", and the gauges go once
+    /// the pod starts; a pod running but not Ready is unstarted, not unbound.
+    #[test]
+    fn waiting_pods_export_their_unstarted_and_unbound_time() {
+        let unbound = pod(
+            "unbound",
+            "",
+            "1",
+            json!({"spec": {"nodeName": null}, "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+        );
+        let bound = pod(
+            "bound",
+            "n1",
+            "1",
+            json!({"status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z"}]}}),
+        );
+        let not_ready = pod(
+            "starting",
+            "n1",
+            "1",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+        );
+        let started = pod("started", "n1", "1", json!({}));
+        let failed = pod(
+            "failed",
+            "",
+            "1",
+            json!({"spec": {"nodeName": null}, "status": {"phase": "Failed", "conditions": []}}),
+        );
+        let mut snapshot = Snapshot::new(Store::default());
+        for p in [unbound, bound, not_ready, started, failed] {
+            let key = format!("default/{}", p.metadata.name.clone().unwrap());
+            snapshot.apply(key, Arc::new(p));
+        }
+        let text = scrape(snapshot, at("2026-01-01T00:01:00Z"));
+        let series = |family: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.starts_with(&format!("{family}{{")))
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            series("karpenter_pods_unstarted_time_seconds"),
+            [
+                "karpenter_pods_unstarted_time_seconds{name=\"bound\",namespace=\"default\"} 60.0",
+                "karpenter_pods_unstarted_time_seconds{name=\"starting\",namespace=\"default\"} 60.0",
+                "karpenter_pods_unstarted_time_seconds{name=\"unbound\",namespace=\"default\"} 60.0",
+            ]
+        );
+        assert_eq!(
+            series("karpenter_pods_unbound_time_seconds"),
+            ["karpenter_pods_unbound_time_seconds{name=\"unbound\",namespace=\"default\"} 60.0"]
+        );
+    }
+
+    /// "should update the pod bound duration metric": creation to PodScheduled, once, for a pod
+    /// seen unbound.
+    #[test]
+    fn a_pod_bound_is_counted_when_a_pod_seen_unbound_is_scheduled() {
+        let unbound = pod(
+            "p",
+            "",
+            "1",
+            json!({"spec": {"nodeName": null}, "status": {"phase": "Pending", "conditions": []}}),
+        );
+        let bound = pod(
+            "p",
+            "n1",
+            "1",
+            json!({"status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"}]}}),
+        );
+        assert_eq!(pod_bound_seconds(Some(&unbound), &bound), Some(4.0));
+        assert_eq!(pod_bound_seconds(None, &bound), None);
+        assert_eq!(pod_bound_seconds(Some(&bound), &bound), None);
+        assert_eq!(pod_bound_seconds(Some(&unbound), &unbound), None);
     }
 }

@@ -6,6 +6,7 @@
 use crate::api_faults::{ApiFaults, FaultyService, ProcessGate};
 use anyhow::Context as _;
 use driftwood_aws::{AwsPorts, AwsSettings};
+use driftwood_controller::client_metrics::{ClientMetrics, ClientMetricsLayer};
 use driftwood_controller::fence::{Fence, FenceLayer};
 use driftwood_controller::rbac::ApiCall;
 use driftwood_controller::runtime::Controllers;
@@ -72,6 +73,8 @@ impl Drop for Running {
 /// Everything a controller process is built from.
 struct ProcessTemplate {
     client: kube::Client,
+    /// The request families `client` counts into.
+    client_metrics: ClientMetrics,
     /// Guards `client` and the cloud (open for the single controller process).
     fence: Fence,
     clock: Arc<dyn driftwood_cloud::Clock>,
@@ -104,6 +107,7 @@ impl ProcessTemplate {
             settings: self.settings.clone(),
             name_seed: self.settings.name_seed ^ seed,
             fence: self.fence.clone(),
+            client_metrics: self.client_metrics.clone(),
         });
         let controllers = process.spawn_controllers();
         Running {
@@ -241,8 +245,10 @@ impl Embedded {
         if settings.cluster_name.is_empty() {
             settings.cluster_name.clone_from(&options.cluster_name);
         }
+        let client_metrics = ClientMetrics::default();
         ProcessTemplate {
-            client: self.controller_client(identity, fence.clone()),
+            client: self.controller_client(identity, fence.clone(), client_metrics.clone()),
+            client_metrics,
             fence,
             clock: self.cluster.clock(),
             ports: self
@@ -276,7 +282,7 @@ impl Embedded {
         });
         let mut terms: u64 = 0;
         let election = driftwood_controller::leader::Election {
-            client: self.controller_client(identity, Fence::open()),
+            client: self.controller_client(identity, Fence::open(), ClientMetrics::default()),
             namespace: "kube-system".to_string(),
             identity: identity.to_string(),
             clock: self.cluster.clock(),
@@ -424,10 +430,16 @@ impl Embedded {
 
     /// A kube client for the controller process `identity`: the in-process API server behind
     /// the armed faults ([`ApiFaults`]) and a layer that records each request.
-    fn controller_client(&self, identity: &str, fence: Fence) -> kube::Client {
+    fn controller_client(
+        &self,
+        identity: &str,
+        fence: Fence,
+        metrics: ClientMetrics,
+    ) -> kube::Client {
         let recorder = self.api_calls.clone();
         let service = tower::ServiceBuilder::new()
             .layer(FenceLayer::new(fence))
+            .layer(ClientMetricsLayer::new(metrics))
             .map_request(move |request: http::Request<kube::client::Body>| {
                 recorder.record(&request);
                 request

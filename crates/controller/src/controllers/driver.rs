@@ -1,7 +1,8 @@
 //! The one loop driver every controller runs under: a pass now, then again when something it
 //! cares about changes, when the pass asks, or when its period is up — with exponential backoff
-//! of the timed requeue while passes fail, an error counter per controller, and cancellation
-//! between passes (a pass in progress finishes; nothing is cut off half-way).
+//! of the timed requeue while passes fail, an error counter per controller, a panicking pass
+//! recovered and retried as a failed one, controller-runtime's work-queue metrics, and
+//! cancellation between passes (a pass in progress finishes; nothing is cut off half-way).
 
 use super::Outcome;
 use crate::context::Context;
@@ -95,16 +96,28 @@ where
         liveness: ctx.liveness.clone(),
         name: spec.name,
     };
+    let loops = &ctx.metrics.loops;
+    loops.started(spec.name);
+    loops.added(spec.name);
+    let mut queued_since = tokio::time::Instant::now();
     let mut failures = 0u32;
     loop {
+        loops.pass_started(spec.name, queued_since.elapsed().as_secs_f64());
         // The pass's work, in real time (on the embedded cluster's virtual clock no time
         // passes while it computes): controller-runtime's reconcile time.
         let started = std::time::Instant::now();
-        let outcome = pass(ctx.clone()).await;
+        let outcome = run_pass(
+            spec.name,
+            crate::metered_cloud::CONTROLLER.scope(spec.name, pass(ctx.clone())),
+        )
+        .await;
+        let seconds = started.elapsed().as_secs_f64();
+        loops.pass_finished(spec.name, seconds, outcome.panicked);
+        let outcome = outcome.outcome;
         Metrics::observe(
             &ctx.metrics.reconcile_time,
             &[("controller", spec.name)],
-            started.elapsed().as_secs_f64(),
+            seconds,
         );
         ctx.liveness.beat(spec.name, spec.period, ctx.clock.now());
         let result = if outcome.errors > 0 {
@@ -125,6 +138,7 @@ where
         } else {
             failures = 0;
         }
+        loops.retried(spec.name);
         let deadline =
             tokio::time::Instant::now() + next_wait(&outcome, spec.period, &spec.backoff, failures);
         let seen = match &spec.wake {
@@ -138,21 +152,32 @@ where
                     tracing::debug!(controller = spec.name, "stopped");
                     return;
                 }
-                () = tokio::time::sleep_until(deadline) => break,
+                () = tokio::time::sleep_until(deadline) => {
+                    // A timed pass (the period, the pass's own requeue or its backoff) is an
+                    // add when its time comes, as controller-runtime's AddAfter.
+                    loops.added(spec.name);
+                    queued_since = tokio::time::Instant::now();
+                    break;
+                }
                 changed = changes.changed(), if !matches!(spec.wake, Wake::Timer) => {
                     if changed.is_err() {
                         return;
                     }
+                    let woke = tokio::time::Instant::now();
                     match &spec.wake {
                         Wake::Change { debounce } => {
+                            loops.added(spec.name);
                             tokio::time::sleep(*debounce).await;
                             changes.borrow_and_update();
+                            queued_since = woke;
                             break;
                         }
                         Wake::Signal { probe, look_every } => {
                             tokio::time::sleep(*look_every).await;
                             changes.borrow_and_update();
                             if Some(ctx.state.read(|s| probe(s))) != seen {
+                                loops.added(spec.name);
+                                queued_since = woke;
                                 break;
                             }
                         }
@@ -167,9 +192,65 @@ where
     }
 }
 
+/// What a pass ended with, and whether it panicked.
+struct PassEnd {
+    outcome: Outcome,
+    panicked: bool,
+}
+
+/// Runs one pass of `controller`, recovering a panic as controller-runtime does: the panic is
+/// logged and counted, the pass counts as failed, and the loop retries it after its backoff
+/// (the loop, its liveness and the other controllers carry on).
+async fn run_pass(controller: &'static str, pass: impl Future<Output = Outcome>) -> PassEnd {
+    match recover_panic(controller, pass).await {
+        Some(outcome) => PassEnd {
+            outcome,
+            panicked: false,
+        },
+        None => PassEnd {
+            outcome: Outcome::idle().with_errors(1),
+            panicked: true,
+        },
+    }
+}
+
+/// `work`'s result, or None when it panicked (the panic logged as `controller`'s).
+pub(crate) async fn recover_panic<T>(
+    controller: &'static str,
+    work: impl Future<Output = T>,
+) -> Option<T> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(result) => Some(result),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic with no message".to_string());
+            tracing::error!(
+                controller,
+                panic = %message,
+                "observed a panic in a controller pass; the pass is retried"
+            );
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_pass_is_recovered_as_one_failed_step() {
+        let ended = run_pass("drift", async { panic!("index out of bounds") }).await;
+        assert!(ended.panicked);
+        assert_eq!(ended.outcome, Outcome::idle().with_errors(1));
+        let ended = run_pass("drift", async { Outcome::again_in(Duration::from_secs(3)) }).await;
+        assert!(!ended.panicked);
+        assert_eq!(ended.outcome, Outcome::again_in(Duration::from_secs(3)));
+    }
 
     #[test]
     fn backoff_doubles_per_failed_pass_up_to_its_cap() {

@@ -123,6 +123,7 @@ mod aws {
     use driftwood_aws::AwsSettings;
     use driftwood_cloud::{Clock, SystemClock};
     use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
+    use driftwood_controller::client_metrics::{ClientMetrics, ClientMetricsLayer};
     use driftwood_controller::fence::{Fence, FenceLayer};
     use driftwood_controller::leader::{Election, Timings};
     use driftwood_controller::runtime::Controllers;
@@ -200,9 +201,11 @@ mod aws {
             .context("connecting to the Kubernetes API (in-cluster config or KUBECONFIG)")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let fence = Fence::elected(clock.clone());
+        let client_metrics = ClientMetrics::default();
         let client = kube::client::ClientBuilder::try_from(kube_config)
             .context("connecting to the Kubernetes API (in-cluster config or KUBECONFIG)")?
             .with_layer(&FenceLayer::new(fence.clone()))
+            .with_layer(&ClientMetricsLayer::new(client_metrics.clone()))
             .build();
         let version = client
             .apiserver_version()
@@ -242,6 +245,7 @@ mod aws {
             settings,
             name_seed: seed,
             fence: fence.clone(),
+            client_metrics,
         });
         let ctx = process.ctx.clone();
         let state = ctx.state.clone();

@@ -151,17 +151,7 @@ pub enum StepError {
 async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) -> Result<(), StepError> {
     let mut last_error = None;
     for _ in 0..LAUNCH_ATTEMPTS {
-        let started = std::time::Instant::now();
         let result = ctx.cloud.create(claim).await;
-        ctx.metrics
-            .cloudprovider_duration
-            .get_or_create(&vec![
-                // Karpenter labels the call with the controller that made it.
-                ("controller".into(), "nodeclaim.lifecycle".into()),
-                ("method".into(), "Create".into()),
-                ("provider".into(), ctx.cloud.name().into()),
-            ])
-            .observe(started.elapsed().as_secs_f64());
         match result {
             Ok(launched) => {
                 // The instance exists but may not be recorded yet: the retry finds it again

@@ -54,6 +54,9 @@ pub fn provisionable(snapshot: &Snapshot) -> BTreeSet<String> {
 
 /// Runs the provisioner until `cancel` fires (checked between passes: a pass that started
 /// creates all its NodeClaims).
+/// The provisioner's name in metrics and logs (Karpenter's).
+pub const CONTROLLER: &str = "provisioner";
+
 pub async fn run(ctx: Context, cancel: CancellationToken) {
     let mut changes = ctx.state.subscribe();
     tokio::select! {
@@ -61,6 +64,8 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
         () = ctx.state.wait_synced() => {}
     }
     let mut reported = Reported::default();
+    let loops = &ctx.metrics.loops;
+    loops.started(CONTROLLER);
     // What the last pass decided from, and when it ran.
     let mut last: Option<(WorldSignature, tokio::time::Instant)> = None;
     loop {
@@ -80,6 +85,7 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
             // Pods of Nodes being deleted are provisioned for when a Node starts deleting (the
             // signature moves); they are not re-simulated on a timer, as they are not waiting.
             if (pending && (changed || stale)) || (deleting && changed) {
+                loops.added(CONTROLLER);
                 break;
             }
             // While pods wait for capacity already launched, look again when the last answer
@@ -105,6 +111,7 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
         // an arrival counted by the cache's index, so each event costs O(1) here.
         let arrivals = |ctx: &Context| ctx.state.read(|s| s.provisionable_arrivals);
         let first = tokio::time::Instant::now();
+        let queued_since = first;
         let mut seen = arrivals(&ctx);
         let mut last_new = first;
         loop {
@@ -124,7 +131,31 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
                 }
             }
         }
-        let created = provision(&ctx, &mut reported).await;
+        // The batch's wait is its time in the queue; the pass is the work.
+        loops.pass_started(CONTROLLER, queued_since.elapsed().as_secs_f64());
+        let started = std::time::Instant::now();
+        let created = super::driver::recover_panic(
+            CONTROLLER,
+            crate::metered_cloud::CONTROLLER.scope(CONTROLLER, provision(&ctx, &mut reported)),
+        )
+        .await;
+        let seconds = started.elapsed().as_secs_f64();
+        loops.pass_finished(CONTROLLER, seconds, created.is_none());
+        Metrics::observe(
+            &ctx.metrics.reconcile_time,
+            &[("controller", CONTROLLER)],
+            seconds,
+        );
+        let result = if created.is_some() {
+            "success"
+        } else {
+            "error"
+        };
+        Metrics::inc(
+            &ctx.metrics.reconcile_total,
+            &[("controller", CONTROLLER), ("result", result)],
+        );
+        let created = created.unwrap_or_default();
         // Read your writes: decide again only once the cache holds the NodeClaims just created,
         // so their capacity counts (bounded, so a lost event cannot stall provisioning).
         let deadline = tokio::time::Instant::now() + READ_YOUR_WRITES_TIMEOUT;
@@ -310,7 +341,7 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     };
     Metrics::observe(
         &ctx.metrics.scheduling_duration,
-        &[("controller", "provisioner")],
+        &[("controller", CONTROLLER)],
         started.elapsed().as_secs_f64(),
     );
     let decision = match decision {

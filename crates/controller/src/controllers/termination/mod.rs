@@ -503,6 +503,18 @@ fn disrupted_note(snapshot: &Snapshot, pod: &Pod, grace_period_seconds: i64) -> 
     )
 }
 
+/// The `code` label of `karpenter_pods_eviction_requests_total` for an eviction's answer, as
+/// Karpenter counts it: "200" for an accepted eviction (whatever the success status), the
+/// status code of an error the API server answered with, and nothing for an error that never
+/// got an answer (the connection, a timeout).
+fn eviction_code<T>(result: &Result<T, kube::Error>) -> Option<String> {
+    match result {
+        Ok(_) => Some("200".to_string()),
+        Err(kube::Error::Api(status)) => Some(status.code.to_string()),
+        Err(_) => None,
+    }
+}
+
 /// Evicts `pods` from `node` through the Eviction API; refusals (a PDB allows no disruption
 /// now) become one FailedDraining event on the node and are tried again next pass; any other
 /// failure is returned (after trying every pod) so the NodeClaim backs off.
@@ -517,7 +529,14 @@ async fn evict(
     for key in pods {
         let (namespace, pod_name) = key.split_once('/').unwrap_or(("default", key));
         let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-        match api.evict(pod_name, &EvictParams::default()).await {
+        let result = api.evict(pod_name, &EvictParams::default()).await;
+        if let Some(code) = eviction_code(&result) {
+            Metrics::inc(
+                &ctx.metrics.pods_eviction_requests,
+                &[("code", code.as_str())],
+            );
+        }
+        match result {
             Ok(_) => {
                 Metrics::inc(&ctx.metrics.pods_drained, &[("reason", "drain")]);
                 if let Some(pod) = snapshot.store.pods.get(key) {
@@ -553,5 +572,37 @@ async fn evict(
             first,
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("refused", "TooManyRequests")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    /// karpenter `pkg/controllers/node/termination/terminator/eviction.go`: an accepted
+    /// eviction counts as 200, an answered error by its status, an unanswered one not at all.
+    #[test]
+    fn eviction_requests_are_counted_by_the_code_karpenter_uses() {
+        assert_eq!(eviction_code(&Ok(())), Some("200".to_string()));
+        assert_eq!(
+            eviction_code::<()>(&Err(api_error(429))),
+            Some("429".to_string())
+        );
+        assert_eq!(
+            eviction_code::<()>(&Err(api_error(404))),
+            Some("404".to_string())
+        );
+        assert_eq!(
+            eviction_code::<()>(&Err(kube::Error::LinesCodecMaxLineLengthExceeded)),
+            None
+        );
     }
 }

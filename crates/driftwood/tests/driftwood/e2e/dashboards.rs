@@ -346,8 +346,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "not exported",
     ),
     ("karpenter_nodes_lifetime_duration_seconds", "not exported"),
-    ("karpenter_pods_unstarted_time_seconds", "not exported"),
-    ("karpenter_pods_unbound_time_seconds", "not exported"),
     (
         "karpenter_pods_scheduling_decision_duration_seconds",
         "not exported",
@@ -372,8 +370,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "karpenter_pods_provisioning_bound_duration_seconds",
         "not exported",
     ),
-    ("karpenter_pods_eviction_requests_total", "not exported"),
-    ("karpenter_pods_bound_duration_seconds", "not exported"),
     (
         "karpenter_voluntary_disruption_queue_failures_total",
         "not exported",
@@ -406,22 +402,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "not exported",
     ),
     (
-        "karpenter_cloudprovider_instance_type_offering_price_estimate",
-        "not exported",
-    ),
-    (
-        "karpenter_cloudprovider_instance_type_offering_available",
-        "not exported",
-    ),
-    (
-        "karpenter_cloudprovider_instance_type_memory_bytes",
-        "not exported",
-    ),
-    (
-        "karpenter_cloudprovider_instance_type_cpu_cores",
-        "not exported",
-    ),
-    (
         "karpenter_cloudprovider_instance_termination_failures_total",
         "not exported",
     ),
@@ -429,42 +409,15 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "karpenter_cloudprovider_instance_launch_failures_total",
         "not exported",
     ),
-    ("karpenter_cloudprovider_errors_total", "not exported"),
     (
         "karpenter_cloudprovider_batcher_batch_time_seconds",
         "not exported",
     ),
     ("karpenter_cloudprovider_batcher_batch_size", "not exported"),
     (
-        "controller_runtime_terminal_reconcile_errors_total",
-        "not exported",
-    ),
-    (
-        "controller_runtime_reconcile_timeouts_total",
-        "not exported",
-    ),
-    ("controller_runtime_reconcile_panics_total", "not exported"),
-    (
-        "controller_runtime_max_concurrent_reconciles",
-        "not exported",
-    ),
-    (
         "controller_runtime_conversion_webhook_panics_total",
         "not exported",
     ),
-    ("controller_runtime_active_workers", "not exported"),
-    ("workqueue_work_duration_seconds", "not exported"),
-    ("workqueue_unfinished_work_seconds", "not exported"),
-    ("workqueue_retries_total", "not exported"),
-    ("workqueue_queue_duration_seconds", "not exported"),
-    (
-        "workqueue_longest_running_processor_seconds",
-        "not exported",
-    ),
-    ("workqueue_depth", "not exported"),
-    ("workqueue_adds_total", "not exported"),
-    ("client_go_request_total", "not exported"),
-    ("client_go_request_duration_seconds", "not exported"),
     ("aws_sdk_go_request_total", "not exported"),
     ("aws_sdk_go_request_retry_count", "not exported"),
     ("aws_sdk_go_request_duration_seconds", "not exported"),
@@ -696,5 +649,67 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
             .filter(|s| general(s) && s.get("resource_type").map(String::as_str) == Some("cpu"))
             .count()
             == 2
+    );
+    // controller-runtime's queue and worker figures, client-go's requests and the cloud
+    // provider's calls, as this rollout made them.
+    let sum = |series: &str| -> f64 {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(series))
+            .filter_map(|rest| rest.trim().parse::<f64>().ok())
+            .sum()
+    };
+    for controller in ["provisioner", "disruption", "drift", "termination"] {
+        let queue = format!("{{controller=\"{controller}\",name=\"{controller}\"}}");
+        assert!(
+            sum(&format!("workqueue_adds_total{queue}")) >= 1.0,
+            "{controller}\n{text}"
+        );
+        assert!(
+            sum(&format!("workqueue_work_duration_seconds_count{queue}")) >= 1.0,
+            "{controller}\n{text}"
+        );
+        assert_eq!(
+            sum(&format!(
+                "controller_runtime_max_concurrent_reconciles{{controller=\"{controller}\"}}"
+            )),
+            1.0
+        );
+        assert_eq!(
+            sum(&format!(
+                "controller_runtime_reconcile_panics_total{{controller=\"{controller}\"}}"
+            )),
+            0.0
+        );
+    }
+    // Two first nodes and two replacements launched, each one timed Create call at least.
+    assert!(
+        sum(
+            "karpenter_cloudprovider_duration_seconds_count{controller=\"lifecycle\",method=\"Create\",provider=\"aws\"}"
+        ) >= 4.0,
+        "{text}"
+    );
+    assert!(
+        sum("karpenter_cloudprovider_instance_type_cpu_cores{instance_type=\"m5.large\"}") == 2.0,
+        "{text}"
+    );
+    // The two old nodes' app pods were evicted through the Eviction API, each request timed.
+    assert!(
+        sum(
+            "client_go_request_duration_seconds_count{verb=\"CREATE\",group=\"\",version=\"v1\",kind=\"pods\",subresource=\"eviction\"}"
+        ) >= 2.0,
+        "{text}"
+    );
+    assert!(
+        sum("client_go_request_total{code=\"201\",method=\"POST\"}") >= 6.0,
+        "{text}"
+    );
+    assert!(
+        sum("karpenter_pods_eviction_requests_total{code=\"200\"}") >= 2.0,
+        "{text}"
+    );
+    // Every pod of the rollout was seen unbound, then bound.
+    assert!(
+        sum("karpenter_pods_bound_duration_seconds_count") >= 4.0,
+        "{text}"
     );
 }
