@@ -10,6 +10,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 use driftwood_aws::AwsPorts;
 
+use crate::metrics::{MetricsInterceptor, SdkMetrics};
 use crate::{SdkEc2, SdkIam, SdkPricing, SdkSqs, SdkSsm};
 
 /// How the SDK is set up. Everything left `None` comes from the standard chain: `AWS_REGION`
@@ -123,20 +124,42 @@ pub fn pricing_region(region: &str) -> &'static str {
 }
 
 /// The EC2, SSM, IAM, SQS and Pricing ports over the SDK (`pricing_endpoint_url`: see
-/// [`SdkOptions::pricing_endpoint_url`]).
-pub fn sdk_ports(config: &SdkConfig, pricing_endpoint_url: Option<&str>) -> AwsPorts {
+/// [`SdkOptions::pricing_endpoint_url`]), every call counted and timed in `metrics`.
+pub fn sdk_ports(
+    config: &SdkConfig,
+    pricing_endpoint_url: Option<&str>,
+    metrics: &SdkMetrics,
+) -> AwsPorts {
     let region = config.region().map(ToString::to_string).unwrap_or_default();
-    let mut pricing_config =
-        aws_sdk_pricing::config::Builder::from(config).region(Region::new(pricing_region(&region)));
+    let interceptor = MetricsInterceptor::new(metrics.clone());
+    let mut pricing_config = aws_sdk_pricing::config::Builder::from(config)
+        .region(Region::new(pricing_region(&region)))
+        .interceptor(interceptor.clone());
     if let Some(url) = pricing_endpoint_url {
         pricing_config = pricing_config.endpoint_url(url);
     }
     let pricing_config = pricing_config.build();
     AwsPorts {
-        ec2: Arc::new(SdkEc2::new(aws_sdk_ec2::Client::new(config))),
-        ssm: Arc::new(SdkSsm::new(aws_sdk_ssm::Client::new(config))),
-        iam: Arc::new(SdkIam::new(aws_sdk_iam::Client::new(config))),
-        sqs: Arc::new(SdkSqs::new(aws_sdk_sqs::Client::new(config))),
+        ec2: Arc::new(SdkEc2::new(aws_sdk_ec2::Client::from_conf(
+            aws_sdk_ec2::config::Builder::from(config)
+                .interceptor(interceptor.clone())
+                .build(),
+        ))),
+        ssm: Arc::new(SdkSsm::new(aws_sdk_ssm::Client::from_conf(
+            aws_sdk_ssm::config::Builder::from(config)
+                .interceptor(interceptor.clone())
+                .build(),
+        ))),
+        iam: Arc::new(SdkIam::new(aws_sdk_iam::Client::from_conf(
+            aws_sdk_iam::config::Builder::from(config)
+                .interceptor(interceptor.clone())
+                .build(),
+        ))),
+        sqs: Arc::new(SdkSqs::new(aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(config)
+                .interceptor(interceptor)
+                .build(),
+        ))),
         pricing: Arc::new(SdkPricing::new(aws_sdk_pricing::Client::from_conf(
             pricing_config,
         ))),

@@ -12,6 +12,7 @@ mod convert;
 mod ec2;
 mod error;
 mod iam;
+pub mod metrics;
 mod pricing;
 #[cfg(test)]
 mod retry_tests;
@@ -24,6 +25,7 @@ pub use error::{
     CODE_INVALID_REQUEST, CODE_INVALID_RESPONSE, CODE_NETWORK, CODE_TIMEOUT, aws_error,
 };
 pub use iam::SdkIam;
+pub use metrics::SdkMetrics;
 pub use pricing::{SdkPricing, parse_on_demand_price};
 pub use sqs::SdkSqs;
 pub use ssm::SdkSsm;

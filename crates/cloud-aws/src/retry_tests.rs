@@ -8,7 +8,7 @@ use driftwood_aws::ports::{DescribeSubnetsInput, Ec2Api, codes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::{SdkOptions, load_sdk_config, sdk_ports};
+use crate::{SdkMetrics, SdkOptions, load_sdk_config, sdk_ports};
 
 const THROTTLED: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message></Error></Errors><RequestID>r1</RequestID></Response>"#;
@@ -74,7 +74,7 @@ async fn scripted(responses: Vec<(u16, String)>) -> (String, Arc<Mutex<Vec<Strin
     (url, seen)
 }
 
-async fn ec2(url: &str, max_attempts: u32) -> Arc<dyn Ec2Api> {
+async fn ec2(url: &str, max_attempts: u32, metrics: &SdkMetrics) -> Arc<dyn Ec2Api> {
     let options = SdkOptions {
         region: Some("us-west-2".to_string()),
         endpoint_url: Some(url.to_string()),
@@ -84,7 +84,7 @@ async fn ec2(url: &str, max_attempts: u32) -> Arc<dyn Ec2Api> {
         static_credentials: Some(("AKID".to_string(), "secret".to_string())),
         ..SdkOptions::default()
     };
-    sdk_ports(&load_sdk_config(&options).await.unwrap(), None).ec2
+    sdk_ports(&load_sdk_config(&options).await.unwrap(), None, metrics).ec2
 }
 
 #[tokio::test]
@@ -97,7 +97,10 @@ async fn throttled_calls_are_retried_and_pages_followed() {
         (200, page("subnet-2", "us-west-2b", None)),
     ])
     .await;
-    let subnets = ec2(&url, 4)
+    let metrics = SdkMetrics::default();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let subnets = ec2(&url, 4, &metrics)
         .await
         .describe_subnets(DescribeSubnetsInput::default())
         .await
@@ -111,6 +114,19 @@ async fn throttled_calls_are_retried_and_pages_followed() {
     assert!(seen.iter().all(|b| b.contains("Action=DescribeSubnets")));
     assert!(!seen[2].contains("NextToken"));
     assert!(seen[3].contains("NextToken=token-2") && seen[4].contains("NextToken=token-2"));
+    // Two calls (one per page), five attempts: the throttling shows per attempt.
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let series = "{service=\"EC2\",action=\"DescribeSubnets\",code=";
+    for line in [
+        format!("aws_sdk_go_request_total{series}\"200\"}} 2"),
+        format!("aws_sdk_go_request_attempt_total{series}\"503\"}} 3"),
+        format!("aws_sdk_go_request_attempt_total{series}\"200\"}} 2"),
+        format!("aws_sdk_go_request_retry_count_sum{series}\"200\"}} 3.0"),
+        format!("aws_sdk_go_request_attempt_duration_seconds_count{series}\"200\"}} 5"),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
 }
 
 #[tokio::test]
@@ -121,12 +137,23 @@ async fn throttling_past_the_attempts_surfaces_the_code() {
         (503, THROTTLED.to_string()),
     ])
     .await;
-    let err = ec2(&url, 2)
+    let metrics = SdkMetrics::default();
+    let err = ec2(&url, 2, &metrics)
         .await
         .describe_subnets(DescribeSubnetsInput::default())
         .await
         .unwrap_err();
     assert_eq!(err.code, codes::REQUEST_LIMIT_EXCEEDED);
+    // One call that failed with the last attempt's code, after one retry.
+    let call = |code: &str| {
+        vec![
+            ("service".to_string(), "EC2".to_string()),
+            ("action".to_string(), "DescribeSubnets".to_string()),
+            ("code".to_string(), code.to_string()),
+        ]
+    };
+    assert_eq!(metrics.requests.get_or_create(&call("503")).get(), 1);
+    assert_eq!(metrics.attempts.get_or_create(&call("503")).get(), 2);
     assert!(err.is_throttled());
     assert!(
         err.message.starts_with("DescribeSubnets: "),
@@ -138,10 +165,18 @@ async fn throttling_past_the_attempts_surfaces_the_code() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_network_failure() {
-    let err = ec2("http://127.0.0.1:1", 1)
+    let metrics = SdkMetrics::default();
+    let err = ec2("http://127.0.0.1:1", 1, &metrics)
         .await
         .describe_subnets(DescribeSubnetsInput::default())
         .await
         .unwrap_err();
     assert_eq!(err.code, crate::error::CODE_NETWORK);
+    // No answer: code -1, as aws-sdk-go-prometheus labels a call without a response.
+    let call = vec![
+        ("service".to_string(), "EC2".to_string()),
+        ("action".to_string(), "DescribeSubnets".to_string()),
+        ("code".to_string(), "-1".to_string()),
+    ];
+    assert_eq!(metrics.requests.get_or_create(&call).get(), 1);
 }

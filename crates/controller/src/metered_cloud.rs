@@ -213,7 +213,8 @@ impl Collector for InstanceTypeGauges {
             }
         }
         // Each offering over every catalog (pools may see different offerings of one type):
-        // available when any catalog has it available.
+        // available when any catalog has it available, the price the last one gives (as
+        // Karpenter's metrics controller writes them pool after pool).
         let mut offerings: BTreeMap<(&str, &str, &str), OfferingFigures> = BTreeMap::new();
         for instance_type in catalogs.iter().flat_map(|c| c.iter()) {
             for offering in &instance_type.offerings {
@@ -223,8 +224,9 @@ impl Collector for InstanceTypeGauges {
                         offering.zone.as_str(),
                         offering.capacity_type.as_str(),
                     ))
-                    .or_insert((offering.available, offering.price));
+                    .or_insert((false, offering.price));
                 figures.0 |= offering.available;
+                figures.1 = offering.price;
             }
         }
         let per_offering: [ScrapedGauge<OfferingFigures>; 2] = [

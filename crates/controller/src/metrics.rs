@@ -17,6 +17,20 @@ use crate::summary::Summary;
 /// Label pairs of one series.
 pub type Labels = Vec<(String, String)>;
 
+/// Families another crate keeps (the AWS SDK's request metrics): registers them in a registry
+/// and returns their names and types.
+pub type ExternalFamilies =
+    Arc<dyn Fn(&mut Registry) -> Vec<(&'static str, MetricType)> + Send + Sync>;
+
+/// What feeds a process's metrics besides its controllers: the request families its Kubernetes
+/// client counts into ([`crate::client_metrics::ClientMetricsLayer`]), and families kept
+/// elsewhere.
+#[derive(Clone, Default)]
+pub struct MetricSources {
+    pub client: crate::client_metrics::ClientMetrics,
+    pub external: Vec<ExternalFamilies>,
+}
+
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
@@ -38,6 +52,36 @@ const RECONCILE_BUCKETS: [f64; 45] = [
 
 fn reconcile_histogram() -> Histogram {
     Histogram::new(RECONCILE_BUCKETS)
+}
+
+/// Karpenter's node-lifetime buckets: 15 minutes to 30 days.
+fn lifetime_histogram() -> Histogram {
+    const MINUTE: f64 = 60.0;
+    const HOUR: f64 = 60.0 * MINUTE;
+    const DAY: f64 = 24.0 * HOUR;
+    Histogram::new([
+        15.0 * MINUTE,
+        30.0 * MINUTE,
+        45.0 * MINUTE,
+        HOUR,
+        2.0 * HOUR,
+        4.0 * HOUR,
+        6.0 * HOUR,
+        8.0 * HOUR,
+        10.0 * HOUR,
+        12.0 * HOUR,
+        16.0 * HOUR,
+        20.0 * HOUR,
+        DAY,
+        2.0 * DAY,
+        3.0 * DAY,
+        5.0 * DAY,
+        10.0 * DAY,
+        15.0 * DAY,
+        20.0 * DAY,
+        25.0 * DAY,
+        30.0 * DAY,
+    ])
 }
 
 /// Go's name for an architecture (Karpenter's `goarch` label): amd64, arm64.
@@ -87,6 +131,12 @@ pub struct Metrics {
     pub reconcile_time: Family<Labels, Histogram, fn() -> Histogram>,
     pub object_errors: Family<Labels, Counter>,
     pub scheduling_duration: Family<Labels, Histogram, fn() -> Histogram>,
+    /// `karpenter_scheduler_unschedulable_pods_count{controller}`: pods the last provisioning
+    /// simulation could not place.
+    pub scheduler_unschedulable_pods: Family<Labels, Gauge>,
+    /// `karpenter_scheduler_ignored_pods_count`: pods the last provisioning pass could not read,
+    /// so did not simulate.
+    pub scheduler_ignored_pods: Gauge,
     pub build_info: Family<Labels, Gauge>,
     pub nodepools_usage: Family<Labels, Gauge<f64, AtomicU64>>,
     pub nodepools_limit: Family<Labels, Gauge<f64, AtomicU64>>,
@@ -111,6 +161,15 @@ pub struct Metrics {
     pub pod_startup: Summary,
     /// `karpenter_pods_bound_duration_seconds`: pod creation to bound, for pods seen unbound.
     pub pod_bound: Histogram,
+    /// `karpenter_nodes_lifetime_duration_seconds{nodepool}`: creation to the finalizer's
+    /// removal.
+    pub node_lifetime: Family<Labels, Histogram, fn() -> Histogram>,
+    /// `karpenter_nodeclaims_termination_duration_seconds{nodepool}`: the NodeClaim's deletion
+    /// to its finalizer's removal.
+    pub nodeclaim_termination: Family<Labels, Histogram, fn() -> Histogram>,
+    /// `karpenter_nodeclaims_instance_termination_duration_seconds{nodepool}`: InstanceTerminating
+    /// to the instance gone.
+    pub instance_termination: Family<Labels, Histogram, fn() -> Histogram>,
     /// `karpenter_nodes_termination_duration_seconds{nodepool}`: deletion to finalizer removal.
     pub node_termination: Summary,
     /// operatorpkg's `operator_*_status_condition_*` and `operator_*_termination_*` counters
@@ -151,14 +210,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// The metrics of a process whose Kubernetes client keeps no request metrics.
+    /// The metrics of a process fed by its controllers alone.
     pub fn new() -> Self {
-        Self::with_client_metrics(crate::client_metrics::ClientMetrics::default())
+        Self::with_sources(MetricSources::default())
     }
 
-    /// The metrics of a process whose Kubernetes client counts its requests in `client`
-    /// ([`crate::client_metrics::ClientMetricsLayer`]).
-    pub fn with_client_metrics(client: crate::client_metrics::ClientMetrics) -> Self {
+    /// The metrics of a process fed by `sources` too.
+    pub fn with_sources(sources: MetricSources) -> Self {
+        let MetricSources { client, external } = sources;
         let mut registry = Registry::default();
         let mut declared = Vec::new();
         let conditions =
@@ -172,6 +231,9 @@ impl Metrics {
             declared.push((name, kind))
         });
         client.register(&mut registry, |name, kind| declared.push((name, kind)));
+        for families in &external {
+            declared.extend(families(&mut registry));
+        }
         let metrics = Self {
             client,
             conditions,
@@ -209,6 +271,8 @@ impl Metrics {
             reconcile_time: Family::new_with_constructor(reconcile_histogram),
             object_errors: Family::default(),
             scheduling_duration: Family::new_with_constructor(duration_histogram),
+            scheduler_unschedulable_pods: Family::default(),
+            scheduler_ignored_pods: Gauge::default(),
             build_info: Family::default(),
             nodepools_usage: Family::default(),
             nodepools_limit: Family::default(),
@@ -228,6 +292,13 @@ impl Metrics {
                 &[],
             ),
             pod_bound: reconcile_histogram(),
+            node_lifetime: Family::new_with_constructor(lifetime_histogram),
+            nodeclaim_termination: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(1.0, 2.0, 12))
+            }),
+            instance_termination: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(1.0, 2.0, 11))
+            }),
             node_termination: Summary::new(
                 "karpenter_nodes_termination_duration_seconds",
                 "The time taken between a node's deletion request and the removal of its \
@@ -421,6 +492,21 @@ impl Metrics {
         declare(
             &mut registry,
             &mut declared,
+            "karpenter_scheduler_unschedulable_pods_count",
+            "Pods the last provisioning simulation could not place, by controller",
+            metrics.scheduler_unschedulable_pods.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_scheduler_ignored_pods_count",
+            "Pods the last provisioning pass could not read (a malformed quantity, a negative \
+             request), so did not simulate",
+            metrics.scheduler_ignored_pods.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_build_info",
             "A constant 1, labeled by the version, toolchain, architecture and commit driftwood \
              was built from (Karpenter's label names)",
@@ -490,6 +576,27 @@ impl Metrics {
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of a disruption method's evaluation, by reason and consolidation type",
             metrics.voluntary_disruption_evaluation_duration.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_nodes_lifetime_duration_seconds",
+            "The lifetime of nodes, creation to the removal of their finalizer, by nodepool",
+            metrics.node_lifetime.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_nodeclaims_termination_duration_seconds",
+            "A NodeClaim's deletion to the removal of its finalizer, by nodepool",
+            metrics.nodeclaim_termination.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_nodeclaims_instance_termination_duration_seconds",
+            "The start of a NodeClaim's instance termination to the instance gone, by nodepool",
+            metrics.instance_termination.clone(),
         );
         declare(
             &mut registry,

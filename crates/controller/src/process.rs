@@ -30,9 +30,9 @@ pub struct ProcessConfig {
     /// Whether this process may write now: [`Fence::open`] without leader election; under
     /// election the same fence must also guard `client` ([`crate::fence::FenceLayer`]).
     pub fence: Fence,
-    /// The request families `client` counts into through
-    /// [`crate::client_metrics::ClientMetricsLayer`] (exported with the process's metrics).
-    pub client_metrics: crate::client_metrics::ClientMetrics,
+    /// What else feeds the process's metrics: the request families `client` counts into
+    /// through [`crate::client_metrics::ClientMetricsLayer`], and the cloud SDK's.
+    pub metric_sources: crate::metrics::MetricSources,
 }
 
 /// A running controller process: its context and the watches feeding its cache. Dropping it
@@ -53,7 +53,7 @@ impl Process {
             settings,
             name_seed,
             fence,
-            client_metrics,
+            metric_sources,
         } = config;
         let state = ClusterState::new();
         let provider = Arc::new(AwsProvider::new(
@@ -64,7 +64,7 @@ impl Process {
         ));
         provider.start_background();
         let interruption = provider.interruption_queue().map(Arc::new);
-        let metrics = Metrics::with_client_metrics(client_metrics);
+        let metrics = Metrics::with_sources(metric_sources);
         let ctx = Context {
             client: client.clone(),
             state: state.clone(),
@@ -85,6 +85,7 @@ impl Process {
         state.on_pod_change(crate::state_metrics::pod_startup_observer(
             ctx.metrics.pod_startup.clone(),
             ctx.metrics.pod_bound.clone(),
+            ctx.metrics.state_gauges.seen_pending.clone(),
             ctx.clock.clone(),
         ));
         let conditions = ctx.metrics.conditions.clone();

@@ -219,6 +219,54 @@ fn pod_labels(snapshot: &Snapshot, pod: &Pod) -> Vec<(&'static str, String)> {
 #[derive(Clone, Default)]
 pub struct StateGauges {
     latest: Arc<Mutex<Option<(Snapshot, Timestamp)>>>,
+    /// The pods this process saw pending and has not seen start since.
+    pub seen_pending: SeenPending,
+}
+
+/// The pods seen pending that have not become Ready or finished since (keys
+/// `namespace/name`), as Karpenter's pod metrics controller keeps them: a running pod counts
+/// as unstarted only if it was seen pending, so a pod that started long ago and then failed
+/// its readiness probe is not months "unstarted".
+#[derive(Clone, Default, Debug)]
+pub struct SeenPending(Arc<Mutex<std::collections::HashSet<String>>>);
+
+impl SeenPending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        // Each write is one insert or remove: a panic elsewhere leaves the set usable.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Follows one pod change.
+    pub fn note(&self, pod: &Pod) {
+        let Some(name) = pod.metadata.name.as_deref() else {
+            return;
+        };
+        let key = crate::state::object_key(pod.metadata.namespace.as_deref(), name);
+        match phase(pod) {
+            "Pending" => {
+                self.lock().insert(key);
+            }
+            "Succeeded" | "Failed" => {
+                self.lock().remove(&key);
+            }
+            _ if ready_since(pod).is_some() => {
+                self.lock().remove(&key);
+            }
+            _ => {}
+        }
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.lock().contains(key)
+    }
+
+    /// Forgets pods `snapshot` no longer has.
+    fn prune(&self, snapshot: &Snapshot) {
+        self.lock()
+            .retain(|key| snapshot.store.pods.contains_key(key));
+    }
 }
 
 impl std::fmt::Debug for StateGauges {
@@ -366,12 +414,13 @@ impl Collector for StateGauges {
 
         // Pods waiting: not started (pending, or running but not Ready) and not bound, from
         // their creation, by name and namespace.
+        self.seen_pending.prune(&snapshot);
         let waiting: Vec<(&str, &str, PodWait)> = snapshot
             .store
             .pods
-            .values()
-            .filter_map(|pod| {
-                let wait = pod_wait(pod)?;
+            .iter()
+            .filter_map(|(key, pod)| {
+                let wait = pod_wait(pod, |_| self.seen_pending.contains(key))?;
                 Some((
                     pod.metadata.name.as_deref()?,
                     pod.metadata.namespace.as_deref().unwrap_or("default"),
@@ -439,13 +488,13 @@ fn phase(pod: &Pod) -> &str {
         .unwrap_or("Pending")
 }
 
-/// Whether `pod` is waiting to start (pending, or running but not Ready; never a finished
-/// pod), and since when.
-fn pod_wait(pod: &Pod) -> Option<PodWait> {
+/// Whether `pod` is waiting to start (pending, or running but not Ready after it was seen
+/// pending: `seen_pending`; never a finished pod), and since when.
+fn pod_wait(pod: &Pod, seen_pending: impl Fn(&Pod) -> bool) -> Option<PodWait> {
     let waiting = match phase(pod) {
         "Pending" => true,
         "Succeeded" | "Failed" => false,
-        _ => ready_since(pod).is_none(),
+        _ => ready_since(pod).is_none() && seen_pending(pod),
     };
     if !waiting {
         return None;
@@ -477,7 +526,8 @@ fn condition_true_since(pod: &Pod, kind: &str) -> Option<Timestamp> {
 
 /// `karpenter_pods_bound_duration_seconds` for one pod change: from the pod's creation to its
 /// PodScheduled condition's transition, when a pod this controller saw unbound is bound (a pod
-/// first seen bound is not counted, as Karpenter's pod metrics controller).
+/// first seen bound is not counted; Karpenter also counts one first seen bound while still
+/// pending).
 pub fn pod_bound_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
     if scheduled_since(old?).is_some() {
         return None;
@@ -503,14 +553,16 @@ pub fn pod_startup_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
     (seconds >= 0.0).then_some(seconds)
 }
 
-/// The pod hook that feeds the startup `summary` (observations stamped with `clock`'s time)
-/// and the `bound` histogram.
+/// The pod hook that feeds the startup `summary` (observations stamped with `clock`'s time),
+/// the `bound` histogram and the pods `seen_pending`.
 pub fn pod_startup_observer(
     summary: crate::summary::Summary,
     bound: prometheus_client::metrics::histogram::Histogram,
+    seen_pending: SeenPending,
     clock: Arc<dyn driftwood_cloud::Clock>,
 ) -> crate::state::PodHook {
     Arc::new(move |old, new| {
+        seen_pending.note(new);
         if let Some(seconds) = pod_startup_seconds(old, new) {
             summary.observe(&[], seconds, clock.now());
         }
@@ -710,12 +762,30 @@ mod tests {
             "1",
             json!({"spec": {"nodeName": null}, "status": {"phase": "Failed", "conditions": []}}),
         );
+        // A pod that started long ago and is not Ready now (never seen pending here): not
+        // unstarted.
+        let unready = pod(
+            "unready",
+            "n1",
+            "1",
+            json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+        );
+        let gauges = StateGauges::default();
+        // `starting` was seen pending, then running.
+        let mut pending_then = not_ready.clone();
+        pending_then.status.as_mut().unwrap().phase = Some("Pending".into());
+        gauges.seen_pending.note(&pending_then);
+        gauges.seen_pending.note(&not_ready);
         let mut snapshot = Snapshot::new(Store::default());
-        for p in [unbound, bound, not_ready, started, failed] {
+        for p in [unbound, bound, not_ready, started, failed, unready] {
             let key = format!("default/{}", p.metadata.name.clone().unwrap());
             snapshot.apply(key, Arc::new(p));
         }
-        let text = scrape(snapshot, at("2026-01-01T00:01:00Z"));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(gauges.clone()));
+        gauges.observe(snapshot, at("2026-01-01T00:01:00Z"));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         let series = |family: &str| -> Vec<String> {
             text.lines()
                 .filter(|l| l.starts_with(&format!("{family}{{")))

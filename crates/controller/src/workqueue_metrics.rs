@@ -2,9 +2,9 @@
 //! `controller_runtime_active_workers`, `_max_concurrent_reconciles`, `_reconcile_panics_total`
 //! ...) for the one loop driver. Each controller is one queue holding at most one item (its
 //! next pass) and one worker: a wake-up is an add, the wait from the first wake-up to the pass
-//! is the time in the queue, the pass is the work, and the timed requeue every pass ends with
-//! (its period, its own requeue or its backoff) is a retry, as controller-runtime counts each
-//! delayed add.
+//! is the time in the queue, the pass is the work, and a pass that asks to run again after a
+//! delay (its own requeue, or its backoff after failing) is a retry, as controller-runtime
+//! counts a delayed add (the period's timed pass is a resync, not counted).
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -140,8 +140,8 @@ impl LoopMetrics {
         );
         registry.register(
             "workqueue_retries",
-            "Passes requeued after a delay (the period, the pass's own requeue or the backoff \
-             of a failed pass), by controller",
+            "Passes requeued after a delay (the pass's own requeue, or the backoff of a failed \
+             pass), by controller",
             metrics.retries.clone(),
         );
         registry.register(
@@ -228,8 +228,8 @@ impl LoopMetrics {
         }
     }
 
-    /// `controller`'s pass has asked to run again after a delay (its period, its own requeue or
-    /// its backoff): controller-runtime counts every delayed add as a retry.
+    /// `controller`'s pass has asked to run again after a delay (its own requeue, or its
+    /// backoff after failing): controller-runtime counts a delayed add as a retry.
     pub fn retried(&self, controller: &'static str) {
         self.retries.get_or_create(&queue_labels(controller)).inc();
     }

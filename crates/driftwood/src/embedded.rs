@@ -107,7 +107,10 @@ impl ProcessTemplate {
             settings: self.settings.clone(),
             name_seed: self.settings.name_seed ^ seed,
             fence: self.fence.clone(),
-            client_metrics: self.client_metrics.clone(),
+            metric_sources: driftwood_controller::metrics::MetricSources {
+                client: self.client_metrics.clone(),
+                external: Vec::new(),
+            },
         });
         let controllers = process.spawn_controllers();
         Running {

@@ -138,7 +138,9 @@ where
         } else {
             failures = 0;
         }
-        loops.retried(spec.name);
+        if outcome.requeue_after.is_some() || outcome.errors > 0 {
+            loops.retried(spec.name);
+        }
         let deadline =
             tokio::time::Instant::now() + next_wait(&outcome, spec.period, &spec.backoff, failures);
         let seen = match &spec.wake {

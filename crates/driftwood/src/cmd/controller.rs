@@ -122,10 +122,11 @@ mod aws {
     use anyhow::Context as _;
     use driftwood_aws::AwsSettings;
     use driftwood_cloud::{Clock, SystemClock};
-    use driftwood_cloud_aws::{SdkOptions, load_sdk_config, sdk_ports};
+    use driftwood_cloud_aws::{SdkMetrics, SdkOptions, load_sdk_config, sdk_ports};
     use driftwood_controller::client_metrics::{ClientMetrics, ClientMetricsLayer};
     use driftwood_controller::fence::{Fence, FenceLayer};
     use driftwood_controller::leader::{Election, Timings};
+    use driftwood_controller::metrics::MetricSources;
     use driftwood_controller::runtime::Controllers;
     use driftwood_controller::{Process, ProcessConfig, Settings};
     use std::net::SocketAddr;
@@ -221,7 +222,8 @@ mod aws {
         })
         .await?;
         let region = sdk.region().map(ToString::to_string).unwrap_or_default();
-        let ports = sdk_ports(&sdk, None);
+        let sdk_metrics = SdkMetrics::default();
+        let ports = sdk_ports(&sdk, None, &sdk_metrics);
         let mut aws_settings = AwsSettings::new(&args.cluster_name, &region, &kubernetes_version);
         aws_settings
             .cluster_endpoint
@@ -245,7 +247,10 @@ mod aws {
             settings,
             name_seed: seed,
             fence: fence.clone(),
-            client_metrics,
+            metric_sources: MetricSources {
+                client: client_metrics,
+                external: vec![Arc::new(move |registry| sdk_metrics.register(registry))],
+            },
         });
         let ctx = process.ctx.clone();
         let state = ctx.state.clone();

@@ -81,7 +81,8 @@ async fn resolve_through_aws(
         ..SdkOptions::default()
     })
     .await?;
-    let ports = sdk_ports(&sdk, None);
+    // A one-off read: its request metrics are not exported.
+    let ports = sdk_ports(&sdk, None, &driftwood_cloud_aws::SdkMetrics::default());
     let answers = driftwood::preview::aws_read::resolve(
         &ports,
         classes,

@@ -58,7 +58,11 @@ pub async fn env_with(config: SimConfig, max_attempts: u32) -> Env {
         static_credentials: Some(("AKIDSIMULATED".to_string(), "secret".to_string())),
         pricing_endpoint_url: None,
     };
-    let wire = sdk_ports(&load_sdk_config(&options).await.unwrap(), None);
+    let wire = sdk_ports(
+        &load_sdk_config(&options).await.unwrap(),
+        None,
+        &driftwood_cloud_aws::SdkMetrics::default(),
+    );
     Env {
         clock,
         sim,

@@ -58,7 +58,23 @@ pub struct DisruptionController {
 impl DisruptionController {
     /// One pass: advance the commands in flight, then plan and start new ones.
     pub async fn pass(&self, ctx: Context) -> Outcome {
-        self.memory.lock().await.pass(ctx).await
+        let mut memory = self.memory.lock().await;
+        // A pass that panicked (recovered by the loop driver) may have left the memory half
+        // updated: start again from none, as a restarted process does (what must survive is
+        // in the API).
+        if std::mem::replace(&mut memory.in_pass, true) {
+            tracing::warn!(
+                controller = "disruption",
+                "the last pass did not finish; starting from a fresh memory"
+            );
+            *memory = Memory {
+                in_pass: true,
+                ..Memory::default()
+            };
+        }
+        let outcome = memory.pass(ctx).await;
+        memory.in_pass = false;
+        outcome
     }
 }
 
@@ -67,6 +83,8 @@ impl DisruptionController {
 /// was last found consolidated.
 #[derive(Default)]
 struct Memory {
+    /// Set while a pass runs: still set at the next pass's start, the last one panicked.
+    in_pass: bool,
     last_blocked: BTreeMap<String, String>,
     last_unconsolidatable: BTreeMap<String, String>,
     waiting_reported: BTreeMap<String, String>,

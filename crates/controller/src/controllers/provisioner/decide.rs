@@ -24,6 +24,9 @@ pub struct Provisioning {
     pub launch: Vec<NewNodeClaim>,
     /// Pods that fit nowhere (or could not be read), with why.
     pub failures: Vec<Failure>,
+    /// How many of `failures` could not be read, so were not simulated (Karpenter's ignored
+    /// pods: refused by its validation before the simulation).
+    pub ignored: usize,
     /// Pods placed on capacity that exists or is on its way (a Node, or a NodeClaim still
     /// launching), with where: `nodeclaim/NAME, node/NAME` as Karpenter's Nominated event
     /// says it.
@@ -96,10 +99,13 @@ pub fn decide(
         decision.pods.push(key.clone());
         match converted {
             Ok(sim) => input.pods.push(sim.clone()),
-            Err(error) => decision.failures.push(Failure {
-                pod: key.clone(),
-                note: format!("Failed to schedule pod, {error}"),
-            }),
+            Err(error) => {
+                decision.ignored += 1;
+                decision.failures.push(Failure {
+                    pod: key.clone(),
+                    note: format!("Failed to schedule pod, {error}"),
+                });
+            }
         }
     }
     if input.pods.is_empty() {
@@ -233,6 +239,8 @@ mod tests {
             "{notes:?}"
         );
         assert!(notes["default/bad"].contains("lots"), "{notes:?}");
+        // The unreadable pod was not simulated: ignored, not unschedulable.
+        assert_eq!(decision.ignored, 1);
     }
 
     /// A Node of the `default` pool with its NodeClaim (`deleting`: a deletionTimestamp), room

@@ -155,6 +155,9 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
             &ctx.metrics.reconcile_total,
             &[("controller", CONTROLLER), ("result", result)],
         );
+        if created.is_none() {
+            Metrics::inc(&ctx.metrics.reconcile_errors, &[("controller", CONTROLLER)]);
+        }
         let created = created.unwrap_or_default();
         // Read your writes: decide again only once the cache holds the NodeClaims just created,
         // so their capacity counts (bounded, so a lost event cannot stall provisioning).
@@ -310,6 +313,13 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     let snapshot = ctx.state.snapshot();
     let mut created = Vec::new();
     if snapshot.provisionable_pods.is_empty() && snapshot.deleting_node_names().is_empty() {
+        // Nothing waits: no pod is unschedulable or ignored now.
+        Metrics::set(
+            &ctx.metrics.scheduler_unschedulable_pods,
+            &[("controller", CONTROLLER)],
+            0,
+        );
+        ctx.metrics.scheduler_ignored_pods.set(0);
         return created;
     }
     let (input, skipped) = simulation_input(ctx, &snapshot, true).await;
@@ -351,6 +361,17 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
             return created;
         }
     };
+    // Karpenter's scheduler gauges: the pods the simulation could not place, and those it
+    // never simulated.
+    let ignored = decision.ignored;
+    Metrics::set(
+        &ctx.metrics.scheduler_unschedulable_pods,
+        &[("controller", CONTROLLER)],
+        i64::try_from(decision.failures.len() - ignored).unwrap_or(i64::MAX),
+    );
+    ctx.metrics
+        .scheduler_ignored_pods
+        .set(i64::try_from(ignored).unwrap_or(i64::MAX));
     if !decision.pods.is_empty() {
         tracing::info!(pods = %decision.pods.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = decision.pods.len(), deleting_pods = decision.moving, "found provisionable pod(s)");
     }

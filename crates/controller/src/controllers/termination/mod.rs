@@ -386,11 +386,14 @@ async fn execute(
             if let (Some(live), Some(id)) = (live, claim.provider_id())
                 && !live.contains(id)
             {
+                observe_instance_terminated(ctx, claim);
                 return Ok(Next::Continue);
             }
             match ctx.cloud.delete(claim).await {
                 // Gone: the rest of the plan may go on.
-                Err(e) if e.is_not_found() => {}
+                Err(e) if e.is_not_found() => {
+                    observe_instance_terminated(ctx, claim);
+                }
                 // Terminating: wait for the cloud to report it gone.
                 Ok(()) => return Ok(Next::Stop),
                 Err(e) => return Err(e.into()),
@@ -424,6 +427,20 @@ async fn execute(
                     now,
                 );
             }
+            if released.is_some()
+                && let Some(cached) = snapshot.store.nodes.get(node)
+                && let Some(created) = cached.metadata.creation_timestamp.as_ref()
+            {
+                let nodepool = Metrics::label_of(
+                    Some(cached.as_ref()),
+                    driftwood_api::wellknown::LABEL_NODEPOOL,
+                );
+                Metrics::observe(
+                    &ctx.metrics.node_lifetime,
+                    &[("nodepool", nodepool)],
+                    ctx.clock.now().duration_since(created.0).as_secs_f64(),
+                );
+            }
         }
         Step::DeleteNode { node, nodepool } => {
             let zone = Metrics::label_of(
@@ -449,6 +466,7 @@ async fn execute(
         } => {
             let snapshot = ctx.state.snapshot();
             let claim = snapshot.store.nodeclaims.get(nodeclaim).map(AsRef::as_ref);
+            let deleted = claim.and_then(|c| c.metadata.deletion_timestamp.clone());
             let (capacity_type, zone) = (
                 Metrics::label_of(claim, driftwood_api::wellknown::LABEL_CAPACITY_TYPE).to_string(),
                 Metrics::label_of(claim, driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE).to_string(),
@@ -460,6 +478,13 @@ async fn execute(
             .is_some()
             {
                 tracing::info!(%nodeclaim, "deleted nodeclaim");
+                if let Some(deleted) = deleted {
+                    Metrics::observe(
+                        &ctx.metrics.nodeclaim_termination,
+                        &[("nodepool", nodepool)],
+                        ctx.clock.now().duration_since(deleted.0).as_secs_f64(),
+                    );
+                }
                 Metrics::inc(
                     &ctx.metrics.nodeclaims_terminated,
                     &[
@@ -472,6 +497,28 @@ async fn execute(
         }
     }
     Ok(Next::Continue)
+}
+
+/// `karpenter_nodeclaims_instance_termination_duration_seconds`: `claim`'s instance is gone,
+/// counted from when its termination began (InstanceTerminating turned True), as Karpenter; 0
+/// when the condition was set in this same pass (the snapshot predates it: an instance already
+/// gone, reclaimed or interrupted).
+fn observe_instance_terminated(ctx: &Context, claim: &driftwood_api::NodeClaim) {
+    use driftwood_api::condition::Conditions as _;
+    let now = ctx.clock.now();
+    let since = claim
+        .condition(CONDITION_INSTANCE_TERMINATING)
+        .filter(|c| c.is_true())
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map_or(now, |t| t.0);
+    Metrics::observe(
+        &ctx.metrics.instance_termination,
+        &[(
+            "nodepool",
+            Metrics::label_of(Some(claim), driftwood_api::wellknown::LABEL_NODEPOOL),
+        )],
+        now.duration_since(since).as_secs_f64().max(0.0),
+    );
 }
 
 /// Karpenter's `Disrupted` note on a pod deleted to meet its node's termination deadline.

@@ -274,6 +274,35 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
         "{from_text:?}"
     );
     assert_eq!(from_text, from_open);
+    // The AWS calls it made through the SDK, per operation, as Karpenter's aws-sdk-go metrics;
+    // and its requests to the API server, as client-go's.
+    let count = |series: &str| -> f64 {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(series))
+            .filter_map(|rest| rest.trim().parse::<f64>().ok())
+            .sum()
+    };
+    for action in ["CreateFleet", "DescribeSubnets", "DescribeInstanceTypes"] {
+        let call =
+            format!("aws_sdk_go_request_total{{service=\"EC2\",action=\"{action}\",code=\"200\"}}");
+        assert!(count(&call) >= 1.0, "{call}\n{text}");
+    }
+    for family in [
+        "aws_sdk_go_request counter",
+        "aws_sdk_go_request_attempt counter",
+        "aws_sdk_go_request_duration_seconds histogram",
+        "aws_sdk_go_request_attempt_duration_seconds histogram",
+        "aws_sdk_go_request_retry_count histogram",
+    ] {
+        assert!(
+            from_text.contains(&family.to_string()),
+            "{family}: {from_text:?}"
+        );
+    }
+    assert!(
+        count("client_go_request_total{code=\"201\",method=\"POST\"}") >= 1.0,
+        "the NodeClaim's create\n{text}"
+    );
     assert!(log_text().contains("launched nodeclaim"), "{}", log_text());
 
     // SIGTERM: a clean exit.

@@ -139,6 +139,7 @@ impl Moto {
         sdk_ports(
             &load_sdk_config(&options).await.unwrap(),
             options.pricing_endpoint_url.as_deref(),
+            &driftwood_cloud_aws::SdkMetrics::default(),
         )
     }
 
