@@ -11,7 +11,8 @@ use crate::world::{PassWorld, is_target};
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::REASON_DRIFTED;
 use driftwood_scheduling::{
-    NewNodeClaim, PodConstraints, Shared, SimPod, SimulationInput, SimulationResult, schedule,
+    NewNodeClaim, PodConstraints, PoolCache, Shared, SimPod, SimulationInput, SimulationResult,
+    schedule_cached,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -241,6 +242,8 @@ pub(crate) fn plan_method(
 
     let mut commands = Vec::new();
     let mut memo = MoveMemo::default();
+    // The NodePools prepared once for all the pass's simulations.
+    let mut pools = PoolCache::default();
     // Pods that depend on other pods: the receiving nodes whole, the others summarised (built
     // when the first candidate with pods is simulated).
     let mut summarized: Option<SummarizedWorld> = None;
@@ -310,14 +313,14 @@ pub(crate) fn plan_method(
                 continue;
             };
             let outcome = if independent && reduced {
-                memo.simulate(&mut world, &index, i)
+                memo.simulate(&mut world, &index, i, &mut pools)
             } else if !independent && reduced {
                 let summary = summarized.get_or_insert_with(|| SummarizedWorld::new(&world));
                 // The summaries cannot answer for a pod that tolerates the disrupted taint: the
                 // whole world is simulated for it. Placements are recorded in both either way.
                 let result = match summary.simulate(&world, i) {
                     Some(result) => result,
-                    None => simulate_removal_of(&mut world, i, independent),
+                    None => simulate_removal_of(&mut world, i, independent, &mut pools),
                 };
                 apply_move(&mut world, &index, i, result).map(|(decision, placed)| {
                     for (j, pod) in placed {
@@ -326,7 +329,7 @@ pub(crate) fn plan_method(
                     decision
                 })
             } else {
-                simulate_move(&mut world, &index, i, independent).0
+                simulate_move(&mut world, &index, i, independent, &mut pools).0
             };
             match outcome {
                 Ok(decision) => decision,
@@ -377,8 +380,9 @@ fn simulate_move(
     index: &BTreeMap<String, usize>,
     i: usize,
     independent: bool,
+    pools: &mut PoolCache,
 ) -> (Result<Decision, Blocked>, bool) {
-    match simulate_move_inner(world, index, i, independent) {
+    match simulate_move_inner(world, index, i, independent, pools) {
         Ok((decision, changed)) => (Ok(decision), changed),
         Err(blocked) => (Err(blocked), false),
     }
@@ -391,8 +395,9 @@ fn simulate_move_inner(
     index: &BTreeMap<String, usize>,
     i: usize,
     independent: bool,
+    pools: &mut PoolCache,
 ) -> Result<(Decision, bool), Blocked> {
-    let result = simulate_removal_of(world, i, independent);
+    let result = simulate_removal_of(world, i, independent, pools);
     let (decision, placed) = apply_move(world, index, i, result)?;
     Ok((decision, !placed.is_empty()))
 }
@@ -403,6 +408,7 @@ fn simulate_removal_of(
     world: &mut SimulationInput,
     i: usize,
     independent: bool,
+    pools: &mut PoolCache,
 ) -> Result<SimulationResult, driftwood_scheduling::SimulationError> {
     if independent {
         // The reduced world borrows everything but the nodes from the whole one: the NodePools
@@ -419,12 +425,12 @@ fn simulate_removal_of(
             })
             .collect();
         let whole = std::mem::replace(&mut world.existing_nodes, reduced);
-        let result = schedule(world);
+        let result = schedule_cached(world, pools);
         world.existing_nodes = whole;
         result
     } else {
         world.existing_nodes[i].going_away = true;
-        let result = schedule(world);
+        let result = schedule_cached(world, pools);
         world.existing_nodes[i].going_away = false;
         result
     }
@@ -515,6 +521,7 @@ impl MoveMemo {
         world: &mut SimulationInput,
         index: &BTreeMap<String, usize>,
         i: usize,
+        pools: &mut PoolCache,
     ) -> Result<Decision, Blocked> {
         let (shapes, keys) = canonical(&world.existing_nodes[i].pods);
         if let Some((seen_keys, outcome)) = self.outcomes.get(&shapes) {
@@ -525,7 +532,7 @@ impl MoveMemo {
                 .collect();
             return renamed(outcome, &rename);
         }
-        let (outcome, changed) = simulate_move(world, index, i, true);
+        let (outcome, changed) = simulate_move(world, index, i, true, pools);
         if changed {
             self.outcomes.clear();
         } else {
@@ -1229,8 +1236,8 @@ mod tests {
             for i in 0..world.existing_nodes.len() {
                 let mut full = world.clone();
                 let mut reduced = world.clone();
-                let a = simulate_move(&mut full, &index, i, false);
-                let b = simulate_move(&mut reduced, &index, i, true);
+                let a = simulate_move(&mut full, &index, i, false, &mut PoolCache::default());
+                let b = simulate_move(&mut reduced, &index, i, true, &mut PoolCache::default());
                 assert_eq!(a, b, "drifted={drifted} candidate={i}");
                 assert_eq!(
                     full.existing_nodes, reduced.existing_nodes,

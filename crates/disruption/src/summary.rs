@@ -10,8 +10,8 @@ use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 use driftwood_scheduling::pod::collect_selector_label_keys;
 use driftwood_scheduling::taints::first_untolerated;
 use driftwood_scheduling::{
-    NodeSummary, PodConstraints, Requirements, Shared, SimPod, SimulationInput, SimulationResult,
-    schedule,
+    NodeSummary, PodConstraints, PoolCache, Requirements, Shared, SimPod, SimulationInput,
+    SimulationResult, schedule_cached,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -49,6 +49,8 @@ pub(crate) struct SummarizedWorld {
     always: BTreeSet<(usize, usize)>,
     /// The entries each selector (of a candidate's pods) selects, worked out once per pass.
     selected: HashMap<Requirements, Vec<(usize, usize)>>,
+    /// The NodePools prepared once for the pass's simulations.
+    pools: PoolCache,
 }
 
 impl SummarizedWorld {
@@ -82,6 +84,7 @@ impl SummarizedWorld {
             selector_keys,
             always: BTreeSet::new(),
             selected: HashMap::new(),
+            pools: PoolCache::default(),
         };
         let mut by_shape: HashMap<
             (BTreeMap<String, String>, Vec<driftwood_scheduling::Taint>),
@@ -283,7 +286,7 @@ impl SummarizedWorld {
         let result = if let Some(&r) = self.receiving.get(&i) {
             let saved = self.leave_out(&weighing);
             self.input.existing_nodes[r].going_away = true;
-            let result = schedule(&self.input);
+            let result = schedule_cached(&self.input, &mut self.pools);
             self.input.existing_nodes[r].going_away = false;
             self.put_back(saved);
             result
@@ -294,7 +297,7 @@ impl SummarizedWorld {
             let mut leaving = node.clone();
             leaving.going_away = true;
             self.input.existing_nodes.push(leaving);
-            let result = schedule(&self.input);
+            let result = schedule_cached(&self.input, &mut self.pools);
             self.input.existing_nodes.pop();
             self.put_back(saved);
             self.shift(i, 1, false);

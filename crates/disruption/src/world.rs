@@ -6,7 +6,8 @@
 use crate::candidate::{Blocked, NodeView};
 use driftwood_api::wellknown::TAINT_DISRUPTED_KEY;
 use driftwood_scheduling::{
-    ExistingNode, SimPod, SimulationInput, SimulationResult, Taint, TaintEffect, schedule,
+    ExistingNode, PoolCache, SimPod, SimulationInput, SimulationResult, Taint, TaintEffect,
+    schedule, schedule_cached,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +22,8 @@ pub struct PassWorld {
     /// Nodes (positions) the pods looking for room were placed on: nominated for them, as
     /// Karpenter's provisioner nominates nodes, and so no candidate for consolidation.
     pub nominated: BTreeSet<usize>,
+    /// The NodePools prepared once for the pass's simulations.
+    pub pools: PoolCache,
 }
 
 impl PassWorld {
@@ -57,6 +60,7 @@ impl PassWorld {
             index,
             independent,
             nominated,
+            pools: PoolCache::default(),
         }
     }
 
@@ -89,14 +93,14 @@ impl PassWorld {
                 })
                 .collect();
             let whole = std::mem::replace(&mut self.world.existing_nodes, reduced);
-            let result = schedule(&self.world);
+            let result = schedule_cached(&self.world, &mut self.pools);
             self.world.existing_nodes = whole;
             result
         } else {
             for &i in candidates {
                 self.world.existing_nodes[i].going_away = true;
             }
-            let result = schedule(&self.world);
+            let result = schedule_cached(&self.world, &mut self.pools);
             for &i in candidates {
                 self.world.existing_nodes[i].going_away = false;
             }

@@ -43,7 +43,7 @@ pub mod shared;
 pub mod taints;
 pub mod testkit;
 
-pub use engine::{packing_efficiency, schedule};
+pub use engine::{PoolCache, packing_efficiency, schedule, schedule_cached};
 pub use instance_type::{InstanceType, Offering, Overhead};
 pub use model::{
     DEFAULT_MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NewNodeClaim, NodeConversionError,

@@ -48,6 +48,11 @@ impl ResourceTable {
         self.names.len()
     }
 
+    /// The names, in their numbering.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
     /// Dense form of `r` (names missing from the table are dropped; the table is built to hold all).
     pub fn dense(&self, r: &Resources) -> Dense {
         let mut out = vec![0; self.names.len()];

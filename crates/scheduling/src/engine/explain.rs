@@ -144,7 +144,7 @@ impl Engine<'_> {
     /// and template labels, then the pod's, are applied in turn to every type the nodepool's
     /// class offers (with an available offering); the first one after which none is left is
     /// the one to change.
-    fn no_compatible_type(&self, p: &Pool<'_>, pod_reqs: &Requirements) -> String {
+    fn no_compatible_type(&self, p: &Pool, pod_reqs: &Requirements) -> String {
         let Some(spec) = self.input.nodepools.iter().find(|np| np.name == p.name) else {
             return "no compatible instance type".to_string();
         };
@@ -248,10 +248,9 @@ impl Engine<'_> {
             Why::Limits => {
                 // Only the resources the NodePool limits: the others stay near i64::MAX less
                 // what in-flight claims reserved, which is no figure to print.
-                let remaining = p.remaining.as_ref().map(|r| {
+                let remaining = self.remaining[pool].as_ref().map(|r| {
                     let named = self.table.named(r);
-                    let shown: Vec<String> = p
-                        .limits
+                    let shown: Vec<String> = self.limits[pool]
                         .iter()
                         .flat_map(|l| l.0.keys())
                         .map(|name| format!("{name}={}", format_amount(name, named.get(name))))

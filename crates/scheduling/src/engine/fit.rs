@@ -183,7 +183,7 @@ impl Engine<'_> {
             reqs.is_some_and(|r| r.iter().any(|(_, x)| x.min_values().is_some()));
         if check_min_values {
             let r = reqs.unwrap_or(&claim.reqs);
-            let kept: Vec<&PoolType<'_>> = claim
+            let kept: Vec<&PoolType> = claim
                 .types
                 .iter()
                 .filter(ok)
@@ -333,7 +333,7 @@ impl Engine<'_> {
     ) -> Result<(Requirements, Vec<u32>), Why> {
         let p = &self.pools[pool];
         let prof = &self.catalog.profiles[pid as usize];
-        if let Some(t) = first_untolerated(p.taints, &prof.tolerations) {
+        if let Some(t) = first_untolerated(&p.taints, &prof.tolerations) {
             return Err(Why::Taint(
                 p.taints.iter().position(|x| x == t).unwrap_or(0),
             ));
@@ -451,7 +451,7 @@ impl Engine<'_> {
                 last = Why::NoFittingType;
                 continue;
             }
-            let within_limits: Vec<u32> = match &p.remaining {
+            let within_limits: Vec<u32> = match &self.remaining[pool] {
                 Some(rem) => fitting
                     .into_iter()
                     .filter(|t| fits(&p.types[*t as usize].capacity, rem))
@@ -469,7 +469,7 @@ impl Engine<'_> {
                 continue;
             }
             let dims = self.table.len();
-            let reserved = p.remaining.as_ref().map(|_| {
+            let reserved = self.remaining[pool].as_ref().map(|_| {
                 let mut m = vec![0; dims];
                 for t in &within_limits {
                     super::dense::max_into(&mut m, &p.types[*t as usize].capacity);

@@ -74,7 +74,7 @@ pub fn topology_keys<'p>(pods: impl Iterator<Item = &'p PodConstraints>) -> BTre
 /// The domains of `key` (Karpenter's rule): the values NodePools allow for it (finite
 /// requirements and template labels, or the usable instance types' own values where the
 /// NodePool leaves the key open).
-pub fn pool_domains_of(key: &str, pools: &[Pool<'_>]) -> BTreeSet<String> {
+pub fn pool_domains_of(key: &str, pools: &[Pool]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for pool in pools {
         let Some(r) = pool.reqs.get(key) else {
@@ -106,7 +106,7 @@ impl LabelKeys {
     /// nodes not going away, and summaries of nodes).
     pub fn new(
         keys: BTreeSet<String>,
-        pools: &[Pool<'_>],
+        pools: &[Pool],
         staying: &[&BTreeMap<String, String>],
     ) -> Self {
         let mut out = Self::default();

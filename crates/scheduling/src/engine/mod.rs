@@ -7,13 +7,14 @@ mod explain;
 mod fit;
 mod label_fit;
 mod labels;
+mod pool_cache;
 mod profiles;
 mod state;
 mod zones;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use driftwood_api::wellknown::{LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE};
+use driftwood_api::wellknown::{LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE};
 
 use crate::model::{
     ExistingPlacement, NewNodeClaim, NodeSummary, SimulationError, SimulationInput,
@@ -21,13 +22,13 @@ use crate::model::{
 };
 use crate::pod::SimPod;
 use crate::requirements::{Requirement, Requirements};
-use crate::resources::{CPU, MEMORY, NODES, Resources};
-use crate::taints::first_untolerated;
+use crate::resources::{CPU, MEMORY, Resources};
 
 use dense::{Dense, ResourceTable, add_into, fits, sub_into};
 use labels::LabelKeys;
+pub use pool_cache::PoolCache;
 use profiles::{Catalog, TopoKey};
-use state::{Bin, BinKind, Claim, Pool, PoolOffering, PoolType, min_values_shortfall};
+use state::{Bin, BinKind, Claim, Pool, min_values_shortfall};
 use zones::{MAX_ZONES, ZoneTable, bit};
 
 /// A pod in the placement queue.
@@ -109,7 +110,12 @@ struct Engine<'a> {
     zone_universe: u128,
     labels: LabelKeys,
     catalog: Catalog,
-    pools: Vec<Pool<'a>>,
+    /// The NodePools prepared (shared with the pass's other simulations: [`PoolCache`]).
+    pools: std::sync::Arc<Vec<Pool>>,
+    /// Each pool's remaining limits, spent as claims open (unlimited resources `i64::MAX`).
+    remaining: Vec<Option<Dense>>,
+    /// Each pool's remaining limits as given: which resources it limits at all.
+    limits: Vec<Option<&'a Resources>>,
     bins: Vec<Bin>,
     queue: Vec<QueuedPod<'a>>,
     suffix_min: Vec<Dense>,
@@ -157,7 +163,18 @@ struct Engine<'a> {
 /// Pods that fit nowhere come back in [`SimulationResult::unschedulable`] with a reason naming
 /// what blocked them on existing capacity and on each NodePool.
 pub fn schedule(input: &SimulationInput) -> Result<SimulationResult, SimulationError> {
-    let mut engine = Engine::new(input)?;
+    schedule_cached(input, &mut PoolCache::default())
+}
+
+/// [`schedule`], with the NodePools prepared once for the simulations of one pass: `cache`
+/// keeps what was prepared from the NodePools, their instance types and the DaemonSets, and
+/// gives it back while those (and the resource and zone numbering) are the same. Same result
+/// as [`schedule`].
+pub fn schedule_cached(
+    input: &SimulationInput,
+    cache: &mut PoolCache,
+) -> Result<SimulationResult, SimulationError> {
+    let mut engine = Engine::new(input, cache)?;
     engine.run();
     Ok(engine.result())
 }
@@ -171,7 +188,7 @@ fn pod_node_requirements(p: &SimPod) -> Requirements {
 }
 
 impl<'a> Engine<'a> {
-    fn new(input: &'a SimulationInput) -> Result<Self, SimulationError> {
+    fn new(input: &'a SimulationInput, cache: &mut PoolCache) -> Result<Self, SimulationError> {
         // Resource names.
         let mut lists: Vec<&Resources> = Vec::new();
         lists.extend(input.pods.iter().map(|p| &p.requests));
@@ -216,7 +233,24 @@ impl<'a> Engine<'a> {
             to_place.extend(n.pods.iter().filter(|p| !p.is_daemonset));
         }
 
-        let pools = Self::build_pools(input, &table, &zones);
+        let pools = cache.pools(input, &table, &zones);
+        let specs: BTreeMap<&str, &crate::model::NodePoolSpec> = input
+            .nodepools
+            .iter()
+            .map(|np| (np.name.as_str(), np))
+            .collect();
+        let limits: Vec<Option<&Resources>> = pools
+            .iter()
+            .map(|p| {
+                specs
+                    .get(p.name.as_str())
+                    .and_then(|np| np.remaining_limits.as_ref())
+            })
+            .collect();
+        let remaining = limits
+            .iter()
+            .map(|l| l.map(|l| table.dense_limits(l)))
+            .collect();
         // Every pod that stays where it is (bound to a staying node, or summarised), and the
         // labels of the staying nodes (existing ones first, then the summaries).
         let staying_constraints = || {
@@ -316,10 +350,8 @@ impl<'a> Engine<'a> {
                 zone_universe |= bit(z);
             }
         }
-        for pool in &pools {
-            for t in &pool.types {
-                zone_universe |= t.zone_mask(&pool.reqs);
-            }
+        for pool in pools.iter() {
+            zone_universe |= pool.zone_mask;
         }
 
         let profile_count = catalog.profiles.len();
@@ -331,6 +363,8 @@ impl<'a> Engine<'a> {
             labels,
             catalog,
             pools,
+            remaining,
+            limits,
             bins: Vec::new(),
             queue,
             suffix_min,
@@ -344,83 +378,6 @@ impl<'a> Engine<'a> {
         engine.add_existing_bins(&bound_classes);
         engine.count_summaries(&summaries, &summary_classes);
         Ok(engine)
-    }
-
-    fn build_pools(
-        input: &'a SimulationInput,
-        table: &ResourceTable,
-        zones: &ZoneTable,
-    ) -> Vec<Pool<'a>> {
-        let mut specs: Vec<_> = input.nodepools.iter().collect();
-        specs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
-        let mut pools = Vec::new();
-        for np in specs {
-            let mut reqs = np.requirements.clone();
-            for (k, v) in &np.labels {
-                reqs.add(k, Requirement::is_in([v.clone()]));
-            }
-            reqs.add(LABEL_NODEPOOL, Requirement::is_in([np.name.clone()]));
-            let mut daemon = Resources::new();
-            let mut daemon_ports = Vec::new();
-            for ds in &input.daemonsets {
-                let tolerated =
-                    first_untolerated(&np.taints, &ds.constraints.tolerations).is_none();
-                if tolerated
-                    && reqs
-                        .compatible_for_scheduling(&pod_node_requirements(ds))
-                        .is_ok()
-                {
-                    daemon = daemon.add(&ds.requests);
-                    daemon_ports.extend(ds.constraints.host_ports.iter().cloned());
-                }
-            }
-            let daemon_dense = table.dense(&daemon);
-            let mut types: Vec<(f64, PoolType<'a>)> = Vec::new();
-            for it in np.instance_types.iter() {
-                let offerings: Vec<PoolOffering> = it
-                    .offerings
-                    .iter()
-                    .filter(|o| o.available)
-                    .map(|o| PoolOffering {
-                        zone: zones.get(&o.zone),
-                        zone_name: &o.zone,
-                        capacity_type: &o.capacity_type,
-                        price: o.price,
-                    })
-                    .collect();
-                let mut alloc = table.dense(&it.allocatable());
-                sub_into(&mut alloc, &daemon_dense);
-                let mut capacity = table.dense(&it.capacity);
-                // A node of any type counts as one against a `nodes` limit.
-                if let Some(nodes) = table.position(NODES) {
-                    capacity[nodes] = 1000;
-                }
-                let pt = PoolType {
-                    it,
-                    alloc,
-                    capacity,
-                    offerings,
-                };
-                if pt.compatible(&reqs, None) {
-                    types.push((pt.cheapest(&reqs), pt));
-                }
-            }
-            types.sort_by(|a, b| {
-                a.0.total_cmp(&b.0)
-                    .then_with(|| a.1.it.name.cmp(&b.1.it.name))
-            });
-            pools.push(Pool {
-                name: &np.name,
-                reqs,
-                taints: &np.taints,
-                types: types.into_iter().map(|(_, t)| t).collect(),
-                daemon,
-                daemon_ports,
-                remaining: np.remaining_limits.as_ref().map(|l| table.dense_limits(l)),
-                limits: np.remaining_limits.as_ref(),
-            });
-        }
-        pools
     }
 
     fn add_existing_bins(&mut self, bound_classes: &[u32]) {
@@ -608,7 +565,7 @@ impl<'a> Engine<'a> {
     fn open_claim(&mut self, pool: usize, mut claim: Claim, zone: Option<usize>) {
         let dims = self.table.len();
         if let (Some(remaining), Some(reserved)) =
-            (self.pools[pool].remaining.as_mut(), claim.reserved.as_ref())
+            (self.remaining[pool].as_mut(), claim.reserved.as_ref())
         {
             sub_into(remaining, reserved);
         }
@@ -631,7 +588,7 @@ impl<'a> Engine<'a> {
             name,
             zone,
             labels,
-            taints: p.taints.to_vec(),
+            taints: p.taints.clone(),
             alloc: Vec::new(),
             used,
             ports: p.daemon_ports.clone(),
@@ -686,7 +643,7 @@ impl<'a> Engine<'a> {
             // requirements: unchanged when neither changed.
             if (reqs_changed || claim.types.len() != before)
                 && let Some(released) = claim.refresh(pool, dims)
-                && let Some(remaining) = self.pools[claim.pool].remaining.as_mut()
+                && let Some(remaining) = self.remaining[claim.pool].as_mut()
             {
                 add_into(remaining, &released);
             }
@@ -734,7 +691,7 @@ impl<'a> Engine<'a> {
                 .iter()
                 .map(|t| {
                     let pt = &pool.types[*t as usize];
-                    (pt.cheapest(&claim.reqs), pt.it.name.as_str(), *t)
+                    (pt.cheapest(&claim.reqs), pt.it().name.as_str(), *t)
                 })
                 .collect();
             ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));

@@ -2,6 +2,7 @@
 //! nodes and the NodeClaims opened so far) with what they hold.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE};
 
@@ -16,21 +17,23 @@ use super::zones::{ZoneMask, bit};
 
 /// An available offering with its zone numbered.
 #[derive(Debug, Clone)]
-pub struct PoolOffering<'a> {
+pub struct PoolOffering {
     pub zone: Option<usize>,
-    pub zone_name: &'a str,
-    pub capacity_type: &'a str,
+    pub zone_name: String,
+    pub capacity_type: String,
     pub price: f64,
 }
 
-/// An instance type usable by one NodePool.
+/// An instance type usable by one NodePool: owned (the catalog shared, the type by its
+/// position), so prepared pools outlive one simulation ([`super::PoolCache`]).
 #[derive(Debug, Clone)]
-pub struct PoolType<'a> {
-    pub it: &'a InstanceType,
+pub struct PoolType {
+    pub catalog: Arc<Vec<InstanceType>>,
+    pub index: usize,
     /// Allocatable minus the pool's daemonset overhead.
     pub alloc: Dense,
     pub capacity: Dense,
-    pub offerings: Vec<PoolOffering<'a>>,
+    pub offerings: Vec<PoolOffering>,
 }
 
 /// The requirements on an offering (zone, capacity type) of a requirement set, looked up once
@@ -51,18 +54,23 @@ impl<'r> OfferingReqs<'r> {
     }
 
     /// Whether they allow offering `o`.
-    fn allow(&self, o: &PoolOffering<'_>) -> bool {
-        self.zone.is_none_or(|r| r.has(o.zone_name))
-            && self.capacity_type.is_none_or(|r| r.has(o.capacity_type))
+    fn allow(&self, o: &PoolOffering) -> bool {
+        self.zone.is_none_or(|r| r.has(&o.zone_name))
+            && self.capacity_type.is_none_or(|r| r.has(&o.capacity_type))
     }
 }
 
-impl PoolType<'_> {
+impl PoolType {
+    /// The instance type.
+    pub fn it(&self) -> &InstanceType {
+        &self.catalog[self.index]
+    }
+
     /// Whether the type can be launched under `reqs` (labels intersect, an offering is allowed),
     /// optionally in zone `zone` only.
     pub fn compatible(&self, reqs: &Requirements, zone: Option<usize>) -> bool {
         let allowed = OfferingReqs::of(reqs);
-        reqs.intersects(&self.it.requirements).is_ok()
+        reqs.intersects(&self.it().requirements).is_ok()
             && self
                 .offerings
                 .iter()
@@ -106,7 +114,7 @@ impl PoolType<'_> {
                 .offerings
                 .iter()
                 .filter(|o| offerings_allowed.allow(o))
-                .map(|o| o.zone_name)
+                .map(|o| o.zone_name.as_str())
                 .collect();
         }
         if key == LABEL_CAPACITY_TYPE {
@@ -114,11 +122,11 @@ impl PoolType<'_> {
                 .offerings
                 .iter()
                 .filter(|o| offerings_allowed.allow(o))
-                .map(|o| o.capacity_type)
+                .map(|o| o.capacity_type.as_str())
                 .collect();
         }
         match self
-            .it
+            .it()
             .requirements
             .get(key)
             .and_then(|r| r.finite_values())
@@ -135,24 +143,22 @@ impl PoolType<'_> {
 
 /// A NodePool prepared for the simulation.
 #[derive(Debug, Clone)]
-pub struct Pool<'a> {
-    pub name: &'a str,
+pub struct Pool {
+    pub name: String,
     /// Requirements, template labels and the nodepool label.
     pub reqs: Requirements,
-    pub taints: &'a [Taint],
+    pub taints: Vec<Taint>,
     /// Usable types, cheapest first.
-    pub types: Vec<PoolType<'a>>,
+    pub types: Vec<PoolType>,
     pub daemon: Resources,
     pub daemon_ports: Vec<HostPort>,
-    /// Remaining limits (unlimited resources are `i64::MAX`).
-    pub remaining: Option<Dense>,
-    /// The remaining limits as given: which resources the NodePool limits at all.
-    pub limits: Option<&'a Resources>,
+    /// Zones with an offering the pool's requirements allow, over its types.
+    pub zone_mask: ZoneMask,
 }
 
 /// The first requirement with minValues that `types` do not span, as (key, have, need).
 pub fn min_values_shortfall<'t>(
-    types: impl Iterator<Item = &'t PoolType<'t>> + Clone,
+    types: impl Iterator<Item = &'t PoolType> + Clone,
     reqs: &Requirements,
 ) -> Option<(String, usize, usize)> {
     for (key, r) in reqs.iter() {
@@ -189,7 +195,7 @@ pub struct Claim {
 impl Claim {
     /// Recomputes `max_alloc`, `zone_mask` and the limit reservation from `types`; returns the
     /// reservation released.
-    pub fn refresh(&mut self, pool: &Pool<'_>, dims: usize) -> Option<Dense> {
+    pub fn refresh(&mut self, pool: &Pool, dims: usize) -> Option<Dense> {
         let mut max_alloc = vec![i64::MIN; dims];
         let mut max_cap = vec![0; dims];
         let mut zones = 0;

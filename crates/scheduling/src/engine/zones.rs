@@ -33,6 +33,11 @@ impl ZoneTable {
         self.names.len()
     }
 
+    /// The names, in their numbering.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
     /// Index of a zone name.
     pub fn get(&self, name: &str) -> Option<usize> {
         self.index.get(name).copied()
