@@ -234,16 +234,12 @@ impl<'a> Engine<'a> {
         }
 
         let pools = cache.pools(input, &table, &zones);
-        let specs: BTreeMap<&str, &crate::model::NodePoolSpec> = input
-            .nodepools
-            .iter()
-            .map(|np| (np.name.as_str(), np))
-            .collect();
         let limits: Vec<Option<&Resources>> = pools
             .iter()
             .map(|p| {
-                specs
-                    .get(p.name.as_str())
+                input
+                    .nodepools
+                    .get(p.spec)
                     .and_then(|np| np.remaining_limits.as_ref())
             })
             .collect();

@@ -31,16 +31,27 @@ struct Key {
     daemonsets: Vec<SimPod>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 struct NodePoolKey {
     name: String,
     weight: i32,
     requirements: crate::requirements::Requirements,
     labels: BTreeMap<String, String>,
     taints: Vec<crate::taints::Taint>,
-    /// The catalog's address; the prepared pools hold the catalog, so it stays alive and the
-    /// address cannot be reused while the entry exists.
-    catalog: usize,
+    /// The catalog, compared by identity; held here, so its address cannot be taken by another
+    /// catalog while the entry exists (also when none of its types is usable).
+    catalog: Arc<Vec<crate::instance_type::InstanceType>>,
+}
+
+impl PartialEq for NodePoolKey {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.catalog, &other.catalog)
+            && self.name == other.name
+            && self.weight == other.weight
+            && self.requirements == other.requirements
+            && self.labels == other.labels
+            && self.taints == other.taints
+    }
 }
 
 impl NodePoolKey {
@@ -51,7 +62,7 @@ impl NodePoolKey {
             requirements: np.requirements.clone(),
             labels: np.labels.clone(),
             taints: np.taints.clone(),
-            catalog: Arc::as_ptr(&np.instance_types) as usize,
+            catalog: np.instance_types.clone(),
         }
     }
 }
@@ -107,10 +118,10 @@ impl PoolCache {
 /// Prepares `input`'s NodePools: weight descending then name; each with its requirements and
 /// template labels, the DaemonSets it runs, and its usable types cheapest first.
 fn build_pools(input: &SimulationInput, table: &ResourceTable, zones: &ZoneTable) -> Vec<Pool> {
-    let mut specs: Vec<_> = input.nodepools.iter().collect();
-    specs.sort_by(|a, b| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
+    let mut specs: Vec<_> = input.nodepools.iter().enumerate().collect();
+    specs.sort_by(|(_, a), (_, b)| b.weight.cmp(&a.weight).then(a.name.cmp(&b.name)));
     let mut pools = Vec::new();
-    for np in specs {
+    for (spec, np) in specs {
         let mut reqs = np.requirements.clone();
         for (k, v) in &np.labels {
             reqs.add(k, Requirement::is_in([v.clone()]));
@@ -169,6 +180,7 @@ fn build_pools(input: &SimulationInput, table: &ResourceTable, zones: &ZoneTable
             .iter()
             .fold(0, |mask, (_, t)| mask | t.zone_mask(&reqs));
         pools.push(Pool {
+            spec,
             name: np.name.clone(),
             reqs,
             taints: np.taints.clone(),
@@ -250,5 +262,21 @@ mod tests {
         assert_eq!(cached, schedule(&input).unwrap());
         assert_eq!(cached.unschedulable.len(), 1);
         assert_eq!(cache.hits_and_misses(), (0, 2));
+    }
+
+    /// The entry holds each catalog it was keyed by, also one none of whose types is usable
+    /// (so no prepared type holds it): the catalog's address cannot be taken by another
+    /// catalog and answer for it while the entry exists.
+    #[test]
+    fn an_entry_keeps_its_catalogs_alive_even_with_no_usable_type() {
+        let mut cache = PoolCache::default();
+        let mut input = world();
+        input.nodepools[0].requirements.add(
+            driftwood_api::wellknown::LABEL_INSTANCE_TYPE,
+            Requirement::is_in(["no-such-type"]),
+        );
+        let result = schedule_cached(&input, &mut cache).unwrap();
+        assert_eq!(result.unschedulable.len(), input.pods.len());
+        assert_eq!(Arc::strong_count(&input.nodepools[0].instance_types), 2);
     }
 }

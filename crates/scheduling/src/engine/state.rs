@@ -144,6 +144,9 @@ impl PoolType {
 /// A NodePool prepared for the simulation.
 #[derive(Debug, Clone)]
 pub struct Pool {
+    /// The NodePool's position in the simulation's `nodepools` (the same on every simulation
+    /// the prepared pools serve: the cache compares them in order).
+    pub spec: usize,
     pub name: String,
     /// Requirements, template labels and the nodepool label.
     pub reqs: Requirements,
