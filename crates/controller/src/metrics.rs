@@ -118,6 +118,12 @@ pub struct Metrics {
     pub voluntary_disruption_evaluation_duration: Family<Labels, Histogram, fn() -> Histogram>,
     pub voluntary_disruption_eligible_nodes: Family<Labels, Gauge>,
     pub nodepools_allowed_disruptions: Family<Labels, Gauge>,
+    /// `karpenter_nodepools_nodes_consuming_budgets{nodepool,reason}`: the pool's nodes already
+    /// disrupting, which its budget's allowance is spent on.
+    pub nodepools_nodes_consuming_budgets: Family<Labels, Gauge>,
+    /// `karpenter_voluntary_disruption_queue_failures_total{decision,reason,consolidation_type}`:
+    /// replacements of an enqueued disruption command that did not initialize before it failed.
+    pub voluntary_disruption_queue_failures: Family<Labels, Counter>,
     /// `driftwood_nodepool_rollout_nodes{nodepool,state}`: each pool's live nodes by rollout
     /// state (`status.rollout`), set by the disruption loop every pass.
     pub rollout_nodes: Family<Labels, Gauge>,
@@ -161,6 +167,15 @@ pub struct Metrics {
     pub pod_startup: Summary,
     /// `karpenter_pods_bound_duration_seconds`: pod creation to bound, for pods seen unbound.
     pub pod_bound: Histogram,
+    /// `karpenter_pods_provisioning_startup_duration_seconds`: from when the provisioner first
+    /// found the pod room to Ready.
+    pub pod_provisioning_startup: Histogram,
+    /// `karpenter_pods_provisioning_bound_duration_seconds`: from when the provisioner first
+    /// found the pod room to bound.
+    pub pod_provisioning_bound: Histogram,
+    /// `karpenter_pods_scheduling_decision_duration_seconds`: from the provisioner first seeing
+    /// a pod to its first decision on it.
+    pub pod_scheduling_decision: Histogram,
     /// `karpenter_nodes_lifetime_duration_seconds{nodepool}`: creation to the finalizer's
     /// removal.
     pub node_lifetime: Family<Labels, Histogram, fn() -> Histogram>,
@@ -177,6 +192,9 @@ pub struct Metrics {
     pub conditions: crate::condition_metrics::ConditionMetrics,
     /// controller-runtime's `workqueue_*` and worker families, kept by the loop driver.
     pub loops: crate::workqueue_metrics::LoopMetrics,
+    /// Each controller's latest scheduling simulation (`karpenter_scheduler_queue_depth`,
+    /// `_unfinished_work_seconds`).
+    pub scheduler_progress: crate::scheduler_metrics::SchedulerProgress,
     /// The time of the last [`Metrics::observe_state`] (the summaries' windows end there).
     observed_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
     /// Every family registered, with its type: a family with no series yet is left out of the
@@ -231,6 +249,9 @@ impl Metrics {
             declared.push((name, kind))
         });
         client.register(&mut registry, |name, kind| declared.push((name, kind)));
+        let scheduler_progress = crate::scheduler_metrics::SchedulerProgress::default();
+        registry.register_collector(Box::new(scheduler_progress.clone()));
+        declared.extend(crate::scheduler_metrics::FAMILIES);
         for families in &external {
             declared.extend(families(&mut registry));
         }
@@ -238,6 +259,7 @@ impl Metrics {
             client,
             conditions,
             loops,
+            scheduler_progress,
             registry: Arc::new(Registry::default()),
             nodeclaims_created: Family::default(),
             nodeclaims_launched: Family::default(),
@@ -261,6 +283,8 @@ impl Metrics {
             ),
             voluntary_disruption_eligible_nodes: Family::default(),
             nodepools_allowed_disruptions: Family::default(),
+            nodepools_nodes_consuming_budgets: Family::default(),
+            voluntary_disruption_queue_failures: Family::default(),
             rollout_nodes: Family::default(),
             rollout_complete: Family::default(),
             rollout_paused: Family::default(),
@@ -292,6 +316,9 @@ impl Metrics {
                 &[],
             ),
             pod_bound: reconcile_histogram(),
+            pod_provisioning_startup: reconcile_histogram(),
+            pod_provisioning_bound: reconcile_histogram(),
+            pod_scheduling_decision: reconcile_histogram(),
             node_lifetime: Family::new_with_constructor(lifetime_histogram),
             nodeclaim_termination: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(1.0, 2.0, 12))
@@ -439,8 +466,24 @@ impl Metrics {
             &mut registry,
             &mut declared,
             "karpenter_nodepools_allowed_disruptions",
-            "Nodes of a NodePool that may be disrupted now, by reason",
+            "The number of nodes of a NodePool that may be disrupting at once, by reason (its \
+             active budgets' smallest limit; 2147483647 when none limits it)",
             metrics.nodepools_allowed_disruptions.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_nodepools_nodes_consuming_budgets",
+            "The number of nodes of a NodePool consuming its disruption budget now, by reason",
+            metrics.nodepools_nodes_consuming_budgets.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_voluntary_disruption_queue_failures",
+            "Replacements of enqueued disruption commands that failed to initialize, by decision, \
+             reason and consolidation type",
+            metrics.voluntary_disruption_queue_failures.clone(),
         );
         declare(
             &mut registry,
@@ -608,6 +651,30 @@ impl Metrics {
         declare(
             &mut registry,
             &mut declared,
+            "karpenter_pods_provisioning_startup_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until the pod is \
+             running. Note: this calculated from a point in memory, not by the pod creation \
+             timestamp.",
+            metrics.pod_provisioning_startup.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_pods_provisioning_bound_duration_seconds",
+            "The time from when Karpenter first thinks the pod can schedule until it binds. Note: \
+             this calculated from a point in memory, not by the pod creation timestamp.",
+            metrics.pod_provisioning_bound.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
+            "karpenter_pods_scheduling_decision_duration_seconds",
+            "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
+            metrics.pod_scheduling_decision.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_interruption_deleted_messages",
             "Interruption queue messages deleted after they were handled",
             metrics.interruption_deleted_messages.clone(),
@@ -634,6 +701,29 @@ impl Metrics {
     /// Sets a gauge family for `pairs`.
     pub fn set(family: &Family<Labels, Gauge>, pairs: &[(&str, &str)], value: i64) {
         family.get_or_create(&labels(pairs)).set(value);
+    }
+
+    /// Karpenter's two budget gauges of one disruption method (`reason`, snake case) for each
+    /// NodePool: the nodes it allows disrupting at once (its active budgets' smallest limit,
+    /// `i32::MAX` when none limits it, as Karpenter reports an unbounded budget) and the nodes
+    /// already disrupting that consume it.
+    pub fn report_budgets(
+        &self,
+        reason: &str,
+        budgets: &[driftwood_disruption::budget::AllowedDisruptions],
+    ) {
+        for budget in budgets {
+            let pairs = [("nodepool", budget.nodepool.as_str()), ("reason", reason)];
+            let limit = budget.limit.map_or(i64::from(i32::MAX), |l| {
+                i64::try_from(l).unwrap_or(i64::MAX)
+            });
+            Self::set(&self.nodepools_allowed_disruptions, &pairs, limit);
+            Self::set(
+                &self.nodepools_nodes_consuming_budgets,
+                &pairs,
+                i64::try_from(budget.disrupting).unwrap_or(i64::MAX),
+            );
+        }
     }
 
     /// Records `seconds` in a histogram family for `pairs`.
@@ -986,6 +1076,48 @@ mod tests {
             ] {
                 assert!(text.contains(line), "no {line}\n{text}");
             }
+        }
+    }
+
+    /// Karpenter's disruption budget gauges: the budget's limit (not what is left of it), the
+    /// nodes consuming it, and 2147483647 when no budget limits the pool.
+    #[test]
+    fn budgets_report_their_limit_and_the_nodes_consuming_it() {
+        let pool = |budgets: serde_json::Value| -> driftwood_api::NodePool {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "p"},
+                "spec": {"disruption": {"budgets": budgets}, "template": {"spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"},
+                    "requirements": []}}}
+            }))
+            .unwrap()
+        };
+        let metrics = Metrics::new();
+        let limited = driftwood_disruption::budget::allowed_disruptions(
+            &pool(serde_json::json!([{"nodes": "10%"}])),
+            "Drifted",
+            30,
+            2,
+            0,
+        );
+        assert_eq!(limited.allowed, 1);
+        metrics.report_budgets("drifted", &[limited]);
+        let unlimited = driftwood_disruption::budget::allowed_disruptions(
+            &pool(serde_json::json!([{"nodes": "0", "reasons": ["Empty"]}])),
+            "Drifted",
+            30,
+            0,
+            0,
+        );
+        metrics.report_budgets("underutilized", &[unlimited]);
+        let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
+        for line in [
+            "karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"drifted\"} 3\n",
+            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"p\",reason=\"drifted\"} 2\n",
+            "karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"underutilized\"} 2147483647\n",
+            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"p\",reason=\"underutilized\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
         }
     }
 }

@@ -83,9 +83,7 @@ impl Process {
             settings: Arc::new(settings),
         };
         state.on_pod_change(crate::state_metrics::pod_startup_observer(
-            ctx.metrics.pod_startup.clone(),
-            ctx.metrics.pod_bound.clone(),
-            ctx.metrics.state_gauges.seen_pending.clone(),
+            &ctx.metrics,
             ctx.clock.clone(),
         ));
         let conditions = ctx.metrics.conditions.clone();

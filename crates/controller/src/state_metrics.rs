@@ -221,6 +221,8 @@ pub struct StateGauges {
     latest: Arc<Mutex<Option<(Snapshot, Timestamp)>>>,
     /// The pods this process saw pending and has not seen start since.
     pub seen_pending: SeenPending,
+    /// When the provisioner first saw, decided on and found room for each waiting pod.
+    pub scheduling: crate::pod_scheduling_times::PodSchedulingTimes,
 }
 
 /// The pods seen pending that have not become Ready or finished since (keys
@@ -457,6 +459,8 @@ impl Collector for StateGauges {
             )?;
         }
 
+        self.encode_provisioning(&mut encoder, &snapshot, &waiting, now)?;
+
         let pods: Vec<Vec<(&'static str, String)>> = snapshot
             .store
             .pods
@@ -471,6 +475,80 @@ impl Collector for StateGauges {
              is labeled by the pod name, namespace, owner, node, nodepool name, zone, \
              architecture, capacity type, instance type, pod phase, and pod readiness.",
             pods.iter().map(|labels| (non_empty(labels), 1.0)),
+        )
+    }
+}
+
+impl StateGauges {
+    /// Karpenter's in-memory pod times as gauges, by pod name and namespace: since the
+    /// provisioner first found a waiting pod room (`provisioning_unstarted`, and
+    /// `provisioning_unbound` while unbound), and since it first saw a pod it has not decided
+    /// on yet (`provisioning_scheduling_undecided`, while unbound).
+    fn encode_provisioning(
+        &self,
+        encoder: &mut DescriptorEncoder,
+        snapshot: &Snapshot,
+        waiting: &[(&str, &str, PodWait)],
+        now: Timestamp,
+    ) -> std::fmt::Result {
+        self.scheduling
+            .retain(|key| snapshot.store.pods.contains_key(key));
+        let since = |at: Timestamp| now.duration_since(at).as_secs_f64().max(0.0);
+        let schedulable: Vec<(&str, &str, bool, f64)> = waiting
+            .iter()
+            .filter_map(|(name, namespace, wait)| {
+                let key = crate::state::object_key(Some(namespace), name);
+                let at = self.scheduling.get(&key)?.schedulable?;
+                Some((*name, *namespace, wait.bound, since(at)))
+            })
+            .collect();
+        for (name, help, unbound_only) in [
+            (
+                "karpenter_pods_provisioning_unstarted_time_seconds",
+                "The time from when Karpenter first thinks the pod can schedule until the pod is \
+                 running. Note: this calculated from a point in memory, not by the pod creation \
+                 timestamp.",
+                false,
+            ),
+            (
+                "karpenter_pods_provisioning_unbound_time_seconds",
+                "The time from when Karpenter first thinks the pod can schedule until it binds. \
+                 Note: this calculated from a point in memory, not by the pod creation timestamp.",
+                true,
+            ),
+        ] {
+            encode_gauges(
+                encoder,
+                name,
+                help,
+                schedulable
+                    .iter()
+                    .filter(|(_, _, bound, _)| !unbound_only || !bound)
+                    .map(|(pod, namespace, _, seconds)| {
+                        (vec![("name", *pod), ("namespace", *namespace)], *seconds)
+                    }),
+            )?;
+        }
+        let undecided: Vec<(String, f64)> = self
+            .scheduling
+            .all()
+            .into_iter()
+            .filter_map(|(key, times)| {
+                let acked = times.acked.filter(|_| times.decided.is_none())?;
+                let pod = snapshot.store.pods.get(&key)?;
+                scheduled_since(pod).is_none().then(|| (key, since(acked)))
+            })
+            .collect();
+        encode_gauges(
+            encoder,
+            "karpenter_pods_provisioning_scheduling_undecided_time_seconds",
+            "The time from when Karpenter has seen a pod without making a scheduling decision \
+             for the pod. Note: this calculated from a point in memory, not by the pod creation \
+             timestamp.",
+            undecided.iter().map(|(key, seconds)| {
+                let (namespace, name) = key.split_once('/').unwrap_or(("", key.as_str()));
+                (vec![("name", name), ("namespace", namespace)], *seconds)
+            }),
         )
     }
 }
@@ -553,21 +631,48 @@ pub fn pod_startup_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
     (seconds >= 0.0).then_some(seconds)
 }
 
-/// The pod hook that feeds the startup `summary` (observations stamped with `clock`'s time),
-/// the `bound` histogram and the pods `seen_pending`.
+/// The pod hook that feeds `metrics`' pod startup summary (observations stamped with
+/// `clock`'s time) and bound histograms, with their provisioning variants (timed from when the
+/// provisioner first found the pod room), the pods seen pending, and the provisioner's pod
+/// times: a pod waiting for capacity is acked, one that started or finished forgotten.
 pub fn pod_startup_observer(
-    summary: crate::summary::Summary,
-    bound: prometheus_client::metrics::histogram::Histogram,
-    seen_pending: SeenPending,
+    metrics: &crate::metrics::Metrics,
     clock: Arc<dyn driftwood_cloud::Clock>,
 ) -> crate::state::PodHook {
+    let summary = metrics.pod_startup.clone();
+    let bound = metrics.pod_bound.clone();
+    let provisioning_startup = metrics.pod_provisioning_startup.clone();
+    let provisioning_bound = metrics.pod_provisioning_bound.clone();
+    let seen_pending = metrics.state_gauges.seen_pending.clone();
+    let scheduling = metrics.state_gauges.scheduling.clone();
     Arc::new(move |old, new| {
         seen_pending.note(new);
+        let Some(name) = new.metadata.name.as_deref() else {
+            return;
+        };
+        let key = crate::state::object_key(new.metadata.namespace.as_deref(), name);
+        if crate::controllers::provisioner::is_provisionable(new) {
+            scheduling.ack(&key, clock.now());
+        }
+        let schedulable = scheduling.get(&key).and_then(|t| t.schedulable);
+        let from_schedulable = |to: Timestamp| {
+            let seconds = to.duration_since(schedulable?).as_secs_f64();
+            (seconds >= 0.0).then_some(seconds)
+        };
         if let Some(seconds) = pod_startup_seconds(old, new) {
             summary.observe(&[], seconds, clock.now());
+            if let Some(seconds) = ready_since(new).and_then(from_schedulable) {
+                provisioning_startup.observe(seconds);
+            }
         }
         if let Some(seconds) = pod_bound_seconds(old, new) {
             bound.observe(seconds);
+            if let Some(seconds) = scheduled_since(new).and_then(from_schedulable) {
+                provisioning_bound.observe(seconds);
+            }
+        }
+        if ready_since(new).is_some() || matches!(phase(new), "Succeeded" | "Failed") {
+            scheduling.forget(&key);
         }
     })
 }
@@ -827,5 +932,114 @@ mod tests {
         assert_eq!(pod_bound_seconds(None, &bound), None);
         assert_eq!(pod_bound_seconds(Some(&bound), &bound), None);
         assert_eq!(pod_bound_seconds(Some(&unbound), &unbound), None);
+    }
+
+    /// Karpenter's pod metrics suite, "should create and delete provisioning undecided metrics
+    /// based on scheduling simulations", "should update the pod bound and unbound time metrics"
+    /// and "should update the pod startup and unstarted time metrics", for the provisioning
+    /// variants: a pod the provisioner saw waiting is undecided until a simulation decides on
+    /// it; then it is timed from when it was found room until bound and until Ready, and the
+    /// histograms observe those times; a pod deleted leaves no series.
+    #[test]
+    fn provisioning_times_run_from_the_ack_and_from_the_room_found() {
+        let metrics = crate::metrics::Metrics::new();
+        let clock = Arc::new(driftwood_cloud::ManualClock::new(at(
+            "2026-01-01T00:00:10Z",
+        )));
+        let hook = pod_startup_observer(&metrics, clock.clone());
+        let gauges = &metrics.state_gauges;
+        let waiting = pod(
+            "p",
+            "",
+            "1",
+            json!({"spec": {"nodeName": null}, "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+        );
+        // First seen waiting at 10 s: acked.
+        hook(None, &waiting);
+        let scrape_at = |pod: &Pod, now: &str| {
+            let mut snapshot = Snapshot::new(Store::default());
+            snapshot.apply("default/p".into(), Arc::new(pod.clone()));
+            gauges.observe(snapshot, at(now));
+            let mut registry = Registry::default();
+            registry.register_collector(Box::new(gauges.clone()));
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text.lines()
+                .filter(|l| l.starts_with("karpenter_pods_provisioning_"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            scrape_at(&waiting, "2026-01-01T00:00:40Z"),
+            [
+                "karpenter_pods_provisioning_scheduling_undecided_time_seconds{name=\"p\",namespace=\"default\"} 30.0"
+            ]
+        );
+        // A simulation at 50 s finds it room: decided (40 s after the ack), schedulable.
+        assert_eq!(
+            gauges
+                .scheduling
+                .decide([], ["default/p"], at("2026-01-01T00:00:50Z")),
+            [40.0]
+        );
+        assert_eq!(
+            scrape_at(&waiting, "2026-01-01T00:01:00Z"),
+            [
+                "karpenter_pods_provisioning_unstarted_time_seconds{name=\"p\",namespace=\"default\"} 10.0",
+                "karpenter_pods_provisioning_unbound_time_seconds{name=\"p\",namespace=\"default\"} 10.0",
+            ]
+        );
+        // Bound at 70 s, Ready at 95 s: 20 s and 45 s from the room found.
+        let bound = pod(
+            "p",
+            "n1",
+            "1",
+            json!({"status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:01:10Z"}]}}),
+        );
+        hook(Some(&waiting), &bound);
+        assert_eq!(
+            scrape_at(&bound, "2026-01-01T00:01:20Z"),
+            [
+                "karpenter_pods_provisioning_unstarted_time_seconds{name=\"p\",namespace=\"default\"} 30.0"
+            ]
+        );
+        let ready = pod(
+            "p",
+            "n1",
+            "1",
+            json!({"status": {"phase": "Running", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:01:10Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:01:35Z"}]}}),
+        );
+        hook(Some(&bound), &ready);
+        assert!(scrape_at(&ready, "2026-01-01T00:02:00Z").is_empty());
+        assert_eq!(
+            gauges.scheduling.get("default/p"),
+            None,
+            "forgotten once started"
+        );
+        let text = metrics.render();
+        for line in [
+            "karpenter_pods_provisioning_bound_duration_seconds_sum 20.0",
+            "karpenter_pods_provisioning_bound_duration_seconds_count 1",
+            "karpenter_pods_provisioning_startup_duration_seconds_sum 45.0",
+            "karpenter_pods_provisioning_startup_duration_seconds_count 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        // A pod acked and then deleted leaves nothing behind.
+        let other = pod(
+            "q",
+            "",
+            "1",
+            json!({"spec": {"nodeName": null}, "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
+        );
+        hook(None, &other);
+        assert!(gauges.scheduling.get("default/q").is_some());
+        scrape_at(&ready, "2026-01-01T00:03:00Z");
+        assert_eq!(gauges.scheduling.get("default/q"), None);
     }
 }

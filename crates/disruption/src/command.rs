@@ -105,6 +105,19 @@ impl InFlight {
         }
     }
 
+    /// The replacements that have not initialized (gone, or present and not Initialized): what
+    /// a failed command counts as failed launches.
+    pub fn uninitialized_replacements<'a>(
+        &self,
+        lookup: impl Fn(&str) -> Option<&'a NodeClaim>,
+    ) -> Vec<String> {
+        self.replacements
+            .iter()
+            .filter(|r| lookup(r).is_none_or(|c| !c.is_true(CONDITION_INITIALIZED)))
+            .cloned()
+            .collect()
+    }
+
     /// The replacements a rollback deletes: those present that never initialized and are not
     /// already going (one that initialized stays as ordinary capacity).
     pub fn replacements_to_delete<'a>(

@@ -43,7 +43,9 @@ pub mod shared;
 pub mod taints;
 pub mod testkit;
 
-pub use engine::{PoolCache, packing_efficiency, schedule, schedule_cached};
+pub use engine::{
+    PoolCache, SolveProgress, packing_efficiency, schedule, schedule_cached, schedule_observed,
+};
 pub use instance_type::{InstanceType, Offering, Overhead};
 pub use model::{
     DEFAULT_MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NewNodeClaim, NodeConversionError,

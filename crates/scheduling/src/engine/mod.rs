@@ -9,6 +9,7 @@ mod label_fit;
 mod labels;
 mod pool_cache;
 mod profiles;
+mod progress;
 mod state;
 mod zones;
 
@@ -28,6 +29,7 @@ use dense::{Dense, ResourceTable, add_into, fits, sub_into};
 use labels::LabelKeys;
 pub use pool_cache::PoolCache;
 use profiles::{Catalog, TopoKey};
+pub use progress::SolveProgress;
 use state::{Bin, BinKind, Claim, Pool, min_values_shortfall};
 use zones::{MAX_ZONES, ZoneTable, bit};
 
@@ -174,8 +176,18 @@ pub fn schedule_cached(
     input: &SimulationInput,
     cache: &mut PoolCache,
 ) -> Result<SimulationResult, SimulationError> {
+    schedule_observed(input, cache, &SolveProgress::default())
+}
+
+/// [`schedule_cached`], telling `progress` how many pods it has still to try as it goes (all
+/// of them once prepared, 0 when done). Same result.
+pub fn schedule_observed(
+    input: &SimulationInput,
+    cache: &mut PoolCache,
+    progress: &SolveProgress,
+) -> Result<SimulationResult, SimulationError> {
     let mut engine = Engine::new(input, cache)?;
-    engine.run();
+    engine.run(progress);
     Ok(engine.result())
 }
 
@@ -477,8 +489,10 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn run(&mut self) {
-        for qi in 0..self.queue.len() {
+    fn run(&mut self, progress: &SolveProgress) {
+        let pods = self.queue.len();
+        for qi in 0..pods {
+            progress.set_queue_depth(pods - qi);
             let class = self.queue[qi].class;
             let profiles = self.catalog.classes[class as usize].profiles.clone();
             for pid in profiles {
@@ -487,6 +501,7 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+        progress.set_queue_depth(0);
     }
 
     /// Tries to place queue entry `qi` under profile `pid`; true when placed.

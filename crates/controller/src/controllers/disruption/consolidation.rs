@@ -148,13 +148,7 @@ pub async fn run(
         &[("reason", &reason)],
         i64::try_from(outcome.eligible).unwrap_or(i64::MAX),
     );
-    for budget in &outcome.budgets {
-        Metrics::set(
-            &ctx.metrics.nodepools_allowed_disruptions,
-            &[("nodepool", &budget.nodepool), ("reason", &reason)],
-            i64::try_from(budget.allowed).unwrap_or(i64::MAX),
-        );
-    }
+    ctx.metrics.report_budgets(&reason, &outcome.budgets);
     if outcome.timed_out {
         Metrics::inc(
             &ctx.metrics.voluntary_disruption_consolidation_timeouts,

@@ -89,6 +89,11 @@ pub enum InFlightAction {
         node: Option<String>,
         delete_replacements: Vec<String>,
         why: RollbackReason,
+        /// The candidate's disruption reason (Drifted, Underutilized, ...).
+        reason: String,
+        /// The command's replacements that did not initialize, when a replacement failed (not
+        /// for an unrecorded command).
+        failed_replacements: Vec<String>,
     },
     /// Replacements are launching or initializing.
     Wait {
@@ -191,14 +196,15 @@ pub fn in_flight(snapshot: &Snapshot, now: i64, rules: InFlightRules) -> Vec<InF
             Progress::Wait if rules.unsafe_skip_replacement_wait => Progress::Terminate,
             other => other,
         };
+        let reason = claim
+            .condition(CONDITION_DISRUPTION_REASON)
+            .and_then(|c| c.reason.clone())
+            .unwrap_or_else(|| driftwood_api::wellknown::REASON_DRIFTED.to_string());
         actions.push(match progress {
             Progress::Terminate => InFlightAction::Terminate {
                 nodeclaim: name.clone(),
                 nodepool: claim.nodepool_name().unwrap_or_default().to_string(),
-                reason: claim
-                    .condition(CONDITION_DISRUPTION_REASON)
-                    .and_then(|c| c.reason.clone())
-                    .unwrap_or_else(|| driftwood_api::wellknown::REASON_DRIFTED.to_string()),
+                reason,
             },
             Progress::RollBack(why) => InFlightAction::RollBack {
                 nodeclaim: name.clone(),
@@ -206,7 +212,13 @@ pub fn in_flight(snapshot: &Snapshot, now: i64, rules: InFlightRules) -> Vec<InF
                     .node_of(claim)
                     .and_then(|n| n.metadata.name.clone()),
                 delete_replacements: command.replacements_to_delete(lookup),
+                failed_replacements: if why.replacement_failed() {
+                    command.uninitialized_replacements(lookup)
+                } else {
+                    Vec::new()
+                },
                 why,
+                reason,
             },
             Progress::Wait => InFlightAction::Wait {
                 nodeclaim: name.clone(),
@@ -494,6 +506,8 @@ mod tests {
                 node: None,
                 delete_replacements: vec!["new".into()],
                 why: RollbackReason::NotInitializedInTime,
+                reason: CONDITION_DISRUPTION_REASON.into(),
+                failed_replacements: vec!["new".into()],
             }]
         );
     }

@@ -109,6 +109,10 @@ struct Memory {
     backoffs_loaded: bool,
     /// The rollout policies' query gates' last readings, by NodePool.
     gate_readings: BTreeMap<String, policy::Reading>,
+    /// Replacements already counted in `karpenter_voluntary_disruption_queue_failures_total`
+    /// (a command's candidates each roll back; its failed launches count once), kept while a
+    /// rollback still names them.
+    failed_launches_counted: BTreeSet<String>,
     /// Failed steps of the pass under way.
     errors: u32,
 }
@@ -211,8 +215,19 @@ impl Memory {
         let repairing = views
             .iter()
             .any(|v| v.unhealthy.as_ref().is_some_and(|u| u.due_at <= now));
+        if !drifting {
+            // Nothing drifted: the drift budgets are still reported as they stand now (Karpenter
+            // leaves them at what its last pass with candidates saw, so a finished rollout
+            // would show its last node as still consuming the budget).
+            let budgets = driftwood_disruption::candidate::pool_budgets(
+                &views,
+                &nodepools,
+                REASON_DRIFTED,
+                now,
+            );
+            self.report_gauges(&ctx, 0, &budgets);
+        }
         if !consolidating && !drifting && !repairing {
-            self.report_gauges(&ctx, 0, &[]);
             self.drift_blocked.clear();
             self.report_rollouts(&ctx, &snapshot, &views).await;
             return settle(acted, self.errors);
@@ -480,13 +495,7 @@ impl Memory {
             &[("reason", "drifted")],
             eligible as i64,
         );
-        for budget in budgets {
-            Metrics::set(
-                &ctx.metrics.nodepools_allowed_disruptions,
-                &[("nodepool", &budget.nodepool), ("reason", "drifted")],
-                budget.allowed as i64,
-            );
-        }
+        ctx.metrics.report_budgets("drifted", budgets);
     }
 
     /// Asks Prometheus each due query gate (off the runtime: a blocking socket with its own
@@ -817,7 +826,20 @@ impl Memory {
             timeout_seconds: timeout,
             unsafe_skip_replacement_wait: ctx.settings.unsafe_skip_replacement_wait,
         };
-        for action in in_flight(snapshot, ctx.now_seconds(), rules) {
+        let actions = in_flight(snapshot, ctx.now_seconds(), rules);
+        let still_named: BTreeSet<&String> = actions
+            .iter()
+            .flat_map(|a| match a {
+                InFlightAction::RollBack {
+                    failed_replacements,
+                    ..
+                } => failed_replacements.as_slice(),
+                _ => &[],
+            })
+            .collect();
+        self.failed_launches_counted
+            .retain(|r| still_named.contains(r));
+        for action in actions {
             match action {
                 InFlightAction::Terminate {
                     nodeclaim,
@@ -897,8 +919,25 @@ impl Memory {
                     node,
                     delete_replacements,
                     why,
+                    reason,
+                    failed_replacements,
                 } => {
                     tracing::warn!(%nodeclaim, reason = %why, "failed to disrupt nodes, rolling back");
+                    let uncounted = failed_replacements
+                        .into_iter()
+                        .filter(|r| self.failed_launches_counted.insert(r.clone()))
+                        .count();
+                    if uncounted > 0 {
+                        // Karpenter labels consolidation_type with the decision too.
+                        ctx.metrics
+                            .voluntary_disruption_queue_failures
+                            .get_or_create(&vec![
+                                ("decision".to_string(), "replace".to_string()),
+                                ("reason".to_string(), reason.to_lowercase()),
+                                ("consolidation_type".to_string(), "replace".to_string()),
+                            ])
+                            .inc_by(uncounted as u64);
+                    }
                     if let Err(error) =
                         rollback(ctx, &nodeclaim, node.as_deref(), &delete_replacements).await
                     {

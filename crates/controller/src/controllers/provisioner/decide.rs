@@ -5,7 +5,9 @@
 
 use crate::state::Snapshot;
 use driftwood_disruption::views::is_currently_reschedulable;
-use driftwood_scheduling::{NewNodeClaim, SimulationError, SimulationInput, schedule};
+use driftwood_scheduling::{
+    NewNodeClaim, PoolCache, SimulationError, SimulationInput, SolveProgress, schedule_observed,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A pod that cannot be provisioned for, and the FailedScheduling note to give it.
@@ -84,6 +86,7 @@ pub fn decide(
     mut input: SimulationInput,
     skipped: &BTreeMap<String, String>,
     now: i64,
+    progress: &SolveProgress,
 ) -> Result<Provisioning, SimulationError> {
     let mut decision = Provisioning::default();
     let moving = deleting_node_pods(snapshot, now);
@@ -111,7 +114,7 @@ pub fn decide(
     if input.pods.is_empty() {
         return Ok(decision);
     }
-    let result = schedule(&input)?;
+    let result = schedule_observed(&input, &mut PoolCache::default(), progress)?;
     let moving: BTreeSet<String> = moving.into_iter().collect();
     decision.moving = moving.len();
     decision.nominations = result
@@ -191,6 +194,7 @@ mod tests {
             world(),
             &BTreeMap::new(),
             0,
+            &SolveProgress::default(),
         )
         .expect("simulation");
         assert_eq!(decision.pods, ["default/a", "default/b"]);
@@ -200,7 +204,13 @@ mod tests {
         assert!(decision.failures.is_empty());
         // Nothing waiting: nothing to do.
         assert_eq!(
-            decide(&snapshot(&[]), world(), &BTreeMap::new(), 0),
+            decide(
+                &snapshot(&[]),
+                world(),
+                &BTreeMap::new(),
+                0,
+                &SolveProgress::default()
+            ),
             Ok(Provisioning::default())
         );
     }
@@ -220,6 +230,7 @@ mod tests {
             world(),
             &skipped,
             0,
+            &SolveProgress::default(),
         )
         .expect("simulation");
         assert_eq!(decision.launch.len(), 1);
@@ -301,8 +312,14 @@ mod tests {
             true,
             &[("web-1", "1"), ("web-2", "1")],
         );
-        let decision =
-            decide(&deleting, world_of(&deleting), &BTreeMap::new(), 0).expect("simulation");
+        let decision = decide(
+            &deleting,
+            world_of(&deleting),
+            &BTreeMap::new(),
+            0,
+            &SolveProgress::default(),
+        )
+        .expect("simulation");
         assert_eq!(decision.moving, 2);
         assert_eq!(decision.launch.len(), 1, "{decision:?}");
         assert_eq!(decision.launch[0].pods.len(), 2);
@@ -315,8 +332,14 @@ mod tests {
             false,
             &[("web-1", "1"), ("web-2", "1")],
         );
-        let decision =
-            decide(&staying, world_of(&staying), &BTreeMap::new(), 0).expect("simulation");
+        let decision = decide(
+            &staying,
+            world_of(&staying),
+            &BTreeMap::new(),
+            0,
+            &SolveProgress::default(),
+        )
+        .expect("simulation");
         assert_eq!(decision, Provisioning::default());
 
         let mut blocked = deleting.clone();
@@ -332,8 +355,14 @@ mod tests {
                 .expect("pdb"),
             ),
         );
-        let decision =
-            decide(&blocked, world_of(&blocked), &BTreeMap::new(), 0).expect("simulation");
+        let decision = decide(
+            &blocked,
+            world_of(&blocked),
+            &BTreeMap::new(),
+            0,
+            &SolveProgress::default(),
+        )
+        .expect("simulation");
         assert_eq!(decision.moving, 0);
         assert!(decision.launch.is_empty(), "{decision:?}");
     }
@@ -345,7 +374,14 @@ mod tests {
         let mut s = snapshot(&[]);
         with_node(&mut s, "old", true, &[("web-1", "1"), ("web-2", "1")]);
         with_node(&mut s, "replacement", false, &[]);
-        let decision = decide(&s, world_of(&s), &BTreeMap::new(), 0).expect("simulation");
+        let decision = decide(
+            &s,
+            world_of(&s),
+            &BTreeMap::new(),
+            0,
+            &SolveProgress::default(),
+        )
+        .expect("simulation");
         assert_eq!(decision.moving, 2);
         assert!(decision.launch.is_empty(), "{decision:?}");
     }

@@ -347,7 +347,8 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     // async workers keep renewing the lease and serving watches meanwhile.
     let decision = {
         let snapshot = snapshot.clone();
-        super::off_runtime(move || decide(&snapshot, input, &skipped, now)).await
+        let running = ctx.metrics.scheduler_progress.start(CONTROLLER);
+        super::off_runtime(move || decide(&snapshot, input, &skipped, now, &running.progress)).await
     };
     Metrics::observe(
         &ctx.metrics.scheduling_duration,
@@ -372,6 +373,7 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     ctx.metrics
         .scheduler_ignored_pods
         .set(i64::try_from(ignored).unwrap_or(i64::MAX));
+    record_decisions(ctx, &snapshot, &decision);
     if !decision.pods.is_empty() {
         tracing::info!(pods = %decision.pods.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = decision.pods.len(), deleting_pods = decision.moving, "found provisionable pod(s)");
     }
@@ -486,6 +488,23 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
         .nominations
         .retain(|k, _| snapshot.provisionable_pods.contains(k));
     created
+}
+
+/// Notes in the provisioner's pod times what `decision` decided on the pending pods (those it
+/// could not place, and those it placed, on existing capacity or new), and times each first
+/// decision from the pod's ack (`karpenter_pods_scheduling_decision_duration_seconds`).
+fn record_decisions(ctx: &Context, snapshot: &Snapshot, decision: &Provisioning) {
+    let times = &ctx.metrics.state_gauges.scheduling;
+    times.retain(|key| snapshot.store.pods.contains_key(key));
+    let failed: BTreeSet<&str> = decision.failures.iter().map(|f| f.pod.as_str()).collect();
+    let placed = decision
+        .pods
+        .iter()
+        .map(String::as_str)
+        .filter(|pod| !failed.contains(pod));
+    for seconds in times.decide(failed.iter().copied(), placed, ctx.clock.now()) {
+        ctx.metrics.pod_scheduling_decision.observe(seconds);
+    }
 }
 
 fn requests_text(planned: &driftwood_scheduling::NewNodeClaim) -> String {

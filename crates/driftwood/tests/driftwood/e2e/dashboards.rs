@@ -349,44 +349,7 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
     ("karpenter_consolidation_score", "not exported"),
     ("karpenter_consolidation_moves_total", "not exported"),
     (
-        "karpenter_pods_scheduling_decision_duration_seconds",
-        "not exported",
-    ),
-    (
-        "karpenter_pods_provisioning_unstarted_time_seconds",
-        "not exported",
-    ),
-    (
-        "karpenter_pods_provisioning_unbound_time_seconds",
-        "not exported",
-    ),
-    (
-        "karpenter_pods_provisioning_startup_duration_seconds",
-        "not exported",
-    ),
-    (
-        "karpenter_pods_provisioning_scheduling_undecided_time_seconds",
-        "not exported",
-    ),
-    (
-        "karpenter_pods_provisioning_bound_duration_seconds",
-        "not exported",
-    ),
-    (
-        "karpenter_voluntary_disruption_queue_failures_total",
-        "not exported",
-    ),
-    (
-        "karpenter_scheduler_unfinished_work_seconds",
-        "not exported",
-    ),
-    ("karpenter_scheduler_queue_depth", "not exported"),
-    (
         "karpenter_scheduler_pending_pods_by_effective_zone_count",
-        "not exported",
-    ),
-    (
-        "karpenter_nodepools_nodes_consuming_budgets",
         "not exported",
     ),
     (
@@ -636,6 +599,51 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
     assert!(
         startups >= 4,
         "the app's and the agent's pods started: {startups}"
+    );
+    // The provisioner's in-memory pod times: the app's two pods were seen waiting, decided on,
+    // found room, bound and started, each timed once from those points.
+    let count_of = |family: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{family}_count")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_default()
+    };
+    for family in [
+        "karpenter_pods_scheduling_decision_duration_seconds",
+        "karpenter_pods_provisioning_bound_duration_seconds",
+        "karpenter_pods_provisioning_startup_duration_seconds",
+    ] {
+        assert!(count_of(family) >= 2, "{family}\n{text}");
+    }
+    // No pod waits now: no per-pod provisioning gauge; the provisioner's last simulation has
+    // no pod left to try, and is not running.
+    assert!(
+        !text.contains("karpenter_pods_provisioning_scheduling_undecided_time_seconds{")
+            && !text.contains("karpenter_pods_provisioning_unbound_time_seconds{"),
+        "{text}"
+    );
+    let depth = text
+        .lines()
+        .find(|l| {
+            l.starts_with(
+                "karpenter_scheduler_queue_depth{controller=\"provisioner\",scheduling_id=\"",
+            )
+        })
+        .unwrap_or_else(|| panic!("no queue depth\n{text}"));
+    assert!(depth.ends_with("} 0"), "{depth}");
+    assert!(
+        !text.contains("karpenter_scheduler_unfinished_work_seconds{"),
+        "{text}"
+    );
+    // The drift budget (10% of 2 nodes rounds up to 1) and the nodes consuming it, none now.
+    assert!(
+        text.contains(
+            "karpenter_nodepools_allowed_disruptions{nodepool=\"general\",reason=\"drifted\"} 1\n"
+        ) && text.contains(
+            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"general\",reason=\"drifted\"} 0\n"
+        ),
+        "{text}"
     );
     // The DaemonSet's pod is the daemon load of every node.
     assert!(

@@ -326,6 +326,20 @@ async fn a_replacement_that_never_initializes_is_rolled_back() {
             .any(|(reason, note)| reason == "DisruptionBlocked" && note.contains("rolled back")),
         "{events:?}"
     );
+    // Karpenter's orchestration queue counts the failed command's replacement that never
+    // initialized, once.
+    let metrics = h.embedded.ctx().expect("controllers run").metrics.render();
+    assert!(
+        metrics.contains(
+            "karpenter_voluntary_disruption_queue_failures_total{decision=\"replace\",reason=\"drifted\",consolidation_type=\"replace\"} 1\n"
+        ),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("queue_failures"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,0 +1,167 @@
+//! When the provisioner first saw each waiting pod, first decided on it and first found it
+//! room: Karpenter's cluster-state pod times (`AckPods`, `MarkPodSchedulingDecisions`), kept in
+//! memory (not from the pod's timestamps) behind its `karpenter_pods_provisioning_*` metrics
+//! and `karpenter_pods_scheduling_decision_duration_seconds`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use jiff::Timestamp;
+
+/// What the provisioner knows of one pod (by `namespace/name`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodTimes {
+    /// When the provisioner first saw the pod waiting for capacity.
+    pub acked: Option<Timestamp>,
+    /// When a provisioning simulation first decided on it (placed it, or could not).
+    pub decided: Option<Timestamp>,
+    /// When a simulation first found it room (cleared when a later one could not).
+    pub schedulable: Option<Timestamp>,
+}
+
+/// The pods' times, shared by the pod hook (acks, forgets), the provisioner (decisions) and
+/// the scrape (gauges). Entries live from a pod's first wait until it starts, finishes or is
+/// gone.
+#[derive(Clone, Default, Debug)]
+pub struct PodSchedulingTimes(Arc<Mutex<HashMap<String, PodTimes>>>);
+
+impl PodSchedulingTimes {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, PodTimes>> {
+        // Each write is one entry's update: a panic elsewhere leaves the map usable.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that pod `key` waits for capacity at `now`; only the first time counts.
+    pub fn ack(&self, key: &str, now: Timestamp) {
+        let mut times = self.lock();
+        if let Some(entry) = times.get_mut(key) {
+            entry.acked.get_or_insert(now);
+        } else {
+            times.insert(
+                key.to_string(),
+                PodTimes {
+                    acked: Some(now),
+                    ..PodTimes::default()
+                },
+            );
+        }
+    }
+
+    /// Records one simulation's decisions at `now`: `failed` pods found no room (their
+    /// schedulable time is cleared), `placed` pods found some (unbound pods only: a bound pod
+    /// moved with its deleting node is not waiting). Returns, for each pod decided on for the
+    /// first time that was acked, the seconds from its ack to now (Karpenter's decision
+    /// duration).
+    pub fn decide<'a>(
+        &self,
+        failed: impl IntoIterator<Item = &'a str>,
+        placed: impl IntoIterator<Item = &'a str>,
+        now: Timestamp,
+    ) -> Vec<f64> {
+        let mut times = self.lock();
+        let mut first = Vec::new();
+        let mut note = |key: &str, schedulable: bool| {
+            let entry = times.entry(key.to_string()).or_default();
+            if schedulable {
+                entry.schedulable.get_or_insert(now);
+            } else {
+                entry.schedulable = None;
+            }
+            if entry.decided.is_none() {
+                entry.decided = Some(now);
+                if let Some(acked) = entry.acked {
+                    first.push(now.duration_since(acked).as_secs_f64().max(0.0));
+                }
+            }
+        };
+        for key in failed {
+            note(key, false);
+        }
+        for key in placed {
+            note(key, true);
+        }
+        first
+    }
+
+    /// The times of pod `key`, if any are kept.
+    pub fn get(&self, key: &str) -> Option<PodTimes> {
+        self.lock().get(key).copied()
+    }
+
+    /// Forgets pod `key` (it started, finished or is gone).
+    pub fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    /// Keeps only the pods `exists` still knows.
+    pub fn retain(&self, exists: impl Fn(&str) -> bool) {
+        self.lock().retain(|key, _| exists(key));
+    }
+
+    /// Each kept pod's times, for the scrape.
+    pub fn all(&self) -> Vec<(String, PodTimes)> {
+        self.lock().iter().map(|(k, t)| (k.clone(), *t)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    /// Karpenter cluster state: a pod is acked once; its first decision is timed from the ack;
+    /// a later decision is not timed again; a pod that found room and then none loses its
+    /// schedulable time, and gets the first again when it finds room later.
+    #[test]
+    fn the_first_ack_and_the_first_decision_count() {
+        let times = PodSchedulingTimes::default();
+        times.ack("default/a", at(100));
+        times.ack("default/a", at(105));
+        times.ack("default/b", at(101));
+        assert_eq!(
+            times.decide(["default/b"], ["default/a"], at(111)),
+            [10.0, 11.0]
+        );
+        assert_eq!(
+            times.get("default/a"),
+            Some(PodTimes {
+                acked: Some(at(100)),
+                decided: Some(at(111)),
+                schedulable: Some(at(111)),
+            })
+        );
+        assert_eq!(times.get("default/b").unwrap().schedulable, None);
+        // Decided again: nothing new to time; a's schedulable time stands, b's is cleared and
+        // then set when it finds room.
+        assert!(
+            times
+                .decide(["default/a"], ["default/b"], at(120))
+                .is_empty()
+        );
+        assert_eq!(times.get("default/a").unwrap().schedulable, None);
+        assert_eq!(times.get("default/b").unwrap().schedulable, Some(at(120)));
+        times.decide([], ["default/a", "default/b"], at(130));
+        assert_eq!(times.get("default/a").unwrap().schedulable, Some(at(130)));
+        assert_eq!(times.get("default/b").unwrap().schedulable, Some(at(120)));
+    }
+
+    /// A pod decided on without an ack (this process started after the pod began waiting and
+    /// the hook had not seen it yet) is recorded but not timed.
+    #[test]
+    fn a_decision_without_an_ack_is_not_timed() {
+        let times = PodSchedulingTimes::default();
+        assert!(times.decide([], ["default/a"], at(5)).is_empty());
+        assert_eq!(times.get("default/a").unwrap().decided, Some(at(5)));
+        times.ack("default/a", at(6));
+        assert_eq!(times.get("default/a").unwrap().acked, Some(at(6)));
+        times.forget("default/a");
+        assert_eq!(times.get("default/a"), None);
+        times.ack("default/x", at(1));
+        times.ack("default/y", at(1));
+        times.retain(|k| k == "default/y");
+        assert_eq!(times.all().len(), 1);
+    }
+}

@@ -1,0 +1,206 @@
+//! Karpenter's gauges of a scheduling simulation under way, by controller and simulation:
+//! `karpenter_scheduler_queue_depth` (the pods it has still to try; it stays, at 0, after the
+//! simulation until the controller's next one starts) and
+//! `karpenter_scheduler_unfinished_work_seconds` (how long it has run, while it runs), read at
+//! scrape time from the simulation's [`SolveProgress`].
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use driftwood_scheduling::SolveProgress;
+
+/// The metric names this module registers, with their types.
+pub const FAMILIES: [(&str, MetricType); 2] = [
+    ("karpenter_scheduler_queue_depth", MetricType::Gauge),
+    (
+        "karpenter_scheduler_unfinished_work_seconds",
+        MetricType::Gauge,
+    ),
+];
+
+/// A controller's latest simulation.
+#[derive(Debug)]
+struct Solve {
+    id: u64,
+    started: Instant,
+    running: bool,
+    progress: Arc<SolveProgress>,
+}
+
+/// Each controller's latest simulation; cloned into the registry as its collector.
+#[derive(Clone, Debug, Default)]
+pub struct SchedulerProgress {
+    solves: Arc<Mutex<BTreeMap<&'static str, Solve>>>,
+    next_id: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A simulation under way, as [`SchedulerProgress::start`] hands it out: dropped (finished,
+/// failed or panicked), it stops counting its work.
+#[derive(Debug)]
+pub struct Running {
+    owner: SchedulerProgress,
+    controller: &'static str,
+    id: u64,
+    /// What the simulation reports its progress to.
+    pub progress: Arc<SolveProgress>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(solve) = self.owner.lock().get_mut(self.controller)
+            && solve.id == self.id
+        {
+            solve.running = false;
+        }
+    }
+}
+
+impl SchedulerProgress {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<&'static str, Solve>> {
+        // Each write replaces or updates one entry: a panic elsewhere leaves the map usable.
+        self.solves.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `controller` starts a simulation: it replaces the controller's last one in the gauges.
+    pub fn start(&self, controller: &'static str) -> Running {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let progress = Arc::new(SolveProgress::default());
+        self.lock().insert(
+            controller,
+            Solve {
+                id,
+                started: Instant::now(),
+                running: true,
+                progress: progress.clone(),
+            },
+        );
+        Running {
+            owner: self.clone(),
+            controller,
+            id,
+            progress,
+        }
+    }
+}
+
+impl Collector for SchedulerProgress {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        // (controller, simulation id, pods still to try, seconds run while running)
+        let solves: Vec<(&'static str, String, i64, Option<f64>)> = self
+            .lock()
+            .iter()
+            .map(|(controller, solve)| {
+                (
+                    *controller,
+                    solve.id.to_string(),
+                    i64::try_from(solve.progress.queue_depth()).unwrap_or(i64::MAX),
+                    solve.running.then(|| solve.started.elapsed().as_secs_f64()),
+                )
+            })
+            .collect();
+        let mut family = encoder.encode_descriptor(
+            FAMILIES[0].0,
+            "The number of pods currently waiting to be scheduled.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (controller, id, depth, _) in &solves {
+            let labels = [("controller", *controller), ("scheduling_id", id.as_str())];
+            ConstGauge::new(*depth).encode(family.encode_family(&labels)?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            FAMILIES[1].0,
+            "How many seconds of work has been done that is in progress and hasn't been \
+             observed by scheduling_duration_seconds.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (controller, id, _, seconds) in &solves {
+            let Some(seconds) = seconds else { continue };
+            let labels = [("controller", *controller), ("scheduling_id", id.as_str())];
+            ConstGauge::new(*seconds).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::registry::Registry;
+
+    fn scrape(progress: &SchedulerProgress) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(progress.clone()));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    /// Karpenter's scheduler: while a simulation runs, its queue depth and unfinished work are
+    /// exported under its id; once it is done the depth stays (0) and the work goes; the next
+    /// simulation of the controller replaces it.
+    #[test]
+    fn a_simulation_is_seen_while_it_runs_and_its_depth_stays() {
+        let progress = SchedulerProgress::default();
+        assert!(!scrape(&progress).contains("karpenter_scheduler_queue_depth{"));
+        let running = progress.start("provisioner");
+        let text = scrape(&progress);
+        assert!(
+            text.contains(
+                "karpenter_scheduler_queue_depth{controller=\"provisioner\",scheduling_id=\"1\"} 0"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "karpenter_scheduler_unfinished_work_seconds{controller=\"provisioner\",scheduling_id=\"1\"}"
+            ),
+            "{text}"
+        );
+        drop(running);
+        let text = scrape(&progress);
+        assert!(text.contains("scheduling_id=\"1\"} 0"), "{text}");
+        assert!(
+            !text.contains("karpenter_scheduler_unfinished_work_seconds{"),
+            "{text}"
+        );
+        let second = progress.start("provisioner");
+        let text = scrape(&progress);
+        assert!(!text.contains("scheduling_id=\"1\""), "{text}");
+        assert!(text.contains("scheduling_id=\"2\""), "{text}");
+        drop(second);
+    }
+
+    /// The depth is what the simulation reports: a real simulation of three pods leaves it at
+    /// 0 when done.
+    #[test]
+    fn the_depth_follows_the_simulation() {
+        use driftwood_scheduling::testkit::{GIB, fake_instance_types, nodepool, pod};
+        let progress = SchedulerProgress::default();
+        let running = progress.start("provisioner");
+        let input = driftwood_scheduling::SimulationInput {
+            pods: (0..3)
+                .map(|i| pod(&format!("default/p{i}"), 500, GIB))
+                .collect(),
+            nodepools: vec![nodepool("default", fake_instance_types(4))],
+            ..Default::default()
+        };
+        let result = driftwood_scheduling::schedule_observed(
+            &input,
+            &mut driftwood_scheduling::PoolCache::default(),
+            &running.progress,
+        )
+        .unwrap();
+        assert!(result.unschedulable.is_empty());
+        assert_eq!(running.progress.queue_depth(), 0);
+    }
+}
