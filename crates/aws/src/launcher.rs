@@ -8,7 +8,7 @@ use super::fnv::fnv1a64;
 use super::launch_plan::LaunchPlan;
 use super::unavailable::OfferingKey;
 use crate::ports::{
-    AwsError, CreateFleetInput, CreateFleetOutput, CreateLaunchTemplateInput,
+    AwsError, CreateFleetError, CreateFleetInput, CreateFleetOutput, CreateLaunchTemplateInput,
     DescribeLaunchTemplatesInput, Ec2Api, FleetLaunchTemplateConfig, FleetOverride,
     LaunchTemplateData, Tag, TagSpecification, codes, is_insufficient_capacity_code,
 };
@@ -157,13 +157,15 @@ async fn relaunch(
 }
 
 /// Launches one instance for `plan`; templates in `known` (confirmed at `now`) are not
-/// described again.
+/// described again. `fleet_errors` receives the errors of the CreateFleet call that answered
+/// (one per offering refused, whether or not another launched).
 pub async fn launch(
     ec2: &dyn Ec2Api,
     plan: &LaunchPlan,
     config: &LaunchConfig,
     known: &KnownTemplates,
     now: jiff::Timestamp,
+    fleet_errors: &mut Vec<CreateFleetError>,
 ) -> Result<FleetLaunch, LaunchError> {
     let lt_tags = vec![
         Tag::new("karpenter.k8s.aws/cluster", &config.cluster_name),
@@ -239,6 +241,7 @@ pub async fn launch(
             out
         }
     };
+    fleet_errors.clone_from(&out.errors);
     let refused: Vec<OfferingKey> = out
         .errors
         .iter()

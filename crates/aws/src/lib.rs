@@ -14,6 +14,7 @@ pub mod cleanup;
 pub mod drift;
 #[cfg(test)]
 mod drift_conformance;
+pub mod failure_counts;
 pub mod filters;
 pub mod fnv;
 pub mod instance_profile;

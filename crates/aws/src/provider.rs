@@ -85,6 +85,8 @@ pub struct AwsProvider {
     drift_instances: Mutex<Option<(Timestamp, InstancesById)>>,
     /// Each EC2NodeClass's hashes, by name, with the resourceVersion they were computed at.
     class_hashes: Mutex<BTreeMap<String, (String, Arc<TemplateHashes>)>>,
+    /// Failed launches (each CreateFleet error) and terminations, for the metrics.
+    failures: Arc<crate::failure_counts::FailureCounts>,
 }
 
 /// The subnet ids in a class's status: the key of its described subnets.
@@ -142,7 +144,13 @@ impl AwsProvider {
             built_catalogs: BuiltCatalogs::default(),
             drift_instances: Mutex::new(None),
             class_hashes: Mutex::new(BTreeMap::new()),
+            failures: Arc::default(),
         }
+    }
+
+    /// The failed launches and terminations counted so far (shared: they go on counting).
+    pub fn failure_counts(&self) -> Arc<crate::failure_counts::FailureCounts> {
+        self.failures.clone()
     }
 
     /// Starts what the provider keeps current in the background (the on-demand price list).
@@ -758,15 +766,36 @@ impl CloudProvider for AwsProvider {
             instance_tags: tags,
             context: class.spec.context.clone(),
         };
-        let launched = match launch(
+        let mut fleet_errors = Vec::new();
+        let launched = launch(
             &*self.ports.ec2,
             &plan,
             &config,
             &self.known_templates,
             self.clock.now(),
+            &mut fleet_errors,
         )
-        .await
-        {
+        .await;
+        // Every offering CreateFleet refused is a failed launch, by its zone (and the zone's
+        // ID, from the class's subnets: the error does not carry it) and Karpenter's reason.
+        for error in &fleet_errors {
+            let zone = &error.launch_template_and_overrides.availability_zone;
+            self.failures
+                .launch_failed(crate::failure_counts::LaunchFailure {
+                    zone: zone.clone(),
+                    zone_id: subnets
+                        .iter()
+                        .find(|s| &s.zone == zone)
+                        .map(|s| s.zone_id.clone())
+                        .unwrap_or_default(),
+                    capacity_type: plan.capacity_type.clone(),
+                    reason: crate::failure_counts::launch_failure_reason(
+                        &error.error_code,
+                        &error.error_message,
+                    ),
+                });
+        }
+        let launched = match launched {
             Ok(l) => l,
             Err(LaunchError::InsufficientCapacity { offerings }) => {
                 tracing::warn!(nodeclaim = %claim_name(claim), refused = offerings.len(), "no capacity for any offering");
@@ -860,7 +889,30 @@ impl CloudProvider for AwsProvider {
                 what: "instance".to_string(),
                 message: id,
             }),
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                // Counted by the instance's zone, from its providerID and the claim's zone-ID
+                // label (Karpenter reads both from the instance it described first).
+                let zone = claim
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .and_then(|p| p.strip_prefix("aws:///"))
+                    .and_then(|p| p.split_once('/'))
+                    .map(|(zone, _)| zone.to_string())
+                    .unwrap_or_default();
+                self.failures
+                    .termination_failed(crate::failure_counts::TerminationFailure {
+                        zone,
+                        zone_id: claim
+                            .metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE_ID))
+                            .cloned()
+                            .unwrap_or_default(),
+                    });
+                Err(e.into())
+            }
         }
     }
 

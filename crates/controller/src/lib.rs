@@ -4,10 +4,12 @@
 //! pure crates (api, scheduling, disruption); this crate reads the world and acts.
 
 pub mod api;
+pub mod aws_failure_metrics;
 pub mod client_metrics;
 pub mod condition_metrics;
 pub mod context;
 pub mod controllers;
+pub mod cost_metrics;
 pub mod events;
 pub mod exposition;
 pub mod fence;

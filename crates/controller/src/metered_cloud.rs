@@ -141,9 +141,15 @@ impl CloudMetrics {
         }
     }
 
+    /// The newest catalog seen for `pool`, if its instance types were listed since this process
+    /// started.
+    pub fn catalog_of(&self, pool: &str) -> Option<Arc<Vec<InstanceType>>> {
+        self.catalogs.lock().get(pool).cloned()
+    }
+
     /// Keeps `catalog` as `pool`'s newest (an `Arc` clone; the gauges are read from it at
     /// scrape time).
-    fn keep_catalog(&self, pool: &str, catalog: &Arc<Vec<InstanceType>>) {
+    pub(crate) fn keep_catalog(&self, pool: &str, catalog: &Arc<Vec<InstanceType>>) {
         let mut catalogs = self.catalogs.lock();
         match catalogs.get(pool) {
             Some(kept) if Arc::ptr_eq(kept, catalog) => {}

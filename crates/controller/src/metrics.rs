@@ -249,6 +249,15 @@ impl Metrics {
             declared.push((name, kind))
         });
         client.register(&mut registry, |name, kind| declared.push((name, kind)));
+        let state_gauges = StateGauges::default();
+        registry.register_collector(Box::new(crate::cost_metrics::NodePoolCost::new(
+            state_gauges.clone(),
+            cloud.clone(),
+        )));
+        declared.extend([
+            (crate::cost_metrics::COST, MetricType::Gauge),
+            (crate::cost_metrics::ERRORS, MetricType::Counter),
+        ]);
         let scheduler_progress = crate::scheduler_metrics::SchedulerProgress::default();
         registry.register_collector(Box::new(scheduler_progress.clone()));
         declared.extend(crate::scheduler_metrics::FAMILIES);
@@ -309,7 +318,7 @@ impl Metrics {
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
             interruption_message_queue_duration: duration_histogram(),
-            state_gauges: StateGauges::default(),
+            state_gauges,
             pod_startup: Summary::new(
                 "karpenter_pods_startup_duration_seconds",
                 "The time from pod creation until the pod is running.",

@@ -53,7 +53,7 @@ impl Process {
             settings,
             name_seed,
             fence,
-            metric_sources,
+            mut metric_sources,
         } = config;
         let state = ClusterState::new();
         let provider = Arc::new(AwsProvider::new(
@@ -64,6 +64,11 @@ impl Process {
         ));
         provider.start_background();
         let interruption = provider.interruption_queue().map(Arc::new);
+        metric_sources
+            .external
+            .push(crate::aws_failure_metrics::source(
+                provider.failure_counts(),
+            ));
         let metrics = Metrics::with_sources(metric_sources);
         let ctx = Context {
             client: client.clone(),

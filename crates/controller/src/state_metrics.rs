@@ -283,6 +283,11 @@ impl StateGauges {
         *self.lock() = Some((snapshot, now));
     }
 
+    /// The snapshot the next exposition is written from, if one was observed.
+    pub fn latest(&self) -> Option<Snapshot> {
+        self.lock().as_ref().map(|(snapshot, _)| snapshot.clone())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Snapshot, Timestamp)>> {
         self.latest.lock().unwrap_or_else(|e| {
             self.latest.clear_poison();

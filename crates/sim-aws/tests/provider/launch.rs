@@ -294,6 +294,65 @@ async fn no_capacity_anywhere_is_insufficient_capacity_naming_the_offerings() {
     assert_eq!(env.sim.fleet_calls(), calls);
 }
 
+/// Karpenter's instance provider suite, "should emit a zone-dimensioned launch failure metric
+/// for each CreateFleet offering error": each offering refused counts once by its zone, the
+/// zone's ID (from the class's subnets, as the error does not carry it), the capacity type
+/// and Karpenter's reason (a capacity error is no case of its own: LaunchFailed); and "should
+/// emit a zone-dimensioned termination failure metric when TerminateInstances errors".
+#[tokio::test(start_paused = true)]
+async fn failed_launches_and_terminations_are_counted_by_zone() {
+    use driftwood_aws::failure_counts::{LaunchFailure, TerminationFailure};
+    let (env, _) = walkthrough_env().await;
+    let reqs = vec![
+        Req::new("node.kubernetes.io/instance-type", OP_IN, &["m5.xlarge"]),
+        Req::new(
+            "topology.kubernetes.io/zone",
+            OP_IN,
+            &["us-west-2b", "us-west-2c"],
+        ),
+        Req::new("karpenter.sh/capacity-type", OP_IN, &["on-demand"]),
+    ];
+    env.sim
+        .inject_insufficient_capacity("m5.xlarge", "us-west-2b", "on-demand");
+    let launched = env
+        .provider
+        .create(&claim("nc-1", "latest-current-ami", reqs, "1"))
+        .await
+        .unwrap();
+    let counts = env.provider.failure_counts();
+    assert_eq!(
+        counts.launches(),
+        [(
+            LaunchFailure {
+                zone: "us-west-2b".into(),
+                zone_id: "usw2-az2".into(),
+                capacity_type: "on-demand".into(),
+                reason: "LaunchFailed",
+            },
+            1
+        )]
+    );
+    assert!(counts.terminations().is_empty());
+    env.sim.inject_error(
+        "TerminateInstances",
+        driftwood_aws::ports::AwsError::new("RequestLimitExceeded", "Request limit exceeded."),
+    );
+    env.provider.delete(&launched).await.unwrap_err();
+    assert_eq!(
+        counts.terminations(),
+        [(
+            TerminationFailure {
+                zone: "us-west-2c".into(),
+                zone_id: "usw2-az3".into(),
+            },
+            1
+        )]
+    );
+    // Terminated on the next try: nothing more counted.
+    env.provider.delete(&launched).await.unwrap();
+    assert_eq!(counts.terminations()[0].1, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn requests_too_big_for_every_type_launch_nothing() {
     let (env, _) = walkthrough_env().await;

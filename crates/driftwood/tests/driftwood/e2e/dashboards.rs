@@ -353,20 +353,7 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "not exported",
     ),
     (
-        "karpenter_nodepools_cost_tracker_errors_total",
-        "not exported",
-    ),
-    ("karpenter_nodepools_cost_total", "not exported"),
-    (
         "karpenter_interruption_instance_status_unhealthy_total",
-        "not exported",
-    ),
-    (
-        "karpenter_cloudprovider_instance_termination_failures_total",
-        "not exported",
-    ),
-    (
-        "karpenter_cloudprovider_instance_launch_failures_total",
         "not exported",
     ),
     (
@@ -645,6 +632,21 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
         ),
         "{text}"
     );
+    // The pool's two nodes priced from its catalog; no failed launch or termination, and no
+    // claim that could not be priced.
+    let cost: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("karpenter_nodepools_cost_total{nodepool=\"general\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no cost\n{text}"));
+    assert!(cost > 0.0 && cost < 10.0, "two nodes' hourly price: {cost}");
+    for family in [
+        "karpenter_cloudprovider_instance_launch_failures_total{",
+        "karpenter_cloudprovider_instance_termination_failures_total{",
+        "karpenter_nodepools_cost_tracker_errors_total{",
+    ] {
+        assert!(!text.contains(family), "{family}\n{text}");
+    }
     // The DaemonSet's pod is the daemon load of every node.
     assert!(
         of("karpenter_nodes_total_daemon_requests")

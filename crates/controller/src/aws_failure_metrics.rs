@@ -1,0 +1,111 @@
+//! Karpenter's AWS provider failure counters, read at scrape time from the provider's counts:
+//! `karpenter_cloudprovider_instance_launch_failures_total{zone,zone_id,capacity_type,reason}`
+//! (each offering CreateFleet refused) and
+//! `karpenter_cloudprovider_instance_termination_failures_total{zone,zone_id}`.
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use std::sync::Arc;
+
+use driftwood_aws::failure_counts::FailureCounts;
+
+/// The metric names this module registers, with their types.
+pub const FAMILIES: [(&str, MetricType); 2] = [
+    (
+        "karpenter_cloudprovider_instance_launch_failures",
+        MetricType::Counter,
+    ),
+    (
+        "karpenter_cloudprovider_instance_termination_failures",
+        MetricType::Counter,
+    ),
+];
+
+/// The collector over one provider's counts.
+#[derive(Debug)]
+pub struct FailureCounters(pub Arc<FailureCounts>);
+
+impl Collector for FailureCounters {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let mut family = encoder.encode_descriptor(
+            FAMILIES[0].0,
+            "Number of instance launch (CreateFleet offering) failures, dimensioned by \
+             availability zone, zone ID, capacity type, and launch failure reason.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (failure, count) in self.0.launches() {
+            let labels = [
+                ("zone", failure.zone.as_str()),
+                ("zone_id", failure.zone_id.as_str()),
+                ("capacity_type", failure.capacity_type.as_str()),
+                ("reason", failure.reason),
+            ];
+            ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            FAMILIES[1].0,
+            "Number of instance termination (TerminateInstances) failures, dimensioned by \
+             availability zone and zone ID.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (failure, count) in self.0.terminations() {
+            let labels = [
+                ("zone", failure.zone.as_str()),
+                ("zone_id", failure.zone_id.as_str()),
+            ];
+            ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The families as a metric source of a process whose provider keeps `counts`.
+pub fn source(counts: Arc<FailureCounts>) -> crate::metrics::ExternalFamilies {
+    Arc::new(move |registry| {
+        registry.register_collector(Box::new(FailureCounters(counts.clone())));
+        FAMILIES.to_vec()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use driftwood_aws::failure_counts::{LaunchFailure, TerminationFailure};
+    use prometheus_client::registry::Registry;
+
+    #[test]
+    fn counts_are_exported_with_karpenters_labels() {
+        let counts = Arc::new(FailureCounts::default());
+        let mut registry = Registry::default();
+        let declared = source(counts.clone())(&mut registry);
+        assert_eq!(declared.len(), 2);
+        counts.launch_failed(LaunchFailure {
+            zone: "us-west-2a".into(),
+            zone_id: "usw2-az1".into(),
+            capacity_type: "on-demand".into(),
+            reason: "RequestLimitExceeded",
+        });
+        counts.termination_failed(TerminationFailure {
+            zone: "us-west-2b".into(),
+            zone_id: "usw2-az2".into(),
+        });
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains(
+                "karpenter_cloudprovider_instance_launch_failures_total{zone=\"us-west-2a\",zone_id=\"usw2-az1\",capacity_type=\"on-demand\",reason=\"RequestLimitExceeded\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "karpenter_cloudprovider_instance_termination_failures_total{zone=\"us-west-2b\",zone_id=\"usw2-az2\"} 1\n"
+            ),
+            "{text}"
+        );
+    }
+}
