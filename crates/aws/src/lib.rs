@@ -6,6 +6,7 @@
 
 pub mod ami;
 pub mod ami_family;
+pub mod batcher;
 pub mod catalog_cache;
 pub mod catalog_fetch;
 pub mod claim_view;

@@ -87,6 +87,9 @@ pub struct AwsProvider {
     class_hashes: Mutex<BTreeMap<String, (String, Arc<TemplateHashes>)>>,
     /// Failed launches (each CreateFleet error) and terminations, for the metrics.
     failures: Arc<crate::failure_counts::FailureCounts>,
+    /// TerminateInstances calls made together go out as one (Karpenter's batcher).
+    terminate: Arc<crate::batcher::Batcher<String, Vec<crate::ports::InstanceStateChange>>>,
+    batcher_metrics: crate::batcher::BatcherMetrics,
 }
 
 /// The subnet ids in a class's status: the key of its described subnets.
@@ -130,7 +133,12 @@ impl AwsProvider {
             clock.clone(),
             settings.isolated_vpc,
         ));
+        let batcher_metrics = crate::batcher::BatcherMetrics::default();
+        let terminate =
+            crate::batcher::terminate_instances(ports.ec2.clone(), batcher_metrics.clone());
         Self {
+            terminate,
+            batcher_metrics,
             ports,
             settings,
             clock,
@@ -146,6 +154,11 @@ impl AwsProvider {
             class_hashes: Mutex::new(BTreeMap::new()),
             failures: Arc::default(),
         }
+    }
+
+    /// The batchers' window and size histograms (shared: they go on observing).
+    pub fn batcher_metrics(&self) -> crate::batcher::BatcherMetrics {
+        self.batcher_metrics.clone()
     }
 
     /// The failed launches and terminations counted so far (shared: they go on counting).
@@ -873,7 +886,7 @@ impl CloudProvider for AwsProvider {
         let gone = |previous: &str| {
             previous == instance_state::SHUTTING_DOWN || previous == instance_state::TERMINATED
         };
-        match self.ports.ec2.terminate_instances(vec![id.clone()]).await {
+        match self.terminate.add(id.clone()).await {
             Ok(changes)
                 if changes
                     .iter()

@@ -4,7 +4,7 @@
 //! pure crates (api, scheduling, disruption); this crate reads the world and acts.
 
 pub mod api;
-pub mod aws_failure_metrics;
+pub mod aws_provider_metrics;
 pub mod client_metrics;
 pub mod condition_metrics;
 pub mod context;

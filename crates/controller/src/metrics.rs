@@ -712,7 +712,9 @@ impl Metrics {
         family.get_or_create(&labels(pairs)).set(value);
     }
 
-    /// Karpenter's two budget gauges of one disruption method (`reason`, snake case) for each
+    /// Karpenter's two budget gauges of one disruption method (`reason` as Karpenter's
+    /// disruption reason spells it, `Drifted`, `Underutilized`, `Empty`: unlike its other
+    /// disruption metrics, it does not lowercase it here) for each
     /// NodePool: the nodes it allows disrupting at once (its active budgets' smallest limit,
     /// `i32::MAX` when none limits it, as Karpenter reports an unbounded budget) and the nodes
     /// already disrupting that consume it.
@@ -951,7 +953,7 @@ mod tests {
         );
         Metrics::set(
             &metrics.nodepools_allowed_disruptions,
-            &[("nodepool", "default"), ("reason", "drifted")],
+            &[("nodepool", "default"), ("reason", "Drifted")],
             3,
         );
         Metrics::observe(
@@ -972,7 +974,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "karpenter_nodepools_allowed_disruptions{nodepool=\"default\",reason=\"drifted\"} 3"
+                "karpenter_nodepools_allowed_disruptions{nodepool=\"default\",reason=\"Drifted\"} 3"
             ),
             "{text}"
         );
@@ -1110,21 +1112,21 @@ mod tests {
             0,
         );
         assert_eq!(limited.allowed, 1);
-        metrics.report_budgets("drifted", &[limited]);
+        metrics.report_budgets("Drifted", &[limited]);
         let unlimited = driftwood_disruption::budget::allowed_disruptions(
             &pool(serde_json::json!([{"nodes": "0", "reasons": ["Empty"]}])),
-            "Drifted",
+            "Underutilized",
             30,
             0,
             0,
         );
-        metrics.report_budgets("underutilized", &[unlimited]);
+        metrics.report_budgets("Underutilized", &[unlimited]);
         let text = metrics.render_as(crate::exposition::Exposition::Prometheus);
         for line in [
-            "karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"drifted\"} 3\n",
-            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"p\",reason=\"drifted\"} 2\n",
-            "karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"underutilized\"} 2147483647\n",
-            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"p\",reason=\"underutilized\"} 0\n",
+            "karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"Drifted\"} 3\n",
+            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"p\",reason=\"Drifted\"} 2\n",
+            "karpenter_nodepools_allowed_disruptions{nodepool=\"p\",reason=\"Underutilized\"} 2147483647\n",
+            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"p\",reason=\"Underutilized\"} 0\n",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }

@@ -19,32 +19,36 @@ pub struct PodTimes {
     pub schedulable: Option<Timestamp>,
 }
 
+/// One pod's times, with the UID of the pod they are of ("" until the hook acks it): a pod
+/// deleted and created again under its name starts afresh.
+#[derive(Debug, Clone, Default)]
+struct Entry {
+    uid: String,
+    times: PodTimes,
+}
+
 /// The pods' times, shared by the pod hook (acks, forgets), the provisioner (decisions) and
-/// the scrape (gauges). Entries live from a pod's first wait until it starts, finishes or is
-/// gone.
+/// the scrape (gauges). Entries live from a pod's first wait until it starts or finishes, or
+/// until a pass or a scrape finds it gone.
 #[derive(Clone, Default, Debug)]
-pub struct PodSchedulingTimes(Arc<Mutex<HashMap<String, PodTimes>>>);
+pub struct PodSchedulingTimes(Arc<Mutex<HashMap<String, Entry>>>);
 
 impl PodSchedulingTimes {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, PodTimes>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // Each write is one entry's update: a panic elsewhere leaves the map usable.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Notes that pod `key` waits for capacity at `now`; only the first time counts.
-    pub fn ack(&self, key: &str, now: Timestamp) {
+    /// Notes that pod `key` (UID `uid`) waits for capacity at `now`; only the first time
+    /// counts, unless the times kept are another pod's of the same name.
+    pub fn ack(&self, key: &str, uid: &str, now: Timestamp) {
         let mut times = self.lock();
-        if let Some(entry) = times.get_mut(key) {
-            entry.acked.get_or_insert(now);
-        } else {
-            times.insert(
-                key.to_string(),
-                PodTimes {
-                    acked: Some(now),
-                    ..PodTimes::default()
-                },
-            );
+        let entry = times.entry(key.to_string()).or_default();
+        if !entry.uid.is_empty() && entry.uid != uid {
+            *entry = Entry::default();
         }
+        entry.uid = uid.to_string();
+        entry.times.acked.get_or_insert(now);
     }
 
     /// Records one simulation's decisions at `now`: `failed` pods found no room (their
@@ -61,7 +65,7 @@ impl PodSchedulingTimes {
         let mut times = self.lock();
         let mut first = Vec::new();
         let mut note = |key: &str, schedulable: bool| {
-            let entry = times.entry(key.to_string()).or_default();
+            let entry = &mut times.entry(key.to_string()).or_default().times;
             if schedulable {
                 entry.schedulable.get_or_insert(now);
             } else {
@@ -85,7 +89,15 @@ impl PodSchedulingTimes {
 
     /// The times of pod `key`, if any are kept.
     pub fn get(&self, key: &str) -> Option<PodTimes> {
-        self.lock().get(key).copied()
+        self.lock().get(key).map(|e| e.times)
+    }
+
+    /// The times of pod `key` if they are of the pod with UID `uid` (or of no pod acked yet).
+    pub fn get_for(&self, key: &str, uid: &str) -> Option<PodTimes> {
+        self.lock()
+            .get(key)
+            .filter(|e| e.uid.is_empty() || e.uid == uid)
+            .map(|e| e.times)
     }
 
     /// Forgets pod `key` (it started, finished or is gone).
@@ -93,14 +105,17 @@ impl PodSchedulingTimes {
         self.lock().remove(key);
     }
 
-    /// Keeps only the pods `exists` still knows.
-    pub fn retain(&self, exists: impl Fn(&str) -> bool) {
-        self.lock().retain(|key, _| exists(key));
+    /// Keeps only the entries `keep` keeps (given the pod's key and times).
+    pub fn retain(&self, keep: impl Fn(&str, &PodTimes) -> bool) {
+        self.lock().retain(|key, entry| keep(key, &entry.times));
     }
 
-    /// Each kept pod's times, for the scrape.
-    pub fn all(&self) -> Vec<(String, PodTimes)> {
-        self.lock().iter().map(|(k, t)| (k.clone(), *t)).collect()
+    /// Each kept pod's times, with the UID they are of, for the scrape.
+    pub fn all(&self) -> Vec<(String, String, PodTimes)> {
+        self.lock()
+            .iter()
+            .map(|(k, e)| (k.clone(), e.uid.clone(), e.times))
+            .collect()
     }
 }
 
@@ -118,9 +133,9 @@ mod tests {
     #[test]
     fn the_first_ack_and_the_first_decision_count() {
         let times = PodSchedulingTimes::default();
-        times.ack("default/a", at(100));
-        times.ack("default/a", at(105));
-        times.ack("default/b", at(101));
+        times.ack("default/a", "a", at(100));
+        times.ack("default/a", "a", at(105));
+        times.ack("default/b", "b", at(101));
         assert_eq!(
             times.decide(["default/b"], ["default/a"], at(111)),
             [10.0, 11.0]
@@ -134,8 +149,8 @@ mod tests {
             })
         );
         assert_eq!(times.get("default/b").unwrap().schedulable, None);
-        // Decided again: nothing new to time; a's schedulable time stands, b's is cleared and
-        // then set when it finds room.
+        // Decided again: nothing new to time; a (now without room) loses its schedulable
+        // time, b gets its first.
         assert!(
             times
                 .decide(["default/a"], ["default/b"], at(120))
@@ -146,6 +161,16 @@ mod tests {
         times.decide([], ["default/a", "default/b"], at(130));
         assert_eq!(times.get("default/a").unwrap().schedulable, Some(at(130)));
         assert_eq!(times.get("default/b").unwrap().schedulable, Some(at(120)));
+        // Another pod under a's name (deleted and created again) starts afresh.
+        assert_eq!(times.get_for("default/a", "a2"), None);
+        times.ack("default/a", "a2", at(140));
+        assert_eq!(
+            times.get_for("default/a", "a2"),
+            Some(PodTimes {
+                acked: Some(at(140)),
+                ..PodTimes::default()
+            })
+        );
     }
 
     /// A pod decided on without an ack (this process started after the pod began waiting and
@@ -155,13 +180,13 @@ mod tests {
         let times = PodSchedulingTimes::default();
         assert!(times.decide([], ["default/a"], at(5)).is_empty());
         assert_eq!(times.get("default/a").unwrap().decided, Some(at(5)));
-        times.ack("default/a", at(6));
+        times.ack("default/a", "a", at(6));
         assert_eq!(times.get("default/a").unwrap().acked, Some(at(6)));
         times.forget("default/a");
         assert_eq!(times.get("default/a"), None);
-        times.ack("default/x", at(1));
-        times.ack("default/y", at(1));
-        times.retain(|k| k == "default/y");
+        times.ack("default/x", "x", at(1));
+        times.ack("default/y", "y", at(1));
+        times.retain(|k, _| k == "default/y");
         assert_eq!(times.all().len(), 1);
     }
 }

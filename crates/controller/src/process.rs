@@ -66,8 +66,9 @@ impl Process {
         let interruption = provider.interruption_queue().map(Arc::new);
         metric_sources
             .external
-            .push(crate::aws_failure_metrics::source(
+            .push(crate::aws_provider_metrics::source(
                 provider.failure_counts(),
+                provider.batcher_metrics(),
             ));
         let metrics = Metrics::with_sources(metric_sources);
         let ctx = Context {

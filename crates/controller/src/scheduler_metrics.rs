@@ -2,7 +2,8 @@
 //! `karpenter_scheduler_queue_depth` (the pods it has still to try; it stays, at 0, after the
 //! simulation until the controller's next one starts) and
 //! `karpenter_scheduler_unfinished_work_seconds` (how long it has run, while it runs), read at
-//! scrape time from the simulation's [`SolveProgress`].
+//! scrape time from the simulation's [`SolveProgress`]. A simulation's `scheduling_id` is a
+//! number random per process and its count in the process (Karpenter's is a UUID).
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -26,17 +27,32 @@ pub const FAMILIES: [(&str, MetricType); 2] = [
 /// A controller's latest simulation.
 #[derive(Debug)]
 struct Solve {
-    id: u64,
+    id: String,
     started: Instant,
     running: bool,
     progress: Arc<SolveProgress>,
 }
 
 /// Each controller's latest simulation; cloned into the registry as its collector.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SchedulerProgress {
     solves: Arc<Mutex<BTreeMap<&'static str, Solve>>>,
+    /// Random per process, so an id is not reused by the next process (Karpenter's are UUIDs).
+    process: u64,
     next_id: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Default for SchedulerProgress {
+    fn default() -> Self {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        Self {
+            solves: Arc::default(),
+            process: std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish(),
+            next_id: Arc::default(),
+        }
+    }
 }
 
 /// A simulation under way, as [`SchedulerProgress::start`] hands it out: dropped (finished,
@@ -45,7 +61,7 @@ pub struct SchedulerProgress {
 pub struct Running {
     owner: SchedulerProgress,
     controller: &'static str,
-    id: u64,
+    id: String,
     /// What the simulation reports its progress to.
     pub progress: Arc<SolveProgress>,
 }
@@ -68,15 +84,16 @@ impl SchedulerProgress {
 
     /// `controller` starts a simulation: it replaces the controller's last one in the gauges.
     pub fn start(&self, controller: &'static str) -> Running {
-        let id = self
+        let number = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
+        let id = format!("{:016x}-{number}", self.process);
         let progress = Arc::new(SolveProgress::default());
         self.lock().insert(
             controller,
             Solve {
-                id,
+                id: id.clone(),
                 started: Instant::now(),
                 running: true,
                 progress: progress.clone(),
@@ -100,7 +117,7 @@ impl Collector for SchedulerProgress {
             .map(|(controller, solve)| {
                 (
                     *controller,
-                    solve.id.to_string(),
+                    solve.id.clone(),
                     i64::try_from(solve.progress.queue_depth()).unwrap_or(i64::MAX),
                     solve.running.then(|| solve.started.elapsed().as_secs_f64()),
                 )
@@ -152,31 +169,36 @@ mod tests {
     fn a_simulation_is_seen_while_it_runs_and_its_depth_stays() {
         let progress = SchedulerProgress::default();
         assert!(!scrape(&progress).contains("karpenter_scheduler_queue_depth{"));
+        let id = |n: u32| format!("scheduling_id=\"{:016x}-{n}\"", progress.process);
         let running = progress.start("provisioner");
         let text = scrape(&progress);
         assert!(
-            text.contains(
-                "karpenter_scheduler_queue_depth{controller=\"provisioner\",scheduling_id=\"1\"} 0"
-            ),
+            text.contains(&format!(
+                "karpenter_scheduler_queue_depth{{controller=\"provisioner\",{}}} 0",
+                id(1)
+            )),
             "{text}"
         );
         assert!(
-            text.contains(
-                "karpenter_scheduler_unfinished_work_seconds{controller=\"provisioner\",scheduling_id=\"1\"}"
-            ),
+            text.contains(&format!(
+                "karpenter_scheduler_unfinished_work_seconds{{controller=\"provisioner\",{}}}",
+                id(1)
+            )),
             "{text}"
         );
         drop(running);
         let text = scrape(&progress);
-        assert!(text.contains("scheduling_id=\"1\"} 0"), "{text}");
+        assert!(text.contains(&format!("{}}} 0", id(1))), "{text}");
         assert!(
             !text.contains("karpenter_scheduler_unfinished_work_seconds{"),
             "{text}"
         );
         let second = progress.start("provisioner");
         let text = scrape(&progress);
-        assert!(!text.contains("scheduling_id=\"1\""), "{text}");
-        assert!(text.contains("scheduling_id=\"2\""), "{text}");
+        assert!(!text.contains(&id(1)), "{text}");
+        assert!(text.contains(&id(2)), "{text}");
+        // Another process numbers its simulations apart.
+        assert_ne!(SchedulerProgress::default().process, progress.process);
         drop(second);
     }
 

@@ -496,14 +496,25 @@ impl StateGauges {
         waiting: &[(&str, &str, PodWait)],
         now: Timestamp,
     ) -> std::fmt::Result {
-        self.scheduling
-            .retain(|key| snapshot.store.pods.contains_key(key));
+        // A pod gone from the snapshot is forgotten, unless its times are newer than the
+        // snapshot (it was created since).
+        self.scheduling.retain(|key, times| {
+            snapshot.store.pods.contains_key(key)
+                || [times.acked, times.decided, times.schedulable]
+                    .into_iter()
+                    .flatten()
+                    .any(|at| at >= now)
+        });
         let since = |at: Timestamp| now.duration_since(at).as_secs_f64().max(0.0);
         let schedulable: Vec<(&str, &str, bool, f64)> = waiting
             .iter()
             .filter_map(|(name, namespace, wait)| {
                 let key = crate::state::object_key(Some(namespace), name);
-                let at = self.scheduling.get(&key)?.schedulable?;
+                let uid = snapshot.store.pods.get(&key)?.metadata.uid.as_deref();
+                let at = self
+                    .scheduling
+                    .get_for(&key, uid.unwrap_or_default())?
+                    .schedulable?;
                 Some((*name, *namespace, wait.bound, since(at)))
             })
             .collect();
@@ -538,10 +549,11 @@ impl StateGauges {
             .scheduling
             .all()
             .into_iter()
-            .filter_map(|(key, times)| {
+            .filter_map(|(key, uid, times)| {
                 let acked = times.acked.filter(|_| times.decided.is_none())?;
                 let pod = snapshot.store.pods.get(&key)?;
-                scheduled_since(pod).is_none().then(|| (key, since(acked)))
+                let same_pod = uid.is_empty() || pod.metadata.uid.as_deref() == Some(uid.as_str());
+                (same_pod && scheduled_since(pod).is_none()).then(|| (key, since(acked)))
             })
             .collect();
         encode_gauges(
@@ -656,10 +668,11 @@ pub fn pod_startup_observer(
             return;
         };
         let key = crate::state::object_key(new.metadata.namespace.as_deref(), name);
+        let uid = new.metadata.uid.as_deref().unwrap_or_default();
         if crate::controllers::provisioner::is_provisionable(new) {
-            scheduling.ack(&key, clock.now());
+            scheduling.ack(&key, uid, clock.now());
         }
-        let schedulable = scheduling.get(&key).and_then(|t| t.schedulable);
+        let schedulable = scheduling.get_for(&key, uid).and_then(|t| t.schedulable);
         let from_schedulable = |to: Timestamp| {
             let seconds = to.duration_since(schedulable?).as_secs_f64();
             (seconds >= 0.0).then_some(seconds)

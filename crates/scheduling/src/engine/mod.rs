@@ -186,6 +186,8 @@ pub fn schedule_observed(
     cache: &mut PoolCache,
     progress: &SolveProgress,
 ) -> Result<SimulationResult, SimulationError> {
+    // Every pod waits while the NodePools are prepared.
+    progress.set_queue_depth(input.pods.len());
     let mut engine = Engine::new(input, cache)?;
     engine.run(progress);
     Ok(engine.result())

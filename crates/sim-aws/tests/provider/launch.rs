@@ -294,6 +294,99 @@ async fn no_capacity_anywhere_is_insufficient_capacity_naming_the_offerings() {
     assert_eq!(env.sim.fleet_calls(), calls);
 }
 
+/// The instances shutting down or terminated.
+fn going(env: &Env) -> usize {
+    env.sim
+        .instances()
+        .iter()
+        .filter(|i| i.state == "shutting-down" || i.state == "terminated")
+        .count()
+}
+
+fn terminate_calls(env: &Env) -> u64 {
+    env.sim
+        .api_calls()
+        .get("TerminateInstances")
+        .map_or(0, |c| c.calls)
+}
+
+/// Karpenter's TerminateInstances batcher suite: "should batch input into a single call"
+/// (three deletes at once are one call, each caller answered for its instance), "should batch
+/// input correctly when receiving multiple calls with the same instance id", and "should handle
+/// partial terminations on batched call and recover with individual requests" (an instance EC2
+/// does not know fails the whole call; each is then terminated on its own, so the unknown one
+/// alone is NotFound). The window and size histograms observe each batch.
+#[tokio::test(start_paused = true)]
+async fn terminations_made_together_go_out_as_one_call() {
+    let (env, _) = walkthrough_env().await;
+    let reqs = walkthrough_requirements();
+    let mut launched = Vec::new();
+    for i in 0..5 {
+        launched.push(
+            env.provider
+                .create(&claim(
+                    &format!("nc-{i}"),
+                    "latest-current-ami",
+                    reqs.clone(),
+                    "1",
+                ))
+                .await
+                .unwrap(),
+        );
+    }
+    env.settle();
+    let before = terminate_calls(&env);
+    let results = futures::future::join_all([
+        env.provider.delete(&launched[0]),
+        env.provider.delete(&launched[1]),
+        env.provider.delete(&launched[2]),
+        env.provider.delete(&launched[2]),
+    ])
+    .await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(terminate_calls(&env), before + 1, "one call for the batch");
+    assert_eq!(going(&env), 3);
+
+    // An instance EC2 does not know, with two it does.
+    let mut unknown = launched[3].clone();
+    unknown.status.as_mut().unwrap().provider_id =
+        Some("aws:///us-west-2a/i-0000000000unknown".into());
+    let before = terminate_calls(&env);
+    let results = futures::future::join_all([
+        env.provider.delete(&launched[3]),
+        env.provider.delete(&unknown),
+        env.provider.delete(&launched[4]),
+    ])
+    .await;
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert!(
+        results[1].as_ref().is_err_and(|e| e.is_not_found()),
+        "{results:?}"
+    );
+    assert_eq!(
+        terminate_calls(&env),
+        before + 4,
+        "the batch, then one each"
+    );
+    assert!(env.sim.running_machines().is_empty());
+
+    let metrics = env.provider.batcher_metrics();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register("size", "", metrics.size.clone());
+    registry.register("window", "", metrics.window.clone());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains("size_sum{batcher=\"terminate_instances\"} 7.0")
+            && text.contains("size_count{batcher=\"terminate_instances\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("window_count{batcher=\"terminate_instances\"} 2"),
+        "{text}"
+    );
+}
+
 /// Karpenter's instance provider suite, "should emit a zone-dimensioned launch failure metric
 /// for each CreateFleet offering error": each offering refused counts once by its zone, the
 /// zone's ID (from the class's subnets, as the error does not carry it), the capacity type
@@ -333,10 +426,13 @@ async fn failed_launches_and_terminations_are_counted_by_zone() {
         )]
     );
     assert!(counts.terminations().is_empty());
-    env.sim.inject_error(
-        "TerminateInstances",
-        driftwood_aws::ports::AwsError::new("RequestLimitExceeded", "Request limit exceeded."),
-    );
+    // The batched call fails, and so does the instance's call of its own: one failure.
+    for _ in 0..2 {
+        env.sim.inject_error(
+            "TerminateInstances",
+            driftwood_aws::ports::AwsError::new("RequestLimitExceeded", "Request limit exceeded."),
+        );
+    }
     env.provider.delete(&launched).await.unwrap_err();
     assert_eq!(
         counts.terminations(),

@@ -148,7 +148,8 @@ pub async fn run(
         &[("reason", &reason)],
         i64::try_from(outcome.eligible).unwrap_or(i64::MAX),
     );
-    ctx.metrics.report_budgets(&reason, &outcome.budgets);
+    ctx.metrics
+        .report_budgets(method.reason(), &outcome.budgets);
     if outcome.timed_out {
         Metrics::inc(
             &ctx.metrics.voluntary_disruption_consolidation_timeouts,

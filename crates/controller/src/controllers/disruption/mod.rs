@@ -279,7 +279,7 @@ impl Memory {
             }
             drift_started = !started.is_empty();
         } else {
-            self.report_gauges(&ctx, 0, &[]);
+            // (Its gauges were reported above, before the methods ran.)
             self.drift_blocked.clear();
         }
         if drift_started || !consolidating {
@@ -495,7 +495,7 @@ impl Memory {
             &[("reason", "drifted")],
             eligible as i64,
         );
-        ctx.metrics.report_budgets("drifted", budgets);
+        ctx.metrics.report_budgets(REASON_DRIFTED, budgets);
     }
 
     /// Asks Prometheus each due query gate (off the runtime: a blocking socket with its own

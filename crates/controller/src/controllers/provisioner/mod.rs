@@ -373,7 +373,7 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     ctx.metrics
         .scheduler_ignored_pods
         .set(i64::try_from(ignored).unwrap_or(i64::MAX));
-    record_decisions(ctx, &snapshot, &decision);
+    record_decisions(ctx, &decision);
     if !decision.pods.is_empty() {
         tracing::info!(pods = %decision.pods.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = decision.pods.len(), deleting_pods = decision.moving, "found provisionable pod(s)");
     }
@@ -493,9 +493,12 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
 /// Notes in the provisioner's pod times what `decision` decided on the pending pods (those it
 /// could not place, and those it placed, on existing capacity or new), and times each first
 /// decision from the pod's ack (`karpenter_pods_scheduling_decision_duration_seconds`).
-fn record_decisions(ctx: &Context, snapshot: &Snapshot, decision: &Provisioning) {
+fn record_decisions(ctx: &Context, decision: &Provisioning) {
     let times = &ctx.metrics.state_gauges.scheduling;
-    times.retain(|key| snapshot.store.pods.contains_key(key));
+    // Pods gone since, by the cache as it is now (not the pass's snapshot, which is older than
+    // pods acked while the simulation ran).
+    ctx.state
+        .read(|s| times.retain(|key, _| s.store.pods.contains_key(key)));
     let failed: BTreeSet<&str> = decision.failures.iter().map(|f| f.pod.as_str()).collect();
     let placed = decision
         .pods

@@ -357,11 +357,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "not exported",
     ),
     (
-        "karpenter_cloudprovider_batcher_batch_time_seconds",
-        "not exported",
-    ),
-    ("karpenter_cloudprovider_batcher_batch_size", "not exported"),
-    (
         "controller_runtime_conversion_webhook_panics_total",
         "not exported",
     ),
@@ -626,9 +621,9 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
     // The drift budget (10% of 2 nodes rounds up to 1) and the nodes consuming it, none now.
     assert!(
         text.contains(
-            "karpenter_nodepools_allowed_disruptions{nodepool=\"general\",reason=\"drifted\"} 1\n"
+            "karpenter_nodepools_allowed_disruptions{nodepool=\"general\",reason=\"Drifted\"} 1\n"
         ) && text.contains(
-            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"general\",reason=\"drifted\"} 0\n"
+            "karpenter_nodepools_nodes_consuming_budgets{nodepool=\"general\",reason=\"Drifted\"} 0\n"
         ),
         "{text}"
     );
@@ -647,6 +642,17 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
     ] {
         assert!(!text.contains(family), "{family}\n{text}");
     }
+    // The old nodes' instances were terminated through the batcher.
+    let terminated_in_batches: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                "karpenter_cloudprovider_batcher_batch_size_sum{batcher=\"terminate_instances\"} ",
+            )
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default();
+    assert!(terminated_in_batches >= 2.0, "{text}");
     // The DaemonSet's pod is the daemon load of every node.
     assert!(
         of("karpenter_nodes_total_daemon_requests")

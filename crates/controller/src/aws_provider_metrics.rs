@@ -1,7 +1,10 @@
-//! Karpenter's AWS provider failure counters, read at scrape time from the provider's counts:
+//! Karpenter's AWS provider families, kept by the provider: its failure counters, read at
+//! scrape time from its counts —
 //! `karpenter_cloudprovider_instance_launch_failures_total{zone,zone_id,capacity_type,reason}`
 //! (each offering CreateFleet refused) and
-//! `karpenter_cloudprovider_instance_termination_failures_total{zone,zone_id}`.
+//! `karpenter_cloudprovider_instance_termination_failures_total{zone,zone_id}` — and its
+//! batchers' `karpenter_cloudprovider_batcher_batch_time_seconds{batcher}` and
+//! `_batch_size{batcher}`.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -12,7 +15,15 @@ use std::sync::Arc;
 use driftwood_aws::failure_counts::FailureCounts;
 
 /// The metric names this module registers, with their types.
-pub const FAMILIES: [(&str, MetricType); 2] = [
+pub const FAMILIES: [(&str, MetricType); 4] = [
+    (
+        "karpenter_cloudprovider_batcher_batch_time_seconds",
+        MetricType::Histogram,
+    ),
+    (
+        "karpenter_cloudprovider_batcher_batch_size",
+        MetricType::Histogram,
+    ),
     (
         "karpenter_cloudprovider_instance_launch_failures",
         MetricType::Counter,
@@ -30,7 +41,7 @@ pub struct FailureCounters(pub Arc<FailureCounts>);
 impl Collector for FailureCounters {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let mut family = encoder.encode_descriptor(
-            FAMILIES[0].0,
+            FAMILIES[2].0,
             "Number of instance launch (CreateFleet offering) failures, dimensioned by \
              availability zone, zone ID, capacity type, and launch failure reason.",
             None,
@@ -46,7 +57,7 @@ impl Collector for FailureCounters {
             ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
         }
         let mut family = encoder.encode_descriptor(
-            FAMILIES[1].0,
+            FAMILIES[3].0,
             "Number of instance termination (TerminateInstances) failures, dimensioned by \
              availability zone and zone ID.",
             None,
@@ -63,9 +74,23 @@ impl Collector for FailureCounters {
     }
 }
 
-/// The families as a metric source of a process whose provider keeps `counts`.
-pub fn source(counts: Arc<FailureCounts>) -> crate::metrics::ExternalFamilies {
+/// The families as a metric source of a process whose provider keeps `counts` and
+/// `batchers`.
+pub fn source(
+    counts: Arc<FailureCounts>,
+    batchers: driftwood_aws::batcher::BatcherMetrics,
+) -> crate::metrics::ExternalFamilies {
     Arc::new(move |registry| {
+        registry.register(
+            FAMILIES[0].0,
+            "Duration of the batching window per batcher",
+            batchers.window.clone(),
+        );
+        registry.register(
+            FAMILIES[1].0,
+            "Size of the request batch per batcher",
+            batchers.size.clone(),
+        );
         registry.register_collector(Box::new(FailureCounters(counts.clone())));
         FAMILIES.to_vec()
     })
@@ -81,8 +106,8 @@ mod tests {
     fn counts_are_exported_with_karpenters_labels() {
         let counts = Arc::new(FailureCounts::default());
         let mut registry = Registry::default();
-        let declared = source(counts.clone())(&mut registry);
-        assert_eq!(declared.len(), 2);
+        let declared = source(counts.clone(), Default::default())(&mut registry);
+        assert_eq!(declared.len(), 4);
         counts.launch_failed(LaunchFailure {
             zone: "us-west-2a".into(),
             zone_id: "usw2-az1".into(),

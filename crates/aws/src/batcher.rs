@@ -1,0 +1,265 @@
+//! Karpenter's EC2 call batching: requests that arrive together (within an idle gap of
+//! `idle`, for at most `max` from the first) go out as one call, and each caller gets its own
+//! part of the answer. TerminateInstances is batched as Karpenter's provider batches it: one
+//! call with every instance, then, for each instance that call did not leave shutting down or
+//! terminated (one bad instance can fail the whole call), a call of its own.
+//!
+//! The windows run on tokio's clock, as every wait of the controllers does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use tokio::sync::{Notify, oneshot};
+
+use crate::ports::{AwsError, Ec2Api, InstanceStateChange, codes, instance_state};
+
+/// Label sets of the batcher families (`batcher`).
+pub type BatcherLabels = Vec<(String, String)>;
+
+/// Karpenter's size buckets for its batch-size histogram.
+const SIZE_BUCKETS: [f64; 34] = [
+    1.0, 2.0, 4.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0,
+    125.0, 150.0, 175.0, 200.0, 225.0, 250.0, 275.0, 300.0, 350.0, 400.0, 450.0, 500.0, 550.0,
+    600.0, 700.0, 800.0, 900.0, 1000.0,
+];
+
+/// Karpenter's duration buckets (`metrics.DurationBuckets`).
+const DURATION_BUCKETS: [f64; 45] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+/// `karpenter_cloudprovider_batcher_batch_time_seconds{batcher}` (the window, first request
+/// to the call) and `_batch_size{batcher}` (requests per call).
+#[derive(Debug, Clone)]
+pub struct BatcherMetrics {
+    pub window: Family<BatcherLabels, Histogram, fn() -> Histogram>,
+    pub size: Family<BatcherLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for BatcherMetrics {
+    fn default() -> Self {
+        Self {
+            window: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
+            size: Family::new_with_constructor(|| Histogram::new(SIZE_BUCKETS)),
+        }
+    }
+}
+
+/// How long a window stays open and how many requests it takes.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// Closes this long after the last request.
+    pub idle: Duration,
+    /// Closes this long after the first request at most.
+    pub max: Duration,
+    /// Closes once it holds this many requests; a call carries at most this many.
+    pub max_items: usize,
+}
+
+/// Karpenter's TerminateInstances window: 100 ms idle, 1 s at most, 500 instances.
+pub const TERMINATE_WINDOW: Window = Window {
+    idle: Duration::from_millis(100),
+    max: Duration::from_secs(1),
+    max_items: 500,
+};
+
+type Answer<O> = Result<O, AwsError>;
+type Executor<I, O> =
+    Arc<dyn Fn(Vec<I>) -> Pin<Box<dyn Future<Output = Vec<Answer<O>>> + Send>> + Send + Sync>;
+
+/// The requests of the window open now, and what wakes its closer when one arrives.
+struct Open<I, O> {
+    requests: Vec<(I, oneshot::Sender<Answer<O>>)>,
+    arrived: Arc<Notify>,
+}
+
+/// Batches requests of one kind (`name`, Karpenter's batcher name) into calls of `execute`,
+/// which answers each input in order.
+pub struct Batcher<I, O> {
+    name: &'static str,
+    window: Window,
+    execute: Executor<I, O>,
+    open: Mutex<Option<Open<I, O>>>,
+    metrics: BatcherMetrics,
+}
+
+impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
+    /// A batcher whose calls are made by `execute`.
+    pub fn new(
+        name: &'static str,
+        window: Window,
+        metrics: BatcherMetrics,
+        execute: Executor<I, O>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            window,
+            execute,
+            open: Mutex::new(None),
+            metrics,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Open<I, O>>> {
+        // Every change is one push or take: a panic elsewhere leaves the window usable.
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `input` to the open window (opening one if none is) and waits for its answer.
+    pub async fn add(self: &Arc<Self>, input: I) -> Answer<O> {
+        let (answer, answered) = oneshot::channel();
+        let opened = {
+            let mut open = self.lock();
+            match open.as_mut() {
+                Some(window) => {
+                    window.requests.push((input, answer));
+                    window.arrived.notify_one();
+                    None
+                }
+                None => {
+                    let arrived = Arc::new(Notify::new());
+                    *open = Some(Open {
+                        requests: vec![(input, answer)],
+                        arrived: arrived.clone(),
+                    });
+                    Some(arrived)
+                }
+            }
+        };
+        if let Some(arrived) = opened {
+            tokio::spawn(self.clone().close_and_call(arrived));
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(AwsError::new(
+                codes::INTERNAL_ERROR,
+                format!("the {} batch ended without an answer", self.name),
+            ))
+        })
+    }
+
+    /// Waits for the window to close, then makes its calls and hands out the answers.
+    async fn close_and_call(self: Arc<Self>, arrived: Arc<Notify>) {
+        let opened = tokio::time::Instant::now();
+        let deadline = opened + self.window.max;
+        loop {
+            let held = self.lock().as_ref().map_or(0, |w| w.requests.len());
+            if held >= self.window.max_items {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => break,
+                () = tokio::time::sleep(self.window.idle) => break,
+                () = arrived.notified() => {}
+            }
+        }
+        let labels = vec![("batcher".to_string(), self.name.to_string())];
+        self.metrics
+            .window
+            .get_or_create(&labels)
+            .observe(opened.elapsed().as_secs_f64());
+        let Some(window) = self.lock().take() else {
+            return;
+        };
+        let (inputs, answers): (Vec<I>, Vec<_>) = window.requests.into_iter().unzip();
+        #[allow(clippy::cast_precision_loss)]
+        self.metrics
+            .size
+            .get_or_create(&labels)
+            .observe(inputs.len() as f64);
+        let mut results = (self.execute)(inputs).await.into_iter();
+        for answer in answers {
+            let result = results.next().unwrap_or_else(|| {
+                Err(AwsError::new(
+                    codes::INTERNAL_ERROR,
+                    format!("the {} batch gave no answer for a request", self.name),
+                ))
+            });
+            // A caller that stopped waiting (its task cancelled) needs no answer.
+            if answer.send(result).is_err() {
+                tracing::debug!(
+                    batcher = self.name,
+                    "a batched caller left before its answer"
+                );
+            }
+        }
+    }
+}
+
+/// The TerminateInstances batcher over `ec2`: each request is one instance ID; its answer is
+/// that instance's state change, as a call of its own would give it.
+pub fn terminate_instances(
+    ec2: Arc<dyn Ec2Api>,
+    metrics: BatcherMetrics,
+) -> Arc<Batcher<String, Vec<InstanceStateChange>>> {
+    let max_items = TERMINATE_WINDOW.max_items;
+    Batcher::new(
+        "terminate_instances",
+        TERMINATE_WINDOW,
+        metrics,
+        Arc::new(move |ids: Vec<String>| {
+            let ec2 = ec2.clone();
+            Box::pin(async move { terminate_batch(&*ec2, ids, max_items).await })
+        }),
+    )
+}
+
+/// One batch of TerminateInstances: every distinct instance in calls of at most `max_items`,
+/// then a call of its own for each one not left shutting down or terminated.
+async fn terminate_batch(
+    ec2: &dyn Ec2Api,
+    ids: Vec<String>,
+    max_items: usize,
+) -> Vec<Answer<Vec<InstanceStateChange>>> {
+    let distinct: Vec<String> = ids
+        .iter()
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut answered: BTreeMap<String, Answer<Vec<InstanceStateChange>>> = BTreeMap::new();
+    for chunk in distinct.chunks(max_items.max(1)) {
+        match ec2.terminate_instances(chunk.to_vec()).await {
+            Ok(changes) => {
+                for change in changes {
+                    let going = change.current_state == instance_state::SHUTTING_DOWN
+                        || change.current_state == instance_state::TERMINATED;
+                    if going && chunk.contains(&change.instance_id) {
+                        answered.insert(change.instance_id.clone(), Ok(vec![change]));
+                    }
+                }
+            }
+            // Each is tried on its own below, which says whose error it was.
+            Err(error) => {
+                tracing::debug!(%error, instances = chunk.len(), "batched TerminateInstances failed; terminating one by one")
+            }
+        }
+    }
+    let alone: Vec<String> = distinct
+        .into_iter()
+        .filter(|id| !answered.contains_key(id))
+        .collect();
+    let retried = futures::future::join_all(
+        alone
+            .iter()
+            .map(|id| ec2.terminate_instances(vec![id.clone()])),
+    )
+    .await;
+    answered.extend(alone.into_iter().zip(retried));
+    ids.iter()
+        .map(|id| {
+            answered.get(id).cloned().unwrap_or_else(|| {
+                Err(AwsError::new(
+                    codes::INTERNAL_ERROR,
+                    format!("no answer for instance {id}"),
+                ))
+            })
+        })
+        .collect()
+}
