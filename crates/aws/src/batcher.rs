@@ -59,7 +59,8 @@ pub struct Window {
     pub idle: Duration,
     /// Closes this long after the first request at most.
     pub max: Duration,
-    /// Closes once it holds this many requests; a call carries at most this many.
+    /// Closes once it holds this many requests (a few more may join while it closes: the
+    /// executor splits its calls to this many).
     pub max_items: usize,
 }
 
@@ -134,7 +135,13 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
             }
         };
         if let Some(arrived) = opened {
-            tokio::spawn(self.clone().close_and_call(arrived));
+            // The guard goes into the task's future at once: dropped, even before it first
+            // runs, it takes the window.
+            let guard = CloseGuard {
+                batcher: self.clone(),
+                armed: true,
+            };
+            tokio::spawn(Self::close_and_call(guard, arrived));
         }
         answered.await.unwrap_or_else(|_| {
             Err(AwsError::new(
@@ -144,48 +151,86 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
         })
     }
 
-    /// Waits for the window to close, then makes its calls and hands out the answers.
-    async fn close_and_call(self: Arc<Self>, arrived: Arc<Notify>) {
+    /// Waits for the window to close, then makes its calls and hands out the answers. Should
+    /// this task be dropped before it takes the window (the runtime shutting down), `guard`
+    /// takes it, so its callers are told and the next request opens a window of its own.
+    async fn close_and_call(guard: CloseGuard<I, O>, arrived: Arc<Notify>) {
+        let this = guard.batcher.clone();
         let opened = tokio::time::Instant::now();
-        let deadline = opened + self.window.max;
+        let deadline = opened + this.window.max;
         loop {
-            let held = self.lock().as_ref().map_or(0, |w| w.requests.len());
-            if held >= self.window.max_items {
+            let held = this.lock().as_ref().map_or(0, |w| w.requests.len());
+            if held >= this.window.max_items {
                 break;
             }
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => break,
-                () = tokio::time::sleep(self.window.idle) => break,
+                () = tokio::time::sleep(this.window.idle) => break,
                 () = arrived.notified() => {}
             }
         }
-        let labels = vec![("batcher".to_string(), self.name.to_string())];
-        self.metrics
+        let labels = vec![("batcher".to_string(), this.name.to_string())];
+        this.metrics
             .window
             .get_or_create(&labels)
             .observe(opened.elapsed().as_secs_f64());
-        let Some(window) = self.lock().take() else {
+        let taken = this.lock().take();
+        guard.disarm();
+        let Some(window) = taken else {
             return;
         };
         let (inputs, answers): (Vec<I>, Vec<_>) = window.requests.into_iter().unzip();
         #[allow(clippy::cast_precision_loss)]
-        self.metrics
+        this.metrics
             .size
             .get_or_create(&labels)
             .observe(inputs.len() as f64);
-        let mut results = (self.execute)(inputs).await.into_iter();
+        let mut results = (this.execute)(inputs).await.into_iter();
         for answer in answers {
             let result = results.next().unwrap_or_else(|| {
                 Err(AwsError::new(
                     codes::INTERNAL_ERROR,
-                    format!("the {} batch gave no answer for a request", self.name),
+                    format!("the {} batch gave no answer for a request", this.name),
                 ))
             });
             // A caller that stopped waiting (its task cancelled) needs no answer.
             if answer.send(result).is_err() {
                 tracing::debug!(
-                    batcher = self.name,
+                    batcher = this.name,
                     "a batched caller left before its answer"
+                );
+            }
+        }
+    }
+}
+
+/// Takes a batcher's open window when its closer ends without taking it: the callers' answer
+/// channels close, and they are told the batch ended without an answer.
+struct CloseGuard<I, O> {
+    batcher: Arc<Batcher<I, O>>,
+    armed: bool,
+}
+
+impl<I, O> CloseGuard<I, O> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<I, O> Drop for CloseGuard<I, O> {
+    fn drop(&mut self) {
+        if self.armed {
+            let orphaned = self
+                .batcher
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(window) = orphaned {
+                tracing::warn!(
+                    batcher = self.batcher.name,
+                    requests = window.requests.len(),
+                    "a batch window closed without its calls being made"
                 );
             }
         }
@@ -262,4 +307,74 @@ async fn terminate_batch(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sizes of the calls an executor was asked to make.
+    type Calls = Arc<Mutex<Vec<usize>>>;
+
+    fn echo(window: Window) -> (Arc<Batcher<u32, u32>>, Calls) {
+        let calls: Calls = Arc::default();
+        let seen = calls.clone();
+        let batcher = Batcher::new(
+            "echo",
+            window,
+            BatcherMetrics::default(),
+            Arc::new(move |inputs: Vec<u32>| {
+                seen.lock().unwrap().push(inputs.len());
+                Box::pin(async move { inputs.into_iter().map(Ok).collect() })
+            }),
+        );
+        (batcher, calls)
+    }
+
+    const QUICK: Window = Window {
+        idle: Duration::from_millis(1),
+        max: Duration::from_millis(10),
+        max_items: 500,
+    };
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    /// Karpenter's batcher: requests made together are one call, each answered with its own.
+    #[test]
+    fn requests_made_together_are_one_call() {
+        let (batcher, calls) = echo(QUICK);
+        let answers =
+            runtime().block_on(futures::future::join_all((1..=3).map(|i| batcher.add(i))));
+        assert_eq!(answers, [Ok(1), Ok(2), Ok(3)]);
+        assert_eq!(*calls.lock().unwrap(), [3]);
+    }
+
+    /// A window whose closer never ran (its runtime shut down) is not left open: its caller
+    /// is told, and the next request opens a window of its own and is answered.
+    #[test]
+    fn a_window_whose_closer_is_dropped_is_not_left_open() {
+        let (batcher, calls) = echo(QUICK);
+        let first = runtime();
+        let waiting = batcher.clone();
+        first.block_on(async move {
+            tokio::spawn(async move { waiting.add(1).await });
+            tokio::task::yield_now().await;
+        });
+        assert!(
+            batcher.lock().is_some(),
+            "the first request waits in a window"
+        );
+        drop(first);
+        assert!(
+            batcher.lock().is_none(),
+            "the guard took the orphaned window"
+        );
+        assert_eq!(runtime().block_on(batcher.add(2)), Ok(2));
+        assert_eq!(*calls.lock().unwrap(), [1]);
+    }
 }

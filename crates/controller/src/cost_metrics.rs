@@ -1,9 +1,10 @@
 //! Karpenter's NodePool cost, read at scrape time: `karpenter_nodepools_cost_total{nodepool}`
 //! (a gauge, despite its name: the hourly price of the offerings the pool's launched
-//! NodeClaims run on, each priced from the pool's newest instance-type catalog) and
-//! `karpenter_nodepools_cost_tracker_errors_total{nodepool}` (a NodeClaim that could not be
-//! priced because its NodePool is gone or its instance types were never listed; counted once
-//! per NodeClaim).
+//! NodeClaims run on, each priced from the pool's newest instance-type catalog; a pool whose
+//! catalog was not listed since this process started, while it has launched NodeClaims, has no
+//! series until it is) and `karpenter_nodepools_cost_tracker_errors_total{nodepool}` (a
+//! launched NodeClaim whose NodePool is gone from the synced cache, so it cannot be priced;
+//! counted once per NodeClaim).
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -11,13 +12,15 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use driftwood_api::lookup::ObjectLookups as _;
 use driftwood_api::wellknown::{
     LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, LABEL_TOPOLOGY_ZONE,
 };
+use driftwood_scheduling::InstanceType;
 
 use crate::metered_cloud::CloudMetrics;
 use crate::metrics::Labels;
@@ -29,13 +32,14 @@ pub const COST: &str = "karpenter_nodepools_cost_total";
 /// The error counter's name, without the `_total` the encoder adds.
 pub const ERRORS: &str = "karpenter_nodepools_cost_tracker_errors";
 
-/// The collector: the cluster state the scrape observed, each pool's newest catalog, and the
-/// NodeClaims already counted as errors.
+/// The collector: the cluster state the scrape observed (and whether the cache was synced
+/// then), each pool's newest catalog, and the NodeClaims already counted as errors.
 #[derive(Debug, Clone)]
 pub struct NodePoolCost {
     pub state: StateGauges,
     pub cloud: CloudMetrics,
     pub errors: Family<Labels, Counter>,
+    synced: Arc<AtomicBool>,
     unpriced: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -45,21 +49,38 @@ impl NodePoolCost {
             state,
             cloud,
             errors: Family::default(),
+            synced: Arc::default(),
             unpriced: Arc::default(),
         }
     }
 
-    /// Each NodePool's cost in `snapshot`; counts the NodeClaims that cannot be priced (once).
+    /// Whether the cache the next scrape reads is synced (a NodePool missing before it is may
+    /// just not be loaded yet).
+    pub fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::Relaxed);
+    }
+
+    /// Each NodePool's cost in `snapshot`; counts the NodeClaims of NodePools gone (once).
     fn costs(&self, snapshot: &Snapshot) -> BTreeMap<String, f64> {
-        let mut costs: BTreeMap<String, f64> = snapshot
+        let synced = self.synced.load(Ordering::Relaxed);
+        // Each pool's newest catalog, and its types by name (borrowed from the catalog).
+        let catalogs: HashMap<&str, Arc<Vec<InstanceType>>> = snapshot
             .store
             .nodepools
             .keys()
-            .map(|pool| (pool.clone(), 0.0))
+            .filter_map(|pool| Some((pool.as_str(), self.cloud.catalog_of(pool)?)))
             .collect();
-        // (instance type, zone, capacity type) -> price, per pool, built on first use.
-        type PriceIndex = HashMap<(String, String, String), f64>;
-        let mut indexes: HashMap<String, Option<PriceIndex>> = HashMap::new();
+        let types: HashMap<&str, HashMap<&str, &InstanceType>> = catalogs
+            .iter()
+            .map(|(pool, catalog)| {
+                (
+                    *pool,
+                    catalog.iter().map(|it| (it.name.as_str(), it)).collect(),
+                )
+            })
+            .collect();
+        let mut costs: BTreeMap<&str, f64> = BTreeMap::new();
+        let mut not_listed: BTreeSet<&str> = BTreeSet::new();
         let mut unpriced = self.unpriced.lock().unwrap_or_else(PoisonError::into_inner);
         unpriced.retain(|claim| snapshot.store.nodeclaims.contains_key(claim));
         for (name, claim) in &snapshot.store.nodeclaims {
@@ -73,45 +94,42 @@ impl NodePoolCost {
             ) else {
                 continue;
             };
-            let index = indexes.entry(pool.to_string()).or_insert_with(|| {
-                let catalog = self
-                    .cloud
-                    .catalog_of(pool)
-                    .filter(|_| snapshot.store.nodepools.contains_key(pool))?;
-                Some(
-                    catalog
-                        .iter()
-                        .flat_map(|it| {
-                            it.offerings.iter().map(|o| {
-                                (
-                                    (it.name.clone(), o.zone.clone(), o.capacity_type.clone()),
-                                    o.price,
-                                )
-                            })
-                        })
-                        .collect(),
-                )
-            });
-            let Some(index) = index else {
-                if unpriced.insert(name.clone()) {
+            if !snapshot.store.nodepools.contains_key(pool) {
+                if synced && unpriced.insert(name.clone()) {
                     self.errors
                         .get_or_create(&vec![("nodepool".to_string(), pool.to_string())])
                         .inc();
                 }
                 continue;
+            }
+            let Some(by_name) = types.get(pool) else {
+                not_listed.insert(pool);
+                continue;
             };
             // An offering the catalog no longer lists counts at 0, as Karpenter's tracker
             // undercounts it (and logs it) until the catalog has it again.
-            let key = (
-                instance_type.to_string(),
-                zone.to_string(),
-                capacity_type.to_string(),
-            );
-            if let (Some(price), Some(cost)) = (index.get(&key), costs.get_mut(pool)) {
-                *cost += price;
-            }
+            let price = by_name
+                .get(instance_type)
+                .and_then(|it| {
+                    it.offerings
+                        .iter()
+                        .rfind(|o| o.zone == zone && o.capacity_type == capacity_type)
+                })
+                .map_or(0.0, |o| o.price);
+            *costs.entry(pool).or_default() += price;
         }
-        costs
+        snapshot
+            .store
+            .nodepools
+            .keys()
+            .filter(|pool| !not_listed.contains(pool.as_str()))
+            .map(|pool| {
+                (
+                    pool.clone(),
+                    costs.get(pool.as_str()).copied().unwrap_or(0.0),
+                )
+            })
+            .collect()
     }
 }
 
@@ -181,10 +199,10 @@ mod tests {
     }
 
     /// Karpenter's cluster cost suite ("should track the cost of nodeclaims per nodepool",
-    /// "should not count nodeclaims missing labels", errors when the nodepool's instance types
-    /// cannot be read): each pool sums its launched claims' offering prices from its own
-    /// catalog; a pool with none costs 0; a claim not launched yet is not counted; a claim of a
-    /// pool with no catalog is an error, counted once.
+    /// "should not count nodeclaims missing labels"): each pool sums its launched claims'
+    /// offering prices from its own catalog; a pool with none costs 0; a claim not launched yet
+    /// is not counted; a pool whose catalog was never listed has no series yet; a claim of a
+    /// NodePool gone is an error, counted once, and only once the cache is synced.
     #[test]
     fn each_pool_costs_what_its_launched_claims_run_on() {
         let cloud = CloudMetrics::register(&mut Registry::default(), |_, _| {});
@@ -208,42 +226,47 @@ mod tests {
             ("b", "general", "on-demand"),
             ("c", "general", "spot"),
             ("d", "unlisted", "spot"),
+            ("e", "gone", "spot"),
         ] {
             snapshot.apply(
                 name.to_string(),
                 Arc::new(claim(name, pool, "m5.large", "us-west-2a", ct)),
             );
         }
-        let mut pending = claim("e", "general", "", "", "");
+        let mut pending = claim("f", "general", "", "", "");
         pending
             .metadata
             .labels
             .as_mut()
             .unwrap()
             .retain(|k, _| k == "karpenter.sh/nodepool");
-        snapshot.apply("e".to_string(), Arc::new(pending));
+        snapshot.apply("f".to_string(), Arc::new(pending));
 
         let state = StateGauges::default();
         state.observe(snapshot, jiff::Timestamp::UNIX_EPOCH);
         let cost = NodePoolCost::new(state, cloud);
         let mut registry = Registry::default();
         registry.register_collector(Box::new(cost.clone()));
-        for _ in 0..2 {
+        let scrape = || {
             let mut text = String::new();
             prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-            let lines: Vec<&str> = text
-                .lines()
+            text.lines()
                 .filter(|l| l.starts_with("karpenter_nodepools_cost"))
-                .collect();
-            assert_eq!(
-                lines,
-                [
-                    "karpenter_nodepools_cost_total{nodepool=\"general\"} 0.625",
-                    "karpenter_nodepools_cost_total{nodepool=\"idle\"} 0.0",
-                    "karpenter_nodepools_cost_total{nodepool=\"unlisted\"} 0.0",
-                    "karpenter_nodepools_cost_tracker_errors_total{nodepool=\"unlisted\"} 1",
-                ]
-            );
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let costs = [
+            "karpenter_nodepools_cost_total{nodepool=\"general\"} 0.625",
+            "karpenter_nodepools_cost_total{nodepool=\"idle\"} 0.0",
+        ];
+        // Not synced: the claim of a pool not in the cache is not an error yet.
+        assert_eq!(scrape(), costs);
+        cost.set_synced(true);
+        for _ in 0..2 {
+            let mut expected = costs.map(String::from).to_vec();
+            expected
+                .push("karpenter_nodepools_cost_tracker_errors_total{nodepool=\"gone\"} 1".into());
+            assert_eq!(scrape(), expected);
         }
     }
 }

@@ -160,6 +160,9 @@ pub struct Metrics {
     pub cloud: crate::metered_cloud::CloudMetrics,
     pub interruption_received_messages: Family<Labels, Counter>,
     pub interruption_deleted_messages: Counter,
+    /// `controller_runtime_conversion_webhook_panics_total`: registered at 0 as
+    /// controller-runtime's manager registers it; driftwood serves no conversion webhook.
+    pub conversion_webhook_panics: Counter,
     pub interruption_message_queue_duration: Histogram,
     /// The per-node, per-pod and utilization gauges, written from the state at scrape time.
     pub state_gauges: StateGauges,
@@ -195,6 +198,8 @@ pub struct Metrics {
     /// Each controller's latest scheduling simulation (`karpenter_scheduler_queue_depth`,
     /// `_unfinished_work_seconds`).
     pub scheduler_progress: crate::scheduler_metrics::SchedulerProgress,
+    /// `karpenter_nodepools_cost_total` and `_cost_tracker_errors_total`, at scrape time.
+    pub cost: crate::cost_metrics::NodePoolCost,
     /// The time of the last [`Metrics::observe_state`] (the summaries' windows end there).
     observed_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
     /// Every family registered, with its type: a family with no series yet is left out of the
@@ -250,10 +255,8 @@ impl Metrics {
         });
         client.register(&mut registry, |name, kind| declared.push((name, kind)));
         let state_gauges = StateGauges::default();
-        registry.register_collector(Box::new(crate::cost_metrics::NodePoolCost::new(
-            state_gauges.clone(),
-            cloud.clone(),
-        )));
+        let cost = crate::cost_metrics::NodePoolCost::new(state_gauges.clone(), cloud.clone());
+        registry.register_collector(Box::new(cost.clone()));
         declared.extend([
             (crate::cost_metrics::COST, MetricType::Gauge),
             (crate::cost_metrics::ERRORS, MetricType::Counter),
@@ -269,6 +272,7 @@ impl Metrics {
             conditions,
             loops,
             scheduler_progress,
+            cost,
             registry: Arc::new(Registry::default()),
             nodeclaims_created: Family::default(),
             nodeclaims_launched: Family::default(),
@@ -317,6 +321,7 @@ impl Metrics {
             cloud,
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
+            conversion_webhook_panics: Counter::default(),
             interruption_message_queue_duration: duration_histogram(),
             state_gauges,
             pod_startup: Summary::new(
@@ -684,6 +689,13 @@ impl Metrics {
         declare(
             &mut registry,
             &mut declared,
+            "controller_runtime_conversion_webhook_panics",
+            "Total number of conversion webhook panics (driftwood serves no conversion webhook)",
+            metrics.conversion_webhook_panics.clone(),
+        );
+        declare(
+            &mut registry,
+            &mut declared,
             "karpenter_interruption_deleted_messages",
             "Interruption queue messages deleted after they were handled",
             metrics.interruption_deleted_messages.clone(),
@@ -756,6 +768,7 @@ impl Metrics {
         now: jiff::Timestamp,
     ) {
         self.state_gauges.observe(snapshot.clone(), now);
+        self.cost.set_synced(synced);
         *self
             .observed_at
             .lock()

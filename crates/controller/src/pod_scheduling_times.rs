@@ -51,21 +51,28 @@ impl PodSchedulingTimes {
         entry.times.acked.get_or_insert(now);
     }
 
-    /// Records one simulation's decisions at `now`: `failed` pods found no room (their
-    /// schedulable time is cleared), `placed` pods found some (unbound pods only: a bound pod
-    /// moved with its deleting node is not waiting). Returns, for each pod decided on for the
-    /// first time that was acked, the seconds from its ack to now (Karpenter's decision
-    /// duration).
+    /// Records one simulation's decisions at `now` on pods given as (key, UID): `failed` pods
+    /// found no room (their schedulable time is cleared), `placed` pods found some (unbound
+    /// pods only: a bound pod moved with its deleting node is not waiting). Returns, for each
+    /// pod decided on for the first time that was acked, the seconds from its ack to now
+    /// (Karpenter's decision duration).
     pub fn decide<'a>(
         &self,
-        failed: impl IntoIterator<Item = &'a str>,
-        placed: impl IntoIterator<Item = &'a str>,
+        failed: impl IntoIterator<Item = (&'a str, &'a str)>,
+        placed: impl IntoIterator<Item = (&'a str, &'a str)>,
         now: Timestamp,
     ) -> Vec<f64> {
         let mut times = self.lock();
         let mut first = Vec::new();
-        let mut note = |key: &str, schedulable: bool| {
-            let entry = &mut times.entry(key.to_string()).or_default().times;
+        let mut note = |(key, uid): (&str, &str), schedulable: bool| {
+            let entry = times.entry(key.to_string()).or_default();
+            if !entry.uid.is_empty() && !uid.is_empty() && entry.uid != uid {
+                *entry = Entry::default();
+            }
+            if entry.uid.is_empty() {
+                entry.uid = uid.to_string();
+            }
+            let entry = &mut entry.times;
             if schedulable {
                 entry.schedulable.get_or_insert(now);
             } else {
@@ -137,7 +144,7 @@ mod tests {
         times.ack("default/a", "a", at(105));
         times.ack("default/b", "b", at(101));
         assert_eq!(
-            times.decide(["default/b"], ["default/a"], at(111)),
+            times.decide([("default/b", "b")], [("default/a", "a")], at(111)),
             [10.0, 11.0]
         );
         assert_eq!(
@@ -153,12 +160,12 @@ mod tests {
         // time, b gets its first.
         assert!(
             times
-                .decide(["default/a"], ["default/b"], at(120))
+                .decide([("default/a", "a")], [("default/b", "b")], at(120))
                 .is_empty()
         );
         assert_eq!(times.get("default/a").unwrap().schedulable, None);
         assert_eq!(times.get("default/b").unwrap().schedulable, Some(at(120)));
-        times.decide([], ["default/a", "default/b"], at(130));
+        times.decide([], [("default/a", "a"), ("default/b", "b")], at(130));
         assert_eq!(times.get("default/a").unwrap().schedulable, Some(at(130)));
         assert_eq!(times.get("default/b").unwrap().schedulable, Some(at(120)));
         // Another pod under a's name (deleted and created again) starts afresh.
@@ -178,7 +185,7 @@ mod tests {
     #[test]
     fn a_decision_without_an_ack_is_not_timed() {
         let times = PodSchedulingTimes::default();
-        assert!(times.decide([], ["default/a"], at(5)).is_empty());
+        assert!(times.decide([], [("default/a", "")], at(5)).is_empty());
         assert_eq!(times.get("default/a").unwrap().decided, Some(at(5)));
         times.ack("default/a", "a", at(6));
         assert_eq!(times.get("default/a").unwrap().acked, Some(at(6)));

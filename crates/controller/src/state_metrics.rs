@@ -998,7 +998,7 @@ mod tests {
         assert_eq!(
             gauges
                 .scheduling
-                .decide([], ["default/p"], at("2026-01-01T00:00:50Z")),
+                .decide([], [("default/p", "")], at("2026-01-01T00:00:50Z")),
             [40.0]
         );
         assert_eq!(

@@ -102,39 +102,19 @@ where
     let mut queued_since = tokio::time::Instant::now();
     let mut failures = 0u32;
     loop {
-        loops.pass_started(spec.name, queued_since.elapsed().as_secs_f64());
-        // The pass's work, in real time (on the embedded cluster's virtual clock no time
-        // passes while it computes): controller-runtime's reconcile time.
-        let started = std::time::Instant::now();
-        let outcome = run_pass(
+        let outcome = metered_pass(
+            &ctx,
             spec.name,
-            crate::metered_cloud::CONTROLLER.scope(spec.name, pass(ctx.clone())),
+            queued_since.elapsed().as_secs_f64(),
+            pass(ctx.clone()),
+            |outcome: &Outcome| outcome.errors,
         )
-        .await;
-        let seconds = started.elapsed().as_secs_f64();
-        loops.pass_finished(spec.name, seconds, outcome.panicked);
-        let outcome = outcome.outcome;
-        Metrics::observe(
-            &ctx.metrics.reconcile_time,
-            &[("controller", spec.name)],
-            seconds,
-        );
+        .await
+        // A pass that panicked counts as one failed step and is retried after its backoff.
+        .unwrap_or_else(|| Outcome::idle().with_errors(1));
         ctx.liveness.beat(spec.name, spec.period, ctx.clock.now());
-        let result = if outcome.errors > 0 {
-            "error"
-        } else {
-            "success"
-        };
-        Metrics::inc(
-            &ctx.metrics.reconcile_total,
-            &[("controller", spec.name), ("result", result)],
-        );
         if outcome.errors > 0 {
             failures = failures.saturating_add(1);
-            ctx.metrics
-                .reconcile_errors
-                .get_or_create(&vec![("controller".into(), spec.name.into())])
-                .inc_by(u64::from(outcome.errors));
         } else {
             failures = 0;
         }
@@ -194,26 +174,48 @@ where
     }
 }
 
-/// What a pass ended with, and whether it panicked.
-struct PassEnd {
-    outcome: Outcome,
-    panicked: bool,
-}
-
-/// Runs one pass of `controller`, recovering a panic as controller-runtime does: the panic is
-/// logged and counted, the pass counts as failed, and the loop retries it after its backoff
-/// (the loop, its liveness and the other controllers carry on).
-async fn run_pass(controller: &'static str, pass: impl Future<Output = Outcome>) -> PassEnd {
-    match recover_panic(controller, pass).await {
-        Some(outcome) => PassEnd {
-            outcome,
-            panicked: false,
-        },
-        None => PassEnd {
-            outcome: Outcome::idle().with_errors(1),
-            panicked: true,
-        },
+/// Runs one pass of `controller` after `queued_seconds` in its queue, as controller-runtime
+/// meters a reconcile: the work-queue and worker families, the reconcile time (real time: on
+/// the embedded cluster's virtual clock no time passes while a pass computes), the result
+/// counted (`errors` of the pass's result failed steps; a panic is one) and each cloud call
+/// labelled with `controller`. A panic is recovered, logged and counted, and None returned:
+/// the caller retries after its backoff (the loop, its liveness and the other controllers
+/// carry on). Every loop runs its passes through here, the provisioner's own loop too.
+pub(crate) async fn metered_pass<T>(
+    ctx: &Context,
+    controller: &'static str,
+    queued_seconds: f64,
+    pass: impl Future<Output = T>,
+    errors: impl FnOnce(&T) -> u32,
+) -> Option<T> {
+    let loops = &ctx.metrics.loops;
+    loops.pass_started(controller, queued_seconds);
+    let started = std::time::Instant::now();
+    let result = recover_panic(
+        controller,
+        crate::metered_cloud::CONTROLLER.scope(controller, pass),
+    )
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    loops.pass_finished(controller, seconds, result.is_none());
+    Metrics::observe(
+        &ctx.metrics.reconcile_time,
+        &[("controller", controller)],
+        seconds,
+    );
+    let failed = result.as_ref().map_or(1, errors);
+    let label = if failed > 0 { "error" } else { "success" };
+    Metrics::inc(
+        &ctx.metrics.reconcile_total,
+        &[("controller", controller), ("result", label)],
+    );
+    if failed > 0 {
+        ctx.metrics
+            .reconcile_errors
+            .get_or_create(&vec![("controller".into(), controller.into())])
+            .inc_by(u64::from(failed));
     }
+    result
 }
 
 /// `work`'s result, or None when it panicked (the panic logged as `controller`'s).
@@ -245,13 +247,13 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_panicking_pass_is_recovered_as_one_failed_step() {
-        let ended = run_pass("drift", async { panic!("index out of bounds") }).await;
-        assert!(ended.panicked);
-        assert_eq!(ended.outcome, Outcome::idle().with_errors(1));
-        let ended = run_pass("drift", async { Outcome::again_in(Duration::from_secs(3)) }).await;
-        assert!(!ended.panicked);
-        assert_eq!(ended.outcome, Outcome::again_in(Duration::from_secs(3)));
+    async fn a_panicking_pass_is_recovered() {
+        let ended: Option<Outcome> =
+            recover_panic("drift", async { panic!("index out of bounds") }).await;
+        assert_eq!(ended, None);
+        let ended =
+            recover_panic("drift", async { Outcome::again_in(Duration::from_secs(3)) }).await;
+        assert_eq!(ended, Some(Outcome::again_in(Duration::from_secs(3))));
     }
 
     #[test]

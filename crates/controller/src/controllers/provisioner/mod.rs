@@ -132,33 +132,15 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
             }
         }
         // The batch's wait is its time in the queue; the pass is the work.
-        loops.pass_started(CONTROLLER, queued_since.elapsed().as_secs_f64());
-        let started = std::time::Instant::now();
-        let created = super::driver::recover_panic(
+        let created = super::driver::metered_pass(
+            &ctx,
             CONTROLLER,
-            crate::metered_cloud::CONTROLLER.scope(CONTROLLER, provision(&ctx, &mut reported)),
+            queued_since.elapsed().as_secs_f64(),
+            provision(&ctx, &mut reported),
+            |_| 0,
         )
-        .await;
-        let seconds = started.elapsed().as_secs_f64();
-        loops.pass_finished(CONTROLLER, seconds, created.is_none());
-        Metrics::observe(
-            &ctx.metrics.reconcile_time,
-            &[("controller", CONTROLLER)],
-            seconds,
-        );
-        let result = if created.is_some() {
-            "success"
-        } else {
-            "error"
-        };
-        Metrics::inc(
-            &ctx.metrics.reconcile_total,
-            &[("controller", CONTROLLER), ("result", result)],
-        );
-        if created.is_none() {
-            Metrics::inc(&ctx.metrics.reconcile_errors, &[("controller", CONTROLLER)]);
-        }
-        let created = created.unwrap_or_default();
+        .await
+        .unwrap_or_default();
         // Read your writes: decide again only once the cache holds the NodeClaims just created,
         // so their capacity counts (bounded, so a lost event cannot stall provisioning).
         let deadline = tokio::time::Instant::now() + READ_YOUR_WRITES_TIMEOUT;
@@ -373,7 +355,7 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
     ctx.metrics
         .scheduler_ignored_pods
         .set(i64::try_from(ignored).unwrap_or(i64::MAX));
-    record_decisions(ctx, &decision);
+    record_decisions(ctx, &snapshot, &decision);
     if !decision.pods.is_empty() {
         tracing::info!(pods = %decision.pods.iter().take(5).cloned().collect::<Vec<_>>().join(", "), count = decision.pods.len(), deleting_pods = decision.moving, "found provisionable pod(s)");
     }
@@ -493,19 +475,31 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
 /// Notes in the provisioner's pod times what `decision` decided on the pending pods (those it
 /// could not place, and those it placed, on existing capacity or new), and times each first
 /// decision from the pod's ack (`karpenter_pods_scheduling_decision_duration_seconds`).
-fn record_decisions(ctx: &Context, decision: &Provisioning) {
+fn record_decisions(ctx: &Context, snapshot: &Snapshot, decision: &Provisioning) {
     let times = &ctx.metrics.state_gauges.scheduling;
     // Pods gone since, by the cache as it is now (not the pass's snapshot, which is older than
     // pods acked while the simulation ran).
     ctx.state
         .read(|s| times.retain(|key, _| s.store.pods.contains_key(key)));
+    /// A pod's key with its UID ("" if the snapshot has none).
+    fn with_uid<'a>(snapshot: &'a Snapshot, key: &'a str) -> (&'a str, &'a str) {
+        let uid = snapshot
+            .store
+            .pods
+            .get(key)
+            .and_then(|p| p.metadata.uid.as_deref())
+            .unwrap_or_default();
+        (key, uid)
+    }
     let failed: BTreeSet<&str> = decision.failures.iter().map(|f| f.pod.as_str()).collect();
     let placed = decision
         .pods
         .iter()
         .map(String::as_str)
-        .filter(|pod| !failed.contains(pod));
-    for seconds in times.decide(failed.iter().copied(), placed, ctx.clock.now()) {
+        .filter(|pod| !failed.contains(pod))
+        .map(|key| with_uid(snapshot, key));
+    let failed = failed.iter().map(|key| with_uid(snapshot, key));
+    for seconds in times.decide(failed, placed, ctx.clock.now()) {
         ctx.metrics.pod_scheduling_decision.observe(seconds);
     }
 }

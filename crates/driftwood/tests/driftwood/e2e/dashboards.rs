@@ -356,10 +356,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "karpenter_interruption_instance_status_unhealthy_total",
         "not exported",
     ),
-    (
-        "controller_runtime_conversion_webhook_panics_total",
-        "not exported",
-    ),
     ("leader_election_slowpath_total", "not exported"),
 ];
 
