@@ -28,13 +28,6 @@ const SIZE_BUCKETS: [f64; 34] = [
     600.0, 700.0, 800.0, 900.0, 1000.0,
 ];
 
-/// Karpenter's duration buckets (`metrics.DurationBuckets`).
-const DURATION_BUCKETS: [f64; 45] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
-    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
-    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
-];
-
 /// `karpenter_cloudprovider_batcher_batch_time_seconds{batcher}` (the window, first request
 /// to the call) and `_batch_size{batcher}` (requests per call).
 #[derive(Debug, Clone)]
@@ -46,7 +39,9 @@ pub struct BatcherMetrics {
 impl Default for BatcherMetrics {
     fn default() -> Self {
         Self {
-            window: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
+            window: Family::new_with_constructor(|| {
+                Histogram::new(driftwood_cloud::buckets::DURATION_BUCKETS)
+            }),
             size: Family::new_with_constructor(|| Histogram::new(SIZE_BUCKETS)),
         }
     }

@@ -3,6 +3,7 @@
 //! drift as a reason and message) — and the one clock. No cloud's code lives here: the AWS
 //! provider is driftwood-aws.
 
+pub mod buckets;
 pub mod clock;
 pub mod provider;
 

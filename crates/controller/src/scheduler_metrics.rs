@@ -2,8 +2,11 @@
 //! `karpenter_scheduler_queue_depth` (the pods it has still to try; it stays, at 0, after the
 //! simulation until the controller's next one starts) and
 //! `karpenter_scheduler_unfinished_work_seconds` (how long it has run, while it runs), read at
-//! scrape time from the simulation's [`SolveProgress`]. A simulation's `scheduling_id` is a
-//! number random per process and its count in the process (Karpenter's is a UUID).
+//! scrape time from the simulation's [`SolveProgress`], and
+//! `karpenter_scheduler_pending_pods_by_effective_zone_count` (its pending pods by effective
+//! zone, once it is done, until the controller's next simulation starts). A simulation's
+//! `scheduling_id` is a number random per process and its count in the process (Karpenter's is
+//! a UUID).
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -16,10 +19,14 @@ use std::time::Instant;
 use driftwood_scheduling::SolveProgress;
 
 /// The metric names this module registers, with their types.
-pub const FAMILIES: [(&str, MetricType); 2] = [
+pub const FAMILIES: [(&str, MetricType); 3] = [
     ("karpenter_scheduler_queue_depth", MetricType::Gauge),
     (
         "karpenter_scheduler_unfinished_work_seconds",
+        MetricType::Gauge,
+    ),
+    (
+        "karpenter_scheduler_pending_pods_by_effective_zone_count",
         MetricType::Gauge,
     ),
 ];
@@ -145,6 +152,25 @@ impl Collector for SchedulerProgress {
             let labels = [("controller", *controller), ("scheduling_id", id.as_str())];
             ConstGauge::new(*seconds).encode(family.encode_family(&labels)?)?;
         }
+        let by_zone: Vec<(&'static str, BTreeMap<String, u32>)> = self
+            .lock()
+            .iter()
+            .map(|(controller, solve)| (*controller, solve.progress.pending_by_effective_zone()))
+            .collect();
+        let mut family = encoder.encode_descriptor(
+            FAMILIES[2].0,
+            "Pending pods of the controller's latest finished simulation by effective zone: the \
+             one zone their zone requirement and zonal topology constraints leave them, \
+             'flexible' when several are left, 'none' when none is.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (controller, counts) in &by_zone {
+            for (zone, pods) in counts {
+                let labels = [("controller", *controller), ("zone", zone.as_str())];
+                ConstGauge::new(i64::from(*pods)).encode(family.encode_family(&labels)?)?;
+            }
+        }
         Ok(())
     }
 }
@@ -203,7 +229,7 @@ mod tests {
     }
 
     /// The depth is what the simulation reports: a real simulation of three pods leaves it at
-    /// 0 when done.
+    /// 0 when done; its three pending pods, free to go to any zone, count as `flexible`.
     #[test]
     fn the_depth_follows_the_simulation() {
         use driftwood_scheduling::testkit::{GIB, fake_instance_types, nodepool, pod};
@@ -224,5 +250,19 @@ mod tests {
         .unwrap();
         assert!(result.unschedulable.is_empty());
         assert_eq!(running.progress.queue_depth(), 0);
+        // Its pending pods by effective zone, until the controller's next simulation starts.
+        drop(running);
+        let zones = "karpenter_scheduler_pending_pods_by_effective_zone_count";
+        let text = scrape(&progress);
+        assert!(
+            text.contains(&format!(
+                "{zones}{{controller=\"provisioner\",zone=\"flexible\"}} 3"
+            )),
+            "{text}"
+        );
+        let _next = progress.start("provisioner");
+        let text = scrape(&progress);
+        assert!(text.contains(&format!("# TYPE {zones} gauge")), "{text}");
+        assert!(!text.contains(&format!("{zones}{{")), "{text}");
     }
 }

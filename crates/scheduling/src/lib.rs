@@ -44,7 +44,8 @@ pub mod taints;
 pub mod testkit;
 
 pub use engine::{
-    PoolCache, SolveProgress, packing_efficiency, schedule, schedule_cached, schedule_observed,
+    FLEXIBLE_ZONE, NO_ZONE, PoolCache, SolveProgress, packing_efficiency, schedule,
+    schedule_cached, schedule_observed,
 };
 pub use instance_type::{InstanceType, Offering, Overhead};
 pub use model::{

@@ -1089,3 +1089,185 @@ fn pods_leaving_a_zone_share_one_new_node_there() {
     assert_eq!(zone_of(&r.new_nodeclaims[0]), "z1");
     assert_eq!(r.new_nodeclaims[0].pods.len(), 2);
 }
+
+/// The pending pods of a simulation by effective zone, as its progress reports them once done.
+fn by_effective_zone(
+    pods: Vec<SimPod>,
+    nodes: Vec<ExistingNode>,
+) -> std::collections::BTreeMap<String, u32> {
+    let progress = driftwood_scheduling::SolveProgress::default();
+    assert!(progress.pending_by_effective_zone().is_empty());
+    driftwood_scheduling::schedule_observed(
+        &SimulationInput {
+            pods,
+            nodepools: vec![pool()],
+            existing_nodes: nodes,
+            ..SimulationInput::default()
+        },
+        &mut driftwood_scheduling::PoolCache::default(),
+        &progress,
+    )
+    .unwrap();
+    progress.pending_by_effective_zone()
+}
+
+fn counts(pairs: &[(&str, u32)]) -> std::collections::BTreeMap<String, u32> {
+    pairs.iter().map(|(z, n)| (z.to_string(), *n)).collect()
+}
+
+/// A node in `zone` holding a pod labelled `app=pod-label` (with `spread` when given).
+fn node_with_labelled_pod(
+    zone: &str,
+    index: usize,
+    spread: Option<TopologySpread>,
+) -> ExistingNode {
+    let mut n = node(&format!("n-{zone}-{index}"), zone, "4", "16Gi");
+    let mut p = labelled(
+        &format!("ns/existing-{zone}-{index}"),
+        100,
+        &[("app", "pod-label")],
+    );
+    p.constraints.spreads.extend(spread);
+    n.pods.push(p);
+    n
+}
+
+fn zone_spread(min_domains: Option<i32>) -> TopologySpread {
+    TopologySpread {
+        topology_key: LABEL_TOPOLOGY_ZONE.into(),
+        max_skew: 1,
+        hard: true,
+        selector: sel("app", "pod-label"),
+        min_domains,
+    }
+}
+
+/// Karpenter's "Pending Pods by Effective Zone Metric / should report zone of pods correctly"
+/// (scheduling suite_test.go), its entries without volumes (the engine models no volume
+/// topology): a pod's zone when its strict zone requirement or its own zonal topology leaves
+/// one, `flexible` when several, `none` when none.
+#[test]
+fn pending_pods_are_counted_by_effective_zone() {
+    let in_zone = |key: &str, zone: &str| {
+        let mut p = pod(key, 100, GIB);
+        p.constraints.node_selector =
+            Requirements::from_labels(&labels(&[(LABEL_TOPOLOGY_ZONE, zone)]));
+        p
+    };
+    // when pods are flexible to zones
+    assert_eq!(
+        by_effective_zone(vec![pod("ns/a", 100, GIB), pod("ns/b", 100, GIB)], vec![]),
+        counts(&[("flexible", 2)])
+    );
+    // when pods are restricted to a zone
+    assert_eq!(
+        by_effective_zone(
+            (0..3).map(|i| in_zone(&format!("ns/p{i}"), "z2")).collect(),
+            vec![]
+        ),
+        counts(&[("z2", 3)])
+    );
+    // when multiple pods have different zone constraints
+    assert_eq!(
+        by_effective_zone(vec![in_zone("ns/a", "z1"), in_zone("ns/b", "z2")], vec![]),
+        counts(&[("z1", 1), ("z2", 1)])
+    );
+    // when pod has preferred zone affinity: preferences are not strict
+    let mut preferring = pod("ns/a", 100, GIB);
+    preferring.constraints.preferred_terms = vec![(
+        1,
+        Requirements::from_labels(&labels(&[(LABEL_TOPOLOGY_ZONE, "z1")])),
+    )];
+    assert_eq!(
+        by_effective_zone(vec![preferring], vec![]),
+        counts(&[("flexible", 1)])
+    );
+    // when pods have required pod affinity
+    let mut follower = pod("ns/a", 100, GIB);
+    follower
+        .constraints
+        .affinity
+        .push(term(LABEL_TOPOLOGY_ZONE, "app", "pod-label"));
+    assert_eq!(
+        by_effective_zone(vec![follower], vec![node_with_labelled_pod("z1", 0, None)]),
+        counts(&[("z1", 1)])
+    );
+    // when pods have required pod anti-affinity
+    let mut avoider = pod("ns/a", 100, GIB);
+    avoider
+        .constraints
+        .anti_affinity
+        .push(term(LABEL_TOPOLOGY_ZONE, "app", "pod-label"));
+    assert_eq!(
+        by_effective_zone(
+            vec![avoider.clone()],
+            vec![
+                node_with_labelled_pod("z1", 0, None),
+                node_with_labelled_pod("z2", 0, None)
+            ]
+        ),
+        counts(&[("z3", 1)])
+    );
+    // when pods have restricting TSCs
+    let mut spreading = labelled("ns/a", 100, &[("app", "pod-label")]);
+    spreading.constraints.spreads.push(zone_spread(None));
+    assert_eq!(
+        by_effective_zone(
+            vec![spreading],
+            vec![
+                node_with_labelled_pod("z1", 0, Some(zone_spread(None))),
+                node_with_labelled_pod("z2", 0, Some(zone_spread(None))),
+            ]
+        ),
+        counts(&[("z3", 1)])
+    );
+    let two_per_zone: Vec<ExistingNode> = ZONES
+        .iter()
+        .flat_map(|z| (0..2).map(move |i| node_with_labelled_pod(z, i, None)))
+        .collect();
+    // when TSC is unsatisfiable (minDomains 4 of 3 zones: the minimum counts as 0)
+    let mut unsatisfiable = pod("ns/a", 100, GIB);
+    unsatisfiable.constraints.spreads.push(zone_spread(Some(4)));
+    assert_eq!(
+        by_effective_zone(vec![unsatisfiable], two_per_zone.clone()),
+        counts(&[("none", 1)])
+    );
+    // when pod affinity is unsatisfiable
+    let mut lonely = pod("ns/a", 100, GIB);
+    lonely
+        .constraints
+        .affinity
+        .push(term(LABEL_TOPOLOGY_ZONE, "nonexistent", "label"));
+    assert_eq!(
+        by_effective_zone(vec![lonely], vec![]),
+        counts(&[("none", 1)])
+    );
+    // when pod anti-affinity is unsatisfiable
+    assert_eq!(
+        by_effective_zone(vec![avoider], two_per_zone),
+        counts(&[("none", 1)])
+    );
+}
+
+/// Karpenter counts pending pods only: the pods of a node going away are placed but not
+/// counted, and a zone requirement listing zones no term allows leaves `none`.
+#[test]
+fn pods_of_nodes_going_away_are_not_counted_by_effective_zone() {
+    let mut old = node("old", "z1", "4", "16Gi");
+    old.going_away = true;
+    old.pods.push(pod("ns/moving", 1000, GIB));
+    let mut pinned = pod("ns/pinned", 100, GIB);
+    pinned.constraints.node_selector =
+        Requirements::from_labels(&labels(&[(LABEL_TOPOLOGY_ZONE, "z1")]));
+    pinned
+        .constraints
+        .anti_affinity
+        .push(term(LABEL_TOPOLOGY_ZONE, "app", "pod-label"));
+    assert_eq!(
+        by_effective_zone(
+            vec![pod("ns/new", 100, GIB), pinned],
+            vec![old, node_with_labelled_pod("z1", 0, None)]
+        ),
+        counts(&[("flexible", 1), ("none", 1)])
+    );
+}

@@ -7,7 +7,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::taints::first_untolerated;
 
 use super::dense::{fits, fits_on};
-use super::profiles::{Profile, TopoKey};
+use super::profiles::{Profile, SpreadUse, TermUse, TopoKey};
 use super::state::{BinKind, Claim, PoolType, min_values_shortfall};
 use super::zones::{ZoneMask, bit, indices};
 use super::{Engine, Plan, Why};
@@ -223,44 +223,13 @@ impl Engine<'_> {
     ) -> ZoneMask {
         let mut allowed = candidates;
         for s in prof.spreads.iter().filter(|s| s.key == key) {
-            let g = &self.catalog.groups[s.group as usize];
-            let mut min = i64::MAX;
-            let mut domains = 0;
-            for z in indices(eligible) {
-                domains += 1;
-                min = min.min(i64::from(g.domain_matched.get(z).copied().unwrap_or(0)));
-            }
-            if domains == 0 || domains < s.min_domains {
-                min = 0;
-            }
-            let add = i64::from(s.self_match);
-            for z in indices(allowed) {
-                if i64::from(g.domain_matched.get(z).copied().unwrap_or(0)) + add - min > s.max_skew
-                {
-                    allowed &= !bit(z);
-                }
-            }
+            allowed = self.spread_allows(s, eligible, allowed);
         }
         for t in prof.affinity.iter().filter(|t| t.key == key) {
-            let g = &self.catalog.groups[t.group as usize];
-            let zonal_total: u64 = g.domain_matched.iter().map(|c| u64::from(*c)).sum();
-            if zonal_total > 0 {
-                for z in indices(allowed) {
-                    if g.domain_matched.get(z).copied().unwrap_or(0) == 0 {
-                        allowed &= !bit(z);
-                    }
-                }
-            } else if g.total_matched > 0 || !t.self_match {
-                allowed = 0;
-            }
+            allowed = self.affinity_allows(t, allowed);
         }
         for t in prof.anti.iter().filter(|t| t.key == key) {
-            let g = &self.catalog.groups[t.group as usize];
-            for z in indices(allowed) {
-                if g.domain_matched.get(z).copied().unwrap_or(0) > 0 {
-                    allowed &= !bit(z);
-                }
-            }
+            allowed = self.anti_allows(t, allowed);
         }
         for gid in &self.catalog.classes[class as usize].matched_by_anti {
             let g = &self.catalog.groups[*gid as usize];
@@ -271,6 +240,70 @@ impl Engine<'_> {
                 if g.domain_owners.get(z).copied().unwrap_or(0) > 0 {
                     allowed &= !bit(z);
                 }
+            }
+        }
+        allowed
+    }
+
+    /// The domains of `candidates` a spread leaves the pod: those where its group's count (with
+    /// the pod, when it matches its own selector) stays within the skew of the least count over
+    /// `eligible` (0 when fewer than its minimum domains are eligible).
+    pub(super) fn spread_allows(
+        &self,
+        s: &SpreadUse,
+        eligible: ZoneMask,
+        candidates: ZoneMask,
+    ) -> ZoneMask {
+        let g = &self.catalog.groups[s.group as usize];
+        let count = |z: usize| i64::from(g.domain_matched.get(z).copied().unwrap_or(0));
+        let mut min = i64::MAX;
+        let mut domains = 0;
+        for z in indices(eligible) {
+            domains += 1;
+            min = min.min(count(z));
+        }
+        if domains == 0 || domains < s.min_domains {
+            min = 0;
+        }
+        let add = i64::from(s.self_match);
+        let mut allowed = candidates;
+        for z in indices(candidates) {
+            if count(z) + add - min > s.max_skew {
+                allowed &= !bit(z);
+            }
+        }
+        allowed
+    }
+
+    /// The domains of `candidates` a required pod affinity term leaves the pod: those holding a
+    /// matching pod; when no pod with a known domain matches, every one if the pod is the first
+    /// of a group selecting itself, else none.
+    pub(super) fn affinity_allows(&self, t: &TermUse, candidates: ZoneMask) -> ZoneMask {
+        let g = &self.catalog.groups[t.group as usize];
+        let zonal_total: u64 = g.domain_matched.iter().map(|c| u64::from(*c)).sum();
+        if zonal_total > 0 {
+            let mut allowed = candidates;
+            for z in indices(candidates) {
+                if g.domain_matched.get(z).copied().unwrap_or(0) == 0 {
+                    allowed &= !bit(z);
+                }
+            }
+            allowed
+        } else if g.total_matched > 0 || !t.self_match {
+            0
+        } else {
+            candidates
+        }
+    }
+
+    /// The domains of `candidates` a required anti-affinity term leaves the pod: those holding
+    /// no matching pod.
+    pub(super) fn anti_allows(&self, t: &TermUse, candidates: ZoneMask) -> ZoneMask {
+        let g = &self.catalog.groups[t.group as usize];
+        let mut allowed = candidates;
+        for z in indices(candidates) {
+            if g.domain_matched.get(z).copied().unwrap_or(0) > 0 {
+                allowed &= !bit(z);
             }
         }
         allowed

@@ -3,6 +3,7 @@
 //! known to reject a class are not looked at again.
 
 mod dense;
+mod effective_zone;
 mod explain;
 mod fit;
 mod label_fit;
@@ -26,6 +27,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::{CPU, MEMORY, Resources};
 
 use dense::{Dense, ResourceTable, add_into, fits, sub_into};
+pub use effective_zone::{FLEXIBLE_ZONE, NO_ZONE};
 use labels::LabelKeys;
 pub use pool_cache::PoolCache;
 use profiles::{Catalog, TopoKey};
@@ -180,7 +182,8 @@ pub fn schedule_cached(
 }
 
 /// [`schedule_cached`], telling `progress` how many pods it has still to try as it goes (all
-/// of them once prepared, 0 when done). Same result.
+/// of them once prepared, 0 when done) and, when done, its pending pods by effective zone.
+/// Same result.
 pub fn schedule_observed(
     input: &SimulationInput,
     cache: &mut PoolCache,
@@ -189,7 +192,10 @@ pub fn schedule_observed(
     // Every pod waits while the NodePools are prepared.
     progress.set_queue_depth(input.pods.len());
     let mut engine = Engine::new(input, cache)?;
+    // As the topology stands before any pod is placed; told once the simulation is done.
+    let by_zone = engine.pending_by_effective_zone();
     engine.run(progress);
+    progress.set_pending_by_effective_zone(by_zone);
     Ok(engine.result())
 }
 

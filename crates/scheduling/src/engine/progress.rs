@@ -1,12 +1,16 @@
-//! How far a simulation under way is: the pods it has still to try, read by another thread
-//! while it runs (Karpenter's `karpenter_scheduler_queue_depth`).
+//! What a running simulation tells whoever watches it: the pods it has still to try, and once
+//! done, its pending pods by effective zone.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-/// The pods a running simulation has still to try; shared with whoever watches it.
+/// The pods a running simulation has still to try, and what it found of its pending pods;
+/// shared with whoever watches it.
 #[derive(Debug, Default)]
 pub struct SolveProgress {
     queue_depth: AtomicUsize,
+    pending_by_effective_zone: Mutex<BTreeMap<String, u32>>,
 }
 
 impl SolveProgress {
@@ -17,5 +21,21 @@ impl SolveProgress {
 
     pub(super) fn set_queue_depth(&self, pods: usize) {
         self.queue_depth.store(pods, Ordering::Relaxed);
+    }
+
+    /// The pending pods given to the simulation by effective zone (a zone's name, `flexible`
+    /// or `none`; see the engine's `effective_zone`), once it finished; empty before.
+    pub fn pending_by_effective_zone(&self) -> BTreeMap<String, u32> {
+        self.pending_by_effective_zone
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(super) fn set_pending_by_effective_zone(&self, counts: BTreeMap<String, u32>) {
+        *self
+            .pending_by_effective_zone
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = counts;
     }
 }

@@ -349,10 +349,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
     ("karpenter_consolidation_score", "not exported"),
     ("karpenter_consolidation_moves_total", "not exported"),
     (
-        "karpenter_scheduler_pending_pods_by_effective_zone_count",
-        "not exported",
-    ),
-    (
         "karpenter_interruption_instance_status_unhealthy_total",
         "not exported",
     ),

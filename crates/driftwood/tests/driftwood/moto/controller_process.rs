@@ -249,20 +249,7 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
     // matching parser with every family typed (counters not `unknown`), the same families.
     let (text_type, text) = content_type_and_body(&metrics);
     assert_eq!(text_type, "text/plain; version=0.0.4; charset=utf-8");
-    let (open_type, open) = content_type_and_body(
-        &http_get_accepting(
-            metrics_port,
-            "/metrics",
-            Some("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"),
-        )
-        .unwrap(),
-    );
-    assert_eq!(
-        open_type,
-        "application/openmetrics-text; version=1.0.0; charset=utf-8"
-    );
     let from_text = python_metric_families(&text, false);
-    let from_open = python_metric_families(&open, true);
     assert!(
         from_text.contains(&"karpenter_nodeclaims_created counter".to_string()),
         "{from_text:?}"
@@ -273,7 +260,57 @@ fn the_controller_binary_runs_against_a_cluster_and_moto() {
             .all(|f| !f.ends_with(" unknown") && !f.ends_with(" untyped")),
         "{from_text:?}"
     );
-    assert_eq!(from_text, from_open);
+    // The same families in both formats. The two scrapes are moments apart while the
+    // controller works, so a pair that differs is scraped again (both formats, back to back)
+    // before it counts as a difference; the last pair's differing families are shown with
+    // their lines.
+    let scrape_pair = || {
+        let text = content_type_and_body(&http_get(metrics_port, "/metrics").unwrap()).1;
+        let (open_type, open) = content_type_and_body(
+            &http_get_accepting(
+                metrics_port,
+                "/metrics",
+                Some("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"),
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            open_type,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8"
+        );
+        (text, open)
+    };
+    let mut differences = String::new();
+    for _ in 0..3 {
+        let (text, open) = scrape_pair();
+        let from_text = python_metric_families(&text, false);
+        let from_open = python_metric_families(&open, true);
+        if from_text == from_open {
+            differences.clear();
+            break;
+        }
+        let only = |a: &[String], b: &[String]| -> Vec<String> {
+            a.iter().filter(|f| !b.contains(f)).cloned().collect()
+        };
+        let (only_text, only_open) = (only(&from_text, &from_open), only(&from_open, &from_text));
+        let lines_of = |body: &str, families: &[String]| -> Vec<String> {
+            let names: Vec<&str> = families
+                .iter()
+                .filter_map(|f| f.split(' ').next())
+                .collect();
+            body.lines()
+                .filter(|l| names.iter().any(|n| l.contains(n)))
+                .take(40)
+                .map(str::to_string)
+                .collect()
+        };
+        differences = format!(
+            "families only in the text scrape: {only_text:?}\n{:#?}\nonly in the OpenMetrics scrape: {only_open:?}\n{:#?}",
+            lines_of(&text, &only_text),
+            lines_of(&open, &only_open),
+        );
+    }
+    assert!(differences.is_empty(), "{differences}");
     // The AWS calls it made through the SDK, per operation, as Karpenter's aws-sdk-go metrics;
     // and its requests to the API server, as client-go's.
     let count = |series: &str| -> f64 {
