@@ -13,11 +13,10 @@ use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
-use prometheus_client::metrics::MetricType;
+use driftwood_cloud::metric_registry::DeclaredRegistry;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 use std::time::Instant;
 
 /// Label pairs of one series.
@@ -56,45 +55,35 @@ impl Default for SdkMetrics {
 }
 
 impl SdkMetrics {
-    /// Registers the families in `registry`; returns their names and types.
-    pub fn register(&self, registry: &mut Registry) -> Vec<(&'static str, MetricType)> {
-        registry.register(
+    /// Registers the families in `registry`.
+    pub fn register(&self, registry: &mut DeclaredRegistry) {
+        registry.metric(
             "aws_sdk_go_request",
             "AWS API operation calls (retries included in one call), by service, action and \
              the final HTTP status code",
             self.requests.clone(),
         );
-        registry.register(
+        registry.metric(
             "aws_sdk_go_request_attempt",
             "AWS API attempts (each retry is one), by service, action and the attempt's HTTP \
              status code",
             self.attempts.clone(),
         );
-        registry.register(
+        registry.metric(
             "aws_sdk_go_request_duration_seconds",
             "Latency of AWS API operation calls, retries and their backoff included",
             self.duration.clone(),
         );
-        registry.register(
+        registry.metric(
             "aws_sdk_go_request_attempt_duration_seconds",
             "Latency of AWS API attempts, by the call's final status code",
             self.attempt_duration.clone(),
         );
-        registry.register(
+        registry.metric(
             "aws_sdk_go_request_retry_count",
             "Retries per AWS API operation call",
             self.retries.clone(),
         );
-        vec![
-            ("aws_sdk_go_request", MetricType::Counter),
-            ("aws_sdk_go_request_attempt", MetricType::Counter),
-            ("aws_sdk_go_request_duration_seconds", MetricType::Histogram),
-            (
-                "aws_sdk_go_request_attempt_duration_seconds",
-                MetricType::Histogram,
-            ),
-            ("aws_sdk_go_request_retry_count", MetricType::Histogram),
-        ]
     }
 
     /// One operation call of `action` on `service` is over: its attempts' status codes and
@@ -245,9 +234,10 @@ mod tests {
     #[test]
     fn a_call_counts_once_and_each_attempt_once_by_its_own_code() {
         let metrics = SdkMetrics::default();
-        let mut registry = Registry::default();
-        let declared = metrics.register(&mut registry);
-        assert_eq!(declared.len(), 5);
+        let mut registry = DeclaredRegistry::new();
+        metrics.register(&mut registry);
+        assert_eq!(registry.declared().len(), 5);
+        let (registry, _) = registry.into_parts();
         // Throttled twice, then answered.
         metrics.record(
             "EC2",

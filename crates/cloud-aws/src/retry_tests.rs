@@ -98,7 +98,7 @@ async fn throttled_calls_are_retried_and_pages_followed() {
     ])
     .await;
     let metrics = SdkMetrics::default();
-    let mut registry = prometheus_client::registry::Registry::default();
+    let mut registry = driftwood_cloud::metric_registry::DeclaredRegistry::new();
     metrics.register(&mut registry);
     let subnets = ec2(&url, 4, &metrics)
         .await
@@ -116,7 +116,7 @@ async fn throttled_calls_are_retried_and_pages_followed() {
     assert!(seen[3].contains("NextToken=token-2") && seen[4].contains("NextToken=token-2"));
     // Two calls (one per page), five attempts: the throttling shows per attempt.
     let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
     let series = "{service=\"EC2\",action=\"DescribeSubnets\",code=";
     for line in [
         format!("aws_sdk_go_request_total{series}\"200\"}} 2"),

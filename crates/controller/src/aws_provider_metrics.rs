@@ -14,16 +14,8 @@ use std::sync::Arc;
 
 use driftwood_aws::failure_counts::FailureCounts;
 
-/// The metric names this module registers, with their types.
-pub const FAMILIES: [(&str, MetricType); 4] = [
-    (
-        "karpenter_cloudprovider_batcher_batch_time_seconds",
-        MetricType::Histogram,
-    ),
-    (
-        "karpenter_cloudprovider_batcher_batch_size",
-        MetricType::Histogram,
-    ),
+/// The failure counters [`FailureCounters`] writes at scrape time.
+const FAILURES: [(&str, MetricType); 2] = [
     (
         "karpenter_cloudprovider_instance_launch_failures",
         MetricType::Counter,
@@ -41,7 +33,7 @@ pub struct FailureCounters(pub Arc<FailureCounts>);
 impl Collector for FailureCounters {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let mut family = encoder.encode_descriptor(
-            FAMILIES[2].0,
+            FAILURES[0].0,
             "Number of instance launch (CreateFleet offering) failures, dimensioned by \
              availability zone, zone ID, capacity type, and launch failure reason.",
             None,
@@ -57,7 +49,7 @@ impl Collector for FailureCounters {
             ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
         }
         let mut family = encoder.encode_descriptor(
-            FAMILIES[3].0,
+            FAILURES[1].0,
             "Number of instance termination (TerminateInstances) failures, dimensioned by \
              availability zone and zone ID.",
             None,
@@ -81,18 +73,17 @@ pub fn source(
     batchers: driftwood_aws::batcher::BatcherMetrics,
 ) -> crate::metrics::ExternalFamilies {
     Arc::new(move |registry| {
-        registry.register(
-            FAMILIES[0].0,
+        registry.metric(
+            "karpenter_cloudprovider_batcher_batch_time_seconds",
             "Duration of the batching window per batcher",
             batchers.window.clone(),
         );
-        registry.register(
-            FAMILIES[1].0,
+        registry.metric(
+            "karpenter_cloudprovider_batcher_batch_size",
             "Size of the request batch per batcher",
             batchers.size.clone(),
         );
-        registry.register_collector(Box::new(FailureCounters(counts.clone())));
-        FAMILIES.to_vec()
+        registry.collector(&FAILURES, Box::new(FailureCounters(counts.clone())));
     })
 }
 
@@ -100,14 +91,14 @@ pub fn source(
 mod tests {
     use super::*;
     use driftwood_aws::failure_counts::{LaunchFailure, TerminationFailure};
-    use prometheus_client::registry::Registry;
+    use driftwood_cloud::metric_registry::DeclaredRegistry;
 
     #[test]
     fn counts_are_exported_with_karpenters_labels() {
         let counts = Arc::new(FailureCounts::default());
-        let mut registry = Registry::default();
-        let declared = source(counts.clone(), Default::default())(&mut registry);
-        assert_eq!(declared.len(), 4);
+        let mut registry = DeclaredRegistry::new();
+        source(counts.clone(), Default::default())(&mut registry);
+        assert_eq!(registry.declared().len(), 4);
         counts.launch_failed(LaunchFailure {
             zone: "us-west-2a".into(),
             zone_id: "usw2-az1".into(),
@@ -119,7 +110,7 @@ mod tests {
             zone_id: "usw2-az2".into(),
         });
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
         assert!(
             text.contains(
                 "karpenter_cloudprovider_instance_launch_failures_total{zone=\"us-west-2a\",zone_id=\"usw2-az1\",capacity_type=\"on-demand\",reason=\"RequestLimitExceeded\"} 1\n"

@@ -3,7 +3,6 @@
 //! sends, and `client_go_request_duration_seconds{verb,group,version,kind,subresource}` for each
 //! that is not a watch, kept by a tower layer on that client.
 
-use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -35,29 +34,16 @@ impl Default for ClientMetrics {
     }
 }
 
-/// The names registered, with their types.
-pub const FAMILIES: [(&str, MetricType); 2] = [
-    ("client_go_request", MetricType::Counter),
-    ("client_go_request_duration_seconds", MetricType::Histogram),
-];
-
 impl ClientMetrics {
-    /// Registers the families in `registry`; `declare` is told each name and type.
-    pub fn register(
-        &self,
-        registry: &mut prometheus_client::registry::Registry,
-        mut declare: impl FnMut(&'static str, MetricType),
-    ) {
-        for (name, kind) in FAMILIES {
-            declare(name, kind);
-        }
-        registry.register(
+    /// Registers the families in `registry`.
+    pub fn register(&self, registry: &mut driftwood_cloud::metric_registry::DeclaredRegistry) {
+        registry.metric(
             "client_go_request",
             "Requests to the Kubernetes API server, by status code (<error> when no answer \
              came) and HTTP method",
             self.requests.clone(),
         );
-        registry.register(
+        registry.metric(
             "client_go_request_duration_seconds",
             "Latency of requests to the Kubernetes API server (watches left out), by verb, \
              group, version, kind (the resource) and subresource",
@@ -293,8 +279,8 @@ mod tests {
     #[tokio::test]
     async fn each_request_is_counted_by_code_and_timed_unless_a_watch() {
         let metrics = ClientMetrics::default();
-        let mut registry = prometheus_client::registry::Registry::default();
-        metrics.register(&mut registry, |_, _| {});
+        let mut registry = driftwood_cloud::metric_registry::DeclaredRegistry::new();
+        metrics.register(&mut registry);
         let layer = ClientMetricsLayer::new(metrics);
         let send = |code: Option<u16>, method: http::Method, uri: &str| {
             let mut service = layer.layer(Answer(code));
@@ -324,7 +310,7 @@ mod tests {
         assert!(send(Some(200), http::Method::GET, "/api/v1/pods?watch=true").await);
         assert!(!send(None, http::Method::PATCH, "/api/v1/nodes/n-1").await);
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
         for line in [
             "client_go_request_total{code=\"201\",method=\"POST\"} 1",
             "client_go_request_total{code=\"429\",method=\"POST\"} 1",

@@ -33,10 +33,10 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 
 use crate::metrics::Labels;
 use crate::state::Snapshot;
+use driftwood_cloud::metric_registry::DeclaredRegistry;
 
 /// The kinds whose conditions Karpenter's operatorpkg controllers observe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -388,11 +388,8 @@ fn pairs(list: &[(&str, &str)]) -> Labels {
 }
 
 impl ConditionMetrics {
-    /// The families, registered in `registry`; `declare` notes each name and type.
-    pub fn register(
-        registry: &mut Registry,
-        mut declare: impl FnMut(&'static str, MetricType),
-    ) -> Self {
+    /// The families, registered in `registry`.
+    pub fn register(registry: &mut DeclaredRegistry) -> Self {
         let metrics = Self {
             by_kind: StatusKind::ALL
                 .into_iter()
@@ -406,20 +403,17 @@ impl ConditionMetrics {
             .map(|(kind, f)| (kind.family_names(), f))
             .chain(std::iter::once((DEPRECATED_FAMILIES, &metrics.deprecated)));
         for ([transitions, transition_seconds, termination], f) in families {
-            declare(transitions, MetricType::Counter);
-            registry.register(
+            registry.metric(
                 transitions,
                 "The count of transitions of a given object, type and status.",
                 f.transitions.clone(),
             );
-            declare(transition_seconds, MetricType::Histogram);
-            registry.register(
+            registry.metric(
                 transition_seconds,
                 "The amount of time a condition was in a given state before transitioning.",
                 f.transition_seconds.clone(),
             );
-            declare(termination, MetricType::Histogram);
-            registry.register(
+            registry.metric(
                 termination,
                 "The amount of time taken by an object to terminate completely.",
                 f.termination_seconds.clone(),
@@ -724,11 +718,10 @@ mod tests {
 
     #[test]
     fn transitions_and_terminations_feed_the_kind_and_the_deprecated_families() {
-        let mut registry = Registry::default();
-        let mut declared = Vec::new();
-        let metrics = ConditionMetrics::register(&mut registry, |n, t| declared.push((n, t)));
+        let mut registry = DeclaredRegistry::new();
+        let metrics = ConditionMetrics::register(&mut registry);
         assert_eq!(
-            declared.len(),
+            registry.declared().len(),
             15,
             "3 families for 4 kinds and the deprecated ones"
         );
@@ -738,7 +731,7 @@ mod tests {
         metrics.record(Some(&old), Some(&new), at(30));
         metrics.record(Some(&new), None, at(100));
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
         for line in [
             r#"operator_nodeclaim_status_condition_transitions_total{type="Ready",status="True",reason="Ready",karpenter_k8s_aws_ec2nodeclass="default",karpenter_sh_nodepool="default"} 1"#,
             r#"operator_status_condition_transitions_total{type="Ready",status="Unknown",reason="",group="karpenter.sh",kind="NodeClaim"} 1"#,
@@ -751,7 +744,7 @@ mod tests {
         // Deleted without having been seen deleting: no termination to time.
         metrics.record(Some(&old), None, at(200));
         let mut again = String::new();
-        prometheus_client::encoding::text::encode(&mut again, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut again, registry.registry()).unwrap();
         assert!(again.contains(r#"operator_termination_duration_seconds_count{group="karpenter.sh",kind="NodeClaim"} 1"#));
     }
 

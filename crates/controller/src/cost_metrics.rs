@@ -31,6 +31,9 @@ use crate::state_metrics::StateGauges;
 pub const COST: &str = "karpenter_nodepools_cost_total";
 /// The error counter's name, without the `_total` the encoder adds.
 pub const ERRORS: &str = "karpenter_nodepools_cost_tracker_errors";
+/// The families the collector writes.
+pub const FAMILIES: [(&str, MetricType); 2] =
+    [(COST, MetricType::Gauge), (ERRORS, MetricType::Counter)];
 
 /// The collector: the cluster state the scrape observed (and whether the cache was synced
 /// then), each pool's newest catalog, and the NodeClaims already counted as errors.
@@ -205,7 +208,8 @@ mod tests {
     /// NodePool gone is an error, counted once, and only once the cache is synced.
     #[test]
     fn each_pool_costs_what_its_launched_claims_run_on() {
-        let cloud = CloudMetrics::register(&mut Registry::default(), |_, _| {});
+        let cloud =
+            CloudMetrics::register(&mut driftwood_cloud::metric_registry::DeclaredRegistry::new());
         let mut m5 = driftwood_scheduling::testkit::fake_instance_types(1)
             .into_iter()
             .next()

@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 use driftwood_api::{NodeClaim, NodePool};
+use driftwood_cloud::metric_registry::DeclaredRegistry;
 use driftwood_cloud::{CloudDrift, CloudError, CloudProvider, OfferingKey};
 use driftwood_scheduling::InstanceType;
 use prometheus_client::collector::Collector;
@@ -72,13 +73,8 @@ pub struct CloudMetrics {
     catalogs: Catalogs,
 }
 
-/// The names registered here, with their types.
-pub const FAMILIES: [(&str, MetricType); 6] = [
-    (
-        "karpenter_cloudprovider_duration_seconds",
-        MetricType::Histogram,
-    ),
-    ("karpenter_cloudprovider_errors", MetricType::Counter),
+/// The instance-type gauges [`InstanceTypeGauges`] writes at scrape time.
+const INSTANCE_TYPE_GAUGES: [(&str, MetricType); 4] = [
     (
         "karpenter_cloudprovider_instance_type_cpu_cores",
         MetricType::Gauge,
@@ -98,31 +94,28 @@ pub const FAMILIES: [(&str, MetricType); 6] = [
 ];
 
 impl CloudMetrics {
-    /// The families, registered in `registry`; `declare` is told each name and type.
-    pub fn register(
-        registry: &mut prometheus_client::registry::Registry,
-        mut declare: impl FnMut(&'static str, MetricType),
-    ) -> Self {
+    /// The families, registered in `registry`.
+    pub fn register(registry: &mut DeclaredRegistry) -> Self {
         let metrics = Self {
             duration: Family::new_with_constructor(default_buckets),
             errors: Family::default(),
             catalogs: Catalogs::default(),
         };
-        for (name, kind) in FAMILIES {
-            declare(name, kind);
-        }
-        registry.register(
+        registry.metric(
             "karpenter_cloudprovider_duration_seconds",
             "Duration of cloud provider calls, by controller, method and provider",
             metrics.duration.clone(),
         );
-        registry.register(
+        registry.metric(
             "karpenter_cloudprovider_errors",
             "Errors returned by cloud provider calls, by controller, method, provider and \
              error kind",
             metrics.errors.clone(),
         );
-        registry.register_collector(Box::new(InstanceTypeGauges(metrics.catalogs.clone())));
+        registry.collector(
+            &INSTANCE_TYPE_GAUGES,
+            Box::new(InstanceTypeGauges(metrics.catalogs.clone())),
+        );
         metrics
     }
 
@@ -191,7 +184,7 @@ impl Collector for InstanceTypeGauges {
         // no such label.
         let per_type: [ScrapedGauge<InstanceType>; 2] = [
             (
-                "karpenter_cloudprovider_instance_type_cpu_cores",
+                INSTANCE_TYPE_GAUGES[0].0,
                 "vCPUs of an instance type, as EC2 describes it",
                 |t| {
                     described(t, "karpenter.k8s.aws/instance-cpu", 1.0).unwrap_or_else(|| {
@@ -200,7 +193,7 @@ impl Collector for InstanceTypeGauges {
                 },
             ),
             (
-                "karpenter_cloudprovider_instance_type_memory_bytes",
+                INSTANCE_TYPE_GAUGES[1].0,
                 "Memory of an instance type in bytes, as EC2 describes it (before the VM \
                  overhead)",
                 |t| {
@@ -237,13 +230,13 @@ impl Collector for InstanceTypeGauges {
         }
         let per_offering: [ScrapedGauge<OfferingFigures>; 2] = [
             (
-                "karpenter_cloudprovider_instance_type_offering_available",
+                INSTANCE_TYPE_GAUGES[2].0,
                 "1 when an offering (instance type, zone, capacity type) can be launched now, \
                  else 0",
                 |(available, _)| f64::from(u8::from(*available)),
             ),
             (
-                "karpenter_cloudprovider_instance_type_offering_price_estimate",
+                INSTANCE_TYPE_GAUGES[3].0,
                 "The estimated hourly price of an offering",
                 |(_, price)| *price,
             ),
@@ -383,8 +376,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_is_labelled_with_the_controller_whose_pass_made_it() {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = CloudMetrics::register(&mut registry, |_, _| {});
+        let mut registry = DeclaredRegistry::new();
+        let metrics = CloudMetrics::register(&mut registry);
         assert_eq!(current_controller(), "");
         CONTROLLER
             .scope("drift", async {
@@ -398,7 +391,7 @@ mod tests {
             })
             .await;
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
         assert!(text.contains(
             "karpenter_cloudprovider_duration_seconds_count{controller=\"drift\",method=\"IsDrifted\",provider=\"aws\"} 2"
         ), "{text}");
@@ -446,8 +439,8 @@ mod tests {
 
     #[test]
     fn instance_types_are_exported_from_each_pools_newest_catalog() {
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = CloudMetrics::register(&mut registry, |_, _| {});
+        let mut registry = DeclaredRegistry::new();
+        let metrics = CloudMetrics::register(&mut registry);
         let general = Arc::new(vec![instance_type(
             "m5.large",
             2,
@@ -474,7 +467,7 @@ mod tests {
         metrics.keep_catalog("general", &general);
         metrics.keep_catalog("batch", &batch);
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
         for line in [
             "karpenter_cloudprovider_instance_type_cpu_cores{instance_type=\"c5.xlarge\"} 4.0",
             "karpenter_cloudprovider_instance_type_memory_bytes{instance_type=\"c5.xlarge\"} 8589934592.0",
@@ -498,7 +491,7 @@ mod tests {
         // A newer catalog replaces the pool's old one: the spot offering is gone.
         metrics.keep_catalog("general", &Arc::new(vec![]));
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
         assert!(!text.contains("capacity_type=\"spot\""), "{text}");
     }
 }

@@ -13,14 +13,13 @@ use std::sync::atomic::AtomicU64;
 
 use crate::state_metrics::StateGauges;
 use crate::summary::Summary;
+use driftwood_cloud::metric_registry::DeclaredRegistry;
 
 /// Label pairs of one series.
 pub type Labels = Vec<(String, String)>;
 
-/// Families another crate keeps (the AWS SDK's request metrics): registers them in a registry
-/// and returns their names and types.
-pub type ExternalFamilies =
-    Arc<dyn Fn(&mut Registry) -> Vec<(&'static str, MetricType)> + Send + Sync>;
+/// Families another crate keeps (the AWS SDK's request metrics): registers them in a registry.
+pub type ExternalFamilies = Arc<dyn Fn(&mut DeclaredRegistry) + Send + Sync>;
 
 /// What feeds a process's metrics besides its controllers: the request families its Kubernetes
 /// client counts into ([`crate::client_metrics::ClientMetricsLayer`]), and families kept
@@ -199,25 +198,6 @@ pub struct Metrics {
     declared: Arc<Vec<(&'static str, MetricType)>>,
 }
 
-/// Registers `metric` as `name` and notes it in `declared`.
-fn declare<
-    M: prometheus_client::metrics::TypedMetric
-        + prometheus_client::encoding::EncodeMetric
-        + Send
-        + Sync
-        + std::fmt::Debug
-        + 'static,
->(
-    registry: &mut Registry,
-    declared: &mut Vec<(&'static str, MetricType)>,
-    name: &'static str,
-    help: &str,
-    metric: M,
-) {
-    declared.push((name, M::TYPE));
-    registry.register(name, help, metric);
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -233,31 +213,21 @@ impl Metrics {
     /// The metrics of a process fed by `sources` too.
     pub fn with_sources(sources: MetricSources) -> Self {
         let MetricSources { client, external } = sources;
-        let mut registry = Registry::default();
-        let mut declared = Vec::new();
-        let conditions =
-            crate::condition_metrics::ConditionMetrics::register(&mut registry, |name, kind| {
-                declared.push((name, kind))
-            });
-        let loops = crate::workqueue_metrics::LoopMetrics::register(&mut registry, |name, kind| {
-            declared.push((name, kind))
-        });
-        let cloud = crate::metered_cloud::CloudMetrics::register(&mut registry, |name, kind| {
-            declared.push((name, kind))
-        });
-        client.register(&mut registry, |name, kind| declared.push((name, kind)));
+        let mut registry = DeclaredRegistry::new();
+        let conditions = crate::condition_metrics::ConditionMetrics::register(&mut registry);
+        let loops = crate::workqueue_metrics::LoopMetrics::register(&mut registry);
+        let cloud = crate::metered_cloud::CloudMetrics::register(&mut registry);
+        client.register(&mut registry);
         let state_gauges = StateGauges::default();
         let cost = crate::cost_metrics::NodePoolCost::new(state_gauges.clone(), cloud.clone());
-        registry.register_collector(Box::new(cost.clone()));
-        declared.extend([
-            (crate::cost_metrics::COST, MetricType::Gauge),
-            (crate::cost_metrics::ERRORS, MetricType::Counter),
-        ]);
+        registry.collector(&crate::cost_metrics::FAMILIES, Box::new(cost.clone()));
         let scheduler_progress = crate::scheduler_metrics::SchedulerProgress::default();
-        registry.register_collector(Box::new(scheduler_progress.clone()));
-        declared.extend(crate::scheduler_metrics::FAMILIES);
+        registry.collector(
+            &crate::scheduler_metrics::FAMILIES,
+            Box::new(scheduler_progress.clone()),
+        );
         for families in &external {
-            declared.extend(families(&mut registry));
+            families(&mut registry);
         }
         let metrics = Self {
             client,
@@ -451,161 +421,121 @@ impl Metrics {
             ),
         ];
         for (name, help, family) in counters {
-            declare(&mut registry, &mut declared, name, help, family.clone());
+            registry.metric(name, help, family.clone());
         }
-        registry.register_collector(Box::new(metrics.state_gauges.clone()));
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.collector(&[], Box::new(metrics.state_gauges.clone()));
+        registry.metric(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
             metrics.reconcile_time.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_voluntary_disruption_eligible_nodes",
             "Nodes eligible for disruption, by reason",
             metrics.voluntary_disruption_eligible_nodes.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_nodepools_allowed_disruptions",
             "The number of nodes of a NodePool that may be disrupting at once, by reason (its \
              active budgets' smallest limit; 2147483647 when none limits it)",
             metrics.nodepools_allowed_disruptions.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_nodepools_nodes_consuming_budgets",
             "The number of nodes of a NodePool consuming its disruption budget now, by reason",
             metrics.nodepools_nodes_consuming_budgets.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_voluntary_disruption_queue_failures",
             "Replacements of enqueued disruption commands that failed to initialize, by decision, \
              reason and consolidation type",
             metrics.voluntary_disruption_queue_failures.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "driftwood_nodepool_rollout_nodes",
             "A NodePool's live nodes by rollout state (up_to_date, drifted, disrupting; blocked \
              counts drifted nodes held by something other than a full budget), as its \
              status.rollout says",
             metrics.rollout_nodes.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "driftwood_nodepool_rollout_complete",
             "1 when every node of the NodePool is up to date and none is disrupting (the \
              RolloutComplete condition), else 0",
             metrics.rollout_complete.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "driftwood_nodepool_rollout_paused",
             "1 when the NodePool's rollout is paused (driftwood.sh/rollout-paused), else 0",
             metrics.rollout_paused.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "driftwood_nodepool_rollout_halted",
             "1 while the NodePool's rollout is halted by a failed health gate of its rollout \
              policy (until driftwood rollout resume), by gate, else 0",
             metrics.rollout_halted.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "driftwood_nodepool_rollout_wave",
             "The wave (from 1) the NodePool's rollout policy is in, while a rollout with waves \
              is under way",
             metrics.rollout_wave.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_scheduler_scheduling_duration_seconds",
             "Duration of scheduling simulations, by controller (provisioner)",
             metrics.scheduling_duration.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_scheduler_unschedulable_pods_count",
             "Pods the last provisioning simulation could not place, by controller",
             metrics.scheduler_unschedulable_pods.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_scheduler_ignored_pods_count",
             "Pods the last provisioning pass could not read (a malformed quantity, a negative \
              request), so did not simulate",
             metrics.scheduler_ignored_pods.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_build_info",
             "A constant 1, labeled by the version, toolchain, architecture and commit driftwood \
              was built from (Karpenter's label names)",
             metrics.build_info.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_nodepools_usage",
             "Resources provisioned for a NodePool (its status.resources), by nodepool and \
              resource type (cpu in cores, memory in bytes)",
             metrics.nodepools_usage.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_nodepools_limit",
             "A NodePool's spec.limits, by nodepool and resource type",
             metrics.nodepools_limit.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_cluster_state_node_count",
             "Nodes in the controller's cluster state",
             metrics.cluster_state_node_count.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_cluster_state_synced",
             "1 when the controller's cluster state has synced with the API server, else 0",
             metrics.cluster_state_synced.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_cluster_state_unsynced_time_seconds",
             "Seconds the cluster state has not been synced (0 once it is)",
             metrics.cluster_state_unsynced_time.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "leader_election_master_status",
             "1 while this replica holds the lease named by `name`, 0 while it stands by",
             metrics.leader_election_master_status.clone(),
         );
         metrics.observe_leading(false);
-        registry.register_collector(Box::new(crate::process_metrics::ProcessCollector));
+        registry.collector(&[], Box::new(crate::process_metrics::ProcessCollector));
         Metrics::set(
             &metrics.build_info,
             &[
@@ -619,86 +549,65 @@ impl Metrics {
             ],
             1,
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
             "Duration of a disruption method's evaluation, by reason and consolidation type",
             metrics.voluntary_disruption_evaluation_duration.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_nodes_lifetime_duration_seconds",
             "The lifetime of nodes, creation to the removal of their finalizer, by nodepool",
             metrics.node_lifetime.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_nodeclaims_termination_duration_seconds",
             "A NodeClaim's deletion to the removal of its finalizer, by nodepool",
             metrics.nodeclaim_termination.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_nodeclaims_instance_termination_duration_seconds",
             "The start of a NodeClaim's instance termination to the instance gone, by nodepool",
             metrics.instance_termination.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_pods_bound_duration_seconds",
             "The time from a pod's creation until it is bound to a node, for pods seen unbound",
             metrics.pod_bound.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_pods_provisioning_startup_duration_seconds",
             "The time from when Karpenter first thinks the pod can schedule until the pod is \
              running. Note: this calculated from a point in memory, not by the pod creation \
              timestamp.",
             metrics.pod_provisioning_startup.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_pods_provisioning_bound_duration_seconds",
             "The time from when Karpenter first thinks the pod can schedule until it binds. Note: \
              this calculated from a point in memory, not by the pod creation timestamp.",
             metrics.pod_provisioning_bound.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_pods_scheduling_decision_duration_seconds",
             "The time it takes for Karpenter to first try to schedule a pod after it's been seen.",
             metrics.pod_scheduling_decision.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "controller_runtime_conversion_webhook_panics",
             "Total number of conversion webhook panics (driftwood serves no conversion webhook)",
             metrics.conversion_webhook_panics.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_interruption_deleted_messages",
             "Interruption queue messages deleted after they were handled",
             metrics.interruption_deleted_messages.clone(),
         );
-        declare(
-            &mut registry,
-            &mut declared,
+        registry.metric(
             "karpenter_interruption_message_queue_duration_seconds",
             "Time from an interruption event to its message being handled and deleted",
             metrics.interruption_message_queue_duration.clone(),
         );
+        let (registry, declared) = registry.into_parts();
         Self {
             registry: Arc::new(registry),
             declared: Arc::new(declared),

@@ -117,8 +117,16 @@ impl SchedulerProgress {
 
 impl Collector for SchedulerProgress {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        // (controller, simulation id, pods still to try, seconds run while running)
-        let solves: Vec<(&'static str, String, i64, Option<f64>)> = self
+        // (controller, simulation id, pods still to try, seconds run while running, pending
+        // pods by effective zone once done), every controller's read under one lock.
+        type Seen = (
+            &'static str,
+            String,
+            i64,
+            Option<f64>,
+            BTreeMap<String, u32>,
+        );
+        let solves: Vec<Seen> = self
             .lock()
             .iter()
             .map(|(controller, solve)| {
@@ -127,6 +135,7 @@ impl Collector for SchedulerProgress {
                     solve.id.clone(),
                     i64::try_from(solve.progress.queue_depth()).unwrap_or(i64::MAX),
                     solve.running.then(|| solve.started.elapsed().as_secs_f64()),
+                    solve.progress.pending_by_effective_zone(),
                 )
             })
             .collect();
@@ -136,7 +145,7 @@ impl Collector for SchedulerProgress {
             None,
             MetricType::Gauge,
         )?;
-        for (controller, id, depth, _) in &solves {
+        for (controller, id, depth, _, _) in &solves {
             let labels = [("controller", *controller), ("scheduling_id", id.as_str())];
             ConstGauge::new(*depth).encode(family.encode_family(&labels)?)?;
         }
@@ -147,16 +156,11 @@ impl Collector for SchedulerProgress {
             None,
             MetricType::Gauge,
         )?;
-        for (controller, id, _, seconds) in &solves {
+        for (controller, id, _, seconds, _) in &solves {
             let Some(seconds) = seconds else { continue };
             let labels = [("controller", *controller), ("scheduling_id", id.as_str())];
             ConstGauge::new(*seconds).encode(family.encode_family(&labels)?)?;
         }
-        let by_zone: Vec<(&'static str, BTreeMap<String, u32>)> = self
-            .lock()
-            .iter()
-            .map(|(controller, solve)| (*controller, solve.progress.pending_by_effective_zone()))
-            .collect();
         let mut family = encoder.encode_descriptor(
             FAMILIES[2].0,
             "Pending pods of the controller's latest finished simulation by effective zone: the \
@@ -165,7 +169,7 @@ impl Collector for SchedulerProgress {
             None,
             MetricType::Gauge,
         )?;
-        for (controller, counts) in &by_zone {
+        for (controller, _, _, _, counts) in &solves {
             for (zone, pods) in counts {
                 let labels = [("controller", *controller), ("zone", zone.as_str())];
                 ConstGauge::new(i64::from(*pods)).encode(family.encode_family(&labels)?)?;

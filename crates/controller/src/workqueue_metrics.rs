@@ -6,6 +6,7 @@
 //! delay (its own requeue, or its backoff after failing) is a retry, as controller-runtime
 //! counts a delayed add (the period's timed pass is a resync, not counted).
 
+use driftwood_cloud::metric_registry::DeclaredRegistry;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -13,7 +14,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -58,28 +58,16 @@ pub struct LoopMetrics {
     running: Running,
 }
 
-/// The metric names this module registers, with their types.
-pub const FAMILIES: [(&str, MetricType); 12] = [
-    ("workqueue_adds", MetricType::Counter),
-    ("workqueue_depth", MetricType::Gauge),
-    ("workqueue_queue_duration_seconds", MetricType::Histogram),
-    ("workqueue_work_duration_seconds", MetricType::Histogram),
-    ("workqueue_retries", MetricType::Counter),
-    ("workqueue_unfinished_work_seconds", MetricType::Gauge),
+/// The gauges [`UnfinishedWork`] writes at scrape time, with their help.
+const UNFINISHED: [(&str, &str); 2] = [
+    (
+        "workqueue_unfinished_work_seconds",
+        "Seconds of work in passes running now (not yet observed in \
+         workqueue_work_duration_seconds), by controller",
+    ),
     (
         "workqueue_longest_running_processor_seconds",
-        MetricType::Gauge,
-    ),
-    ("controller_runtime_active_workers", MetricType::Gauge),
-    (
-        "controller_runtime_max_concurrent_reconciles",
-        MetricType::Gauge,
-    ),
-    ("controller_runtime_reconcile_panics", MetricType::Counter),
-    ("controller_runtime_reconcile_timeouts", MetricType::Counter),
-    (
-        "controller_runtime_terminal_reconcile_errors",
-        MetricType::Counter,
+        "Seconds the longest-running pass has run, by controller",
     ),
 ];
 
@@ -95,11 +83,8 @@ fn controller_labels(controller: &str) -> Labels {
 }
 
 impl LoopMetrics {
-    /// The families, registered in `registry`; `declare` is told each name and type.
-    pub fn register(
-        registry: &mut Registry,
-        mut declare: impl FnMut(&'static str, MetricType),
-    ) -> Self {
+    /// The families, registered in `registry`.
+    pub fn register(registry: &mut DeclaredRegistry) -> Self {
         let metrics = Self {
             adds: Family::default(),
             depth: Family::default(),
@@ -113,63 +98,63 @@ impl LoopMetrics {
             terminal_errors: Family::default(),
             running: Running::default(),
         };
-        for (name, kind) in FAMILIES {
-            declare(name, kind);
-        }
-        registry.register(
+        registry.metric(
             "workqueue_adds",
             "Wake-ups of a controller's loop (adds to its queue), by controller",
             metrics.adds.clone(),
         );
-        registry.register(
+        registry.metric(
             "workqueue_depth",
             "Passes waiting to start (0 or 1: a loop queues at most its next pass), by \
              controller",
             metrics.depth.clone(),
         );
-        registry.register(
+        registry.metric(
             "workqueue_queue_duration_seconds",
             "Time from a loop's first wake-up to the start of the pass it asked for, by \
              controller",
             metrics.queue_duration.clone(),
         );
-        registry.register(
+        registry.metric(
             "workqueue_work_duration_seconds",
             "Time a pass took, by controller",
             metrics.work_duration.clone(),
         );
-        registry.register(
+        registry.metric(
             "workqueue_retries",
             "Passes requeued after a delay (the pass's own requeue, or the backoff of a failed \
              pass), by controller",
             metrics.retries.clone(),
         );
-        registry.register(
+        registry.metric(
             "controller_runtime_active_workers",
             "Passes running now (0 or 1), by controller",
             metrics.active_workers.clone(),
         );
-        registry.register(
+        registry.metric(
             "controller_runtime_max_concurrent_reconciles",
             "The most passes a controller runs at once (1: each controller is one loop)",
             metrics.max_concurrent_reconciles.clone(),
         );
-        registry.register(
+        registry.metric(
             "controller_runtime_reconcile_panics",
             "Passes that panicked (recovered: counted as failed and retried), by controller",
             metrics.panics.clone(),
         );
-        registry.register(
+        registry.metric(
             "controller_runtime_reconcile_timeouts",
             "Passes cut off at a deadline, by controller (none: passes have no deadline)",
             metrics.timeouts.clone(),
         );
-        registry.register(
+        registry.metric(
             "controller_runtime_terminal_reconcile_errors",
             "Failed passes not retried, by controller (none: every failed pass is retried)",
             metrics.terminal_errors.clone(),
         );
-        registry.register_collector(Box::new(UnfinishedWork(metrics.running.clone())));
+        registry.collector(
+            &UNFINISHED.map(|(name, _)| (name, MetricType::Gauge)),
+            Box::new(UnfinishedWork(metrics.running.clone())),
+        );
         metrics
     }
 
@@ -259,17 +244,7 @@ impl Collector for UnfinishedWork {
                 .map(|(name, since)| (*name, since.map_or(0.0, |s| s.elapsed().as_secs_f64())))
                 .collect()
         };
-        for (name, help) in [
-            (
-                "workqueue_unfinished_work_seconds",
-                "Seconds of work in passes running now (not yet observed in \
-                 workqueue_work_duration_seconds), by controller",
-            ),
-            (
-                "workqueue_longest_running_processor_seconds",
-                "Seconds the longest-running pass has run, by controller",
-            ),
-        ] {
+        for (name, help) in UNFINISHED {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for (controller, age) in &ages {
                 let gauge = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
@@ -285,7 +260,7 @@ impl Collector for UnfinishedWork {
 mod tests {
     use super::*;
 
-    fn render(registry: &Registry) -> String {
+    fn render(registry: &prometheus_client::registry::Registry) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
         text
@@ -293,12 +268,12 @@ mod tests {
 
     #[test]
     fn a_loop_is_one_queue_with_one_worker() {
-        let mut registry = Registry::default();
-        let mut declared = Vec::new();
-        let metrics = LoopMetrics::register(&mut registry, |n, k| declared.push((n, k)));
-        assert_eq!(declared.len(), FAMILIES.len());
+        let mut declared = DeclaredRegistry::new();
+        let metrics = LoopMetrics::register(&mut declared);
+        assert_eq!(declared.declared().len(), 12);
+        let registry = declared.registry();
         metrics.started("drift");
-        let text = render(&registry);
+        let text = render(registry);
         assert!(
             text.contains("controller_runtime_max_concurrent_reconciles{controller=\"drift\"} 1")
         );
@@ -310,14 +285,14 @@ mod tests {
         ));
 
         metrics.added("drift");
-        let text = render(&registry);
+        let text = render(registry);
         assert!(text.contains("workqueue_adds_total{controller=\"drift\",name=\"drift\"} 1"));
         assert!(
             text.contains("workqueue_depth{controller=\"drift\",name=\"drift\",priority=\"0\"} 1")
         );
 
         metrics.pass_started("drift", 0.25);
-        let text = render(&registry);
+        let text = render(registry);
         assert!(
             text.contains("workqueue_depth{controller=\"drift\",name=\"drift\",priority=\"0\"} 0")
         );
@@ -337,7 +312,7 @@ mod tests {
 
         metrics.pass_finished("drift", 0.5, true);
         metrics.retried("drift");
-        let text = render(&registry);
+        let text = render(registry);
         assert!(text.contains("controller_runtime_active_workers{controller=\"drift\"} 0"));
         assert!(text.contains(
             "workqueue_longest_running_processor_seconds{controller=\"drift\",name=\"drift\"} 0.0"

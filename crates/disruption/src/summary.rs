@@ -71,6 +71,9 @@ impl SummarizedWorld {
                 existing_nodes: Vec::new(),
                 summaries: Vec::new(),
                 pods: Vec::new(),
+                // The candidates' pods are running, but no effective-zone counts are read from
+                // a disruption simulation.
+                moving_pods: 0,
                 nodepools: world.nodepools.clone(),
                 daemonsets: world.daemonsets.clone(),
                 namespace_labels: world.namespace_labels.clone(),

@@ -206,6 +206,10 @@ pub struct SimulationInput {
     pub summaries: Vec<NodeSummary>,
     /// Pods to place (pending pods, or pods of a node being replaced).
     pub pods: Vec<SimPod>,
+    /// How many of `pods`, from the first, are running pods of Nodes being deleted: placed as
+    /// the rest, but not pending (the effective-zone counts leave them out, as Karpenter counts
+    /// pods in phase Pending only).
+    pub moving_pods: usize,
     /// NodePools that may create nodes.
     pub nodepools: Vec<NodePoolSpec>,
     /// DaemonSet pod templates: each new node carries those that tolerate and select it.

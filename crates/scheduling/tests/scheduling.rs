@@ -1095,11 +1095,21 @@ fn by_effective_zone(
     pods: Vec<SimPod>,
     nodes: Vec<ExistingNode>,
 ) -> std::collections::BTreeMap<String, u32> {
+    by_effective_zone_moving(pods, 0, nodes)
+}
+
+/// [`by_effective_zone`] with the first `moving_pods` pods those of Nodes being deleted.
+fn by_effective_zone_moving(
+    pods: Vec<SimPod>,
+    moving_pods: usize,
+    nodes: Vec<ExistingNode>,
+) -> std::collections::BTreeMap<String, u32> {
     let progress = driftwood_scheduling::SolveProgress::default();
     assert!(progress.pending_by_effective_zone().is_empty());
     driftwood_scheduling::schedule_observed(
         &SimulationInput {
             pods,
+            moving_pods,
             nodepools: vec![pool()],
             existing_nodes: nodes,
             ..SimulationInput::default()
@@ -1221,6 +1231,20 @@ fn pending_pods_are_counted_by_effective_zone() {
         ),
         counts(&[("z3", 1)])
     );
+    // a spread is checked in every zone, not only the ones a preference names: flexible
+    let mut spreading_preferring = labelled("ns/a", 100, &[("app", "pod-label")]);
+    spreading_preferring
+        .constraints
+        .spreads
+        .push(zone_spread(None));
+    spreading_preferring.constraints.preferred_terms = vec![(
+        1,
+        Requirements::from_labels(&labels(&[(LABEL_TOPOLOGY_ZONE, "z1")])),
+    )];
+    assert_eq!(
+        by_effective_zone(vec![spreading_preferring], vec![]),
+        counts(&[("flexible", 1)])
+    );
     let two_per_zone: Vec<ExistingNode> = ZONES
         .iter()
         .flat_map(|z| (0..2).map(move |i| node_with_labelled_pod(z, i, None)))
@@ -1249,10 +1273,18 @@ fn pending_pods_are_counted_by_effective_zone() {
     );
 }
 
-/// Karpenter counts pending pods only: the pods of a node going away are placed but not
-/// counted, and a zone requirement listing zones no term allows leaves `none`.
+/// Karpenter counts pending pods only: the running pods of Nodes being deleted (given first,
+/// or on a node going away) are placed but not counted, and a zone requirement listing zones
+/// no term allows leaves `none`.
 #[test]
 fn pods_of_nodes_going_away_are_not_counted_by_effective_zone() {
+    let mut moving = pod("ns/moving-first", 100, GIB);
+    moving.constraints.node_selector =
+        Requirements::from_labels(&labels(&[(LABEL_TOPOLOGY_ZONE, "z3")]));
+    assert_eq!(
+        by_effective_zone_moving(vec![moving, pod("ns/pending", 100, GIB)], 1, vec![]),
+        counts(&[("flexible", 1)])
+    );
     let mut old = node("old", "z1", "4", "16Gi");
     old.going_away = true;
     old.pods.push(pod("ns/moving", 1000, GIB));
@@ -1270,4 +1302,51 @@ fn pods_of_nodes_going_away_are_not_counted_by_effective_zone() {
         ),
         counts(&[("flexible", 1), ("none", 1)])
     );
+}
+
+/// Karpenter's "should allow two nodes to be created when two pods with matching affinities
+/// have incompatible selectors" (topology_test.go): two pods of a zonal affinity group that
+/// selects itself, one required in z2 and one in z3. The second finds the group's only pod in
+/// a zone it cannot use, so it starts the group again in its own zone instead of waiting.
+#[test]
+fn a_self_selecting_affinity_starts_again_where_its_pods_cannot_reach_the_others() {
+    let member = |key: &str, zone: &str| {
+        let mut p = labelled(key, 100, &[("security", "s1")]);
+        p.constraints
+            .affinity
+            .push(term(LABEL_TOPOLOGY_ZONE, "security", "s1"));
+        p.constraints.required_terms = vec![Requirements::from_labels(&labels(&[(
+            LABEL_TOPOLOGY_ZONE,
+            zone,
+        )]))];
+        p
+    };
+    let r = run(
+        vec![member("ns/pod1", "z2"), member("ns/pod2", "z3")],
+        vec![pool()],
+        vec![],
+    );
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(r.new_nodeclaims.len(), 2, "{r:#?}");
+    assert_eq!(zone_of(claim_of(&r, "ns/pod1")), "z2");
+    assert_eq!(zone_of(claim_of(&r, "ns/pod2")), "z3");
+    // With a matching pod in a zone it may use, a pod joins it rather than starting again.
+    let mut n = node("n1", "z1", "4", "16Gi");
+    n.pods
+        .push(labelled("ns/existing", 100, &[("security", "s1")]));
+    let mut follower = member("ns/pod3", "z1");
+    follower.constraints.required_terms = vec![Requirements::from_labels(&labels(&[(
+        LABEL_TOPOLOGY_ZONE,
+        "z1",
+    )]))];
+    let mut elsewhere = member("ns/pod4", "z2");
+    elsewhere.constraints.required_terms.clear();
+    elsewhere.constraints.node_selector =
+        Requirements::from_labels(&labels(&[(LABEL_TOPOLOGY_ZONE, "z2")]));
+    let r = run(vec![follower], vec![pool()], vec![n.clone()]);
+    assert_eq!(r.existing_placements.len(), 1, "{r:#?}");
+    // z2 is compatible with none of the matching pods (all in z1): it starts again in z2.
+    let r = run(vec![elsewhere], vec![pool()], vec![n]);
+    assert!(r.unschedulable.is_empty(), "{r:#?}");
+    assert_eq!(zone_of(&r.new_nodeclaims[0]), "z2");
 }

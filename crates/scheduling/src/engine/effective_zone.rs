@@ -23,10 +23,12 @@ pub const FLEXIBLE_ZONE: &str = "flexible";
 pub const NO_ZONE: &str = "none";
 
 impl Engine<'_> {
-    /// The pods given to place (not those of nodes going away: Karpenter counts pending pods
-    /// only), counted by effective zone, with the counts as they stand before any is placed.
+    /// The pending pods given to place (not the moving ones, nor those of nodes going away:
+    /// Karpenter counts pods in phase Pending only), counted by effective zone, with the
+    /// topology as it stands before any pod is placed.
     pub(super) fn pending_by_effective_zone(&self) -> BTreeMap<String, u32> {
-        let pending = self.input.pods.as_ptr_range();
+        let pods = &self.input.pods;
+        let pending = pods[self.input.moving_pods.min(pods.len())..].as_ptr_range();
         let mut of_class: HashMap<u32, String> = HashMap::new();
         let mut counts: BTreeMap<String, u32> = BTreeMap::new();
         for queued in &self.queue {
@@ -47,7 +49,8 @@ impl Engine<'_> {
         let zone_req = strict.get(LABEL_TOPOLOGY_ZONE);
         // The pod's own zonal terms under its strictest profile, each term's valid zones
         // intersected (Karpenter's GetTopologyZoneConstraints); a term that leaves none leaves
-        // the pod no zone.
+        // the pod no zone. A spread is checked in every zone, its minimum taken over the zones
+        // the pod's requirements allow; affinity and anti-affinity within those zones.
         let mut valid: Option<ZoneMask> = None;
         if let Some(pid) = self.catalog.classes[class as usize].profiles.first() {
             let prof = &self.catalog.profiles[*pid as usize];
@@ -57,12 +60,12 @@ impl Engine<'_> {
                 .spreads
                 .iter()
                 .filter(|s| zonal(&s.key))
-                .map(|s| self.spread_allows(s, eligible, eligible))
+                .map(|s| self.spread_allows(s, eligible, self.zone_universe))
                 .chain(
                     prof.affinity
                         .iter()
                         .filter(|t| zonal(&t.key))
-                        .map(|t| self.affinity_allows(t, eligible)),
+                        .map(|t| self.affinity_allows(t, eligible, eligible)),
                 )
                 .chain(
                     prof.anti
@@ -82,15 +85,19 @@ impl Engine<'_> {
             .unwrap_or_default();
         // The zones to choose from: the requirement's when it lists them (an `In`), else the
         // topology's, else the pod may go to any zone.
-        let listed: Vec<&str> = match zone_req
+        let required: Vec<&str>;
+        let listed: &[&str] = match zone_req
             .and_then(|r| r.finite_values())
             .filter(|values| !values.is_empty())
         {
-            Some(values) => values.iter().map(String::as_str).collect(),
-            None if !valid.is_empty() => valid.clone(),
+            Some(values) => {
+                required = values.iter().map(String::as_str).collect();
+                &required
+            }
+            None if !valid.is_empty() => &valid,
             None => return FLEXIBLE_ZONE.to_string(),
         };
-        let mut left = listed.into_iter().filter(|zone| {
+        let mut left = listed.iter().filter(|zone| {
             zone_req.is_none_or(|r| r.has(zone)) && (valid.is_empty() || valid.contains(zone))
         });
         match (left.next(), left.next()) {

@@ -19,6 +19,7 @@ impl SolveProgress {
         self.queue_depth.load(Ordering::Relaxed)
     }
 
+    /// Notes that `pods` are still to try.
     pub(super) fn set_queue_depth(&self, pods: usize) {
         self.queue_depth.store(pods, Ordering::Relaxed);
     }
@@ -32,6 +33,7 @@ impl SolveProgress {
             .clone()
     }
 
+    /// Notes the finished simulation's pending pods by effective zone.
     pub(super) fn set_pending_by_effective_zone(&self, counts: BTreeMap<String, u32>) {
         *self
             .pending_by_effective_zone

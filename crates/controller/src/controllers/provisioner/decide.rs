@@ -95,6 +95,7 @@ pub fn decide(
             input.pods.push(sim.clone());
         }
     }
+    input.moving_pods = input.pods.len();
     for key in snapshot.provisionable_pods.iter() {
         let Some(converted) = snapshot.sim_pod(key) else {
             continue;

@@ -1,0 +1,56 @@
+//! A metrics registry that notes each family's name and type as it registers it, so a family's
+//! name is written once, where it is registered, and the process still knows every family it
+//! exports (a family with no series yet is left out of the exposition, as client_golang leaves
+//! out an empty vector, but it is still declared).
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::EncodeMetric;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
+
+/// A family's name and type.
+pub type Declared = (&'static str, MetricType);
+
+/// A [`Registry`] with the families registered in it.
+#[derive(Debug, Default)]
+pub struct DeclaredRegistry {
+    registry: Registry,
+    declared: Vec<Declared>,
+}
+
+impl DeclaredRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `metric` as the family `name`.
+    pub fn metric<M>(&mut self, name: &'static str, help: &str, metric: M)
+    where
+        M: TypedMetric + EncodeMetric + Send + Sync + std::fmt::Debug + 'static,
+    {
+        self.declared.push((name, M::TYPE));
+        self.registry.register(name, help, metric);
+    }
+
+    /// Registers `collector`, which writes `families` at every scrape.
+    pub fn collector(&mut self, families: &[Declared], collector: Box<dyn Collector>) {
+        self.declared.extend_from_slice(families);
+        self.registry.register_collector(collector);
+    }
+
+    /// The registry, to encode.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The families registered so far.
+    pub fn declared(&self) -> &[Declared] {
+        &self.declared
+    }
+
+    /// The registry and the families registered in it.
+    pub fn into_parts(self) -> (Registry, Vec<Declared>) {
+        (self.registry, self.declared)
+    }
+}
