@@ -65,7 +65,7 @@ impl Engine<'_> {
                     prof.affinity
                         .iter()
                         .filter(|t| zonal(&t.key))
-                        .map(|t| self.affinity_allows(t, eligible, eligible)),
+                        .map(|t| self.affinity_allows(t, eligible)),
                 )
                 .chain(
                     prof.anti

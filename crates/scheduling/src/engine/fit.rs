@@ -226,7 +226,7 @@ impl Engine<'_> {
             allowed = self.spread_allows(s, eligible, allowed);
         }
         for t in prof.affinity.iter().filter(|t| t.key == key) {
-            allowed = self.affinity_allows(t, eligible, allowed);
+            allowed = self.affinity_allows(t, allowed);
         }
         for t in prof.anti.iter().filter(|t| t.key == key) {
             allowed = self.anti_allows(t, allowed);
@@ -276,33 +276,26 @@ impl Engine<'_> {
     }
 
     /// The domains of `candidates` a required pod affinity term leaves the pod: those holding a
-    /// matching pod. When none does, a pod of a group selecting itself may start the group in
-    /// any of them if no matching pod is in a domain the pod's requirements allow (`eligible`):
-    /// none matches yet, or all that match are where the pod cannot go (Karpenter's
-    /// `nextDomainAffinity` with `anyCompatiblePodDomain`); else none is left. Matching pods
-    /// whose domain is unknown (on nodes without the key's label) keep a group from starting
-    /// again.
-    pub(super) fn affinity_allows(
-        &self,
-        t: &TermUse,
-        eligible: ZoneMask,
-        candidates: ZoneMask,
-    ) -> ZoneMask {
+    /// matching pod; when no pod with a known domain matches, every one if the pod is the first
+    /// of a group selecting itself (no matching pod anywhere), else none. This is
+    /// kube-scheduler's rule, which binds the pods: Karpenter's simulation also lets a pod start
+    /// its group again where every matching pod is in a domain the pod cannot use, which
+    /// kube-scheduler refuses (the node launched for it would stay empty).
+    pub(super) fn affinity_allows(&self, t: &TermUse, candidates: ZoneMask) -> ZoneMask {
         let g = &self.catalog.groups[t.group as usize];
-        let matched = |z: usize| g.domain_matched.get(z).copied().unwrap_or(0) > 0;
-        let with_matches = indices(candidates)
-            .filter(|z| matched(*z))
-            .fold(0, |mask, z| mask | bit(z));
-        if with_matches != 0 {
-            return with_matches;
-        }
         let zonal_total: u64 = g.domain_matched.iter().map(|c| u64::from(*c)).sum();
-        let unknown_domains = zonal_total == 0 && g.total_matched > 0;
-        let compatible_match = indices(eligible).any(matched);
-        if t.self_match && !compatible_match && !unknown_domains {
-            candidates
-        } else {
+        if zonal_total > 0 {
+            let mut allowed = candidates;
+            for z in indices(candidates) {
+                if g.domain_matched.get(z).copied().unwrap_or(0) == 0 {
+                    allowed &= !bit(z);
+                }
+            }
+            allowed
+        } else if g.total_matched > 0 || !t.self_match {
             0
+        } else {
+            candidates
         }
     }
 
