@@ -54,3 +54,59 @@ impl DeclaredRegistry {
         (self.registry, self.declared)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::collector::Collector;
+    use prometheus_client::encoding::DescriptorEncoder;
+    use prometheus_client::metrics::counter::{ConstCounter, Counter};
+    use prometheus_client::metrics::gauge::Gauge;
+
+    #[derive(Debug)]
+    struct Fixed;
+
+    impl Collector for Fixed {
+        fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+            ConstCounter::new(3u64).encode(encoder.encode_descriptor(
+                "fixed_things",
+                "Things",
+                None,
+                MetricType::Counter,
+            )?)
+        }
+    }
+
+    /// A family is declared with the type of what is registered, a collector with the families
+    /// it says it writes, in registration order; the registry encodes them all.
+    #[test]
+    fn families_are_declared_as_they_are_registered() {
+        let mut registry = DeclaredRegistry::new();
+        let requests = Counter::<u64>::default();
+        requests.inc();
+        registry.metric("requests", "Requests", requests);
+        registry.metric("depth", "Depth", Gauge::<i64>::default());
+        registry.collector(&[("fixed_things", MetricType::Counter)], Box::new(Fixed));
+        registry.collector(&[], Box::new(Fixed));
+        let declared: Vec<(&str, &str)> = registry
+            .declared()
+            .iter()
+            .map(|(name, kind)| (*name, kind.as_str()))
+            .collect();
+        assert_eq!(
+            declared,
+            [
+                ("requests", "counter"),
+                ("depth", "gauge"),
+                ("fixed_things", "counter")
+            ]
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
+        assert!(text.contains("requests_total 1\n"), "{text}");
+        assert!(text.contains("depth 0\n"), "{text}");
+        assert!(text.contains("fixed_things_total 3\n"), "{text}");
+        let (_, declared) = registry.into_parts();
+        assert_eq!(declared.len(), 3);
+    }
+}
