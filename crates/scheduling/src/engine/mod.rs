@@ -178,7 +178,10 @@ pub fn schedule_cached(
     input: &SimulationInput,
     cache: &mut PoolCache,
 ) -> Result<SimulationResult, SimulationError> {
-    schedule_observed(input, cache, &SolveProgress::default())
+    // Nobody watches: the planners' many simulations skip the effective-zone counts.
+    let mut engine = Engine::new(input, cache)?;
+    engine.run(&SolveProgress::default());
+    Ok(engine.result())
 }
 
 /// [`schedule_cached`], telling `progress` how many pods it has still to try as it goes (all
