@@ -110,16 +110,21 @@ pub struct WorkloadControllers {
 impl WorkloadControllers {
     /// Start both controllers on the current tokio runtime.
     pub fn spawn(client: Client) -> Self {
-        let (owned_pods, index_task) = owned_pods::OwnedPods::spawn(client.clone());
+        let (owned_pods, mut pod_changes, index_task) =
+            owned_pods::OwnedPods::spawn(client.clone());
         let context = Arc::new(Context {
             client: client.clone(),
             owned_pods,
         });
+        // Triggered by the index it reads, after each pod event is filed there (not by a
+        // watch of its own, which could run ahead of the index).
         let replica_sets = Controller::new(
             Api::<ReplicaSet>::all(client.clone()),
             watcher::Config::default(),
         )
-        .owns(Api::<Pod>::all(client.clone()), watcher::Config::default())
+        .reconcile_on(futures::stream::poll_fn(move |cx| {
+            pod_changes.poll_recv(cx)
+        }))
         .run(replicaset::reconcile, retry_soon, Arc::clone(&context))
         .for_each(|_| futures::future::ready(()));
         let stateful_sets = Controller::new(

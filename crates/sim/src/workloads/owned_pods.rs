@@ -2,16 +2,24 @@
 //! controller that created or deleted pods does not plan again for that owner until the index
 //! has seen those writes (kube-controller-manager's ReplicaSet controller works the same way).
 //! A reconcile reads its pods here instead of listing every pod of the selector per event.
+//!
+//! The same watch triggers the owning ReplicaSets, each after the event is filed: a ReplicaSet
+//! reconciled for a pod's change reads that change here. (Triggered by a watch of its own, the
+//! reconcile could run before this index had the event, write a status from the older view —
+//! one replica short of ready — and wait for a change that never comes.)
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
 /// How long unmet expectations hold an owner back before it plans from what it sees anyway
@@ -29,12 +37,20 @@ struct Expectation {
     since: tokio::time::Instant,
 }
 
+/// A pod's controlling owner: its uid (what pods are filed under) and, when it is a
+/// ReplicaSet, the reference its reconcile is triggered by.
+#[derive(Debug, Clone)]
+struct Owner {
+    uid: String,
+    replica_set: Option<ObjectRef<ReplicaSet>>,
+}
+
 #[derive(Debug, Default)]
 struct Index {
     /// Owner uid → pod name → pod.
     by_owner: HashMap<String, BTreeMap<String, Arc<Pod>>>,
-    /// `namespace/name` → the owner uid it is filed under.
-    owner_of: HashMap<String, String>,
+    /// `namespace/name` → the owner it is filed under.
+    owner_of: HashMap<String, Owner>,
     expectations: HashMap<String, Expectation>,
     synced: bool,
 }
@@ -43,50 +59,67 @@ fn key(pod: &Pod) -> String {
     format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
 }
 
-fn controller_uid(pod: &Pod) -> Option<String> {
-    pod.owner_references()
+fn controller_of(pod: &Pod) -> Option<Owner> {
+    let reference = pod
+        .owner_references()
         .iter()
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.uid.clone())
+        .find(|r| r.controller == Some(true))?;
+    let replica_set = (reference.kind == "ReplicaSet" && reference.api_version == "apps/v1")
+        .then(|| ObjectRef::new(&reference.name).within(&pod.namespace().unwrap_or_default()));
+    Some(Owner {
+        uid: reference.uid.clone(),
+        replica_set,
+    })
+}
+
+/// The ReplicaSets whose pods an event (or a relist) changed.
+type Touched = HashSet<ObjectRef<ReplicaSet>>;
+
+fn touch(touched: &mut Touched, owner: &Owner) {
+    if let Some(rs) = &owner.replica_set {
+        touched.insert(rs.clone());
+    }
 }
 
 impl Index {
-    fn forget(&mut self, key: &str, name: &str) {
+    fn forget(&mut self, key: &str, name: &str, touched: &mut Touched) {
         if let Some(owner) = self.owner_of.remove(key) {
-            if let Some(pods) = self.by_owner.get_mut(&owner) {
+            if let Some(pods) = self.by_owner.get_mut(&owner.uid) {
                 pods.remove(name);
                 if pods.is_empty() {
-                    self.by_owner.remove(&owner);
+                    self.by_owner.remove(&owner.uid);
                 }
             }
-            if let Some(e) = self.expectations.get_mut(&owner) {
+            if let Some(e) = self.expectations.get_mut(&owner.uid) {
                 e.deletes.remove(name);
             }
+            touch(touched, &owner);
         }
     }
 
-    fn apply(&mut self, pod: Pod) {
+    fn apply(&mut self, pod: Pod, touched: &mut Touched) {
         let key = key(&pod);
         let name = pod.name_any();
-        self.forget(&key, &name);
-        let Some(owner) = controller_uid(&pod) else {
+        self.forget(&key, &name, touched);
+        let Some(owner) = controller_of(&pod) else {
             return;
         };
-        if let Some(e) = self.expectations.get_mut(&owner) {
+        if let Some(e) = self.expectations.get_mut(&owner.uid) {
             e.creates.remove(&name);
             if pod.metadata.deletion_timestamp.is_some() {
                 e.deletes.remove(&name);
             }
         }
-        self.owner_of.insert(key, owner.clone());
+        touch(touched, &owner);
         self.by_owner
-            .entry(owner)
+            .entry(owner.uid.clone())
             .or_default()
             .insert(name, Arc::new(pod));
+        self.owner_of.insert(key, owner);
     }
 
-    fn delete(&mut self, pod: &Pod) {
-        self.forget(&key(pod), &pod.name_any());
+    fn delete(&mut self, pod: &Pod, touched: &mut Touched) {
+        self.forget(&key(pod), &pod.name_any(), touched);
     }
 }
 
@@ -94,12 +127,35 @@ impl Index {
 #[derive(Debug, Clone, Default)]
 pub struct OwnedPods {
     index: Arc<Mutex<Index>>,
+    /// Where the ReplicaSets an event touched are sent, once it is filed (none in tests that
+    /// feed the index by hand without [`OwnedPods::triggers`]).
+    triggers: Option<UnboundedSender<ObjectRef<ReplicaSet>>>,
 }
 
 impl OwnedPods {
-    /// Starts the watch that feeds the index; abort the handle to stop it.
-    pub fn spawn(client: Client) -> (Self, JoinHandle<()>) {
-        let this = Self::default();
+    /// An index that sends the ReplicaSets each event touches, after filing it, to the
+    /// returned receiver (the ReplicaSet controller's trigger).
+    pub fn triggers() -> (Self, UnboundedReceiver<ObjectRef<ReplicaSet>>) {
+        let (sender, receiver) = unbounded_channel();
+        (
+            Self {
+                index: Arc::default(),
+                triggers: Some(sender),
+            },
+            receiver,
+        )
+    }
+
+    /// Starts the watch that feeds the index; abort the handle to stop it. The receiver gets
+    /// the ReplicaSets whose pods changed, each after the change is in the index.
+    pub fn spawn(
+        client: Client,
+    ) -> (
+        Self,
+        UnboundedReceiver<ObjectRef<ReplicaSet>>,
+        JoinHandle<()>,
+    ) {
+        let (this, receiver) = Self::triggers();
         let feeder = this.clone();
         let task = tokio::spawn(async move {
             let api: Api<Pod> = Api::all(client);
@@ -113,39 +169,69 @@ impl OwnedPods {
                     Ok(Event::Init) => relist = Some(Vec::new()),
                     Ok(Event::InitApply(pod)) => relist.get_or_insert_with(Vec::new).push(pod),
                     Ok(Event::InitDone) => feeder.reset(relist.take().unwrap_or_default()),
-                    Ok(Event::Apply(pod)) => feeder.with(|i| i.apply(pod)),
-                    Ok(Event::Delete(pod)) => feeder.with(|i| i.delete(&pod)),
+                    Ok(Event::Apply(pod)) => feeder.apply(pod),
+                    Ok(Event::Delete(pod)) => feeder.delete(&pod),
                     Err(error) => tracing::debug!(%error, "owned pods: watch failed; retrying"),
                 }
             }
         });
-        (this, task)
+        (this, receiver, task)
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Index) -> T) -> T {
         f(&mut self.index.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Replaces the whole index (after a relist); expectations stay.
+    /// Sends the touched ReplicaSets, the index already holding what touched them.
+    fn trigger(&self, touched: Touched) {
+        let Some(sender) = &self.triggers else {
+            return;
+        };
+        for rs in touched {
+            // The receiver is gone only when the controller stopped: nothing is left to wake.
+            if sender.send(rs).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Replaces the whole index (after a relist); expectations stay. Every ReplicaSet that
+    /// owned or owns a pod is triggered: events may have been missed between the watches.
     pub fn reset(&self, pods: Vec<Pod>) {
-        self.with(|i| {
+        let touched = self.with(|i| {
+            let mut touched = Touched::new();
+            for owner in i.owner_of.values() {
+                touch(&mut touched, owner);
+            }
             i.by_owner.clear();
             i.owner_of.clear();
             for pod in pods {
-                i.apply(pod);
+                i.apply(pod, &mut touched);
             }
             i.synced = true;
+            touched
         });
+        self.trigger(touched);
     }
 
     /// Files or refiles one pod (a watch event; also how tests feed the index).
     pub fn apply(&self, pod: Pod) {
-        self.with(|i| i.apply(pod));
+        let touched = self.with(|i| {
+            let mut touched = Touched::new();
+            i.apply(pod, &mut touched);
+            touched
+        });
+        self.trigger(touched);
     }
 
     /// Forgets one pod.
     pub fn delete(&self, pod: &Pod) {
-        self.with(|i| i.delete(pod));
+        let touched = self.with(|i| {
+            let mut touched = Touched::new();
+            i.delete(pod, &mut touched);
+            touched
+        });
+        self.trigger(touched);
     }
 
     /// The pods controlled by `owner`, or `None` while the index has not listed yet or has not
@@ -268,6 +354,50 @@ mod tests {
         // Other owners never wait for u1's writes.
         index.expect("u1", vec!["never".into()], vec![]);
         assert_eq!(names(index.owned("u2")), Some(vec![]));
+    }
+
+    fn owned_by(name: &str, kind: &str, owner: &str, uid: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default",
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": uid, "controller": true}]},
+            "spec": {"containers": []}}))
+        .unwrap()
+    }
+
+    fn drain(receiver: &mut UnboundedReceiver<ObjectRef<ReplicaSet>>) -> Vec<String> {
+        let mut names = Vec::new();
+        while let Ok(rs) = receiver.try_recv() {
+            names.push(format!("{}/{}", rs.namespace.unwrap_or_default(), rs.name));
+        }
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_replica_set_is_triggered_once_its_pods_change_is_filed() {
+        let (index, mut triggers) = OwnedPods::triggers();
+        index.reset(vec![owned_by("a", "ReplicaSet", "web", "u1")]);
+        assert_eq!(drain(&mut triggers), vec!["default/web"], "after a relist");
+        // The trigger comes after the change is filed: a reconcile it wakes reads the change.
+        let mut ready = owned_by("a", "ReplicaSet", "web", "u1");
+        ready.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+        index.apply(ready);
+        let seen = triggers.try_recv().unwrap();
+        assert_eq!(seen.name, "web");
+        let pods = index.owned("u1").unwrap();
+        assert_eq!(
+            pods[0].status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Running")
+        );
+        assert!(drain(&mut triggers).is_empty(), "one trigger per event");
+        // Refiled under another ReplicaSet: both are woken; deleted: its owner is.
+        index.apply(owned_by("a", "ReplicaSet", "api", "u2"));
+        assert_eq!(drain(&mut triggers), vec!["default/api", "default/web"]);
+        index.delete(&owned_by("a", "ReplicaSet", "api", "u2"));
+        assert_eq!(drain(&mut triggers), vec!["default/api"]);
+        // Pods of other controllers are indexed but wake no ReplicaSet.
+        index.apply(owned_by("db-0", "StatefulSet", "db", "u3"));
+        assert!(drain(&mut triggers).is_empty());
+        assert_eq!(names(index.owned("u3")), Some(vec!["db-0".to_string()]));
     }
 
     #[tokio::test(start_paused = true)]

@@ -387,6 +387,10 @@ async fn run(config: &ProcessChaosConfig) -> anyhow::Result<ProcessSeedOutcome> 
                         "nodes of the old version remain".to_string(),
                     );
                 }
+                let dump = dir.join("cluster-at-deadline.txt");
+                if let Err(error) = std::fs::write(&dump, describe_cluster(&embedded)) {
+                    tracing::warn!(path = %dump.display(), %error, "could not write the cluster's state");
+                }
                 break;
             }
         }
@@ -427,6 +431,99 @@ async fn run(config: &ProcessChaosConfig) -> anyhow::Result<ProcessSeedOutcome> 
 
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// The cluster as the API server holds it, one line per Node, NodeClaim, ReplicaSet and Pod:
+/// what a liveness violation is read against (which pod is not ready, where it is bound, why,
+/// and what its ReplicaSet's status says).
+fn describe_cluster(embedded: &Embedded) -> String {
+    use driftwood_api::nodeclaim::NodeClaim;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let api = embedded.cluster.api_server();
+    let mut out = String::new();
+    for node in api.list::<Node>(None) {
+        let spec = node.spec.unwrap_or_default();
+        let taints: Vec<String> = spec
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect();
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status)
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "node {} ready={ready} deleting={} provider={} unschedulable={} taints={taints:?}",
+            node.metadata.name.unwrap_or_default(),
+            node.metadata.deletion_timestamp.is_some(),
+            spec.provider_id.unwrap_or_default(),
+            spec.unschedulable.unwrap_or(false),
+        ));
+        out.push('\n');
+    }
+    for claim in api.list::<NodeClaim>(None) {
+        let conditions: Vec<String> = claim
+            .status
+            .as_ref()
+            .map(|s| {
+                s.conditions
+                    .iter()
+                    .map(|c| format!("{}={}", c.type_, c.status))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "nodeclaim {} deleting={} node={} {conditions:?}",
+            claim.metadata.name.clone().unwrap_or_default(),
+            claim.metadata.deletion_timestamp.is_some(),
+            claim
+                .status
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
+        ));
+        out.push('\n');
+    }
+    for rs in api.list::<ReplicaSet>(None) {
+        let status = rs.status.unwrap_or_default();
+        out.push_str(&format!(
+            "replicaset {}/{} replicas={} ready={}",
+            rs.metadata.namespace.unwrap_or_default(),
+            rs.metadata.name.unwrap_or_default(),
+            status.replicas,
+            status.ready_replicas.unwrap_or(0),
+        ));
+        out.push('\n');
+    }
+    for pod in api.list::<Pod>(None) {
+        let status = pod.status.unwrap_or_default();
+        let conditions: Vec<String> = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| format!("{}={}:{}", c.type_, c.status, c.reason.unwrap_or_default()))
+            .collect();
+        out.push_str(&format!(
+            "pod {}/{} node={} phase={} deleting={} created={} {conditions:?}",
+            pod.metadata.namespace.unwrap_or_default(),
+            pod.metadata.name.unwrap_or_default(),
+            pod.spec.and_then(|s| s.node_name).unwrap_or_default(),
+            status.phase.unwrap_or_default(),
+            pod.metadata.deletion_timestamp.is_some(),
+            pod.metadata
+                .creation_timestamp
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
+        ));
+        out.push('\n');
+    }
+    out
 }
 
 fn workload_ready(embedded: &Embedded) -> bool {
