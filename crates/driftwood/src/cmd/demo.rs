@@ -95,6 +95,7 @@ pub fn run_command(args: &Args) -> anyhow::Result<ExitCode> {
         progress,
         log_clock: Some(log_clock),
         chaos,
+        unsafe_skip_replacement_wait: false,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

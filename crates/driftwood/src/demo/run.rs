@@ -11,6 +11,7 @@ use super::scenario::{Action, PatchStep, Scenario, Source, Step, default_api_ver
 use super::tables;
 use super::template::{apply_edits, fill_expressions};
 use super::track::{EventKind, Frame, Tracker};
+use crate::chaos::invariants::Invariants;
 use crate::chaos::{ChaosConfig, ChaosFindings, ChaosRun, Invariant};
 use crate::embedded::{Embedded, fill};
 use anyhow::Context as _;
@@ -20,7 +21,7 @@ use driftwood_sim::SimClusterOptions;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::Duration;
 
@@ -45,6 +46,10 @@ pub struct RunConfig {
     pub log_clock: Option<LogClock>,
     /// Run under faults, checking the chaos invariants.
     pub chaos: Option<ChaosConfig>,
+    /// Test-only: the controllers skip waiting for replacements (see
+    /// `Settings::unsafe_skip_replacement_wait`), to show the per-second safety checks of a
+    /// fault-free run catch it.
+    pub unsafe_skip_replacement_wait: bool,
 }
 
 impl Default for RunConfig {
@@ -54,6 +59,7 @@ impl Default for RunConfig {
             progress: false,
             log_clock: None,
             chaos: None,
+            unsafe_skip_replacement_wait: false,
         }
     }
 }
@@ -137,6 +143,9 @@ struct Runner<'a> {
     observer: ClusterState,
     tracker: Tracker,
     chaos: Option<ChaosRun>,
+    /// Without faults, the per-second safety invariants (PDBs, budgets, replacement first),
+    /// judged by the same rules as a chaos run: any violation fails the run.
+    safety: Option<Invariants>,
     /// The simulated account's API calls during the manifests and each step.
     aws_calls: Vec<super::aws_calls::StepCalls>,
     /// What a `preview` step predicted.
@@ -152,10 +161,11 @@ pub async fn run(
 ) -> anyhow::Result<Outcome> {
     let options = cluster_options(scenario)?;
     let mut settings = controller_settings(scenario)?;
-    settings.unsafe_skip_replacement_wait = config
-        .chaos
-        .as_ref()
-        .is_some_and(|c| c.unsafe_skip_replacement_wait);
+    settings.unsafe_skip_replacement_wait = config.unsafe_skip_replacement_wait
+        || config
+            .chaos
+            .as_ref()
+            .is_some_and(|c| c.unsafe_skip_replacement_wait);
     let mut embedded = Embedded::start(options, settings).await?;
     let chaos = config
         .chaos
@@ -175,12 +185,30 @@ pub async fn run(
         embedded,
         observer,
         tracker: Tracker::new(),
+        safety: chaos.is_none().then(Invariants::default),
         chaos,
         aws_calls: Vec::new(),
         predicted: None,
     };
     let started = runner.now();
-    let failure = runner.run_all().await;
+    let mut failure = runner.run_all().await;
+    // A broken safety invariant is what the run failed of, whatever a step said after it.
+    if let Some(violation) = runner.safety.as_ref().and_then(|s| s.violations.first()) {
+        let then = failure
+            .as_ref()
+            .map(|f| format!("; then {f}"))
+            .unwrap_or_default();
+        failure = Some(StepFailure {
+            index: scenario.steps.len() + 1,
+            name: "safety, checked every second".to_string(),
+            message: format!(
+                "{} at {}: {}{then}",
+                violation.invariant.name(),
+                super::report::clock_time(violation.at),
+                violation.detail
+            ),
+        });
+    }
     if runner.chaos.is_some() {
         runner.settle(failure.as_ref()).await;
     }
@@ -520,6 +548,12 @@ impl Runner<'_> {
         self.tracker.observe(at, &snapshot);
         if let Some(chaos) = self.chaos.as_mut() {
             chaos.after_second(at, &self.embedded, &snapshot);
+        }
+        if let Some(safety) = self.safety.as_mut() {
+            // No fault excuses a PDB or terminates an instance; orphans are judged only under
+            // faults (their bound counts from when the faults stopped).
+            let instances = self.embedded.cluster.aws().instances();
+            safety.check_second(at, &snapshot, &instances, |_| false, &BTreeSet::new(), None);
         }
         if self.config.progress
             && let Some(frame) = self.tracker.frames.last().cloned()

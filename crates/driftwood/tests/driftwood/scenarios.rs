@@ -112,6 +112,29 @@ async fn walkthrough_replaces_the_node_keeping_two_of_three_pods() {
     );
 }
 
+/// A fault-free run judges the chaos campaign's per-second safety invariants too: with the
+/// controllers made to skip the wait for replacements (a planted bug), the walkthrough fails
+/// of replacement-first, named as such, whatever its own steps say.
+#[tokio::test(start_paused = true)]
+async fn a_fault_free_run_fails_when_a_safety_invariant_breaks() {
+    let scenario = parse_scenario(bundle::bundled("update-nodes-with-drift").unwrap()).unwrap();
+    let config = RunConfig {
+        unsafe_skip_replacement_wait: true,
+        ..RunConfig::default()
+    };
+    let mut out = Vec::new();
+    let outcome = run(&scenario, &Files::Bundled, &config, &mut out)
+        .await
+        .unwrap();
+    let failure = outcome.failure.clone().expect("the planted bug is caught");
+    assert_eq!(failure.name, "safety, checked every second");
+    assert_eq!(failure.index, scenario.steps.len() + 1);
+    assert!(
+        failure.message.starts_with("replacement-first at "),
+        "{failure}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn name_terms_walkthrough_drifts_on_the_ami() {
     let (outcome, _) = passes("update-nodes-with-drift-name-terms").await;
