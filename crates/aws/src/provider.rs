@@ -349,6 +349,17 @@ impl AwsProvider {
             .map(|name| crate::interruption::InterruptionQueue::new(self.ports.sqs.clone(), name))
     }
 
+    /// What reads the instances EC2's status checks and scheduled events report unhealthy
+    /// (polled with or without an interruption queue, as Karpenter does).
+    pub fn instance_status_reader(
+        &self,
+    ) -> crate::interruption::instance_status::InstanceStatusReader {
+        crate::interruption::instance_status::InstanceStatusReader::new(
+            self.ports.ec2.clone(),
+            self.clock.clone(),
+        )
+    }
+
     /// Offerings currently marked unavailable after capacity errors.
     pub fn unavailable_offerings(&self) -> Vec<OfferingKey> {
         self.unavailable

@@ -7,11 +7,12 @@ use base64::Engine as _;
 use driftwood_aws::ports::{
     AcceleratorInfo, AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance,
     CreateFleetOutput, CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput,
-    DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,
-    DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput,
-    DescribeSubnetsInput, Ec2Api, FleetOverrideRef, GpuDeviceInfo, GroupIdentifier, Image,
-    Instance, InstanceStateChange, InstanceTypeDescription, InstanceTypeOffering, LaunchTemplate,
-    LaunchTemplateData, SecurityGroup, SpotPrice, Subnet,
+    DescribeInstanceStatusInput, DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput,
+    DescribeInstancesInput, DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput,
+    DescribeSpotPriceHistoryInput, DescribeSubnetsInput, Ec2Api, FleetOverrideRef, GpuDeviceInfo,
+    GroupIdentifier, Image, Instance, InstanceStateChange, InstanceStatus, InstanceStatusEvent,
+    InstanceTypeDescription, InstanceTypeOffering, LaunchTemplate, LaunchTemplateData,
+    SecurityGroup, SpotPrice, StatusCheck, StatusCheckDetail, Subnet,
 };
 
 use crate::convert::{
@@ -728,6 +729,78 @@ impl Ec2Api for SdkEc2 {
             .await
             .map_err(|e| aws_error("CreateTags", e))?;
         Ok(())
+    }
+
+    async fn describe_instance_status(
+        &self,
+        input: DescribeInstanceStatusInput,
+    ) -> Result<Vec<InstanceStatus>, AwsError> {
+        let statuses: Vec<ec2::InstanceStatus> = self
+            .client
+            .describe_instance_status()
+            .set_filters(filters(&input.filters))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| aws_error("DescribeInstanceStatus", e))?;
+        Ok(statuses.iter().map(instance_status).collect())
+    }
+}
+
+/// An SDK instance status as the port's.
+fn instance_status(s: &ec2::InstanceStatus) -> InstanceStatus {
+    let detail = |name: Option<&ec2::StatusName>,
+                  status: Option<&ec2::StatusType>,
+                  since: Option<&aws_smithy_types::DateTime>| StatusCheckDetail {
+        name: name.map(|n| n.as_str().to_string()).unwrap_or_default(),
+        status: status.map(|s| s.as_str().to_string()).unwrap_or_default(),
+        impaired_since: since.map(|t| timestamp(Some(t))),
+    };
+    let check =
+        |status: Option<&ec2::SummaryStatus>, details: Vec<StatusCheckDetail>| StatusCheck {
+            status: status.map(|s| s.as_str().to_string()).unwrap_or_default(),
+            details,
+        };
+    let summary = |c: &ec2::InstanceStatusSummary| {
+        let details = c.details().iter();
+        check(
+            c.status(),
+            details
+                .map(|d| detail(d.name(), d.status(), d.impaired_since()))
+                .collect(),
+        )
+    };
+    InstanceStatus {
+        instance_id: s.instance_id().unwrap_or_default().to_string(),
+        availability_zone: s.availability_zone().unwrap_or_default().to_string(),
+        state: s
+            .instance_state()
+            .and_then(|st| st.name())
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_default(),
+        instance_status: s.instance_status().map(summary),
+        system_status: s.system_status().map(summary),
+        // The EBS check has its own detail type, read the same way.
+        attached_ebs_status: s.attached_ebs_status().map(|c| {
+            let details = c.details().iter();
+            check(
+                c.status(),
+                details
+                    .map(|d| detail(d.name(), d.status(), d.impaired_since()))
+                    .collect(),
+            )
+        }),
+        events: s
+            .events()
+            .iter()
+            .map(|e| InstanceStatusEvent {
+                code: e.code().map(|c| c.as_str().to_string()).unwrap_or_default(),
+                description: e.description().unwrap_or_default().to_string(),
+                not_before: e.not_before().map(|t| timestamp(Some(t))),
+            })
+            .collect(),
     }
 }
 

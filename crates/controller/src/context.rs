@@ -116,6 +116,10 @@ pub struct Context {
     pub liveness: Liveness,
     /// The interruption queue (`--interruption-queue`); none: interruption handling is off.
     pub interruption: Option<Arc<driftwood_aws::interruption::InterruptionQueue>>,
+    /// What reads the instances EC2 reports unhealthy (DescribeInstanceStatus), polled with or
+    /// without a queue.
+    pub instance_status:
+        Option<Arc<driftwood_aws::interruption::instance_status::InstanceStatusReader>>,
 }
 
 impl Context {

@@ -151,6 +151,9 @@ pub struct Metrics {
     pub cloud: crate::metered_cloud::CloudMetrics,
     pub interruption_received_messages: Family<Labels, Counter>,
     pub interruption_deleted_messages: Counter,
+    /// `karpenter_interruption_instance_status_unhealthy_total{category}`: each instance and
+    /// failed status category counted once while it stays unhealthy.
+    pub interruption_instance_status_unhealthy: Family<Labels, Counter>,
     /// `controller_runtime_conversion_webhook_panics_total`: registered at 0 as
     /// controller-runtime's manager registers it; driftwood serves no conversion webhook.
     pub conversion_webhook_panics: Counter,
@@ -283,6 +286,7 @@ impl Metrics {
             cloud,
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
+            interruption_instance_status_unhealthy: Family::default(),
             conversion_webhook_panics: Counter::default(),
             interruption_message_queue_duration: duration_histogram(),
             state_gauges,
@@ -413,6 +417,11 @@ impl Metrics {
                 "karpenter_interruption_received_messages",
                 "Interruption queue messages received, by message type",
                 &metrics.interruption_received_messages,
+            ),
+            (
+                "karpenter_interruption_instance_status_unhealthy",
+                "Unhealthy instances found through EC2 DescribeInstanceStatus, each instance and failed category once, by category",
+                &metrics.interruption_instance_status_unhealthy,
             ),
             (
                 "karpenter_voluntary_disruption_consolidation_timeouts",

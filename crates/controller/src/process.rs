@@ -64,6 +64,7 @@ impl Process {
         ));
         provider.start_background();
         let interruption = provider.interruption_queue().map(Arc::new);
+        let instance_status = Some(Arc::new(provider.instance_status_reader()));
         metric_sources
             .external
             .push(crate::aws_provider_metrics::source(
@@ -86,6 +87,7 @@ impl Process {
             retries: Default::default(),
             liveness: Default::default(),
             interruption,
+            instance_status,
             settings: Arc::new(settings),
         };
         state.on_pod_change(crate::state_metrics::pod_startup_observer(

@@ -174,5 +174,20 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
             move |ctx| interruption::pass(ctx, queue.clone(), stop.clone()),
         )));
     }
+    // Instance status: EC2's own health checks and scheduled events, once a minute, with or
+    // without a queue (as Karpenter).
+    if let Some(reader) = ctx.instance_status.clone() {
+        let seen = interruption::instance_status::Seen::default();
+        handles.push(tokio::spawn(drive(
+            ctx.clone(),
+            spec(
+                interruption::instance_status::CONTROLLER,
+                driftwood_aws::interruption::instance_status::POLL_INTERVAL,
+                Wake::Timer,
+            ),
+            cancel.clone(),
+            move |ctx| interruption::instance_status::pass(ctx, reader.clone(), seen.clone()),
+        )));
+    }
     Controllers { cancel, handles }
 }

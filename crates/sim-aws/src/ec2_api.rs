@@ -6,12 +6,13 @@
 use async_trait::async_trait;
 use driftwood_aws::ports::{
     AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance, CreateFleetOutput,
-    CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput,
+    CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput, DescribeInstanceStatusInput,
     DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,
     DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput,
     DescribeSubnetsInput, Ec2Api, FleetOverrideRef, GroupIdentifier, Image, Instance,
-    InstanceStateChange, InstanceTypeDescription, InstanceTypeOffering, LaunchTemplate,
-    SecurityGroup, SpotPrice, Subnet, Tag, codes,
+    InstanceStateChange, InstanceStatus, InstanceStatusEvent, InstanceTypeDescription,
+    InstanceTypeOffering, LaunchTemplate, SecurityGroup, SpotPrice, StatusCheck, StatusCheckDetail,
+    Subnet, Tag, codes,
 };
 use driftwood_cloud::OfferingKey;
 use jiff::Timestamp;
@@ -641,6 +642,84 @@ impl Ec2Api for SimAws {
             }
         }
         Ok(())
+    }
+
+    async fn describe_instance_status(
+        &self,
+        input: DescribeInstanceStatusInput,
+    ) -> Result<Vec<InstanceStatus>, AwsError> {
+        self.enter(Call::new("DescribeInstanceStatus").unfiltered(input.filters.is_empty()))
+            .await?;
+        let now = self.now();
+        let st = self.lock();
+        // Running instances only (IncludeAllInstances is false), as DescribeInstances sees
+        // them; an instance with no impairment passes both checks.
+        Ok(st
+            .instances
+            .values()
+            .filter(|s| self.described(s, now))
+            .map(|s| self.observe(s, now))
+            .filter(|i| i.state == "running")
+            .map(|i| instance_status(&i, st.faults.impairments.get(&i.instance_id)))
+            .filter(|s| filters_match(&input.filters, |n| status_values(s, n)))
+            .collect())
+    }
+}
+
+/// One running instance's status checks and events, given what is wrong with it.
+fn instance_status(
+    instance: &Instance,
+    impairment: Option<&crate::faults::Impairment>,
+) -> InstanceStatus {
+    let check = |failed_since: Option<Timestamp>| StatusCheck {
+        status: if failed_since.is_some() {
+            "impaired"
+        } else {
+            "ok"
+        }
+        .to_string(),
+        details: vec![StatusCheckDetail {
+            name: "reachability".to_string(),
+            status: if failed_since.is_some() {
+                "failed"
+            } else {
+                "passed"
+            }
+            .to_string(),
+            impaired_since: failed_since,
+        }],
+    };
+    let impairment = impairment.cloned().unwrap_or_default();
+    InstanceStatus {
+        instance_id: instance.instance_id.clone(),
+        availability_zone: instance.availability_zone.clone(),
+        state: instance.state.clone(),
+        instance_status: Some(check(impairment.instance_check_failed_since)),
+        system_status: Some(check(impairment.system_check_failed_since)),
+        attached_ebs_status: None,
+        events: impairment
+            .scheduled_event
+            .into_iter()
+            .map(|code| InstanceStatusEvent {
+                description: format!("The instance is scheduled for {code}"),
+                code,
+                not_before: None,
+            })
+            .collect(),
+    }
+}
+
+/// The values DescribeInstanceStatus's filters see.
+fn status_values(s: &InstanceStatus, name: &str) -> Option<Vec<String>> {
+    let summary = |c: &Option<StatusCheck>| c.iter().map(|c| c.status.clone()).collect();
+    match name {
+        "instance-id" => one(&s.instance_id),
+        "availability-zone" => one(&s.availability_zone),
+        "instance-state-name" => one(&s.state),
+        "instance-status.status" => Some(summary(&s.instance_status)),
+        "system-status.status" => Some(summary(&s.system_status)),
+        "event.code" => Some(s.events.iter().map(|e| e.code.clone()).collect()),
+        _ => None,
     }
 }
 

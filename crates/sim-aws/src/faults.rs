@@ -26,6 +26,20 @@ pub struct Faults {
     /// What goes wrong on every machine launched from an image, by image id (a new AMI that
     /// breaks the workload); a machine's own fault comes first.
     pub image_faults: BTreeMap<String, NodeFault>,
+    /// What EC2's status checks and scheduled events report of an instance, by instance id
+    /// (DescribeInstanceStatus); an instance not here passes its checks.
+    pub impairments: BTreeMap<String, Impairment>,
+}
+
+/// What DescribeInstanceStatus reports wrong with one instance.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impairment {
+    /// The instance status check has failed since then.
+    pub instance_check_failed_since: Option<jiff::Timestamp>,
+    /// The system status check (the host) has failed since then.
+    pub system_check_failed_since: Option<jiff::Timestamp>,
+    /// An event scheduled for it (`instance-retirement`, `system-maintenance`, ...).
+    pub scheduled_event: Option<String>,
 }
 
 /// A machine whose kubelet misbehaves.

@@ -205,6 +205,14 @@ pub const ACTIONS: &[ActionClass] = &[
         unfiltered: Some(Category::Ec2UnfilteredNonMutating),
         ..class("DescribeInstances", Category::Ec2NonMutating, DESCRIBE_MS)
     },
+    ActionClass {
+        unfiltered: Some(Category::Ec2UnfilteredNonMutating),
+        ..class(
+            "DescribeInstanceStatus",
+            Category::Ec2NonMutating,
+            DESCRIBE_MS,
+        )
+    },
     class("CreateLaunchTemplate", Category::Ec2Mutating, MUTATION_MS),
     class("DeleteLaunchTemplate", Category::Ec2Mutating, MUTATION_MS),
     // An instant fleet answers once its instances are requested: a few hundred milliseconds.
@@ -327,7 +335,7 @@ mod tests {
             .flat_map(|s| s.split("Call::new(\"").skip(1))
             .filter_map(|rest| rest.split('"').next())
             .collect();
-        assert_eq!(named.len(), 20, "{named:?}");
+        assert_eq!(named.len(), 21, "{named:?}");
         for action in &named {
             assert!(classify(action).is_some(), "{action} is not classified");
         }

@@ -522,10 +522,23 @@ impl SimAws {
         let mut st = self.lock();
         let node_faults = std::mem::take(&mut st.faults.node_faults);
         let image_faults = std::mem::take(&mut st.faults.image_faults);
+        let impairments = std::mem::take(&mut st.faults.impairments);
         st.faults = Faults {
             node_faults,
             image_faults,
+            impairments,
             ..Faults::default()
+        };
+    }
+
+    /// Makes (or with `None` stops making) DescribeInstanceStatus report `instance_id`
+    /// impaired or scheduled for an event. Like the kubelets' faults, it outlasts
+    /// [`SimAws::clear_faults`]: a failed host stays failed.
+    pub fn set_impairment(&self, instance_id: &str, impairment: Option<crate::faults::Impairment>) {
+        let mut st = self.lock();
+        match impairment {
+            Some(i) => st.faults.impairments.insert(instance_id.to_string(), i),
+            None => st.faults.impairments.remove(instance_id),
         };
     }
 

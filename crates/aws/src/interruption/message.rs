@@ -22,6 +22,12 @@ pub enum Kind {
     InstanceTerminated,
     /// EC2 Capacity Reservation Instance Interruption Warning.
     CapacityReservationInterrupted,
+    /// DescribeInstanceStatus: the instance status check has failed for two minutes.
+    InstanceStatus,
+    /// DescribeInstanceStatus: the system status check has failed for two minutes.
+    SystemStatus,
+    /// DescribeInstanceStatus: an event is scheduled that reboots, stops or retires it.
+    EventStatus,
     /// Anything else (unknown kinds, filtered events, an empty body).
     NoOp,
 }
@@ -31,6 +37,9 @@ pub enum Kind {
 pub enum Action {
     /// Delete the NodeClaim: cordon, drain and terminate, with capacity launched for its pods.
     CordonAndDrain,
+    /// The same, with the NodeClaim's termination deadline set to now first, so the drain does
+    /// not wait on PodDisruptionBudgets (a failed instance or host does not serve its pods).
+    ForcefulTermination,
     /// Record an event only.
     NoAction,
 }
@@ -46,15 +55,19 @@ impl Kind {
             Self::InstanceStopped => "instance_stopped",
             Self::InstanceTerminated => "instance_terminated",
             Self::CapacityReservationInterrupted => "capacity_reservation_interrupted",
+            Self::InstanceStatus => "instance_status",
+            Self::SystemStatus => "system_status",
+            Self::EventStatus => "event_status",
             Self::NoOp => "no_op",
         }
     }
 
-    /// What the controller does for this kind (a rebalance recommendation is only reported,
-    /// as in Karpenter).
+    /// What the controller does for this kind (a rebalance recommendation is only reported; a
+    /// failed status check terminates forcefully), as in Karpenter.
     pub fn action(self) -> Action {
         match self {
             Self::RebalanceRecommendation | Self::NoOp => Action::NoAction,
+            Self::InstanceStatus | Self::SystemStatus => Action::ForcefulTermination,
             _ => Action::CordonAndDrain,
         }
     }
@@ -73,7 +86,10 @@ impl Kind {
                 false,
                 "Spot rebalance recommendation was triggered",
             ),
-            Self::ScheduledChange => (
+            Self::ScheduledChange
+            | Self::InstanceStatus
+            | Self::SystemStatus
+            | Self::EventStatus => (
                 "InstanceUnhealthy",
                 true,
                 "An unhealthy warning was triggered for the instance",

@@ -431,6 +431,52 @@ pub struct DescribeInstancesInput {
     pub filters: Vec<Filter>,
 }
 
+/// DescribeInstanceStatus request: the statuses of running instances matching every filter
+/// (`instance-status.status`, `system-status.status`, `event.code`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DescribeInstanceStatusInput {
+    pub filters: Vec<Filter>,
+}
+
+/// One status check's detail (`reachability`): `passed`, `failed`, `insufficient-data` or
+/// `initializing`, and since when it has been failing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusCheckDetail {
+    pub name: String,
+    pub status: String,
+    pub impaired_since: Option<Timestamp>,
+}
+
+/// One status check of an instance: its summary (`ok`, `impaired`, `insufficient-data`,
+/// `not-applicable`, `initializing`) and details.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusCheck {
+    pub status: String,
+    pub details: Vec<StatusCheckDetail>,
+}
+
+/// An event scheduled for an instance (`instance-reboot`, `system-reboot`,
+/// `system-maintenance`, `instance-retirement`, `instance-stop`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstanceStatusEvent {
+    pub code: String,
+    pub description: String,
+    pub not_before: Option<Timestamp>,
+}
+
+/// One instance's status checks and scheduled events, as DescribeInstanceStatus returns them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InstanceStatus {
+    pub instance_id: String,
+    pub availability_zone: String,
+    /// The instance's state (`running`, ...).
+    pub state: String,
+    pub instance_status: Option<StatusCheck>,
+    pub system_status: Option<StatusCheck>,
+    pub attached_ebs_status: Option<StatusCheck>,
+    pub events: Vec<InstanceStatusEvent>,
+}
+
 /// One instance's state transition.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InstanceStateChange {
@@ -486,4 +532,9 @@ pub trait Ec2Api: Send + Sync {
         instance_ids: Vec<String>,
     ) -> Result<Vec<InstanceStateChange>, AwsError>;
     async fn create_tags(&self, input: CreateTagsInput) -> Result<(), AwsError>;
+    /// Every page of DescribeInstanceStatus.
+    async fn describe_instance_status(
+        &self,
+        input: DescribeInstanceStatusInput,
+    ) -> Result<Vec<InstanceStatus>, AwsError>;
 }

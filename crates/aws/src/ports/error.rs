@@ -31,6 +31,8 @@ pub mod codes {
     /// SQS: a receipt handle that is not (or no longer) valid.
     pub const RECEIPT_HANDLE_IS_INVALID: &str = "ReceiptHandleIsInvalid";
     pub const ACCESS_DENIED: &str = "AccessDenied";
+    /// EC2: the caller's IAM policy does not allow the action.
+    pub const UNAUTHORIZED_OPERATION: &str = "UnauthorizedOperation";
 }
 
 /// An error returned by an AWS API call: the service's error code and its message.

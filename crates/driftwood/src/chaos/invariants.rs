@@ -102,6 +102,12 @@ pub const ORPHAN_BOUND_SECONDS: i64 = 5 * 60;
 pub struct Invariants {
     /// PDBs that have had their desired healthy pods since they were last excused.
     pdb_armed: BTreeMap<String, bool>,
+    /// Each PDB's (expected pods, desired healthy) last second: a PDB whose size changed (its
+    /// workload scaled) is judged again once it is whole.
+    pdb_size: BTreeMap<String, (i32, i32)>,
+    /// The NodeClaims (by uid) that carried a DisruptionReason last second, per NodePool: a
+    /// budget is judged when a disruption starts, as budgets gate starting ones.
+    disrupting_claims: BTreeMap<String, BTreeSet<String>>,
     /// When each instance without a NodeClaim was first seen so.
     orphan_since: BTreeMap<String, i64>,
     /// (invariant, subject) already reported: one violation per subject.
@@ -210,7 +216,13 @@ impl Invariants {
                 continue;
             };
             let (current, desired) = (status.current_healthy, status.desired_healthy);
-            if excused(key) {
+            let size = (status.expected_pods, desired);
+            let resized = self
+                .pdb_size
+                .insert(key.clone(), size)
+                .is_some_and(|before| before != size);
+            // Excused by a fault, or resized (a scale-up raises the pods wanted before they run).
+            if excused(key) || resized {
                 self.pdb_armed.insert(key.clone(), false);
                 continue;
             }
@@ -248,6 +260,27 @@ impl Invariants {
                 .iter()
                 .filter(|c| c.condition(CONDITION_DISRUPTION_REASON).is_some())
                 .count();
+            // Judged in a second when a disruption started: a budget gates starting ones, so
+            // one that tightens later (a window closing, the pool shrinking) stops new ones
+            // without making those under way a violation.
+            let now_disrupting: BTreeSet<String> = initialized
+                .iter()
+                .filter(|c| c.condition(CONDITION_DISRUPTION_REASON).is_some())
+                .map(|c| {
+                    c.metadata
+                        .uid
+                        .clone()
+                        .or_else(|| c.metadata.name.clone())
+                        .unwrap_or_default()
+                })
+                .collect();
+            let before = self
+                .disrupting_claims
+                .insert(name.clone(), now_disrupting.clone())
+                .unwrap_or_default();
+            if now_disrupting.is_subset(&before) {
+                continue;
+            }
             // Each command was started within the budget of its own reason (Drifted, Empty,
             // Underutilized), counting every node disrupting for any reason: the loosest of the
             // reasons in flight bounds them all.

@@ -193,7 +193,13 @@ pub async fn run(
     let started = runner.now();
     let mut failure = runner.run_all().await;
     // A broken safety invariant is what the run failed of, whatever a step said after it.
-    if let Some(violation) = runner.safety.as_ref().and_then(|s| s.violations.first()) {
+    if let Some(safety) = runner.safety.as_ref()
+        && let Some(violation) = safety.violations.first()
+    {
+        let more = match safety.violations.len() - 1 {
+            0 => String::new(),
+            n => format!(" (and {n} more)"),
+        };
         let then = failure
             .as_ref()
             .map(|f| format!("; then {f}"))
@@ -202,7 +208,7 @@ pub async fn run(
             index: scenario.steps.len() + 1,
             name: "safety, checked every second".to_string(),
             message: format!(
-                "{} at {}: {}{then}",
+                "{} at {}: {}{more}{then}",
                 violation.invariant.name(),
                 super::report::clock_time(violation.at),
                 violation.detail
@@ -551,9 +557,8 @@ impl Runner<'_> {
         }
         if let Some(safety) = self.safety.as_mut() {
             // No fault excuses a PDB or terminates an instance; orphans are judged only under
-            // faults (their bound counts from when the faults stopped).
-            let instances = self.embedded.cluster.aws().instances();
-            safety.check_second(at, &snapshot, &instances, |_| false, &BTreeSet::new(), None);
+            // faults (their bound counts from when the faults stopped), so no instance is read.
+            safety.check_second(at, &snapshot, &[], |_| false, &BTreeSet::new(), None);
         }
         if self.config.progress
             && let Some(frame) = self.tracker.frames.last().cloned()

@@ -174,6 +174,14 @@ impl Ec2Api for ReadOnly {
     async fn create_tags(&self, _input: CreateTagsInput) -> Result<(), AwsError> {
         refused("CreateTags")
     }
+
+    async fn describe_instance_status(
+        &self,
+        input: DescribeInstanceStatusInput,
+    ) -> Result<Vec<InstanceStatus>, AwsError> {
+        self.count("DescribeInstanceStatus");
+        self.ec2.describe_instance_status(input).await
+    }
 }
 
 #[async_trait::async_trait]

@@ -360,6 +360,11 @@ const PORT_ACTIONS: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("ec2.rs", "describe_instances", &["ec2:DescribeInstances"]),
+    (
+        "ec2.rs",
+        "describe_instance_status",
+        &["ec2:DescribeInstanceStatus"],
+    ),
     ("ec2.rs", "terminate_instances", &["ec2:TerminateInstances"]),
     ("ec2.rs", "create_tags", &["ec2:CreateTags"]),
     ("ssm.rs", "get_parameter", &["ssm:GetParameter"]),

@@ -390,3 +390,116 @@ async fn fleets_launch_instances_that_describe_terminate_and_tag_through_the_wir
         .unwrap_err();
     assert_eq!(bad_tag.code, "InvalidID");
 }
+
+/// DescribeInstanceStatus through the SDK adapter and the wire reads back exactly what the
+/// account reports directly: a running instance's passing checks, a failed system check with
+/// the time it began, a scheduled event; and the three requests of Karpenter's instance status
+/// provider each find their instance.
+#[tokio::test]
+async fn instance_statuses_read_the_same_through_the_wire() {
+    use driftwood_aws::interruption::instance_status::{Category, list_unhealthy, requests};
+    use driftwood_aws::ports::DescribeInstanceStatusInput;
+    use driftwood_cloud::Clock as _;
+    use driftwood_sim_aws::faults::Impairment;
+    let env = env().await;
+    env.wire
+        .ec2
+        .create_launch_template(CreateLaunchTemplateInput {
+            launch_template_name: "lt-fleet".to_string(),
+            launch_template_data: full_data(&env),
+            tag_specifications: vec![],
+        })
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let out = env
+            .sim
+            .create_fleet(fleet(&env, "on-demand"))
+            .await
+            .unwrap();
+        ids.push(out.instances[0].instance_ids[0].clone());
+    }
+    env.advance(SignedDuration::from_secs(31));
+    let failed_at = env.clock.now();
+    env.sim.set_impairment(
+        &ids[0],
+        Some(Impairment {
+            system_check_failed_since: Some(failed_at),
+            ..Impairment::default()
+        }),
+    );
+    env.sim.set_impairment(
+        &ids[1],
+        Some(Impairment {
+            scheduled_event: Some("instance-retirement".to_string()),
+            ..Impairment::default()
+        }),
+    );
+    let mut inputs = vec![DescribeInstanceStatusInput::default()];
+    inputs.extend(requests());
+    for input in inputs {
+        let direct = env
+            .sim
+            .describe_instance_status(input.clone())
+            .await
+            .unwrap();
+        let through = env
+            .wire
+            .ec2
+            .describe_instance_status(input.clone())
+            .await
+            .unwrap();
+        assert_eq!(through, direct, "{input:?}");
+    }
+    let all = env
+        .sim
+        .describe_instance_status(DescribeInstanceStatusInput::default())
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    let [instance_impaired, system_impaired, scheduled] = requests();
+    let found = |input| {
+        let sim = env.sim.clone();
+        async move {
+            sim.describe_instance_status(input)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|s| s.instance_id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(
+        found(instance_impaired).await.is_empty(),
+        "every instance check passes"
+    );
+    assert_eq!(found(system_impaired).await, vec![ids[0].clone()]);
+    assert_eq!(found(scheduled).await, vec![ids[1].clone()]);
+    // Read as the provider reads it: the event at once; the failed check after two minutes.
+    let names = |u: Vec<driftwood_aws::interruption::instance_status::UnhealthyInstance>| {
+        u.into_iter()
+            .map(|u| (u.instance_id, u.categories.into_iter().collect::<Vec<_>>()))
+            .collect::<Vec<_>>()
+    };
+    let now = list_unhealthy(env.wire.ec2.as_ref(), env.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(
+        names(now),
+        vec![(ids[1].clone(), vec![Category::EventStatus])]
+    );
+    env.advance(SignedDuration::from_secs(120));
+    let mut later = names(
+        list_unhealthy(env.wire.ec2.as_ref(), env.clock.now())
+            .await
+            .unwrap(),
+    );
+    later.sort();
+    let mut expected = vec![
+        (ids[0].clone(), vec![Category::SystemStatus]),
+        (ids[1].clone(), vec![Category::EventStatus]),
+    ];
+    expected.sort();
+    assert_eq!(later, expected);
+}

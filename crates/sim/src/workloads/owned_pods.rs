@@ -19,7 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 
 /// How long unmet expectations hold an owner back before it plans from what it sees anyway
@@ -123,27 +123,47 @@ impl Index {
     }
 }
 
+/// What is told of each ReplicaSet an event touched, once the event is filed.
+pub type TriggerSink = Arc<dyn Fn(ObjectRef<ReplicaSet>) + Send + Sync>;
+
 /// The shared index. Cheap to clone.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct OwnedPods {
     index: Arc<Mutex<Index>>,
-    /// Where the ReplicaSets an event touched are sent, once it is filed (none in tests that
-    /// feed the index by hand without [`OwnedPods::triggers`]).
-    triggers: Option<UnboundedSender<ObjectRef<ReplicaSet>>>,
+    /// Told of the ReplicaSets an event touched, once it is filed (none in tests that feed the
+    /// index by hand).
+    triggers: Option<TriggerSink>,
+}
+
+impl std::fmt::Debug for OwnedPods {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedPods")
+            .field("index", &self.index)
+            .field("triggers", &self.triggers.is_some())
+            .finish()
+    }
 }
 
 impl OwnedPods {
     /// An index that sends the ReplicaSets each event touches, after filing it, to the
     /// returned receiver (the ReplicaSet controller's trigger).
     pub fn triggers() -> (Self, UnboundedReceiver<ObjectRef<ReplicaSet>>) {
-        let (sender, receiver) = unbounded_channel();
-        (
-            Self {
-                index: Arc::default(),
-                triggers: Some(sender),
-            },
-            receiver,
-        )
+        let (sender, receiver) = unbounded_channel::<ObjectRef<ReplicaSet>>();
+        let sink: TriggerSink = Arc::new(move |rs| {
+            if sender.send(rs).is_err() {
+                // The receiver is gone only when the controller stopped: nothing to wake.
+                tracing::debug!("owned pods: the ReplicaSet controller stopped; trigger dropped");
+            }
+        });
+        (Self::with_sink(sink), receiver)
+    }
+
+    /// An index that tells `sink` of the ReplicaSets each event touches, after filing it.
+    pub fn with_sink(sink: TriggerSink) -> Self {
+        Self {
+            index: Arc::default(),
+            triggers: Some(sink),
+        }
     }
 
     /// Starts the watch that feeds the index; abort the handle to stop it. The receiver gets
@@ -182,16 +202,14 @@ impl OwnedPods {
         f(&mut self.index.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Sends the touched ReplicaSets, the index already holding what touched them.
+    /// Tells of the touched ReplicaSets, the index already holding (and no longer locking)
+    /// what touched them.
     fn trigger(&self, touched: Touched) {
-        let Some(sender) = &self.triggers else {
+        let Some(sink) = &self.triggers else {
             return;
         };
         for rs in touched {
-            // The receiver is gone only when the controller stopped: nothing is left to wake.
-            if sender.send(rs).is_err() {
-                return;
-            }
+            sink(rs);
         }
     }
 
@@ -372,6 +390,39 @@ mod tests {
         names
     }
 
+    /// The ordering that keeps a ReplicaSet's status true: when its trigger is sent, the
+    /// index already holds the change and is unlocked (a reconcile woken by it reads it).
+    #[test]
+    fn a_trigger_is_sent_after_the_change_is_filed_and_unlocked() {
+        let slot: Arc<std::sync::OnceLock<OwnedPods>> = Arc::default();
+        let phases: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let sink: TriggerSink = {
+            let (slot, phases) = (slot.clone(), phases.clone());
+            Arc::new(move |_rs| {
+                let index = slot.get().expect("set before any event");
+                // try_lock: a sink called under the lock records None instead of hanging.
+                let phase = index.index.try_lock().ok().map(|i| {
+                    i.by_owner
+                        .get("u1")
+                        .and_then(|pods| pods.get("a"))
+                        .and_then(|p| p.status.as_ref()?.phase.clone())
+                        .unwrap_or_default()
+                });
+                phases.lock().unwrap().push(phase);
+            })
+        };
+        let index = OwnedPods::with_sink(sink);
+        slot.set(index.clone()).unwrap();
+        index.reset(vec![owned_by("a", "ReplicaSet", "web", "u1")]);
+        let mut running = owned_by("a", "ReplicaSet", "web", "u1");
+        running.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+        index.apply(running);
+        assert_eq!(
+            *phases.lock().unwrap(),
+            [Some(String::new()), Some("Running".to_string())]
+        );
+    }
+
     #[test]
     fn a_replica_set_is_triggered_once_its_pods_change_is_filed() {
         let (index, mut triggers) = OwnedPods::triggers();
@@ -398,6 +449,12 @@ mod tests {
         index.apply(owned_by("db-0", "StatefulSet", "db", "u3"));
         assert!(drain(&mut triggers).is_empty());
         assert_eq!(names(index.owned("u3")), Some(vec!["db-0".to_string()]));
+        // A relist without a pod that went away while the watch was down still wakes its
+        // ReplicaSet.
+        index.apply(owned_by("b", "ReplicaSet", "web", "u1"));
+        drain(&mut triggers);
+        index.reset(vec![owned_by("db-0", "StatefulSet", "db", "u3")]);
+        assert_eq!(drain(&mut triggers), vec!["default/web"]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,11 +1,15 @@
-//! What the interruption controller does with a batch of messages, decided from the cache: for
-//! each message, the NodeClaims of the instances it names (found by instance ID), the event
-//! each gets, the spot offering to mark unavailable, and whether to delete the NodeClaim
-//! (cordon, drain, terminate) — as Karpenter's AWS interruption controller does.
+//! What the interruption controllers do with a batch of messages, or with the instances EC2
+//! reports unhealthy, decided from the cache: for each message (each instance's failed
+//! category), the NodeClaims of the instances it names (found by instance ID), the event each
+//! gets, the spot offering to mark unavailable, whether to set the termination deadline to now
+//! and whether to delete the NodeClaim (cordon, drain, terminate) — as Karpenter's AWS
+//! interruption and instance status controllers do.
 
 use crate::state::Snapshot;
 use driftwood_api::lookup::ObjectLookups;
+use driftwood_api::wellknown::ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP;
 use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE};
+use driftwood_aws::interruption::instance_status::{Category, UnhealthyInstance};
 use driftwood_aws::interruption::{Action, Kind, Received};
 use driftwood_cloud::OfferingKey;
 use jiff::Timestamp;
@@ -20,6 +24,9 @@ pub struct ClaimAction {
     pub capacity_type: String,
     /// The spot offering a spot interruption warning takes out of use for a while.
     pub unavailable: Option<OfferingKey>,
+    /// Set the NodeClaim's termination deadline to now before deleting it, so the drain does
+    /// not wait on PodDisruptionBudgets (a failed status check; not when already set).
+    pub deadline_now: bool,
     /// Delete the NodeClaim (the kind asks for it, and it is not being deleted already).
     pub delete: bool,
 }
@@ -36,6 +43,85 @@ pub struct MessagePlan {
     pub time: Option<Timestamp>,
     /// The NodeClaims of the instances it names (instances of no NodeClaim are skipped).
     pub claims: Vec<ClaimAction>,
+}
+
+/// What to do for the NodeClaim of `instance` (none when no NodeClaim has it) on a message of
+/// `kind`: the spot offering a spot interruption takes out of use, the termination deadline a
+/// failed status check sets to now (once), and the deletion (once).
+pub fn claim_action(snapshot: &Snapshot, kind: Kind, instance: &str) -> Option<ClaimAction> {
+    let claim = snapshot.nodeclaim_by_instance(instance)?;
+    let unavailable = (kind == Kind::SpotInterrupted)
+        .then(|| {
+            Some(OfferingKey::new(
+                claim.label(LABEL_INSTANCE_TYPE)?,
+                claim.label(LABEL_TOPOLOGY_ZONE)?,
+                "spot",
+            ))
+        })
+        .flatten();
+    let action = kind.action();
+    let stamped = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP));
+    Some(ClaimAction {
+        nodeclaim: claim.metadata.name.clone().unwrap_or_default(),
+        node: snapshot
+            .node_of(claim)
+            .and_then(|n| n.metadata.name.clone()),
+        nodepool: claim.nodepool_name().unwrap_or_default().to_string(),
+        capacity_type: claim
+            .label(LABEL_CAPACITY_TYPE)
+            .unwrap_or_default()
+            .to_string(),
+        unavailable,
+        deadline_now: action == Action::ForcefulTermination && !stamped,
+        delete: matches!(action, Action::CordonAndDrain | Action::ForcefulTermination)
+            && claim.metadata.deletion_timestamp.is_none(),
+    })
+}
+
+/// What the instance status poller does for one unhealthy instance's failed category.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusPlan {
+    pub instance_id: String,
+    pub category: Category,
+    pub kind: Kind,
+    /// The instance's NodeClaim; none when no NodeClaim has the instance (not the cluster's).
+    pub claim: Option<ClaimAction>,
+}
+
+/// The message kind of a failed status category; none for the attached EBS volumes' check,
+/// which Karpenter reads but does not act on.
+pub fn kind_of(category: Category) -> Option<Kind> {
+    match category {
+        Category::InstanceStatus => Some(Kind::InstanceStatus),
+        Category::SystemStatus => Some(Kind::SystemStatus),
+        Category::EventStatus => Some(Kind::EventStatus),
+        Category::EbsStatus => None,
+    }
+}
+
+/// Plans what EC2 reported unhealthy against `snapshot`: one plan per instance and failed
+/// category, the forceful categories (instance, system) first, as each is handled as its own
+/// message.
+pub fn decide_statuses(snapshot: &Snapshot, unhealthy: &[UnhealthyInstance]) -> Vec<StatusPlan> {
+    let mut plans = Vec::new();
+    for instance in unhealthy {
+        for &category in &instance.categories {
+            let Some(kind) = kind_of(category) else {
+                continue;
+            };
+            plans.push(StatusPlan {
+                instance_id: instance.instance_id.clone(),
+                category,
+                kind,
+                claim: claim_action(snapshot, kind, &instance.instance_id),
+            });
+        }
+    }
+    plans
 }
 
 /// Plans every received message against `snapshot`.
@@ -63,34 +149,11 @@ pub fn decide(snapshot: &Snapshot, received: &[Received]) -> Vec<MessagePlan> {
             if message.kind == Kind::NoOp {
                 return plan;
             }
-            for instance in &message.instance_ids {
-                let Some(claim) = snapshot.nodeclaim_by_instance(instance) else {
-                    continue;
-                };
-                let unavailable = (message.kind == Kind::SpotInterrupted)
-                    .then(|| {
-                        Some(OfferingKey::new(
-                            claim.label(LABEL_INSTANCE_TYPE)?,
-                            claim.label(LABEL_TOPOLOGY_ZONE)?,
-                            "spot",
-                        ))
-                    })
-                    .flatten();
-                plan.claims.push(ClaimAction {
-                    nodeclaim: claim.metadata.name.clone().unwrap_or_default(),
-                    node: snapshot
-                        .node_of(claim)
-                        .and_then(|n| n.metadata.name.clone()),
-                    nodepool: claim.nodepool_name().unwrap_or_default().to_string(),
-                    capacity_type: claim
-                        .label(LABEL_CAPACITY_TYPE)
-                        .unwrap_or_default()
-                        .to_string(),
-                    unavailable,
-                    delete: message.kind.action() == Action::CordonAndDrain
-                        && claim.metadata.deletion_timestamp.is_none(),
-                });
-            }
+            plan.claims = message
+                .instance_ids
+                .iter()
+                .filter_map(|instance| claim_action(snapshot, message.kind, instance))
+                .collect();
             plan
         })
         .collect()
@@ -171,9 +234,87 @@ mod tests {
                 nodepool: "default".into(),
                 capacity_type: "spot".into(),
                 unavailable: Some(OfferingKey::new("t3.large", "test-zone-1a", "spot")),
+                deadline_now: false,
                 delete: true,
             }]
         );
+    }
+
+    fn sick(id: &str, categories: &[Category]) -> UnhealthyInstance {
+        UnhealthyInstance {
+            instance_id: id.into(),
+            categories: categories.iter().copied().collect(),
+            impaired_since: at(),
+        }
+    }
+
+    /// Karpenter's instance status tests: "should forcefully terminate the NodeClaim when an
+    /// instance is unhealthy due to EC2 system status checks" and "... has InstanceStatus check
+    /// failure" (the deadline set to now, then deleted), "should NOT annotate the NodeClaim
+    /// with a termination timestamp for scheduled maintenance events" (deleted, deadline left),
+    /// "should forcefully terminate when an instance has both system status failure and a
+    /// scheduled event" (the forceful category first); an EBS failure alone does nothing.
+    #[test]
+    fn failed_checks_terminate_forcefully_and_events_drain() {
+        let s = cluster(&[
+            ("a", "i-0a", false),
+            ("b", "i-0b", false),
+            ("c", "i-0c", false),
+        ]);
+        let plans = decide_statuses(
+            &s,
+            &[
+                sick("i-0a", &[Category::SystemStatus, Category::EventStatus]),
+                sick("i-0b", &[Category::EventStatus]),
+                sick("i-0c", &[Category::EbsStatus]),
+                sick("i-unknown", &[Category::InstanceStatus]),
+            ],
+        );
+        // (instance, kind, the NodeClaim's (deadline now, delete)).
+        type Got<'a> = (&'a str, Kind, Option<(bool, bool)>);
+        let got: Vec<Got> = plans
+            .iter()
+            .map(|p| {
+                (
+                    p.instance_id.as_str(),
+                    p.kind,
+                    p.claim.as_ref().map(|c| (c.deadline_now, c.delete)),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("i-0a", Kind::SystemStatus, Some((true, true))),
+                ("i-0a", Kind::EventStatus, Some((false, true))),
+                ("i-0b", Kind::EventStatus, Some((false, true))),
+                ("i-unknown", Kind::InstanceStatus, None),
+            ]
+        );
+        assert_eq!(Kind::InstanceStatus.label(), "instance_status");
+        assert_eq!(
+            Kind::SystemStatus.event().map(|e| e.0),
+            Some("InstanceUnhealthy")
+        );
+    }
+
+    /// "should not re-annotate the NodeClaim on subsequent reconciles": a NodeClaim already
+    /// given its deadline, and being deleted, gets neither again.
+    #[test]
+    fn a_deadline_is_set_once_and_a_deleting_claim_is_not_deleted_again() {
+        let mut s = cluster(&[("a", "i-0a", true)]);
+        let mut claim = (**s.store.nodeclaims.get("a").unwrap()).clone();
+        claim.metadata.annotations = Some(
+            [(
+                ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
+                "2026-11-26T10:00:00Z".to_string(),
+            )]
+            .into(),
+        );
+        s.apply("a".into(), Arc::new(claim));
+        let plans = decide_statuses(&s, &[sick("i-0a", &[Category::InstanceStatus])]);
+        let claim = plans[0].claim.as_ref().unwrap();
+        assert!(!claim.deadline_now && !claim.delete);
     }
 
     /// "should delete the NodeClaim when receiving a scheduled change message", "... a state

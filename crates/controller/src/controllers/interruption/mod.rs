@@ -8,11 +8,13 @@
 //! and is handled again.
 
 pub mod decide;
+pub mod instance_status;
 
 use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::Metrics;
 use decide::{ClaimAction, MessagePlan};
+use driftwood_api::wellknown::ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP;
 use driftwood_aws::interruption::{InterruptionQueue, Kind};
 use kube::api::{DeleteParams, Preconditions};
 use std::sync::Arc;
@@ -83,7 +85,7 @@ async fn handle(
     );
     let mut handled = true;
     for action in &plan.claims {
-        handled &= act(ctx, snapshot, kind, action).await;
+        handled &= act(ctx, CONTROLLER, snapshot, kind, action).await;
     }
     if !handled {
         // Left on the queue: received again after the visibility timeout.
@@ -116,10 +118,12 @@ async fn delete_message(ctx: &Context, queue: &InterruptionQueue, plan: &Message
     !failed
 }
 
-/// Reports the message on the NodeClaim and its Node, marks the offering, and deletes the
-/// NodeClaim if the kind asks; returns whether every write succeeded.
-async fn act(
+/// Reports the message on the NodeClaim and its Node, marks the offering, sets the termination
+/// deadline to now and deletes the NodeClaim if the kind asks; returns whether every write
+/// succeeded. `controller` names the loop (logs, metrics, backoff).
+pub(crate) async fn act(
     ctx: &Context,
+    controller: &'static str,
     snapshot: &crate::state::Snapshot,
     kind: Kind,
     action: &ClaimAction,
@@ -142,6 +146,9 @@ async fn act(
     if let Some(offering) = &action.unavailable {
         ctx.cloud.mark_unavailable(offering, kind.label());
     }
+    if action.deadline_now && !set_deadline_now(ctx, controller, &action.nodeclaim).await {
+        return false;
+    }
     if !action.delete {
         return true;
     }
@@ -162,7 +169,7 @@ async fn act(
     };
     let failed = ctx.retries.record(
         &ctx.metrics,
-        CONTROLLER,
+        controller,
         &format!("nodeclaim/{}", action.nodeclaim),
         "delete nodeclaim",
         ctx.clock.now(),
@@ -173,7 +180,7 @@ async fn act(
     }
     if result.unwrap_or(false) {
         tracing::info!(
-            controller = CONTROLLER,
+            controller = controller,
             nodeclaim = %action.nodeclaim,
             node = action.node.as_deref().unwrap_or_default(),
             message_type = kind.label(),
@@ -201,6 +208,46 @@ async fn act(
         );
     }
     true
+}
+
+/// Sets the NodeClaim's termination deadline to now (Karpenter's forceful termination: the
+/// drain then deletes pods without waiting on their PodDisruptionBudgets); returns whether the
+/// write succeeded (a NodeClaim already gone needs none).
+async fn set_deadline_now(ctx: &Context, controller: &'static str, nodeclaim: &str) -> bool {
+    // RFC 3339 in whole seconds, as Karpenter writes it.
+    let now = ctx.clock.now();
+    let now = jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string();
+    let result = crate::api::modify(
+        &ctx.state,
+        &crate::api::nodeclaims(&ctx.client),
+        nodeclaim,
+        |c| {
+            let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
+            if annotations.contains_key(ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP) {
+                return false;
+            }
+            annotations.insert(
+                ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
+                now.clone(),
+            );
+            true
+        },
+    )
+    .await;
+    let result = match result {
+        Err(error) if crate::api::is_not_found(&error) => Ok(None),
+        other => other,
+    };
+    !ctx.retries.record(
+        &ctx.metrics,
+        controller,
+        &format!("nodeclaim/{nodeclaim}"),
+        "set termination deadline",
+        ctx.clock.now(),
+        &result.map(|_| ()),
+    )
 }
 
 /// Publishes `reason` on the NodeClaim and on its Node (if it registered one), each with its

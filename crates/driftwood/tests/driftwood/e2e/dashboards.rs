@@ -348,10 +348,6 @@ const SDK_ONLY: [&str; 5] = [
 const KNOWN_GAPS: &[(&str, &str)] = &[
     ("karpenter_consolidation_score", "not exported"),
     ("karpenter_consolidation_moves_total", "not exported"),
-    (
-        "karpenter_interruption_instance_status_unhealthy_total",
-        "not exported",
-    ),
     ("leader_election_slowpath_total", "not exported"),
 ];
 

@@ -21,6 +21,15 @@ fn label(claim: &driftwood_api::NodeClaim, key: &str) -> String {
     claim.label(key).unwrap_or_default().to_string()
 }
 
+/// The reasons of the events about `name` in `default`.
+async fn event_reasons(h: &super::harness::Harness, name: &str) -> Vec<String> {
+    events_about(h, "default", name)
+        .await
+        .into_iter()
+        .map(|(reason, _)| reason)
+        .collect()
+}
+
 /// Issue 30's "done when": a spot interruption warning for a node running a PDB-protected
 /// Deployment replaces the node before EC2 reclaims it two minutes later, with no PDB
 /// violation (checked every second). The NodeClaim gets Karpenter's SpotInterrupted and
@@ -120,16 +129,8 @@ async fn a_spot_interruption_replaces_the_node_before_ec2_reclaims_it() {
         aws.queue_depth(&h.embedded.cluster.options().cluster_name),
         0
     );
-    let reasons: Vec<String> = events_about(&h, "default", &claim_name)
-        .await
-        .into_iter()
-        .map(|(reason, _)| reason)
-        .collect();
-    let node_reasons: Vec<String> = events_about(&h, "default", &node)
-        .await
-        .into_iter()
-        .map(|(reason, _)| reason)
-        .collect();
+    let reasons = event_reasons(&h, &claim_name).await;
+    let node_reasons = event_reasons(&h, &node).await;
     for reason in ["SpotInterrupted", "TerminatingOnInterruption"] {
         assert!(
             reasons.iter().any(|r| r == reason),
@@ -193,20 +194,12 @@ async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_on
         "a rebalance recommendation disrupts nothing\n{}",
         describe(&s)
     );
-    let reasons: Vec<String> = events_about(&h, "default", &name(&advised))
-        .await
-        .into_iter()
-        .map(|(reason, _)| reason)
-        .collect();
+    let reasons = event_reasons(&h, &name(&advised)).await;
     assert!(
         reasons.iter().any(|r| r == "SpotRebalanceRecommendation"),
         "{reasons:?}"
     );
-    let reasons: Vec<String> = events_about(&h, "default", &name(&retired))
-        .await
-        .into_iter()
-        .map(|(reason, _)| reason)
-        .collect();
+    let reasons = event_reasons(&h, &name(&retired)).await;
     assert!(
         reasons.iter().any(|r| r == "InstanceUnhealthy"),
         "{reasons:?}"
@@ -215,5 +208,112 @@ async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_on
         aws.queue_depth(&h.embedded.cluster.options().cluster_name),
         0
     );
+    assert_eq!(h.min_ready.get("app").copied(), Some(1));
+}
+
+/// Karpenter's instance status controller, with no interruption queue needed: EC2 reports one
+/// node's host failing its system status check and another node's instance scheduled for
+/// retirement. Once the check has failed for two minutes, the next poll terminates that node
+/// forcefully (its termination deadline set to now, so the drain does not wait on the PDB);
+/// the retirement cordons and drains the other node as a scheduled change does. Both are
+/// replaced with the invariants checked every second, each gets InstanceUnhealthy and
+/// TerminatingOnInterruption, and each instance and category is counted once however many
+/// polls see it (Karpenter's "should forcefully terminate the NodeClaim when an instance is
+/// unhealthy due to EC2 system status checks", "should delete the NodeClaim when an instance
+/// has a scheduled maintenance event", "should only emit the metric once across multiple
+/// reconciles for the same unhealthy instance").
+#[tokio::test(start_paused = true)]
+async fn ec2_status_checks_and_scheduled_events_replace_the_unhealthy_nodes() {
+    use driftwood_sim_aws::faults::Impairment;
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment("app", 2, "3", "general", "")).await;
+    h.apply(&pdb("app", 1)).await;
+    h.wait_until("two nodes", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 2 && ready_pods(s, "app") == 2
+    })
+    .await;
+    let s = h.snapshot();
+    let claims = initialized_of(&s, "general");
+    let (failing, retiring) = (claims[0].clone(), claims[1].clone());
+    let aws = h.embedded.cluster.aws();
+    let now = h.embedded.cluster.clock().now();
+    aws.set_impairment(
+        &instance_of(&failing),
+        Some(Impairment {
+            system_check_failed_since: Some(now),
+            ..Impairment::default()
+        }),
+    );
+    // A failed check counts after two minutes: nothing happens to it before.
+    idle(&mut h, Duration::from_secs(110)).await;
+    let s = h.snapshot();
+    assert!(
+        s.store.nodeclaims[&name(&failing)]
+            .metadata
+            .deletion_timestamp
+            .is_none(),
+        "acted before the check had failed for two minutes\n{}",
+        describe(&s)
+    );
+    let stamped =
+        |s: &driftwood_controller::state::Snapshot, claim: &str| {
+            s.store.nodeclaims.get(claim).and_then(|c| {
+                c.metadata.deletion_timestamp.as_ref()?;
+                Some(c.metadata.annotations.as_ref().is_some_and(|a| {
+                    a.contains_key("karpenter.sh/nodeclaim-termination-timestamp")
+                }))
+            })
+        };
+    let mut forced = None;
+    h.wait_until("the failing node replaced", 5 * MINUTE, |s| {
+        forced = forced.or(stamped(s, &name(&failing)));
+        !s.store.nodeclaims.contains_key(&name(&failing))
+            && initialized_of(s, "general").len() == 2
+            && ready_pods(s, "app") == 2
+    })
+    .await;
+    assert_eq!(
+        forced,
+        Some(true),
+        "a failed check sets the termination deadline (forceful)"
+    );
+    aws.set_impairment(
+        &instance_of(&retiring),
+        Some(Impairment {
+            scheduled_event: Some("instance-retirement".to_string()),
+            ..Impairment::default()
+        }),
+    );
+    let mut annotated = None;
+    h.wait_until("the retiring node replaced", 5 * MINUTE, |s| {
+        annotated = annotated.or(stamped(s, &name(&retiring)));
+        !s.store.nodeclaims.contains_key(&name(&retiring))
+            && initialized_of(s, "general").len() == 2
+            && ready_pods(s, "app") == 2
+    })
+    .await;
+    assert_eq!(
+        annotated,
+        Some(false),
+        "a scheduled event drains as usual: no deadline set"
+    );
+    // More polls see nothing new to count.
+    idle(&mut h, Duration::from_secs(150)).await;
+    for claim in [&failing, &retiring] {
+        let reasons = event_reasons(&h, &name(claim)).await;
+        for reason in ["InstanceUnhealthy", "TerminatingOnInterruption"] {
+            assert!(reasons.iter().any(|r| r == reason), "{reason}: {reasons:?}");
+        }
+    }
+    let metrics = h.embedded.ctx().expect("controllers run").metrics.render();
+    for line in [
+        "karpenter_interruption_instance_status_unhealthy_total{category=\"SystemStatus\"} 1",
+        "karpenter_interruption_instance_status_unhealthy_total{category=\"EventStatus\"} 1",
+        "karpenter_nodeclaims_disrupted_total{reason=\"system_status\",nodepool=\"general\",capacity_type=\"on-demand\"} 1",
+        "karpenter_nodeclaims_disrupted_total{reason=\"event_status\",nodepool=\"general\",capacity_type=\"on-demand\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
     assert_eq!(h.min_ready.get("app").copied(), Some(1));
 }

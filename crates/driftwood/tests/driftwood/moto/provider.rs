@@ -13,7 +13,8 @@ use driftwood_api::requirement::OP_IN;
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeSelectorRequirementWithMinValues as Req};
 use driftwood_aws::ports::{
-    DescribeInstancesInput, DescribeLaunchTemplatesInput, GetParameterInput, codes,
+    DescribeInstanceStatusInput, DescribeInstancesInput, DescribeLaunchTemplatesInput,
+    GetParameterInput, codes,
 };
 use driftwood_aws::{AwsPorts, AwsProvider, AwsSettings, InMemoryNodeClasses, ProviderDrift};
 use driftwood_cloud::{CloudProvider, SystemClock};
@@ -267,6 +268,37 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
         read_back.status.as_ref().unwrap().image_id.as_deref(),
         Some(old_amd.as_str())
     );
+
+    // DescribeInstanceStatus through the SDK: moto reports the running instance with both
+    // checks passing (and, not implementing the status filters, answers each of the three
+    // requests with every running instance), so none is unhealthy.
+    let statuses = env
+        .ports
+        .ec2
+        .describe_instance_status(DescribeInstanceStatusInput::default())
+        .await
+        .unwrap();
+    let status = statuses
+        .iter()
+        .find(|s| s.instance_id == id)
+        .expect("the running instance has a status");
+    assert_eq!(status.state, "running");
+    assert_eq!(status.availability_zone, instance.availability_zone);
+    for check in [&status.instance_status, &status.system_status] {
+        let check = check.as_ref().expect("reported");
+        assert_eq!(check.status, "ok");
+        assert!(
+            check.details.iter().all(|d| d.status == "passed"),
+            "{check:?}"
+        );
+    }
+    let unhealthy = driftwood_aws::interruption::instance_status::list_unhealthy(
+        env.ports.ec2.as_ref(),
+        jiff::Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    assert!(unhealthy.is_empty(), "{unhealthy:?}");
 
     // moto departs from EC2 here: CreateFleet ignores the launch template's security groups.
     // EC2 would have attached the class's group; do what EC2 does, then nothing has drifted.

@@ -3,10 +3,10 @@
 //! `Owner.N`, `GroupId.N`, `InstanceType.N`, `Tag.N.Key`, `TagSpecification.N.…`).
 
 use driftwood_aws::ports::{
-    CreateTagsInput, DescribeImagesInput, DescribeInstanceTypeOfferingsInput,
-    DescribeInstanceTypesInput, DescribeInstancesInput, DescribeLaunchTemplatesInput,
-    DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput, DescribeSubnetsInput, Filter, Tag,
-    TagSpecification,
+    CreateTagsInput, DescribeImagesInput, DescribeInstanceStatusInput,
+    DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,
+    DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput,
+    DescribeSubnetsInput, Filter, Tag, TagSpecification,
 };
 use jiff::Timestamp;
 
@@ -118,6 +118,13 @@ pub(crate) fn describe_launch_templates(p: &Scope<'_>) -> DescribeLaunchTemplate
 pub(crate) fn describe_instances(p: &Scope<'_>) -> DescribeInstancesInput {
     DescribeInstancesInput {
         instance_ids: p.strings("InstanceId"),
+        filters: filters(p),
+    }
+}
+
+/// DescribeInstanceStatus's `Filter.N`.
+pub(crate) fn describe_instance_status(p: &Scope<'_>) -> DescribeInstanceStatusInput {
+    DescribeInstanceStatusInput {
         filters: filters(p),
     }
 }

@@ -1,8 +1,10 @@
-//! EC2 XML of instances (a reservation each), their state changes, and CreateFleet's answer
-//! (`fleetInstanceSet` and `errorSet`, each naming its launch template and override).
+//! EC2 XML of instances (a reservation each), their state changes, their status checks and
+//! events (DescribeInstanceStatus), and CreateFleet's answer (`fleetInstanceSet` and
+//! `errorSet`, each naming its launch template and override).
 
 use driftwood_aws::ports::{
     CreateFleetInput, CreateFleetOutput, FleetOverrideRef, Instance, InstanceStateChange,
+    InstanceStatus, StatusCheck,
 };
 
 use super::resources_xml::tag_set;
@@ -26,6 +28,38 @@ fn state(x: &mut Xml, element: &str, name: &str) {
     x.el(element, |x| {
         x.value("code", state_code(name));
         x.leaf("name", name);
+    });
+}
+
+/// One item of DescribeInstanceStatus's `instanceStatusSet`.
+pub(crate) fn instance_status(x: &mut Xml, s: &InstanceStatus) {
+    x.leaf("instanceId", &s.instance_id);
+    x.leaf("availabilityZone", &s.availability_zone);
+    state(x, "instanceState", &s.state);
+    let check = |x: &mut Xml, element: &str, check: &Option<StatusCheck>| {
+        let Some(check) = check else {
+            return;
+        };
+        x.el(element, |x| {
+            x.leaf("status", &check.status);
+            x.list("details", "item", &check.details, |x, d| {
+                x.leaf("name", &d.name);
+                x.leaf("status", &d.status);
+                if let Some(since) = d.impaired_since {
+                    x.value("impairedSince", since);
+                }
+            });
+        });
+    };
+    check(x, "systemStatus", &s.system_status);
+    check(x, "instanceStatus", &s.instance_status);
+    check(x, "attachedEbsStatus", &s.attached_ebs_status);
+    x.list("eventsSet", "item", &s.events, |x, e| {
+        x.leaf("code", &e.code);
+        x.leaf("description", &e.description);
+        if let Some(at) = e.not_before {
+            x.value("notBefore", at);
+        }
     });
 }
 

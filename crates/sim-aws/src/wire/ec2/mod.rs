@@ -179,6 +179,20 @@ async fn answer(
                 instances_xml::reservation(x, i, &account, seed)
             })
         }
+        "DescribeInstanceStatus" => {
+            let all = sim
+                .describe_instance_status(inputs::describe_instance_status(p))
+                .await?;
+            paged(
+                action,
+                id,
+                p,
+                all,
+                None,
+                "instanceStatusSet",
+                instances_xml::instance_status,
+            )
+        }
         "TerminateInstances" => {
             let changes = sim.terminate_instances(inputs::instance_ids(p)?).await?;
             Ok(ec2_ok(action, id, |x| {
