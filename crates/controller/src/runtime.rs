@@ -178,6 +178,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     // without a queue (as Karpenter).
     if let Some(reader) = ctx.instance_status.clone() {
         let seen = interruption::instance_status::Seen::default();
+        let refused = interruption::instance_status::Refused::default();
         handles.push(tokio::spawn(drive(
             ctx.clone(),
             spec(
@@ -186,7 +187,14 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
                 Wake::Timer,
             ),
             cancel.clone(),
-            move |ctx| interruption::instance_status::pass(ctx, reader.clone(), seen.clone()),
+            move |ctx| {
+                interruption::instance_status::pass(
+                    ctx,
+                    reader.clone(),
+                    seen.clone(),
+                    refused.clone(),
+                )
+            },
         )));
     }
     Controllers { cancel, handles }

@@ -91,7 +91,8 @@ pub fn unhealthy(statuses: &[InstanceStatus], now: Timestamp) -> Vec<UnhealthyIn
 }
 
 fn unhealthy_one(status: &InstanceStatus, now: Timestamp) -> Option<UnhealthyInstance> {
-    let threshold = i64::try_from(UNHEALTHY_THRESHOLD.as_secs()).unwrap_or(i64::MAX);
+    let threshold =
+        jiff::SignedDuration::try_from(UNHEALTHY_THRESHOLD).unwrap_or(jiff::SignedDuration::MAX);
     // Category → the earliest failure counted in it.
     let mut failing: BTreeMap<Category, Timestamp> = BTreeMap::new();
     let mut note = |category: Category, since: Timestamp| {
@@ -113,7 +114,7 @@ fn unhealthy_one(status: &InstanceStatus, now: Timestamp) -> Option<UnhealthyIns
             // A failed detail without a time has failed since the epoch, as the SDK's zero
             // time reads in Karpenter: past the threshold.
             let since = detail.impaired_since.unwrap_or(Timestamp::UNIX_EPOCH);
-            if now.as_second() - since.as_second() >= threshold {
+            if now.duration_since(since) >= threshold {
                 note(category, since);
             }
         }

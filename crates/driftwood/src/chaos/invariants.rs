@@ -102,9 +102,10 @@ pub const ORPHAN_BOUND_SECONDS: i64 = 5 * 60;
 pub struct Invariants {
     /// PDBs that have had their desired healthy pods since they were last excused.
     pdb_armed: BTreeMap<String, bool>,
-    /// Each PDB's (expected pods, desired healthy) last second: a PDB whose size changed (its
-    /// workload scaled) is judged again once it is whole.
-    pdb_size: BTreeMap<String, (i32, i32)>,
+    /// The most healthy pods each PDB has wanted: one that wants more than ever before (its
+    /// workload scaled up) is judged again once it has them. (Not its expected pods: those
+    /// move with every pod a drain replaces.)
+    pdb_most_desired: BTreeMap<String, i32>,
     /// The NodeClaims (by uid) that carried a DisruptionReason last second, per NodePool: a
     /// budget is judged when a disruption starts, as budgets gate starting ones.
     disrupting_claims: BTreeMap<String, BTreeSet<String>>,
@@ -216,13 +217,11 @@ impl Invariants {
                 continue;
             };
             let (current, desired) = (status.current_healthy, status.desired_healthy);
-            let size = (status.expected_pods, desired);
-            let resized = self
-                .pdb_size
-                .insert(key.clone(), size)
-                .is_some_and(|before| before != size);
-            // Excused by a fault, or resized (a scale-up raises the pods wanted before they run).
-            if excused(key) || resized {
+            let most = self.pdb_most_desired.entry(key.clone()).or_insert(desired);
+            let grown = desired > *most;
+            *most = (*most).max(desired);
+            // Excused by a fault, or grown (a scale-up raises the pods wanted before they run).
+            if excused(key) || grown {
                 self.pdb_armed.insert(key.clone(), false);
                 continue;
             }
@@ -500,5 +499,47 @@ mod tests {
     fn names_are_distinct() {
         let names: BTreeSet<&str> = Invariant::ALL.iter().map(|i| i.name()).collect();
         assert_eq!(names.len(), Invariant::ALL.len());
+    }
+
+    /// A snapshot holding one PDB `default/web` with this status.
+    fn with_pdb(current: i32, desired: i32, expected: i32) -> Snapshot {
+        let mut s = Snapshot::default();
+        let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"currentHealthy": current, "desiredHealthy": desired,
+                       "expectedPods": expected, "disruptionsAllowed": 0}
+        }))
+        .unwrap();
+        s.apply("default/web".to_string(), std::sync::Arc::new(pdb));
+        s
+    }
+
+    fn pdb_violations(seconds: &[(i32, i32, i32)]) -> usize {
+        let mut invariants = Invariants::default();
+        for (at, &(current, desired, expected)) in seconds.iter().enumerate() {
+            let at = i64::try_from(at).unwrap();
+            invariants.check_pdbs(at, &with_pdb(current, desired, expected), |_| false);
+        }
+        invariants.violations.len()
+    }
+
+    /// A drain that takes a PDB below its desired healthy pods is reported even while its
+    /// expected pods move (a pod gone and its replacement created between two samples); a
+    /// scale-up that raises the pods wanted before they run is not, until they have run.
+    #[test]
+    fn a_pdb_broken_mid_drain_is_reported_and_a_scale_up_is_not() {
+        // (current healthy, desired healthy, expected pods) per second.
+        assert_eq!(pdb_violations(&[(3, 2, 3), (2, 2, 3), (3, 2, 3)]), 0);
+        assert_eq!(pdb_violations(&[(3, 2, 3), (1, 2, 2), (2, 2, 3)]), 1);
+        // maxUnavailable 1: desired follows expected down and back up during a drain.
+        assert_eq!(pdb_violations(&[(3, 2, 3), (1, 1, 2), (1, 2, 3)]), 1);
+        // Scaled from 3 to 6 pods under maxUnavailable 1: wanted 5 before the new ones run.
+        assert_eq!(pdb_violations(&[(3, 2, 3), (3, 5, 6), (5, 5, 6)]), 0);
+        assert_eq!(
+            pdb_violations(&[(3, 2, 3), (3, 5, 6), (5, 5, 6), (4, 5, 6)]),
+            1,
+            "judged again once the scaled-up PDB is whole"
+        );
     }
 }

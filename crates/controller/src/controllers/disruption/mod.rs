@@ -1046,10 +1046,17 @@ async fn stamp_repair_deadline(
         .to_string();
     modify(&ctx.state, &nodeclaims(&ctx.client), name, |c| {
         let annotations = c.metadata.annotations.get_or_insert_with(Default::default);
-        annotations.insert(
-            driftwood_api::wellknown::ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP.to_string(),
-            deadline.clone(),
-        ) != Some(deadline.clone())
+        let key = driftwood_api::wellknown::ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP;
+        // An earlier deadline stands (e.g. EC2 reported the instance failing: now); as
+        // Karpenter's health controller keeps one already passed.
+        let earlier = annotations.get(key).is_some_and(|at| {
+            at.parse::<jiff::Timestamp>()
+                .is_ok_and(|at| at.as_second() <= repair.deadline)
+        });
+        if earlier {
+            return false;
+        }
+        annotations.insert(key.to_string(), deadline.clone()) != Some(deadline.clone())
     })
     .await
     .map(|_| repair.condition)

@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use driftwood_aws::interruption::instance_status::{Category, InstanceStatusReader};
 use driftwood_aws::ports::codes;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The controller's name (metrics, logs, backoff).
@@ -40,14 +41,26 @@ impl Seen {
     }
 }
 
+/// Set once DescribeInstanceStatus was refused for want of permission: the controller stops
+/// asking until the process restarts (as Karpenter's stops until its pod restarts).
+#[derive(Debug, Default, Clone)]
+pub struct Refused(Arc<AtomicBool>);
+
 /// One poll of the instance statuses and the handling of what it found.
-pub async fn pass(ctx: Context, reader: Arc<InstanceStatusReader>, seen: Seen) -> Outcome {
+pub async fn pass(
+    ctx: Context,
+    reader: Arc<InstanceStatusReader>,
+    seen: Seen,
+    refused: Refused,
+) -> Outcome {
+    if refused.0.load(Ordering::Relaxed) {
+        return Outcome::idle();
+    }
     let unhealthy = match reader.unhealthy().await {
         Ok(unhealthy) => unhealthy,
         Err(error) if error.code == codes::UNAUTHORIZED_OPERATION => {
-            // As Karpenter: said each pass, not retried sooner (the loop's period paces it),
-            // and not a failure of the loop.
             tracing::error!(controller = CONTROLLER, %error, "ec2:DescribeInstanceStatus permission is not allowed, update the IAM policy and restart the controller to enable instance status health checks");
+            refused.0.store(true, Ordering::Relaxed);
             return Outcome::idle();
         }
         Err(error) => {
@@ -65,24 +78,26 @@ pub async fn pass(ctx: Context, reader: Arc<InstanceStatusReader>, seen: Seen) -
     let snapshot = ctx.state.snapshot();
     let plans = decide_statuses(&snapshot, &unhealthy);
     let mut errors = 0u32;
+    let mut handled = Vec::new();
     for plan in &plans {
         let Some(claim) = &plan.claim else {
             continue;
         };
-        if !super::act(&ctx, CONTROLLER, &snapshot, plan.kind, claim).await {
+        if super::act(&ctx, CONTROLLER, &snapshot, plan.kind, claim).await {
+            handled.push(plan);
+        } else {
             errors += 1;
         }
     }
-    count_newly_unhealthy(&ctx, &seen, &plans);
+    count_newly_unhealthy(&ctx, &seen, &handled);
     Outcome::idle().with_errors(errors)
 }
 
-/// Counts each (instance, category) of the cluster found unhealthy the first time it is found,
-/// with Karpenter's log line.
-fn count_newly_unhealthy(ctx: &Context, seen: &Seen, plans: &[StatusPlan]) {
-    let found: BTreeSet<(String, Category)> = plans
+/// Counts each (instance, category) of the cluster found unhealthy and handled the first time
+/// it is, with Karpenter's log line (one whose handling failed is counted when it succeeds).
+fn count_newly_unhealthy(ctx: &Context, seen: &Seen, handled: &[&StatusPlan]) {
+    let found: BTreeSet<(String, Category)> = handled
         .iter()
-        .filter(|p| p.claim.is_some())
         .map(|p| (p.instance_id.clone(), p.category))
         .collect();
     for (instance, category) in seen.newly_unhealthy(&found) {
