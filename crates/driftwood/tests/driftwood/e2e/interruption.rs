@@ -30,6 +30,26 @@ async fn event_reasons(h: &super::harness::Harness, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `general` pool running Deployment `app` (2 pods of 3 cpu, a PDB keeping 1) on two
+/// nodes: the harness and the two nodes' NodeClaims.
+async fn two_app_nodes() -> (
+    super::harness::Harness,
+    driftwood_api::NodeClaim,
+    driftwood_api::NodeClaim,
+) {
+    let mut h = cluster(Settings::default()).await;
+    h.apply(&nodepool("general", "", "")).await;
+    h.apply(&deployment("app", 2, "3", "general", "")).await;
+    h.apply(&pdb("app", 1)).await;
+    h.wait_until("two nodes", 10 * MINUTE, |s| {
+        initialized_of(s, "general").len() == 2 && ready_pods(s, "app") == 2
+    })
+    .await;
+    let s = h.snapshot();
+    let claims = initialized_of(&s, "general");
+    (h, claims[0].clone(), claims[1].clone())
+}
+
 /// Issue 30's "done when": a spot interruption warning for a node running a PDB-protected
 /// Deployment replaces the node before EC2 reclaims it two minutes later, with no PDB
 /// violation (checked every second). The NodeClaim gets Karpenter's SpotInterrupted and
@@ -155,17 +175,7 @@ async fn a_spot_interruption_replaces_the_node_before_ec2_reclaims_it() {
 /// rebalance recommendation only reports: its node stays.
 #[tokio::test(start_paused = true)]
 async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_only_reports() {
-    let mut h = cluster(Settings::default()).await;
-    h.apply(&nodepool("general", "", "")).await;
-    h.apply(&deployment("app", 2, "3", "general", "")).await;
-    h.apply(&pdb("app", 1)).await;
-    h.wait_until("two nodes", 10 * MINUTE, |s| {
-        initialized_of(s, "general").len() == 2 && ready_pods(s, "app") == 2
-    })
-    .await;
-    let s = h.snapshot();
-    let claims = initialized_of(&s, "general");
-    let (retired, advised) = (claims[0].clone(), claims[1].clone());
+    let (mut h, retired, advised) = two_app_nodes().await;
     let aws = h.embedded.cluster.aws();
     let now = h.embedded.cluster.clock().now();
     let origin = aws.event_origin();
@@ -225,17 +235,7 @@ async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_on
 #[tokio::test(start_paused = true)]
 async fn ec2_status_checks_and_scheduled_events_replace_the_unhealthy_nodes() {
     use driftwood_sim_aws::faults::Impairment;
-    let mut h = cluster(Settings::default()).await;
-    h.apply(&nodepool("general", "", "")).await;
-    h.apply(&deployment("app", 2, "3", "general", "")).await;
-    h.apply(&pdb("app", 1)).await;
-    h.wait_until("two nodes", 10 * MINUTE, |s| {
-        initialized_of(s, "general").len() == 2 && ready_pods(s, "app") == 2
-    })
-    .await;
-    let s = h.snapshot();
-    let claims = initialized_of(&s, "general");
-    let (failing, retiring) = (claims[0].clone(), claims[1].clone());
+    let (mut h, failing, retiring) = two_app_nodes().await;
     let aws = h.embedded.cluster.aws();
     let now = h.embedded.cluster.clock().now();
     aws.set_impairment(
