@@ -151,6 +151,12 @@ impl CloudMetrics {
             }
         }
     }
+
+    /// Forgets the catalogs of NodePools `exists` no longer knows (a deleted pool's types
+    /// leave the gauges; a pool that asks for its types again is kept again).
+    pub(crate) fn forget_catalogs_of_gone_pools(&self, exists: impl Fn(&str) -> bool) {
+        self.catalogs.lock().retain(|pool, _| exists(pool));
+    }
 }
 
 /// A gauge family written at scrape time: its name, help, and how a series' value is read
@@ -493,5 +499,12 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
         assert!(!text.contains("capacity_type=\"spot\""), "{text}");
+        // A deleted pool's catalog leaves: c5.xlarge was only batch's.
+        metrics.forget_catalogs_of_gone_pools(|pool| pool == "general");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry.registry()).unwrap();
+        assert!(!text.contains("c5.xlarge"), "{text}");
+        assert!(metrics.catalog_of("batch").is_none());
+        assert!(metrics.catalog_of("general").is_some());
     }
 }

@@ -15,8 +15,9 @@ pub struct ResourceTable {
 pub type Dense = Vec<i64>;
 
 impl ResourceTable {
-    /// A table holding cpu, memory, pods and every name in `lists`.
-    pub fn new<'a>(lists: impl IntoIterator<Item = &'a Resources>) -> Self {
+    /// A table holding cpu, memory, pods and every name given (first, then the others in name
+    /// order).
+    pub fn of_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
         let mut table = Self {
             names: Vec::new(),
             index: BTreeMap::new(),
@@ -24,10 +25,7 @@ impl ResourceTable {
         for name in [CPU, MEMORY, PODS] {
             table.insert(name);
         }
-        let mut extra: Vec<&str> = Vec::new();
-        for list in lists {
-            extra.extend(list.0.keys().map(String::as_str));
-        }
+        let mut extra: Vec<&str> = names.into_iter().collect();
         extra.sort_unstable();
         extra.dedup();
         for name in extra {

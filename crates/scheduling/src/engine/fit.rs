@@ -447,7 +447,7 @@ impl Engine<'_> {
         };
         let zone_choices: Vec<Option<usize>> = if prof.needs_zone {
             let mut offered = 0;
-            let offering_reqs = super::state::OfferingReqs::of(reqs);
+            let offering_reqs = super::state::OfferingZones::of(reqs, &self.zones);
             for t in types {
                 offered |= p.types[*t as usize].zone_mask_of(offering_reqs);
             }

@@ -212,7 +212,12 @@ fn pod_node_requirements(p: &SimPod) -> Requirements {
 
 impl<'a> Engine<'a> {
     fn new(input: &'a SimulationInput, cache: &mut PoolCache) -> Result<Self, SimulationError> {
-        // Resource names.
+        // Resource names (a catalog's found once per pass: `cache`).
+        let catalogs: Vec<_> = input
+            .nodepools
+            .iter()
+            .map(|np| cache.catalog_names(&np.instance_types))
+            .collect();
         let mut lists: Vec<&Resources> = Vec::new();
         lists.extend(input.pods.iter().map(|p| &p.requests));
         lists.extend(input.daemonsets.iter().map(|p| &p.requests));
@@ -222,11 +227,17 @@ impl<'a> Engine<'a> {
         }
         for np in &input.nodepools {
             lists.extend(np.remaining_limits.iter());
-            for it in np.instance_types.iter() {
-                lists.push(&it.capacity);
-            }
         }
-        let table = ResourceTable::new(lists);
+        let table = ResourceTable::of_names(
+            lists
+                .iter()
+                .flat_map(|list| list.0.keys().map(String::as_str))
+                .chain(
+                    catalogs
+                        .iter()
+                        .flat_map(|c| c.resources.iter().map(String::as_str)),
+                ),
+        );
 
         // Zones.
         let summaries: Vec<&NodeSummary> = input.summaries.iter().filter(|s| s.nodes > 0).collect();
@@ -237,10 +248,8 @@ impl<'a> Engine<'a> {
             .chain(summaries.iter().map(|s| &s.labels))
             .filter_map(|l| l.get(LABEL_TOPOLOGY_ZONE).map(String::as_str))
             .collect();
-        for np in &input.nodepools {
-            for it in np.instance_types.iter() {
-                zone_names.extend(it.offerings.iter().map(|o| o.zone.as_str()));
-            }
+        for names in &catalogs {
+            zone_names.extend(names.zones.iter().map(String::as_str));
         }
         let zones = ZoneTable::new(zone_names.into_iter().map(str::to_string).collect());
         if zones.len() > MAX_ZONES {
@@ -591,7 +600,7 @@ impl<'a> Engine<'a> {
         {
             sub_into(remaining, reserved);
         }
-        claim.refresh(&self.pools[pool], dims);
+        claim.refresh(&self.pools[pool], dims, &self.zones);
         let zone = zone.or_else(|| {
             claim
                 .reqs
@@ -664,7 +673,7 @@ impl<'a> Engine<'a> {
             // The claim's zones, largest allocatable and reservation follow from its types and
             // requirements: unchanged when neither changed.
             if (reqs_changed || claim.types.len() != before)
-                && let Some(released) = claim.refresh(pool, dims)
+                && let Some(released) = claim.refresh(pool, dims, &self.zones)
                 && let Some(remaining) = self.remaining[claim.pool].as_mut()
             {
                 add_into(remaining, &released);

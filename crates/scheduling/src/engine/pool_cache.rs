@@ -4,11 +4,12 @@
 //! candidates against the same NodePools, and preparing 400 instance types each time was most
 //! of a candidate's simulation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 
+use crate::instance_type::InstanceType;
 use crate::model::{NodePoolSpec, SimulationInput};
 use crate::pod::SimPod;
 use crate::requirements::Requirement;
@@ -40,7 +41,7 @@ struct NodePoolKey {
     taints: Vec<crate::taints::Taint>,
     /// The catalog, compared by identity; held here, so its address cannot be taken by another
     /// catalog while the entry exists (also when none of its types is usable).
-    catalog: Arc<Vec<crate::instance_type::InstanceType>>,
+    catalog: Arc<Vec<InstanceType>>,
 }
 
 impl PartialEq for NodePoolKey {
@@ -76,12 +77,54 @@ const ENTRIES: usize = 4;
 #[derive(Debug, Default)]
 pub struct PoolCache {
     entries: Vec<(Key, Arc<Vec<Pool>>)>,
+    /// The names each catalog numbers, by the catalog's identity (held, so its address is not
+    /// reused while the entry exists).
+    catalogs: Vec<(Arc<Vec<InstanceType>>, Arc<CatalogNames>)>,
     /// How many simulations were given prepared pools, and how many prepared them.
     hits: u64,
     misses: u64,
 }
 
+/// The resource names of a catalog's capacities and the zones of its offerings (every
+/// offering, available or not), each sorted and distinct: what a simulation numbers of it.
+#[derive(Debug, Default, PartialEq)]
+pub struct CatalogNames {
+    pub resources: Vec<String>,
+    pub zones: Vec<String>,
+}
+
+impl CatalogNames {
+    fn of(catalog: &[InstanceType]) -> Self {
+        let mut resources: BTreeSet<&str> = BTreeSet::new();
+        let mut zones: BTreeSet<&str> = BTreeSet::new();
+        for it in catalog {
+            resources.extend(it.capacity.0.keys().map(String::as_str));
+            zones.extend(it.offerings.iter().map(|o| o.zone.as_str()));
+        }
+        Self {
+            resources: resources.into_iter().map(str::to_string).collect(),
+            zones: zones.into_iter().map(str::to_string).collect(),
+        }
+    }
+}
+
+/// The most catalogs whose names are kept (a pass sees one per NodePool).
+const CATALOGS: usize = 16;
+
 impl PoolCache {
+    /// The names `catalog` numbers, found once per catalog.
+    pub(super) fn catalog_names(&mut self, catalog: &Arc<Vec<InstanceType>>) -> Arc<CatalogNames> {
+        if let Some((_, names)) = self.catalogs.iter().find(|(c, _)| Arc::ptr_eq(c, catalog)) {
+            return names.clone();
+        }
+        let names = Arc::new(CatalogNames::of(catalog));
+        if self.catalogs.len() == CATALOGS {
+            self.catalogs.remove(0);
+        }
+        self.catalogs.push((catalog.clone(), names.clone()));
+        names
+    }
+
     /// The prepared NodePools of `input` under `table` and `zones` (from the cache when
     /// prepared before from the same NodePools, catalogs, DaemonSets and numbering).
     pub(super) fn pools(
@@ -161,13 +204,7 @@ fn build_pools(input: &SimulationInput, table: &ResourceTable, zones: &ZoneTable
             if let Some(nodes) = table.position(NODES) {
                 capacity[nodes] = 1000;
             }
-            let pt = PoolType {
-                catalog: np.instance_types.clone(),
-                index,
-                alloc,
-                capacity,
-                offerings,
-            };
+            let pt = PoolType::new(np.instance_types.clone(), index, alloc, capacity, offerings);
             if pt.compatible(&reqs, None) {
                 types.push((pt.cheapest(&reqs), pt));
             }
@@ -178,7 +215,7 @@ fn build_pools(input: &SimulationInput, table: &ResourceTable, zones: &ZoneTable
         });
         let zone_mask = types
             .iter()
-            .fold(0, |mask, (_, t)| mask | t.zone_mask(&reqs));
+            .fold(0, |mask, (_, t)| mask | t.zone_mask(&reqs, zones));
         pools.push(Pool {
             spec,
             name: np.name.clone(),
@@ -277,6 +314,101 @@ mod tests {
         );
         let result = schedule_cached(&input, &mut cache).unwrap();
         assert_eq!(result.unschedulable.len(), input.pods.len());
-        assert_eq!(Arc::strong_count(&input.nodepools[0].instance_types), 2);
+        // The input, the entry's key and the catalog's names.
+        assert_eq!(Arc::strong_count(&input.nodepools[0].instance_types), 3);
+    }
+
+    /// A catalog's names are found once and given back while the catalog is the same one; a
+    /// copy of it is another catalog.
+    #[test]
+    fn a_catalogs_names_are_found_once_per_catalog() {
+        let mut cache = PoolCache::default();
+        let mut types = fake_instance_types(3);
+        types[2].capacity.set("nvidia.com/gpu", 1000);
+        types[1].offerings[0].available = false;
+        let catalog = Arc::new(types);
+        let names = cache.catalog_names(&catalog);
+        assert_eq!(names.resources, ["cpu", "memory", "nvidia.com/gpu", "pods"]);
+        // Every offering's zone, available or not.
+        assert_eq!(names.zones, ["test-zone-1", "test-zone-2", "test-zone-3"]);
+        assert!(Arc::ptr_eq(&names, &cache.catalog_names(&catalog)));
+        let copy = Arc::new((*catalog).clone());
+        let other = cache.catalog_names(&copy);
+        assert!(!Arc::ptr_eq(&names, &other));
+        assert_eq!(names, other);
+    }
+
+    /// A prepared type's zones under requirements, read from its zones per capacity type, are
+    /// the zones of its numbered offerings the requirements allow one by one.
+    #[test]
+    fn zone_masks_are_the_zones_of_the_allowed_offerings() {
+        use crate::engine::state::OfferingZones;
+        use driftwood_api::wellknown::{LABEL_CAPACITY_TYPE, LABEL_TOPOLOGY_ZONE};
+        let mut types = fake_instance_types(6);
+        for (i, it) in types.iter_mut().enumerate() {
+            let mut spot = it.offerings.clone();
+            for o in &mut spot {
+                o.capacity_type = "spot".into();
+                o.price /= 2.0;
+            }
+            // Some types offer spot in fewer zones; one offers a zone no table numbers.
+            spot.truncate(1 + i % 3);
+            it.offerings.extend(spot);
+            if i == 4 {
+                it.offerings[0].zone = "elsewhere-1".into();
+            }
+        }
+        let input = SimulationInput {
+            nodepools: vec![nodepool("default", types)],
+            ..Default::default()
+        };
+        let table = ResourceTable::of_names([]);
+        let zones = ZoneTable::new(
+            ["test-zone-1", "test-zone-2", "test-zone-3"]
+                .map(String::from)
+                .to_vec(),
+        );
+        let pools = build_pools(&input, &table, &zones);
+        let zone = |r: Requirement| (LABEL_TOPOLOGY_ZONE, r);
+        let ct = |r: Requirement| (LABEL_CAPACITY_TYPE, r);
+        let cases: Vec<Vec<(&str, Requirement)>> = vec![
+            vec![],
+            vec![zone(Requirement::is_in(["test-zone-2"]))],
+            vec![zone(Requirement::not_in(["test-zone-1"]))],
+            vec![ct(Requirement::is_in(["spot"]))],
+            vec![
+                ct(Requirement::is_in(["spot"])),
+                zone(Requirement::is_in(["test-zone-2", "test-zone-3"])),
+            ],
+            vec![ct(Requirement::is_in(["reserved"]))],
+            vec![zone(Requirement::is_in(["elsewhere-1"]))],
+        ];
+        for case in cases {
+            let mut reqs = crate::requirements::Requirements::default();
+            for (key, r) in case.clone() {
+                reqs.add(key, r);
+            }
+            for t in &pools[0].types {
+                let one_by_one = t
+                    .offerings
+                    .iter()
+                    .filter(|o| {
+                        reqs.get(LABEL_TOPOLOGY_ZONE)
+                            .is_none_or(|r| r.has(&o.zone_name))
+                            && reqs
+                                .get(LABEL_CAPACITY_TYPE)
+                                .is_none_or(|r| r.has(&o.capacity_type))
+                    })
+                    .filter_map(|o| o.zone)
+                    .fold(0, |m, z| m | super::super::zones::bit(z));
+                assert_eq!(
+                    t.zone_mask_of(OfferingZones::of(&reqs, &zones)),
+                    one_by_one,
+                    "{} under {case:?}",
+                    t.it().name
+                );
+                assert_eq!(t.zone_mask(&reqs, &zones), one_by_one);
+            }
+        }
     }
 }

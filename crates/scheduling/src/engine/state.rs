@@ -13,7 +13,7 @@ use crate::resources::Resources;
 use crate::taints::Taint;
 
 use super::dense::{Dense, max_into};
-use super::zones::{ZoneMask, bit};
+use super::zones::{ZoneMask, ZoneTable, bit};
 
 /// An available offering with its zone numbered.
 #[derive(Debug, Clone)]
@@ -34,6 +34,9 @@ pub struct PoolType {
     pub alloc: Dense,
     pub capacity: Dense,
     pub offerings: Vec<PoolOffering>,
+    /// The zones of the numbered offerings, per capacity type (in the order first offered):
+    /// what [`PoolType::zone_mask_of`] reads instead of comparing every offering's names.
+    pub zones_by_capacity_type: Vec<(String, ZoneMask)>,
 }
 
 /// The requirements on an offering (zone, capacity type) of a requirement set, looked up once
@@ -60,7 +63,58 @@ impl<'r> OfferingReqs<'r> {
     }
 }
 
+/// The requirements on an offering as zone bits: the zones of a [`ZoneTable`] the zone
+/// requirement allows, and the capacity type requirement; for zone masks over many types.
+#[derive(Clone, Copy)]
+pub struct OfferingZones<'r> {
+    zones: ZoneMask,
+    capacity_type: Option<&'r Requirement>,
+}
+
+impl<'r> OfferingZones<'r> {
+    /// The offering requirements of `reqs`, over the zones of `table`.
+    pub fn of(reqs: &'r Requirements, table: &ZoneTable) -> Self {
+        let zone = reqs.get(LABEL_TOPOLOGY_ZONE);
+        let zones = (0..table.len())
+            .filter(|z| zone.is_none_or(|r| r.has(table.name(*z))))
+            .fold(0, |mask, z| mask | bit(z));
+        Self {
+            zones,
+            capacity_type: reqs.get(LABEL_CAPACITY_TYPE),
+        }
+    }
+}
+
 impl PoolType {
+    /// A usable type with its offerings; numbered offerings are summarised by capacity type.
+    pub fn new(
+        catalog: Arc<Vec<InstanceType>>,
+        index: usize,
+        alloc: Dense,
+        capacity: Dense,
+        offerings: Vec<PoolOffering>,
+    ) -> Self {
+        let mut zones_by_capacity_type: Vec<(String, ZoneMask)> = Vec::new();
+        for o in &offerings {
+            let Some(z) = o.zone else { continue };
+            match zones_by_capacity_type
+                .iter_mut()
+                .find(|(ct, _)| *ct == o.capacity_type)
+            {
+                Some((_, mask)) => *mask |= bit(z),
+                None => zones_by_capacity_type.push((o.capacity_type.clone(), bit(z))),
+            }
+        }
+        Self {
+            catalog,
+            index,
+            alloc,
+            capacity,
+            offerings,
+            zones_by_capacity_type,
+        }
+    }
+
     /// The instance type.
     pub fn it(&self) -> &InstanceType {
         &self.catalog[self.index]
@@ -77,22 +131,19 @@ impl PoolType {
                 .any(|o| zone.is_none_or(|z| o.zone == Some(z)) && allowed.allow(o))
     }
 
-    /// Zones with an offering allowed by `reqs`.
-    pub fn zone_mask(&self, reqs: &Requirements) -> ZoneMask {
-        self.zone_mask_of(OfferingReqs::of(reqs))
+    /// Zones with an offering allowed by `reqs` (zones numbered by `table`).
+    pub fn zone_mask(&self, reqs: &Requirements, table: &ZoneTable) -> ZoneMask {
+        self.zone_mask_of(OfferingZones::of(reqs, table))
     }
 
-    /// Zones with an offering allowed by `reqs`, looked up already.
-    pub fn zone_mask_of(&self, reqs: OfferingReqs<'_>) -> ZoneMask {
-        let mut m = 0;
-        for o in &self.offerings {
-            if let Some(z) = o.zone
-                && reqs.allow(o)
-            {
-                m |= bit(z);
-            }
-        }
-        m
+    /// Zones with an offering allowed by `reqs`, looked up already: the numbered offerings'
+    /// zones of each allowed capacity type, within the allowed zones.
+    pub fn zone_mask_of(&self, reqs: OfferingZones<'_>) -> ZoneMask {
+        self.zones_by_capacity_type
+            .iter()
+            .filter(|(ct, _)| reqs.capacity_type.is_none_or(|r| r.has(ct)))
+            .fold(0, |m, (_, zones)| m | zones)
+            & reqs.zones
     }
 
     /// The cheapest allowed offering's price.
@@ -198,11 +249,11 @@ pub struct Claim {
 impl Claim {
     /// Recomputes `max_alloc`, `zone_mask` and the limit reservation from `types`; returns the
     /// reservation released.
-    pub fn refresh(&mut self, pool: &Pool, dims: usize) -> Option<Dense> {
+    pub fn refresh(&mut self, pool: &Pool, dims: usize, table: &ZoneTable) -> Option<Dense> {
         let mut max_alloc = vec![i64::MIN; dims];
         let mut max_cap = vec![0; dims];
         let mut zones = 0;
-        let offering_reqs = OfferingReqs::of(&self.reqs);
+        let offering_reqs = OfferingZones::of(&self.reqs, table);
         for t in &self.types {
             let pt = &pool.types[*t as usize];
             max_into(&mut max_alloc, &pt.alloc);
