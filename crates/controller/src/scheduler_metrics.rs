@@ -179,6 +179,70 @@ impl Collector for SchedulerProgress {
     }
 }
 
+/// A controller's planning simulations, watched as Karpenter's scheduler watches every
+/// `Solve`: each one replaces the controller's last in the gauges above, and its duration is
+/// observed in `karpenter_scheduler_scheduling_duration_seconds{controller}`. Set on the world a
+/// controller's planners simulate ([`driftwood_scheduling::Observer`]).
+pub struct ControllerSimulations {
+    controller: &'static str,
+    progress: SchedulerProgress,
+    duration: prometheus_client::metrics::family::Family<
+        crate::metrics::Labels,
+        prometheus_client::metrics::histogram::Histogram,
+        fn() -> prometheus_client::metrics::histogram::Histogram,
+    >,
+}
+
+impl ControllerSimulations {
+    /// `controller`'s simulations, reported to `metrics`.
+    pub fn new(metrics: &crate::metrics::Metrics, controller: &'static str) -> Self {
+        Self {
+            controller,
+            progress: metrics.scheduler_progress.clone(),
+            duration: metrics.scheduling_duration.clone(),
+        }
+    }
+}
+
+impl driftwood_scheduling::SimulationObserver for ControllerSimulations {
+    fn started(&self) -> Box<dyn driftwood_scheduling::ObservedSimulation> {
+        Box::new(WatchedSimulation {
+            running: self.progress.start(self.controller),
+            started: Instant::now(),
+            controller: self.controller,
+            duration: self.duration.clone(),
+        })
+    }
+}
+
+/// One simulation of [`ControllerSimulations`]: its duration is observed when it is dropped.
+struct WatchedSimulation {
+    running: Running,
+    started: Instant,
+    controller: &'static str,
+    duration: prometheus_client::metrics::family::Family<
+        crate::metrics::Labels,
+        prometheus_client::metrics::histogram::Histogram,
+        fn() -> prometheus_client::metrics::histogram::Histogram,
+    >,
+}
+
+impl driftwood_scheduling::ObservedSimulation for WatchedSimulation {
+    fn progress(&self) -> &SolveProgress {
+        &self.running.progress
+    }
+}
+
+impl Drop for WatchedSimulation {
+    fn drop(&mut self) {
+        crate::metrics::Metrics::observe(
+            &self.duration,
+            &[("controller", self.controller)],
+            self.started.elapsed().as_secs_f64(),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +332,57 @@ mod tests {
         let text = scrape(&progress);
         assert!(text.contains(&format!("# TYPE {zones} gauge")), "{text}");
         assert!(!text.contains(&format!("{zones}{{")), "{text}");
+    }
+
+    /// The disruption controller's planning simulations are reported under its name, as
+    /// Karpenter's disruption simulations are: each simulation of a watched world (and of a
+    /// world cloned from it) observes its duration and replaces the last in the gauges; an
+    /// unwatched world reports nothing; the answers are the same.
+    #[test]
+    fn a_watched_worlds_simulations_are_reported_under_their_controller() {
+        use driftwood_scheduling::testkit::{GIB, fake_instance_types, nodepool, pod};
+        let metrics = crate::metrics::Metrics::new();
+        let mut world = driftwood_scheduling::SimulationInput {
+            pods: (0..3)
+                .map(|i| pod(&format!("default/p{i}"), 500, GIB))
+                .collect(),
+            nodepools: vec![nodepool("default", fake_instance_types(4))],
+            ..Default::default()
+        };
+        let unwatched = driftwood_scheduling::schedule(&world).unwrap();
+        let exposition =
+            |m: &crate::metrics::Metrics| m.render_as(crate::exposition::Exposition::Prometheus);
+        assert!(!exposition(&metrics).contains("controller=\"disruption\""));
+        world.options.observer = driftwood_scheduling::Observer::new(Arc::new(
+            ControllerSimulations::new(&metrics, "disruption"),
+        ));
+        let mut pools = driftwood_scheduling::PoolCache::default();
+        assert_eq!(
+            driftwood_scheduling::schedule_cached(&world, &mut pools).unwrap(),
+            unwatched
+        );
+        let derived = world.clone();
+        assert_eq!(derived, world);
+        driftwood_scheduling::schedule_cached(&derived, &mut pools).unwrap();
+        let text = exposition(&metrics);
+        assert!(
+            text.contains(
+                "karpenter_scheduler_scheduling_duration_seconds_count{controller=\"disruption\"} 2"
+            ),
+            "{text}"
+        );
+        let depths: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("karpenter_scheduler_queue_depth{controller=\"disruption\""))
+            .collect();
+        assert_eq!(depths.len(), 1, "the latest simulation only: {depths:?}");
+        assert!(depths[0].ends_with(" 0"), "{depths:?}");
+        // Done: no unfinished work; its pending pods by effective zone stay.
+        assert!(
+            !text.contains("karpenter_scheduler_unfinished_work_seconds{controller=\"disruption\"")
+        );
+        assert!(text.contains(
+            "karpenter_scheduler_pending_pods_by_effective_zone_count{controller=\"disruption\",zone=\"flexible\"} 3"
+        ), "{text}");
     }
 }

@@ -50,8 +50,8 @@ pub use engine::{
 pub use instance_type::{InstanceType, Offering, Overhead};
 pub use model::{
     DEFAULT_MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NewNodeClaim, NodeConversionError,
-    NodePoolSpec, NodeSummary, SimulationError, SimulationInput, SimulationOptions,
-    SimulationResult, UnschedulablePod,
+    NodePoolSpec, NodeSummary, ObservedSimulation, Observer, SimulationError, SimulationInput,
+    SimulationObserver, SimulationOptions, SimulationResult, UnschedulablePod,
 };
 pub use pod::{
     HostPort, PodAffinityTerm, PodConstraints, PodConversionError, ResourceField, SimPod,

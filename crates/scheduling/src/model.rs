@@ -166,6 +166,9 @@ pub struct SimulationOptions {
     /// Check every bin for every pod instead of skipping bins known to reject it. Slow; the
     /// result is the same, which tests use to verify the fast path.
     pub exhaustive: bool,
+    /// Told of every simulation of this input and of the inputs derived from it (a planner's
+    /// reduced and summarised worlds): the metrics of the controller whose pass runs them.
+    pub observer: Observer,
 }
 
 impl Default for SimulationOptions {
@@ -173,9 +176,52 @@ impl Default for SimulationOptions {
         Self {
             max_instance_types: DEFAULT_MAX_INSTANCE_TYPES,
             exhaustive: false,
+            observer: Observer::default(),
         }
     }
 }
+
+/// Watches simulations as they run (Karpenter's scheduler metrics, by controller).
+pub trait SimulationObserver: Send + Sync {
+    /// A simulation starts: what is returned hears its progress, and is dropped when it ends.
+    fn started(&self) -> Box<dyn ObservedSimulation>;
+}
+
+/// One simulation under watch ([`SimulationObserver::started`]); dropped when it ends.
+pub trait ObservedSimulation {
+    /// What the simulation reports its progress to.
+    fn progress(&self) -> &crate::SolveProgress;
+}
+
+/// An input's [`SimulationObserver`], if any. It never changes an answer, so every two are
+/// equal: inputs that differ only in who watches them are the same input.
+#[derive(Clone, Default)]
+pub struct Observer(pub Option<std::sync::Arc<dyn SimulationObserver>>);
+
+impl Observer {
+    /// Watched by `observer`.
+    pub fn new(observer: std::sync::Arc<dyn SimulationObserver>) -> Self {
+        Self(Some(observer))
+    }
+}
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Observer(watched)"
+        } else {
+            "Observer(none)"
+        })
+    }
+}
+
+impl PartialEq for Observer {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Observer {}
 
 /// Nodes that receive no pod in a simulation, summarised: their pods count for topology
 /// (spread, affinity, anti-affinity) in the domains of the labels the nodes share, and nothing

@@ -173,12 +173,17 @@ pub fn schedule(input: &SimulationInput) -> Result<SimulationResult, SimulationE
 /// [`schedule`], with the NodePools prepared once for the simulations of one pass: `cache`
 /// keeps what was prepared from the NodePools, their instance types and the DaemonSets, and
 /// gives it back while those (and the resource and zone numbering) are the same. Same result
-/// as [`schedule`].
+/// as [`schedule`]. An input's observer (`options.observer`) watches it run
+/// ([`schedule_observed`]).
 pub fn schedule_cached(
     input: &SimulationInput,
     cache: &mut PoolCache,
 ) -> Result<SimulationResult, SimulationError> {
-    // Nobody watches: the planners' many simulations skip the effective-zone counts.
+    if let Some(observer) = input.options.observer.0.as_deref() {
+        let watch = observer.started();
+        return schedule_observed(input, cache, watch.progress());
+    }
+    // Nobody watches: the effective-zone counts are skipped.
     let mut engine = Engine::new(input, cache)?;
     engine.run(&SolveProgress::default());
     Ok(engine.result())

@@ -345,6 +345,11 @@ impl Memory {
         now: i64,
     ) -> std::sync::Arc<consolidation::Inputs> {
         let (mut world, _) = simulation_input(ctx, snapshot, false).await;
+        // Every simulation of the pass is reported under this controller's name, as Karpenter
+        // reports its disruption simulations.
+        world.options.observer = driftwood_scheduling::Observer::new(std::sync::Arc::new(
+            crate::scheduler_metrics::ControllerSimulations::new(&ctx.metrics, "disruption"),
+        ));
         // Pods waiting for capacity now need room as much as the candidates' pods do.
         world.pods = provisionable(snapshot)
             .iter()
