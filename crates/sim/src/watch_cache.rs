@@ -29,14 +29,27 @@ where
 {
     /// Start watching every object of kind `K` (all namespaces), notifying `changed` on events.
     pub fn spawn(client: Client, changed: Arc<Notify>) -> Self {
+        Self::spawn_selected(client, changed, None)
+    }
+
+    /// [`WatchCache::spawn`], of the objects `label_selector` selects only: a component that
+    /// reads a few of many objects is neither woken by the others' events nor reads them.
+    pub fn spawn_selected(
+        client: Client,
+        changed: Arc<Notify>,
+        label_selector: Option<&str>,
+    ) -> Self {
         let (store, writer) = reflector::store();
+        let mut config = watcher::Config::default();
+        if let Some(selector) = label_selector {
+            config = config.labels(selector);
+        }
         let api: Api<K> = Api::all(client);
         // The components never read managedFields: not keeping them saves the memory of a
         // second copy of every object's field sets.
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default())
-                .modify(|object: &mut K| object.meta_mut().managed_fields = None),
+            watcher(api, config).modify(|object: &mut K| object.meta_mut().managed_fields = None),
         )
         .default_backoff();
         let task = tokio::spawn(async move {

@@ -47,7 +47,10 @@ async fn run(client: Client) {
     let changed = Arc::new(Notify::new());
     let sets: WatchCache<DaemonSet> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
     let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
-    let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    // Only pods this controller made carry its revision label: the rest of the cluster's pods
+    // (every Deployment's) neither wake it nor are read on each pass.
+    let pods: WatchCache<Pod> =
+        WatchCache::spawn_selected(client.clone(), Arc::clone(&changed), Some(REVISION_LABEL));
     sets.ready().await;
     nodes.ready().await;
     pods.ready().await;
