@@ -196,7 +196,7 @@ pub struct Metrics {
     pub cost: crate::cost_metrics::NodePoolCost,
     /// The time of the last [`Metrics::observe_state`] (the summaries' windows end there).
     observed_at: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
-    /// The length of the last Prometheus text written: the next one is given room for about
+    /// The length of the last exposition written: the next one is given room for about
     /// that much at once, instead of growing by doubling (at 5,000 nodes, 90 MiB of text in a
     /// buffer of 128 MiB).
     last_scrape_len: Arc<std::sync::atomic::AtomicUsize>,
@@ -830,7 +830,7 @@ impl Metrics {
 
     /// The exposition in OpenMetrics text (the encoder's own format), the summaries last.
     pub fn render(&self) -> String {
-        let mut out = String::new();
+        let mut out = String::with_capacity(self.scrape_room());
         if let Err(error) = encode(&mut out, &self.registry) {
             tracing::error!(%error, "encoding the metrics failed");
             out.clear();
@@ -844,17 +844,24 @@ impl Metrics {
         if eof {
             out.push_str("# EOF\n");
         }
+        self.last_scrape_len
+            .store(out.len(), std::sync::atomic::Ordering::Relaxed);
         out
+    }
+
+    /// Room for a scrape: a little more than the last one's length (series come and go between
+    /// scrapes).
+    fn scrape_room(&self) -> usize {
+        let last = self
+            .last_scrape_len
+            .load(std::sync::atomic::Ordering::Relaxed);
+        last + last / 16
     }
 
     /// The Prometheus text 0.0.4 exposition, rewritten from OpenMetrics line by line as it is
     /// encoded (one copy of the text, not two).
     fn render_prometheus(&self) -> String {
-        let last = self
-            .last_scrape_len
-            .load(std::sync::atomic::Ordering::Relaxed);
-        // A little more than last time: series come and go between scrapes.
-        let mut out = String::with_capacity(last + last / 16);
+        let mut out = String::with_capacity(self.scrape_room());
         let mut writer = crate::exposition::PrometheusText::new(&mut out);
         if let Err(error) = encode(&mut writer, &self.registry) {
             tracing::error!(%error, "encoding the metrics failed");

@@ -197,8 +197,15 @@ pub fn schedule_observed(
     cache: &mut PoolCache,
     progress: &SolveProgress,
 ) -> Result<SimulationResult, SimulationError> {
-    // Every pod waits while the NodePools are prepared.
-    progress.set_queue_depth(input.pods.len());
+    // Every pod to place waits while the NodePools are prepared: the given ones and the movable
+    // pods of the nodes going away.
+    let moving: usize = input
+        .existing_nodes
+        .iter()
+        .filter(|n| n.going_away)
+        .map(|n| n.pods.iter().filter(|p| !p.is_daemonset).count())
+        .sum();
+    progress.set_queue_depth(input.pods.len() + moving);
     let mut engine = Engine::new(input, cache)?;
     // As the topology stands before any pod is placed; told once the simulation is done.
     let by_zone = engine.pending_by_effective_zone();

@@ -78,7 +78,8 @@ const ENTRIES: usize = 4;
 pub struct PoolCache {
     entries: Vec<(Key, Arc<Vec<Pool>>)>,
     /// The names each catalog numbers, by the catalog's identity (held, so its address is not
-    /// reused while the entry exists).
+    /// reused while the entry exists). Not bounded: a pass sees one catalog per NodePool, and
+    /// evicting in a pass that sees more than a bound would find every catalog again.
     catalogs: Vec<(Arc<Vec<InstanceType>>, Arc<CatalogNames>)>,
     /// How many simulations were given prepared pools, and how many prepared them.
     hits: u64,
@@ -108,9 +109,6 @@ impl CatalogNames {
     }
 }
 
-/// The most catalogs whose names are kept (a pass sees one per NodePool).
-const CATALOGS: usize = 16;
-
 impl PoolCache {
     /// The names `catalog` numbers, found once per catalog.
     pub(super) fn catalog_names(&mut self, catalog: &Arc<Vec<InstanceType>>) -> Arc<CatalogNames> {
@@ -118,9 +116,6 @@ impl PoolCache {
             return names.clone();
         }
         let names = Arc::new(CatalogNames::of(catalog));
-        if self.catalogs.len() == CATALOGS {
-            self.catalogs.remove(0);
-        }
         self.catalogs.push((catalog.clone(), names.clone()));
         names
     }

@@ -48,7 +48,9 @@ async fn run(client: Client) {
     let sets: WatchCache<DaemonSet> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
     let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
     // Only pods this controller made carry its revision label: the rest of the cluster's pods
-    // (every Deployment's) neither wake it nor are read on each pass.
+    // (every Deployment's) neither wake it nor are read on each pass. Unlike Kubernetes'
+    // controller, it no longer sees a daemon pod whose label is removed by hand (nothing in the
+    // embedded cluster does that).
     let pods: WatchCache<Pod> =
         WatchCache::spawn_selected(client.clone(), Arc::clone(&changed), Some(REVISION_LABEL));
     sets.ready().await;
