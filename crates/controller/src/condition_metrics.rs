@@ -34,7 +34,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use crate::metrics::Labels;
+use crate::metrics::{HistogramFamily, Labels};
 use crate::state::Snapshot;
 use driftwood_cloud::metric_registry::DeclaredRegistry;
 
@@ -347,8 +347,6 @@ pub fn transitions(old: Option<&StatusView>, new: &StatusView) -> Vec<Transition
         })
         .collect()
 }
-
-type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 /// One kind's (or the deprecated kind-less) counter and histograms.
 #[derive(Clone)]

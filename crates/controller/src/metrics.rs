@@ -18,6 +18,9 @@ use driftwood_cloud::metric_registry::DeclaredRegistry;
 /// Label pairs of one series.
 pub type Labels = Vec<(String, String)>;
 
+/// A histogram family with its buckets' constructor.
+pub type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
 /// Families another crate keeps (the AWS SDK's request metrics): registers them in a registry.
 pub type ExternalFamilies = Arc<dyn Fn(&mut DeclaredRegistry) + Send + Sync>;
 

@@ -186,11 +186,7 @@ impl Collector for SchedulerProgress {
 pub struct ControllerSimulations {
     controller: &'static str,
     progress: SchedulerProgress,
-    duration: prometheus_client::metrics::family::Family<
-        crate::metrics::Labels,
-        prometheus_client::metrics::histogram::Histogram,
-        fn() -> prometheus_client::metrics::histogram::Histogram,
-    >,
+    duration: crate::metrics::HistogramFamily,
 }
 
 impl ControllerSimulations {
@@ -220,11 +216,7 @@ struct WatchedSimulation {
     running: Running,
     started: Instant,
     controller: &'static str,
-    duration: prometheus_client::metrics::family::Family<
-        crate::metrics::Labels,
-        prometheus_client::metrics::histogram::Histogram,
-        fn() -> prometheus_client::metrics::histogram::Histogram,
-    >,
+    duration: crate::metrics::HistogramFamily,
 }
 
 impl driftwood_scheduling::ObservedSimulation for WatchedSimulation {
