@@ -80,6 +80,12 @@ pub const ANNOTATION_NODEPOOL_HASH_VERSION: &str = "karpenter.sh/nodepool-hash-v
 pub const ANNOTATION_EC2NODECLASS_HASH: &str = "karpenter.k8s.aws/ec2nodeclass-hash";
 pub const ANNOTATION_EC2NODECLASS_HASH_VERSION: &str =
     "karpenter.k8s.aws/ec2nodeclass-hash-version";
+/// On a NodeClaim whose instance carries its registration tags (Node name, NodeClaim name).
+pub const ANNOTATION_INSTANCE_TAGGED: &str = "karpenter.k8s.aws/tagged";
+/// On a NodeClaim whose instance carries the `eks:eks-cluster-name` tag (Karpenter's
+/// compatibility annotation, set with [`ANNOTATION_INSTANCE_TAGGED`]).
+pub const ANNOTATION_CLUSTER_NAME_TAGGED: &str =
+    "compatibility.karpenter.k8s.aws/cluster-name-tagged";
 pub const ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP: &str =
     "karpenter.sh/nodeclaim-termination-timestamp";
 pub const ANNOTATION_NODECLAIM_MIN_VALUES_RELAXED: &str =

@@ -81,29 +81,48 @@ pub fn claim_requirements(claim: &NodeClaim) -> Result<Requirements, String> {
     })
 }
 
-/// Tags every launched instance gets: the class's tags, then driftwood's (which win).
+/// Tags every launched instance gets (Karpenter's launch tags): the class's tags, then
+/// driftwood's (which win) — the cluster's, the NodePool's and the class's. Nothing of the one
+/// NodeClaim is among them, so the launches of a pool's NodeClaims made together are identical
+/// and go out as one fleet; the NodeClaim's name and its Node's are tagged once it registers
+/// ([`registration_tags`]).
 pub fn instance_tags(
     class_tags: &BTreeMap<String, String>,
     cluster: &str,
     nodepool: &str,
-    nodeclaim: &str,
     nodeclass: &str,
 ) -> Vec<Tag> {
     let mut tags: BTreeMap<String, String> = class_tags.clone();
     for (k, v) in [
         (LABEL_NODEPOOL.to_string(), nodepool.to_string()),
-        ("karpenter.sh/nodeclaim".to_string(), nodeclaim.to_string()),
         (LABEL_EC2NODECLASS.to_string(), nodeclass.to_string()),
         (
             format!("kubernetes.io/cluster/{cluster}"),
             "owned".to_string(),
         ),
-        ("eks:eks-cluster-name".to_string(), cluster.to_string()),
-        ("Name".to_string(), format!("{nodepool}/{nodeclaim}")),
+        (TAG_EKS_CLUSTER_NAME.to_string(), cluster.to_string()),
     ] {
         tags.insert(k, v);
     }
     tags.into_iter().map(|(k, v)| Tag::new(k, v)).collect()
+}
+
+/// The tag naming an instance's NodeClaim.
+pub const TAG_NODECLAIM: &str = "karpenter.sh/nodeclaim";
+/// The tag naming an instance (its Node's name, once registered).
+pub const TAG_NAME: &str = "Name";
+/// The tag naming the EKS cluster.
+pub const TAG_EKS_CLUSTER_NAME: &str = "eks:eks-cluster-name";
+
+/// Tags a registered NodeClaim's instance gets (Karpenter's `nodeclaim.tagging`): `Name` is
+/// its Node's name, `karpenter.sh/nodeclaim` the NodeClaim's, `eks:eks-cluster-name` the
+/// cluster's.
+pub fn registration_tags(cluster: &str, nodeclaim: &str, node_name: &str) -> Vec<Tag> {
+    vec![
+        Tag::new(TAG_NAME, node_name),
+        Tag::new(TAG_NODECLAIM, nodeclaim),
+        Tag::new(TAG_EKS_CLUSTER_NAME, cluster),
+    ]
 }
 
 /// Labels of a node: the instance type's labels plus zone, zone id, region and capacity type.
@@ -167,15 +186,27 @@ mod tests {
         );
     }
 
+    /// Karpenter's launch tags (`utils.GetTags`): the class's, with the cluster's, the
+    /// NodePool's and the class's own winning; nothing of the one NodeClaim (its name and its
+    /// Node's are tagged at registration).
     #[test]
-    fn driftwood_tags_win() {
+    fn driftwood_tags_win_and_name_no_nodeclaim() {
         let class = BTreeMap::from([
             ("Name".to_string(), "mine".to_string()),
             ("team".to_string(), "a".to_string()),
+            ("karpenter.sh/nodepool".to_string(), "theirs".to_string()),
         ]);
-        let tags = instance_tags(&class, "demo", "default", "default-abc", "default");
-        assert!(tags.contains(&Tag::new("Name", "default/default-abc")));
-        assert!(tags.contains(&Tag::new("team", "a")));
-        assert!(tags.contains(&Tag::new("kubernetes.io/cluster/demo", "owned")));
+        let tags = instance_tags(&class, "demo", "default", "default");
+        assert_eq!(
+            tags,
+            [
+                Tag::new("Name", "mine"),
+                Tag::new("eks:eks-cluster-name", "demo"),
+                Tag::new("karpenter.k8s.aws/ec2nodeclass", "default"),
+                Tag::new("karpenter.sh/nodepool", "default"),
+                Tag::new("kubernetes.io/cluster/demo", "owned"),
+                Tag::new("team", "a"),
+            ]
+        );
     }
 }

@@ -1,9 +1,13 @@
 //! Executes a launch plan: one launch template per AMI (named from a hash of its data, reused
-//! when present), then CreateFleet (instant) with every planned override; capacity errors in
-//! the response mark offerings unavailable.
+//! when present), then CreateFleet (instant) with every planned override, through the
+//! CreateFleet batcher (identical launches made together are one fleet); capacity errors in the
+//! response mark offerings unavailable.
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use super::batcher::{Batcher, FleetShare};
 use super::fnv::fnv1a64;
 use super::launch_plan::LaunchPlan;
 use super::unavailable::OfferingKey;
@@ -62,21 +66,30 @@ pub enum LaunchError {
 pub const KNOWN_TEMPLATE_TTL: jiff::SignedDuration = jiff::SignedDuration::from_mins(5);
 
 /// The launch templates known to exist, by name, and when that was last confirmed: a launch
-/// then costs one CreateFleet instead of a DescribeLaunchTemplates and a CreateFleet.
+/// then costs one CreateFleet instead of a DescribeLaunchTemplates and a CreateFleet. One
+/// launch at a time makes sure of a template not known (Karpenter holds its launch-template
+/// provider's lock for it): the launches of a wave that need a new template wait for the first
+/// to create it, instead of each describing and creating it at once (a thousand
+/// DescribeLaunchTemplates at once are throttled).
 #[derive(Debug, Default)]
-pub struct KnownTemplates(std::sync::Mutex<BTreeMap<String, jiff::Timestamp>>);
+pub struct KnownTemplates {
+    confirmed: std::sync::Mutex<BTreeMap<String, jiff::Timestamp>>,
+    ensuring: tokio::sync::Mutex<()>,
+}
 
 impl KnownTemplates {
     fn fresh(&self, name: &str, now: jiff::Timestamp) -> bool {
-        self.0
+        self.confirmed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(name)
-            .is_some_and(|at| now >= *at && now < *at + KNOWN_TEMPLATE_TTL)
+            // A confirmation later than `now` (made by a launch that started after this one,
+            // while this one waited its turn) is fresh too.
+            .is_some_and(|at| now < *at + KNOWN_TEMPLATE_TTL)
     }
 
     fn confirm(&self, name: &str, now: jiff::Timestamp) {
-        self.0
+        self.confirmed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(name.to_string(), now);
@@ -84,7 +97,7 @@ impl KnownTemplates {
 
     fn forget(&self, names: impl IntoIterator<Item = String>) {
         let mut known = self
-            .0
+            .confirmed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for name in names {
@@ -138,29 +151,57 @@ fn launch_template_missing(out: &CreateFleetOutput) -> bool {
             .any(|e| e.error_code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND)
 }
 
+/// Makes sure the template `name` exists unless `known` confirmed it lately: one launch at a
+/// time, and a launch that waited its turn finds it confirmed by the one before.
+async fn make_sure_of_template(
+    ec2: &dyn Ec2Api,
+    known: &KnownTemplates,
+    name: &str,
+    data: &LaunchTemplateData,
+    tags: &[Tag],
+    now: jiff::Timestamp,
+) -> Result<(), AwsError> {
+    if known.fresh(name, now) {
+        return Ok(());
+    }
+    let _one_at_a_time = known.ensuring.lock().await;
+    if !known.fresh(name, now) {
+        ensure_launch_template(ec2, name, data, tags).await?;
+        known.confirm(name, now);
+    }
+    Ok(())
+}
+
 /// A launch template vanished between its check and the fleet (deleted by hand, or by a class
-/// cleanup racing the launch): create the templates again and retry the fleet once.
+/// cleanup racing the launch): create the templates again and retry the fleet once. The
+/// launches of one batch all find it missing; the first recreates it, the others find it
+/// confirmed.
 async fn relaunch(
     ec2: &dyn Ec2Api,
+    fleets: &Arc<Batcher<CreateFleetInput, FleetShare>>,
+    known: &KnownTemplates,
+    now: jiff::Timestamp,
     input: CreateFleetInput,
     templates: &[(String, LaunchTemplateData)],
     tags: &[Tag],
-) -> Result<CreateFleetOutput, AwsError> {
+) -> Result<FleetShare, AwsError> {
     tracing::info!(
         templates = templates.len(),
         "launch template not found by CreateFleet; recreating it and retrying once"
     );
     for (name, data) in templates {
-        ensure_launch_template(ec2, name, data, tags).await?;
+        make_sure_of_template(ec2, known, name, data, tags, now).await?;
     }
-    ec2.create_fleet(input).await
+    fleets.add(input).await
 }
 
-/// Launches one instance for `plan`; templates in `known` (confirmed at `now`) are not
-/// described again. `fleet_errors` receives the errors of the CreateFleet call that answered
-/// (one per offering refused, whether or not another launched).
+/// Launches one instance for `plan` through `fleets` (the CreateFleet batcher over `ec2`);
+/// templates in `known` (confirmed at `now`) are not described again. `fleet_errors` receives
+/// the errors of the CreateFleet call that answered (one per offering refused, whether or not
+/// another launched) when this launch is the one of its call that counts them.
 pub async fn launch(
     ec2: &dyn Ec2Api,
+    fleets: &Arc<Batcher<CreateFleetInput, FleetShare>>,
     plan: &LaunchPlan,
     config: &LaunchConfig,
     known: &KnownTemplates,
@@ -181,10 +222,7 @@ pub async fn launch(
             ..config.data.clone()
         };
         let name = launch_template_name(&config.cluster_name, &data);
-        if !known.fresh(&name, now) {
-            ensure_launch_template(ec2, &name, &data, &lt_tags).await?;
-            known.confirm(&name, now);
-        }
+        make_sure_of_template(ec2, known, &name, &data, &lt_tags, now).await?;
         templates.push((name.clone(), data));
         image_by_template.insert(name.clone(), group.ami.id.clone());
         for o in &group.overrides {
@@ -224,24 +262,23 @@ pub async fn launch(
         tag_specifications: tag_specs,
         context: config.context.clone(),
     };
-    let missing = match ec2.create_fleet(input.clone()).await {
-        Ok(out) if !launch_template_missing(&out) => Ok(out),
+    let missing = match fleets.add(input.clone()).await {
+        Ok(share) if !launch_template_missing(&share.output) => Ok(share),
         Ok(_) => Err(input),
         Err(e) if e.code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND => Err(input),
         Err(e) => return Err(e.into()),
     };
-    let out = match missing {
-        Ok(out) => out,
+    let share = match missing {
+        Ok(share) => share,
         Err(input) => {
             known.forget(templates.iter().map(|(name, _)| name.clone()));
-            let out = relaunch(ec2, input, &templates, &lt_tags).await?;
-            for (name, _) in &templates {
-                known.confirm(name, now);
-            }
-            out
+            relaunch(ec2, fleets, known, now, input, &templates, &lt_tags).await?
         }
     };
-    fleet_errors.clone_from(&out.errors);
+    let out = share.output;
+    if share.counts_errors {
+        fleet_errors.clone_from(&out.errors);
+    }
     let refused: Vec<OfferingKey> = out
         .errors
         .iter()

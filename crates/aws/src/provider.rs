@@ -89,6 +89,8 @@ pub struct AwsProvider {
     failures: Arc<crate::failure_counts::FailureCounts>,
     /// TerminateInstances calls made together go out as one (Karpenter's batcher).
     terminate: Arc<crate::batcher::Batcher<String, Vec<crate::ports::InstanceStateChange>>>,
+    fleets:
+        Arc<crate::batcher::Batcher<crate::ports::CreateFleetInput, crate::batcher::FleetShare>>,
     batcher_metrics: crate::batcher::BatcherMetrics,
 }
 
@@ -136,8 +138,10 @@ impl AwsProvider {
         let batcher_metrics = crate::batcher::BatcherMetrics::default();
         let terminate =
             crate::batcher::terminate_instances(ports.ec2.clone(), batcher_metrics.clone());
+        let fleets = crate::batcher::create_fleet(ports.ec2.clone(), batcher_metrics.clone());
         Self {
             terminate,
+            fleets,
             batcher_metrics,
             ports,
             settings,
@@ -640,7 +644,7 @@ impl AwsProvider {
             labels.insert(LABEL_EC2NODECLASS.to_string(), class);
         }
         let mut claim = NodeClaim::new(
-            &tag("karpenter.sh/nodeclaim").unwrap_or_default(),
+            &tag(crate::claim_view::TAG_NODECLAIM).unwrap_or_default(),
             Default::default(),
         );
         claim.metadata.labels = Some(labels);
@@ -762,13 +766,7 @@ impl CloudProvider for AwsProvider {
         );
         let status = class.status.clone().unwrap_or_default();
         let devices = block_devices(&class.spec, family).map_err(CloudError::Invalid)?;
-        let tags = instance_tags(
-            &class.spec.tags,
-            &s.cluster_name,
-            &nodepool,
-            &claim_name(claim),
-            &class_name,
-        );
+        let tags = instance_tags(&class.spec.tags, &s.cluster_name, &nodepool, &class_name);
         let config = LaunchConfig {
             cluster_name: s.cluster_name.clone(),
             node_class: class_name.clone(),
@@ -793,6 +791,7 @@ impl CloudProvider for AwsProvider {
         let mut fleet_errors = Vec::new();
         let launched = launch(
             &*self.ports.ec2,
+            &self.fleets,
             &plan,
             &config,
             &self.known_templates,
@@ -938,6 +937,54 @@ impl CloudProvider for AwsProvider {
                 Err(e.into())
             }
         }
+    }
+
+    /// Karpenter's `nodeclaim.tagging`: the instance as EC2 describes it now (not a cached
+    /// listing), then one CreateTags of the registration tags it lacks; none when it has them
+    /// all (a tag set by hand is kept).
+    async fn tag_instance(&self, claim: &NodeClaim) -> Result<bool, CloudError> {
+        let id = claim_provider_instance(claim)?;
+        let node_name = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                CloudError::Invalid(format!(
+                    "NodeClaim {:?} has no status.nodeName to tag its instance with",
+                    claim_name(claim)
+                ))
+            })?;
+        let instance = self.describe_instance(&id).await?;
+        let missing: Vec<crate::ports::Tag> = crate::claim_view::registration_tags(
+            &self.settings.cluster_name,
+            &claim_name(claim),
+            node_name,
+        )
+        .into_iter()
+        .filter(|t| !instance.tags.iter().any(|have| have.key == t.key))
+        .collect();
+        if missing.is_empty() {
+            return Ok(false);
+        }
+        self.ports
+            .ec2
+            .create_tags(crate::ports::CreateTagsInput {
+                resources: vec![id],
+                tags: missing,
+            })
+            .await
+            .map(|()| true)
+            .map_err(|e| {
+                if e.is_not_found() {
+                    CloudError::NotFound {
+                        what: "instance".to_string(),
+                        message: e.to_string(),
+                    }
+                } else {
+                    e.into()
+                }
+            })
     }
 
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {

@@ -94,6 +94,12 @@ pub trait CloudProvider: Send + Sync {
     /// Terminates the claim's instance; `NotFound` once it is gone.
     async fn delete(&self, claim: &NodeClaim) -> Result<(), CloudError>;
 
+    /// Tags a registered `claim`'s instance with what only registration knows (for AWS: its
+    /// Node's name, the NodeClaim's name and the cluster's, as Karpenter's `nodeclaim.tagging`),
+    /// leaving tags the instance already has as they are. Returns whether tags were written
+    /// (none are when the instance has them all); `NotFound` when the instance is gone.
+    async fn tag_instance(&self, claim: &NodeClaim) -> Result<bool, CloudError>;
+
     /// The NodeClaim view of the instance with `provider_id`.
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError>;
 

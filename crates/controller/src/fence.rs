@@ -197,6 +197,14 @@ impl driftwood_cloud::CloudProvider for FencedCloud {
         self.inner.delete(claim).await
     }
 
+    async fn tag_instance(
+        &self,
+        claim: &driftwood_api::NodeClaim,
+    ) -> Result<bool, driftwood_cloud::CloudError> {
+        self.check("tag instance")?;
+        self.inner.tag_instance(claim).await
+    }
+
     async fn get(
         &self,
         provider_id: &str,

@@ -316,6 +316,12 @@ impl CloudProvider for MeteredCloud {
         self.measure("Delete", self.inner.delete(claim)).await
     }
 
+    /// Not one of Karpenter's cloud provider methods (its tagging controller calls EC2 itself),
+    /// so not in `karpenter_cloudprovider_*`: the EC2 calls are in the AWS SDK's metrics.
+    async fn tag_instance(&self, claim: &NodeClaim) -> Result<bool, CloudError> {
+        self.inner.tag_instance(claim).await
+    }
+
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudError> {
         self.measure("Get", self.inner.get(provider_id)).await
     }

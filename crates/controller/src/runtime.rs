@@ -5,7 +5,7 @@ use crate::context::Context;
 use crate::controllers::driver::{Backoff, LoopSpec, Wake, drive};
 use crate::controllers::{
     consolidatable, disruption, drift, hash, interruption, lifecycle, nodeclass, provisioner,
-    termination,
+    tagging, termination,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +67,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let pod_signatures = consolidatable::PodSignatures::default();
     let nodeclass_loop = nodeclass::NodeClassController::default();
     let garbage_collector = lifecycle::GarbageCollector::default();
+    let tagging_pace = tagging::Pace::default();
     let mut handles = vec![
         tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
         tokio::spawn(drive(
@@ -122,6 +123,21 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
             spec("termination", Duration::from_secs(10), on_change(debounce)),
             cancel.clone(),
             termination::pass,
+        )),
+        // Registration tags: woken when the number of NodeClaims due them changes, one
+        // instance a second while any are.
+        tokio::spawn(drive(
+            ctx.clone(),
+            spec(
+                tagging::CONTROLLER,
+                Duration::from_secs(60),
+                Wake::Signal {
+                    probe: Arc::new(tagging::wake_signature),
+                    look_every: Duration::from_secs(1),
+                },
+            ),
+            cancel.clone(),
+            move |ctx| tagging::pass(ctx, tagging_pace.clone()),
         )),
         tokio::spawn(drive(
             ctx.clone(),

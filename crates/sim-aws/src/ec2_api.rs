@@ -516,25 +516,36 @@ impl Ec2Api for SimAws {
                 .image_id
                 .clone()
                 .unwrap_or_else(|| lt.data.image_id.clone());
-            match self.launch_instance(
-                &o.instance_type,
-                &o.subnet_id,
-                &image_id,
-                &lt,
-                &input,
-                &capacity_type,
-                now,
-            ) {
-                Ok(id) => {
-                    remaining -= 1;
-                    instances.push(CreateFleetInstance {
-                        instance_ids: vec![id],
-                        instance_type: o.instance_type.clone(),
-                        lifecycle: capacity_type.clone(),
-                        launch_template_and_overrides: override_ref,
-                    });
+            // The cheapest pool takes as many of the fleet's instances as it can (both
+            // allocation strategies prefer it while it has capacity), reported as one entry.
+            let mut launched = Vec::new();
+            while remaining > 0 {
+                match self.launch_instance(
+                    &o.instance_type,
+                    &o.subnet_id,
+                    &image_id,
+                    &lt,
+                    &input,
+                    &capacity_type,
+                    now,
+                ) {
+                    Ok(id) => {
+                        remaining -= 1;
+                        launched.push(id);
+                    }
+                    Err(e) => {
+                        errors.push(fail(&e.code, e.message));
+                        break;
+                    }
                 }
-                Err(e) => errors.push(fail(&e.code, e.message)),
+            }
+            if !launched.is_empty() {
+                instances.push(CreateFleetInstance {
+                    instance_ids: launched,
+                    instance_type: o.instance_type.clone(),
+                    lifecycle: capacity_type.clone(),
+                    launch_template_and_overrides: override_ref,
+                });
             }
         }
         let fleet_id = {

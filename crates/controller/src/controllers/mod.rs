@@ -10,6 +10,7 @@ pub mod interruption;
 pub mod lifecycle;
 pub mod nodeclass;
 pub mod provisioner;
+pub mod tagging;
 pub mod termination;
 
 use std::time::Duration;

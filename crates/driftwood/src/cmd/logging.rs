@@ -64,6 +64,7 @@ fn controller_of(target: &str) -> Option<(&'static str, Option<&'static str>)> {
         "drift" | "consolidatable" => ("nodeclaim.disruption", Some("NodeClaim")),
         "hash" => ("nodepool.hash", Some("NodePool")),
         "nodeclass" => ("nodeclass", Some("EC2NodeClass")),
+        "tagging" => ("nodeclaim.tagging", Some("NodeClaim")),
         _ => return None,
     })
 }

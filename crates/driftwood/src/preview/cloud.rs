@@ -9,7 +9,7 @@ use driftwood_api::wellknown::{
 };
 use driftwood_api::{EC2NodeClass, NodeClaim};
 use driftwood_aws::ami_family::{Variant, alias_parameters, parse_alias};
-use driftwood_aws::claim_view::instance_tags;
+use driftwood_aws::claim_view::{instance_tags, registration_tags};
 use driftwood_aws::launcher::instance_id_from_provider_id;
 use driftwood_aws::ports::{GroupIdentifier, Image, Instance, SecurityGroup, Subnet, Tag};
 use driftwood_sim_aws::SimAws;
@@ -265,6 +265,24 @@ pub fn copy_cloud(aws: &SimAws, live: &LiveCluster, cluster_name: &str) -> Cloud
     copy
 }
 
+/// The tags of a live NodeClaim's instance: the launch tags, and once its Node is known, the
+/// tags registration adds.
+fn copied_tags(
+    cluster_name: &str,
+    nodepool: &str,
+    class: &str,
+    nodeclaim: &str,
+    node_name: Option<&str>,
+) -> Vec<Tag> {
+    let mut tags = instance_tags(&BTreeMap::new(), cluster_name, nodepool, class);
+    if let Some(node) = node_name {
+        let added = registration_tags(cluster_name, nodeclaim, node);
+        tags.retain(|t| !added.iter().any(|a| a.key == t.key));
+        tags.extend(added);
+    }
+    tags
+}
+
 /// The instance a live NodeClaim runs on, as the cloud would describe it.
 fn instance_of(
     claim: &NodeClaim,
@@ -337,7 +355,13 @@ fn instance_of(
         private_dns_name: private_dns,
         state: "running".to_string(),
         security_groups: groups.get(&class).cloned().unwrap_or_default(),
-        tags: instance_tags(&BTreeMap::new(), cluster_name, &nodepool, &name, &class),
+        tags: copied_tags(
+            cluster_name,
+            &nodepool,
+            &class,
+            &name,
+            status.node_name.as_deref(),
+        ),
         launch_time,
         instance_lifecycle: (labels.get(LABEL_CAPACITY_TYPE).map(String::as_str) == Some("spot"))
             .then(|| "spot".to_string()),

@@ -223,6 +223,20 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
         .trim_start_matches("nodeclaim.karpenter.sh/")
         .to_string();
     assert!(old_claim.starts_with("latest-current-ami-"), "{old_claim}");
+    // Once registered, the NodeClaim's instance is tagged with its name and its Node's (the
+    // last write to a settled NodeClaim: the preview below must leave it as it is).
+    wait_for(
+        &kubeconfig,
+        &[
+            "get",
+            "nodeclaim",
+            &old_claim,
+            "-o",
+            "jsonpath={.metadata.annotations.karpenter\\.k8s\\.aws/tagged}",
+        ],
+        Duration::from_secs(60),
+        |o| o == "true",
+    );
 
     // A PodDisruptionBudget that allows no eviction holds the rollout, so the drifted NodeClaim
     // stays to be described.

@@ -145,7 +145,9 @@ async fn launch_picks_the_cheapest_compatible_offering() {
         tag("karpenter.sh/nodepool").as_deref(),
         Some("latest-current-ami")
     );
-    assert_eq!(tag("karpenter.sh/nodeclaim").as_deref(), Some("nc-1"));
+    // Karpenter's launch tags name nothing of the one NodeClaim: tagged at registration.
+    assert_eq!(tag("karpenter.sh/nodeclaim"), None);
+    assert_eq!(tag("Name"), None);
     assert_eq!(
         tag("karpenter.k8s.aws/ec2nodeclass").as_deref(),
         Some("latest-current-ami")
@@ -387,6 +389,220 @@ async fn terminations_made_together_go_out_as_one_call() {
     );
 }
 
+fn fleet_calls(env: &Env) -> u64 {
+    env.sim
+        .api_calls()
+        .get("CreateFleet")
+        .map_or(0, |c| c.calls)
+}
+
+/// Karpenter's CreateFleet batcher suite, "should batch the same inputs into a single call"
+/// and "should batch different inputs into multiple calls", through the provider: five
+/// NodeClaims of one pool launched together are one CreateFleet (four in one zone and one in
+/// another are two), each NodeClaim gets an instance of its own in the cheapest pool, and the
+/// batch-size histogram observes each call.
+#[tokio::test(start_paused = true)]
+async fn launches_made_together_go_out_as_one_fleet() {
+    let (env, _) = walkthrough_env().await;
+    let mut reqs = walkthrough_requirements();
+    reqs.push(Req::new(
+        "karpenter.sh/capacity-type",
+        OP_IN,
+        &["on-demand"],
+    ));
+    // The launch template exists (a first launch made it): the five reach CreateFleet at once.
+    env.provider
+        .create(&claim("warm", "latest-current-ami", reqs.clone(), "1"))
+        .await
+        .unwrap();
+    let before = fleet_calls(&env);
+    let claims: Vec<_> = (0..5)
+        .map(|i| claim(&format!("nc-{i}"), "latest-current-ami", reqs.clone(), "1"))
+        .collect();
+    let launched = futures::future::join_all(claims.iter().map(|c| env.provider.create(c))).await;
+    let launched: Vec<_> = launched.into_iter().map(Result::unwrap).collect();
+    assert_eq!(fleet_calls(&env), before + 1, "one call for the five");
+    let ids: std::collections::BTreeSet<_> = launched
+        .iter()
+        .map(|c| c.status.as_ref().unwrap().provider_id.clone().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 5, "an instance each: {ids:?}");
+    let offerings: std::collections::BTreeSet<_> = launched.iter().map(launched_offering).collect();
+    let catalog = env
+        .provider
+        .instance_types_for_class("latest-current-ami")
+        .await
+        .unwrap();
+    assert_eq!(
+        offerings.into_iter().collect::<Vec<_>>(),
+        [cheapest(&catalog, &reqs, "on-demand")],
+        "the fleet's lowest-price pool takes them all"
+    );
+
+    let zone = |z: &str| {
+        let mut r = reqs.clone();
+        r.push(Req::new("topology.kubernetes.io/zone", OP_IN, &[z]));
+        r
+    };
+    let before = fleet_calls(&env);
+    let mut zonal: Vec<_> = (0..4)
+        .map(|i| {
+            claim(
+                &format!("a-{i}"),
+                "latest-current-ami",
+                zone("us-west-2a"),
+                "1",
+            )
+        })
+        .collect();
+    zonal.push(claim("b-0", "latest-current-ami", zone("us-west-2b"), "1"));
+    let launched = futures::future::join_all(zonal.iter().map(|c| env.provider.create(c))).await;
+    let zones: Vec<String> = launched
+        .into_iter()
+        .map(|c| c.unwrap().metadata.labels.unwrap()["topology.kubernetes.io/zone"].clone())
+        .collect();
+    assert_eq!(
+        zones,
+        [
+            "us-west-2a",
+            "us-west-2a",
+            "us-west-2a",
+            "us-west-2a",
+            "us-west-2b"
+        ]
+    );
+    assert_eq!(
+        fleet_calls(&env),
+        before + 2,
+        "one call per distinct request"
+    );
+
+    let metrics = env.provider.batcher_metrics();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register("size", "", metrics.size.clone());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains("size_sum{batcher=\"create_fleet\"} 11.0"),
+        "{text}"
+    );
+}
+
+/// Launches that need a launch template not known yet make sure of it one at a time (as
+/// Karpenter's launch-template provider holds its lock): twenty launched together describe and
+/// create it once, instead of twenty DescribeLaunchTemplates at once.
+#[tokio::test(start_paused = true)]
+async fn a_wave_of_launches_makes_sure_of_a_new_template_once() {
+    let (env, _) = walkthrough_env().await;
+    let calls = |action: &str| env.sim.api_calls().get(action).map_or(0, |c| c.calls);
+    let claims: Vec<_> = (0..20)
+        .map(|i| {
+            claim(
+                &format!("nc-{i}"),
+                "latest-current-ami",
+                walkthrough_requirements(),
+                "1",
+            )
+        })
+        .collect();
+    let launched = futures::future::join_all(claims.iter().map(|c| env.provider.create(c))).await;
+    assert!(launched.iter().all(Result::is_ok), "{launched:?}");
+    assert_eq!(calls("DescribeLaunchTemplates"), 1);
+    assert_eq!(calls("CreateLaunchTemplate"), 1);
+}
+
+/// Karpenter's tagging suite, "should tag taggable instances" (each entry: the instance
+/// already has some of the tags, set by someone else, which are kept; the rest are added) and
+/// "should gracefully handle missing instance".
+#[tokio::test(start_paused = true)]
+async fn registration_tags_fill_in_what_the_instance_lacks() {
+    use driftwood_aws::ports::{CreateTagsInput, Tag};
+    let (env, _) = walkthrough_env().await;
+    let entries: [&[&str]; 7] = [
+        &["Name", "eks:eks-cluster-name"],
+        &["Name", "karpenter.sh/nodeclaim"],
+        &["karpenter.sh/nodeclaim", "eks:eks-cluster-name"],
+        &["Name"],
+        &["karpenter.sh/nodeclaim"],
+        &["eks:eks-cluster-name"],
+        &["karpenter.sh/nodeclaim", "eks:eks-cluster-name", "Name"],
+    ];
+    for (i, custom) in entries.iter().enumerate() {
+        let name = format!("nc-{i}");
+        let mut launched = env
+            .provider
+            .create(&claim(
+                &name,
+                "latest-current-ami",
+                walkthrough_requirements(),
+                "1",
+            ))
+            .await
+            .unwrap();
+        env.settle();
+        let pid = launched
+            .status
+            .as_ref()
+            .unwrap()
+            .provider_id
+            .clone()
+            .unwrap();
+        let id = pid.rsplit('/').next().unwrap().to_string();
+        if !custom.is_empty() {
+            env.sim
+                .create_tags(CreateTagsInput {
+                    resources: vec![id.clone()],
+                    tags: custom.iter().map(|k| Tag::new(*k, "custom-tag")).collect(),
+                })
+                .await
+                .unwrap();
+        }
+        let before = env.sim.api_calls().get("CreateTags").map_or(0, |c| c.calls);
+        launched.status.as_mut().unwrap().node_name = Some(format!("ip-10-0-0-{i}.ec2.internal"));
+        env.provider.tag_instance(&launched).await.unwrap();
+        let after = env.sim.api_calls().get("CreateTags").map_or(0, |c| c.calls);
+        // eks:eks-cluster-name is a launch tag already: CreateTags only for the other two.
+        let lacks = ["Name", "karpenter.sh/nodeclaim"]
+            .iter()
+            .any(|k| !custom.contains(k));
+        assert_eq!(after - before, u64::from(lacks), "{custom:?}");
+        let inst = env
+            .sim
+            .describe_instances(DescribeInstancesInput {
+                instance_ids: vec![id],
+                filters: Vec::new(),
+            })
+            .await
+            .unwrap()
+            .remove(0);
+        let tag = |k: &str| {
+            inst.tags
+                .iter()
+                .find(|t| t.key == k)
+                .map(|t| t.value.clone())
+        };
+        for (key, wanted) in [
+            ("Name", format!("ip-10-0-0-{i}.ec2.internal")),
+            ("karpenter.sh/nodeclaim", name.clone()),
+            ("eks:eks-cluster-name", "demo".to_string()),
+        ] {
+            let wanted = if custom.contains(&key) {
+                "custom-tag".to_string()
+            } else {
+                wanted
+            };
+            assert_eq!(tag(key), Some(wanted), "{custom:?}: {key}");
+        }
+        // The instance gone: NotFound, nothing tagged.
+        if i == 0 {
+            env.provider.delete(&launched).await.unwrap();
+            env.settle();
+            let gone = env.provider.tag_instance(&launched).await;
+            assert!(gone.is_err_and(|e| e.is_not_found()));
+        }
+    }
+}
+
 /// Karpenter's instance provider suite, "should emit a zone-dimensioned launch failure metric
 /// for each CreateFleet offering error": each offering refused counts once by its zone, the
 /// zone's ID (from the class's subnets, as the error does not carry it), the capacity type
@@ -584,6 +800,15 @@ async fn instances_run_after_the_delay_and_kubelets_see_them() {
     // get/list/delete through the provider.
     let pid = m.provider_id.clone();
     let got = env.provider.get(&pid).await.unwrap();
+    assert_eq!(
+        got.metadata.name.as_deref(),
+        Some(""),
+        "the NodeClaim's name is tagged at registration"
+    );
+    let mut registered = launched.clone();
+    registered.status.as_mut().unwrap().node_name = Some("ip-10-0-0-1.ec2.internal".into());
+    env.provider.tag_instance(&registered).await.unwrap();
+    let got = env.provider.get(&pid).await.unwrap();
     assert_eq!(got.metadata.name.as_deref(), Some("nc"));
     assert_eq!(
         got.metadata.labels.as_ref().unwrap()["node.kubernetes.io/instance-type"],
@@ -756,6 +981,26 @@ async fn a_launch_template_missing_at_create_fleet_is_recreated_and_the_launch_r
             .contains("InvalidLaunchTemplateName.NotFoundException"),
         "{err}"
     );
+
+    // A batch of eight that all find it missing: the first makes sure of it again, the others
+    // find it confirmed, and the retries are one batch again.
+    let calls = |action: &str| env.sim.api_calls().get(action).map_or(0, |c| c.calls);
+    let (described, fleets) = (calls("DescribeLaunchTemplates"), calls("CreateFleet"));
+    env.sim.inject_error("CreateFleet", not_found());
+    let claims: Vec<_> = (0..8)
+        .map(|i| {
+            claim(
+                &format!("nc-batch-{i}"),
+                "latest-current-ami",
+                walkthrough_requirements(),
+                "1",
+            )
+        })
+        .collect();
+    let launched = futures::future::join_all(claims.iter().map(|c| env.provider.create(c))).await;
+    assert!(launched.iter().all(Result::is_ok), "{launched:?}");
+    assert_eq!(calls("DescribeLaunchTemplates"), described + 1);
+    assert_eq!(calls("CreateFleet"), fleets + 2);
 }
 
 /// Private IPs (and so node names) stay unique past the point where the old address scheme

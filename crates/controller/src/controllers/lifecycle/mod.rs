@@ -154,9 +154,11 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) -> Res
         let result = ctx.cloud.create(claim).await;
         match result {
             Ok(launched) => {
-                // The instance exists but may not be recorded yet: the retry finds it again
-                // (the provider's launch is idempotent by the NodeClaim's tag), and garbage
-                // collection reclaims it if the NodeClaim ends up pointing at another one.
+                // The instance exists but is not recorded yet: should the write fail (or this
+                // leader stop before it), the retry launches another, and garbage collection
+                // reclaims the instance no NodeClaim points at (as in Karpenter: a launch
+                // carries nothing of the one NodeClaim, so that identical launches made
+                // together are one CreateFleet call).
                 record_launch(ctx, name, &launched).await?;
                 let status = launched.status.clone().unwrap_or_default();
                 let labels = launched.metadata.labels.clone().unwrap_or_default();

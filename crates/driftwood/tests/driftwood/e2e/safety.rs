@@ -346,11 +346,19 @@ async fn a_replacement_that_never_initializes_is_rolled_back() {
 async fn a_crash_mid_command_resumes_without_a_duplicate_replacement() {
     let (mut h, claim) = one_drifted_node().await;
     // The command is recorded on the candidate first, its replacement created after (a write's
-    // latency later): crash once both are written, before the replacement initialized.
+    // latency later), then launched: crash once all three are written, before the replacement
+    // initialized. (A crash between CreateFleet's answer and the providerID's write leaves an
+    // instance no NodeClaim names, which the next leader launches again and garbage collection
+    // terminates, as in Karpenter; the chaos campaign's orphaned-instance invariant judges that
+    // window.)
     h.wait_until("the command started", 5 * MINUTE, |s| {
         s.store.nodeclaims.get(&claim).is_some_and(|c| {
             disrupting(c)
-                && recorded_replacement(c).is_some_and(|r| s.store.nodeclaims.contains_key(&r))
+                && recorded_replacement(c).is_some_and(|r| {
+                    s.store.nodeclaims.get(&r).is_some_and(|r| {
+                        r.status.as_ref().is_some_and(|st| st.provider_id.is_some())
+                    })
+                })
         })
     })
     .await;

@@ -236,7 +236,30 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
         .iter()
         .map(|t| (t.key.as_str(), t.value.as_str()))
         .collect();
-    assert_eq!(tags.get("karpenter.sh/nodeclaim"), Some(&"nc-1"));
+    // Launch tags name nothing of the one NodeClaim (identical launches batch into one
+    // CreateFleet); registration tags it, through the SDK's CreateTags.
+    assert_eq!(tags.get("karpenter.sh/nodeclaim"), None);
+    let mut registered = launched.clone();
+    registered.status.as_mut().unwrap().node_name = Some("ip-10-0-1-1.ec2.internal".into());
+    env.provider.tag_instance(&registered).await.unwrap();
+    let tagged = env
+        .ports
+        .ec2
+        .describe_instances(DescribeInstancesInput {
+            instance_ids: vec![id.clone()],
+            filters: vec![],
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    let tagged: BTreeMap<_, _> = tagged
+        .tags
+        .iter()
+        .map(|t| (t.key.clone(), t.value.clone()))
+        .collect();
+    assert_eq!(tagged["karpenter.sh/nodeclaim"], "nc-1");
+    assert_eq!(tagged["Name"], "ip-10-0-1-1.ec2.internal");
+    assert_eq!(tagged["eks:eks-cluster-name"], "demo");
     assert_eq!(
         tags.get("karpenter.sh/nodepool"),
         Some(&"latest-current-ami")
