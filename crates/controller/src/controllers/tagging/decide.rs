@@ -34,15 +34,14 @@ pub fn is_taggable(claim: &NodeClaim) -> bool {
         .is_some()
 }
 
-/// The NodeClaims whose instances are due their tags, by name.
-pub fn decide(snapshot: &Snapshot) -> Vec<String> {
+/// The NodeClaims whose instances are due their tags, in name order (read lazily: a pass takes
+/// the first it may try).
+pub fn due(snapshot: &Snapshot) -> impl Iterator<Item = (&String, &std::sync::Arc<NodeClaim>)> {
     snapshot
         .store
         .nodeclaims
         .iter()
         .filter(|(_, claim)| is_taggable(claim))
-        .map(|(name, _)| name.clone())
-        .collect()
 }
 
 #[cfg(test)]

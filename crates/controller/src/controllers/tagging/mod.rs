@@ -83,16 +83,16 @@ pub async fn pass(ctx: Context, pace: Pace) -> Outcome {
     if let Some(wait) = pace.wait(now) {
         return Outcome::again_in(wait);
     }
-    let snapshot = ctx.state.snapshot();
-    let due = decide::decide(&snapshot);
-    let Some(name) = due.iter().find(|n| ctx.retries.ready(CONTROLLER, n, now)) else {
-        return Outcome::idle();
+    let (name, claim, more) = {
+        let snapshot = ctx.state.snapshot();
+        let mut due = decide::due(&snapshot);
+        let Some((name, claim)) = due.find(|(name, _)| ctx.retries.ready(CONTROLLER, name, now))
+        else {
+            return Outcome::idle();
+        };
+        (name.clone(), claim.clone(), due.next().is_some())
     };
-    let Some(claim) = snapshot.store.nodeclaims.get(name).cloned() else {
-        return Outcome::idle();
-    };
-    drop(snapshot);
-    let result = tag(&ctx, name, &claim).await;
+    let result = tag(&ctx, &name, &claim).await;
     let interval = match result {
         Ok(false) => LOOK_INTERVAL,
         Ok(true) | Err(_) => TAG_INTERVAL,
@@ -101,12 +101,12 @@ pub async fn pass(ctx: Context, pace: Pace) -> Outcome {
     let failed = ctx.retries.record(
         &ctx.metrics,
         CONTROLLER,
-        name,
+        &name,
         "tag instance",
         ctx.clock.now(),
         &result.map(|_| ()),
     );
-    let outcome = if due.len() > 1 || failed {
+    let outcome = if more || failed {
         Outcome::again_in(interval)
     } else {
         Outcome::idle()
