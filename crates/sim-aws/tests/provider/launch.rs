@@ -305,11 +305,20 @@ fn going(env: &Env) -> usize {
         .count()
 }
 
-fn terminate_calls(env: &Env) -> u64 {
-    env.sim
-        .api_calls()
-        .get("TerminateInstances")
-        .map_or(0, |c| c.calls)
+/// How many `action` calls the simulated account has answered or throttled.
+fn calls(env: &Env, action: &str) -> u64 {
+    env.sim.api_calls().get(action).map_or(0, |c| c.calls)
+}
+
+/// The provider's batcher histograms, as Prometheus text (`size_*`, `window_*`).
+fn batcher_histograms(env: &Env) -> String {
+    let metrics = env.provider.batcher_metrics();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register("size", "", metrics.size.clone());
+    registry.register("window", "", metrics.window.clone());
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    text
 }
 
 /// Karpenter's TerminateInstances batcher suite: "should batch input into a single call"
@@ -337,7 +346,7 @@ async fn terminations_made_together_go_out_as_one_call() {
         );
     }
     env.settle();
-    let before = terminate_calls(&env);
+    let before = calls(&env, "TerminateInstances");
     let results = futures::future::join_all([
         env.provider.delete(&launched[0]),
         env.provider.delete(&launched[1]),
@@ -346,14 +355,18 @@ async fn terminations_made_together_go_out_as_one_call() {
     ])
     .await;
     assert!(results.iter().all(Result::is_ok), "{results:?}");
-    assert_eq!(terminate_calls(&env), before + 1, "one call for the batch");
+    assert_eq!(
+        calls(&env, "TerminateInstances"),
+        before + 1,
+        "one call for the batch"
+    );
     assert_eq!(going(&env), 3);
 
     // An instance EC2 does not know, with two it does.
     let mut unknown = launched[3].clone();
     unknown.status.as_mut().unwrap().provider_id =
         Some("aws:///us-west-2a/i-0000000000unknown".into());
-    let before = terminate_calls(&env);
+    let before = calls(&env, "TerminateInstances");
     let results = futures::future::join_all([
         env.provider.delete(&launched[3]),
         env.provider.delete(&unknown),
@@ -366,18 +379,13 @@ async fn terminations_made_together_go_out_as_one_call() {
         "{results:?}"
     );
     assert_eq!(
-        terminate_calls(&env),
+        calls(&env, "TerminateInstances"),
         before + 4,
         "the batch, then one each"
     );
     assert!(env.sim.running_machines().is_empty());
 
-    let metrics = env.provider.batcher_metrics();
-    let mut registry = prometheus_client::registry::Registry::default();
-    registry.register("size", "", metrics.size.clone());
-    registry.register("window", "", metrics.window.clone());
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let text = batcher_histograms(&env);
     assert!(
         text.contains("size_sum{batcher=\"terminate_instances\"} 7.0")
             && text.contains("size_count{batcher=\"terminate_instances\"} 2"),
@@ -387,13 +395,6 @@ async fn terminations_made_together_go_out_as_one_call() {
         text.contains("window_count{batcher=\"terminate_instances\"} 2"),
         "{text}"
     );
-}
-
-fn fleet_calls(env: &Env) -> u64 {
-    env.sim
-        .api_calls()
-        .get("CreateFleet")
-        .map_or(0, |c| c.calls)
 }
 
 /// Karpenter's CreateFleet batcher suite, "should batch the same inputs into a single call"
@@ -415,13 +416,17 @@ async fn launches_made_together_go_out_as_one_fleet() {
         .create(&claim("warm", "latest-current-ami", reqs.clone(), "1"))
         .await
         .unwrap();
-    let before = fleet_calls(&env);
+    let before = calls(&env, "CreateFleet");
     let claims: Vec<_> = (0..5)
         .map(|i| claim(&format!("nc-{i}"), "latest-current-ami", reqs.clone(), "1"))
         .collect();
     let launched = futures::future::join_all(claims.iter().map(|c| env.provider.create(c))).await;
     let launched: Vec<_> = launched.into_iter().map(Result::unwrap).collect();
-    assert_eq!(fleet_calls(&env), before + 1, "one call for the five");
+    assert_eq!(
+        calls(&env, "CreateFleet"),
+        before + 1,
+        "one call for the five"
+    );
     let ids: std::collections::BTreeSet<_> = launched
         .iter()
         .map(|c| c.status.as_ref().unwrap().provider_id.clone().unwrap())
@@ -444,7 +449,7 @@ async fn launches_made_together_go_out_as_one_fleet() {
         r.push(Req::new("topology.kubernetes.io/zone", OP_IN, &[z]));
         r
     };
-    let before = fleet_calls(&env);
+    let before = calls(&env, "CreateFleet");
     let mut zonal: Vec<_> = (0..4)
         .map(|i| {
             claim(
@@ -472,16 +477,12 @@ async fn launches_made_together_go_out_as_one_fleet() {
         ]
     );
     assert_eq!(
-        fleet_calls(&env),
+        calls(&env, "CreateFleet"),
         before + 2,
         "one call per distinct request"
     );
 
-    let metrics = env.provider.batcher_metrics();
-    let mut registry = prometheus_client::registry::Registry::default();
-    registry.register("size", "", metrics.size.clone());
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let text = batcher_histograms(&env);
     assert!(
         text.contains("size_sum{batcher=\"create_fleet\"} 11.0"),
         "{text}"
@@ -494,7 +495,7 @@ async fn launches_made_together_go_out_as_one_fleet() {
 #[tokio::test(start_paused = true)]
 async fn a_wave_of_launches_makes_sure_of_a_new_template_once() {
     let (env, _) = walkthrough_env().await;
-    let calls = |action: &str| env.sim.api_calls().get(action).map_or(0, |c| c.calls);
+    let calls = |action: &str| calls(&env, action);
     let claims: Vec<_> = (0..20)
         .map(|i| {
             claim(
@@ -557,10 +558,10 @@ async fn registration_tags_fill_in_what_the_instance_lacks() {
                 .await
                 .unwrap();
         }
-        let before = env.sim.api_calls().get("CreateTags").map_or(0, |c| c.calls);
+        let before = calls(&env, "CreateTags");
         launched.status.as_mut().unwrap().node_name = Some(format!("ip-10-0-0-{i}.ec2.internal"));
         env.provider.tag_instance(&launched).await.unwrap();
-        let after = env.sim.api_calls().get("CreateTags").map_or(0, |c| c.calls);
+        let after = calls(&env, "CreateTags");
         // eks:eks-cluster-name is a launch tag already: CreateTags only for the other two.
         let lacks = ["Name", "karpenter.sh/nodeclaim"]
             .iter()
@@ -984,7 +985,7 @@ async fn a_launch_template_missing_at_create_fleet_is_recreated_and_the_launch_r
 
     // A batch of eight that all find it missing: the first makes sure of it again, the others
     // find it confirmed, and the retries are one batch again.
-    let calls = |action: &str| env.sim.api_calls().get(action).map_or(0, |c| c.calls);
+    let calls = |action: &str| calls(&env, action);
     let (described, fleets) = (calls("DescribeLaunchTemplates"), calls("CreateFleet"));
     env.sim.inject_error("CreateFleet", not_found());
     let claims: Vec<_> = (0..8)

@@ -14,7 +14,7 @@ use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodeSelectorRequirementWithMinValues as Req};
 use driftwood_aws::ports::{
     DescribeInstanceStatusInput, DescribeInstancesInput, DescribeLaunchTemplatesInput,
-    GetParameterInput, codes,
+    GetParameterInput, Instance, codes,
 };
 use driftwood_aws::{AwsPorts, AwsProvider, AwsSettings, InMemoryNodeClasses, ProviderDrift};
 use driftwood_cloud::{CloudProvider, SystemClock};
@@ -147,6 +147,26 @@ fn instance_id(claim: &NodeClaim) -> String {
     provider_id.rsplit('/').next().unwrap().to_string()
 }
 
+/// The instance `id` as EC2 (moto) describes it, and its tags by key.
+async fn described(env: &Env, id: &str) -> (Instance, BTreeMap<String, String>) {
+    let instance = env
+        .ports
+        .ec2
+        .describe_instances(DescribeInstancesInput {
+            instance_ids: vec![id.to_string()],
+            filters: vec![],
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    let tags = instance
+        .tags
+        .iter()
+        .map(|t| (t.key.clone(), t.value.clone()))
+        .collect();
+    (instance, tags)
+}
+
 #[tokio::test]
 async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
     let env = Env::start("1.29").await;
@@ -218,53 +238,22 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
     // Launch through CreateFleet and read the instance back.
     let launched = env.provider.create(&claim("nc-1")).await.unwrap();
     let id = instance_id(&launched);
-    let instance = env
-        .ports
-        .ec2
-        .describe_instances(DescribeInstancesInput {
-            instance_ids: vec![id.clone()],
-            filters: vec![],
-        })
-        .await
-        .unwrap()
-        .remove(0);
+    let (instance, tags) = described(&env, &id).await;
     assert_eq!(instance.image_id, old_amd);
     assert!(seed.subnets.values().any(|s| *s == instance.subnet_id));
     assert_eq!(instance.vpc_id, seed.vpc);
-    let tags: BTreeMap<_, _> = instance
-        .tags
-        .iter()
-        .map(|t| (t.key.as_str(), t.value.as_str()))
-        .collect();
     // Launch tags name nothing of the one NodeClaim (identical launches batch into one
     // CreateFleet); registration tags it, through the SDK's CreateTags.
     assert_eq!(tags.get("karpenter.sh/nodeclaim"), None);
     let mut registered = launched.clone();
     registered.status.as_mut().unwrap().node_name = Some("ip-10-0-1-1.ec2.internal".into());
     env.provider.tag_instance(&registered).await.unwrap();
-    let tagged = env
-        .ports
-        .ec2
-        .describe_instances(DescribeInstancesInput {
-            instance_ids: vec![id.clone()],
-            filters: vec![],
-        })
-        .await
-        .unwrap()
-        .remove(0);
-    let tagged: BTreeMap<_, _> = tagged
-        .tags
-        .iter()
-        .map(|t| (t.key.clone(), t.value.clone()))
-        .collect();
+    let (_, tagged) = described(&env, &id).await;
     assert_eq!(tagged["karpenter.sh/nodeclaim"], "nc-1");
     assert_eq!(tagged["Name"], "ip-10-0-1-1.ec2.internal");
     assert_eq!(tagged["eks:eks-cluster-name"], "demo");
-    assert_eq!(
-        tags.get("karpenter.sh/nodepool"),
-        Some(&"latest-current-ami")
-    );
-    assert_eq!(tags.get("kubernetes.io/cluster/demo"), Some(&"owned"));
+    assert_eq!(tags["karpenter.sh/nodepool"], "latest-current-ami");
+    assert_eq!(tags["kubernetes.io/cluster/demo"], "owned");
     let labels = launched.metadata.labels.clone().unwrap();
     assert_eq!(
         labels["node.kubernetes.io/instance-type"],
