@@ -1,12 +1,14 @@
 //! A watch-fed cache of one resource kind for the simulated components, waking a shared
-//! `Notify` on every change so a component's loop runs again.
+//! `Notify` on every change so a component's loop runs again, and (when asked) noting which
+//! objects changed so the component can look at those only.
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -21,6 +23,45 @@ where
 {
     store: Store<K>,
     task: JoinHandle<()>,
+    /// The changes not yet taken, when the cache was asked to note them.
+    changes: Option<Arc<Mutex<Changes>>>,
+}
+
+/// The objects (namespace, name) that changed since the changes were last taken.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Created, changed or deleted.
+    pub touched: BTreeSet<(String, String)>,
+    /// The watch listed everything again: objects deleted meanwhile were not reported one by
+    /// one, so every object must be looked at.
+    pub relisted: bool,
+}
+
+impl Changes {
+    /// Nothing changed.
+    pub fn is_empty(&self) -> bool {
+        !self.relisted && self.touched.is_empty()
+    }
+
+    fn record<K: Resource>(&mut self, event: &watcher::Event<K>) {
+        let key = |object: &K| {
+            let meta = object.meta();
+            (
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            )
+        };
+        match event {
+            watcher::Event::Apply(object)
+            | watcher::Event::Delete(object)
+            | watcher::Event::InitApply(object) => {
+                self.touched.insert(key(object));
+            }
+            // The store takes the new list whole at its end.
+            watcher::Event::InitDone => self.relisted = true,
+            watcher::Event::Init => {}
+        }
+    }
 }
 
 impl<K> WatchCache<K>
@@ -39,6 +80,20 @@ where
         changed: Arc<Notify>,
         label_selector: Option<&str>,
     ) -> Self {
+        Self::start(client, changed, label_selector, None)
+    }
+
+    /// [`WatchCache::spawn`], noting which objects change for [`WatchCache::take_changes`].
+    pub fn spawn_tracked(client: Client, changed: Arc<Notify>) -> Self {
+        Self::start(client, changed, None, Some(Arc::default()))
+    }
+
+    fn start(
+        client: Client,
+        changed: Arc<Notify>,
+        label_selector: Option<&str>,
+        changes: Option<Arc<Mutex<Changes>>>,
+    ) -> Self {
         let (store, writer) = reflector::store();
         let mut config = watcher::Config::default();
         if let Some(selector) = label_selector {
@@ -52,16 +107,30 @@ where
             watcher(api, config).modify(|object: &mut K| object.meta_mut().managed_fields = None),
         )
         .default_backoff();
+        let noted = changes.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
-                if let Err(error) = event {
-                    tracing::debug!(%error, "watch cache: watch failed; retrying");
+                match &event {
+                    // The reflector has applied the event to the store before passing it on.
+                    Ok(event) => {
+                        if let Some(noted) = &noted {
+                            noted
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .record(event);
+                        }
+                    }
+                    Err(error) => tracing::debug!(%error, "watch cache: watch failed; retrying"),
                 }
                 changed.notify_one();
             }
         });
-        Self { store, task }
+        Self {
+            store,
+            task,
+            changes,
+        }
     }
 
     /// Wait until the first list has arrived.
@@ -72,6 +141,27 @@ where
     /// The cached objects (unordered; callers sort).
     pub fn objects(&self) -> Vec<Arc<K>> {
         self.store.state()
+    }
+
+    /// The cached object `namespace/name` (namespace empty for cluster-scoped kinds).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let key = ObjectRef::new(name);
+        let key = if namespace.is_empty() {
+            key
+        } else {
+            key.within(namespace)
+        };
+        self.store.get(&key)
+    }
+
+    /// The changes since the last call (all empty for a cache not spawned tracked). The store
+    /// already holds them when they are taken.
+    pub fn take_changes(&self) -> Changes {
+        self.changes
+            .as_ref()
+            .map_or_else(Changes::default, |changes| {
+                std::mem::take(&mut *changes.lock().unwrap_or_else(PoisonError::into_inner))
+            })
     }
 }
 

@@ -1,7 +1,7 @@
 //! What happens after writes, before the request returns: CRDs (un)registered, garbage
-//! collection of dependents whose owners are gone, and PDB status recomputation.
+//! collection of dependents whose owners are gone, and the status of the PDBs whose pods changed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -10,7 +10,6 @@ use super::core::ApiCore;
 use super::crd;
 use super::pdb;
 use super::resources::{ResourceInfo, ResourceKey};
-use super::selectors::LabelSelector;
 use super::store::{name_of, owner_uids};
 
 /// Safety bound on cascade rounds (each round handles all queued work).
@@ -31,15 +30,9 @@ impl ApiCore {
                 self.collect_garbage(&removed);
                 worked = true;
             }
-            if !self.dirty_pdb_namespaces.is_empty() || !self.dirty_pdb_pods.is_empty() {
-                let namespaces = std::mem::take(&mut self.dirty_pdb_namespaces);
-                let mut pods = std::mem::take(&mut self.dirty_pdb_pods);
-                for namespace in &namespaces {
-                    pods.remove(namespace);
-                    self.refresh_pdbs(namespace, None);
-                }
-                for (namespace, written) in pods {
-                    self.refresh_pdbs(&namespace, Some(&written));
+            if !self.dirty_pdbs.is_empty() {
+                for (namespace, name) in std::mem::take(&mut self.dirty_pdbs) {
+                    self.refresh_pdb(&namespace, &name);
                 }
                 worked = true;
             }
@@ -202,47 +195,25 @@ impl ApiCore {
         }
     }
 
-    /// The PDB controller: recompute the status of the PDBs in `namespace`: every one, or
-    /// (`written`: the labels of the pods written) those that select one of those pods.
-    fn refresh_pdbs(&mut self, namespace: &str, written: Option<&[BTreeMap<String, String>]>) {
+    /// The PDB controller: recompute the status of the PDB `namespace/name` from the pods the
+    /// index says it selects.
+    fn refresh_pdb(&mut self, namespace: &str, name: &str) {
         let pdb_key = ResourceKey::new("policy", "poddisruptionbudgets");
-        let budgets: Vec<Arc<Value>> = self
-            .store
-            .list(&pdb_key, Some(namespace))
-            .map(|(_, o)| Arc::clone(o))
-            .filter(|budget| {
-                written.is_none_or(|labels| {
-                    let selector = match budget.pointer("/spec/selector") {
-                        None | Some(Value::Null) => return false,
-                        Some(s) => LabelSelector::from_structured(s),
-                    };
-                    // A selector that does not parse leaves the status as compute_status says.
-                    selector.map_or(true, |s| {
-                        labels.iter().any(|l| s.is_empty() || s.matches(l))
-                    })
-                })
-            })
-            .collect();
-        if budgets.is_empty() {
+        let Some(budget) = self.store.get(&pdb_key, namespace, name).cloned() else {
             return;
-        }
-        let pods: Vec<Arc<Value>> = self
-            .store
-            .list(&ResourceKey::new("", "pods"), Some(namespace))
-            .map(|(_, o)| Arc::clone(o))
-            .collect();
-        let pod_refs: Vec<&Value> = pods.iter().map(|p| p.as_ref()).collect();
+        };
+        let Some(selected) = self.pdb_index.selected(namespace, name) else {
+            return;
+        };
         let now = self.now_string();
-        for budget in budgets {
-            let scale_of = |kind: &str, name: &str| self.controller_scale(namespace, kind, name);
-            let status = pdb::compute_status(&budget, &pod_refs, &scale_of, &now);
-            if budget.get("status") != Some(&status) {
-                let mut updated = (*budget).clone();
-                if let Some(map) = updated.as_object_mut() {
-                    map.insert("status".into(), status);
-                }
-                self.store.put(&pdb_key, updated);
+        let scale_of = |kind: &str, name: &str| self.controller_scale(namespace, kind, name);
+        let status = pdb::compute_status(&budget, selected, &scale_of, &now);
+        if budget.get("status") != Some(&status) {
+            let mut updated = (*budget).clone();
+            if let Some(map) = updated.as_object_mut() {
+                map.insert("status".into(), status);
             }
+            self.store.put(&pdb_key, updated);
         }
     }
 }

@@ -15,6 +15,7 @@ use super::discovery;
 use super::error::ApiError;
 use super::managed_fields;
 use super::openapi;
+use super::pdb_index::PdbIndex;
 use super::request::{ResourceTarget, Route, parse_path};
 use super::resources::{Registry, ResourceInfo, ResourceKey};
 use super::schema::FieldValidation;
@@ -150,11 +151,11 @@ pub struct ApiCore {
     pub(super) config: ApiServerConfig,
     pub(super) counter: u64,
     pub(super) removed_uids: Vec<(String, bool)>,
-    /// Namespaces whose PDBs all need their status recomputed (a PDB was written).
-    pub(super) dirty_pdb_namespaces: BTreeSet<String>,
-    /// The labels of the pods written since the PDBs were last recomputed, per namespace: only
-    /// the PDBs selecting one of them need their status recomputed.
-    pub(super) dirty_pdb_pods: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+    /// Every PDB's selected pods, kept up to date on each pod and PDB write.
+    pub(super) pdb_index: PdbIndex,
+    /// The PDBs (namespace, name) whose status must be recomputed: written, or one of their
+    /// pods changed.
+    pub(super) dirty_pdbs: BTreeSet<(String, String)>,
     pub(super) crds_changed: bool,
     pub(super) dry_run: bool,
     /// The `fieldValidation` of the request being handled.
@@ -226,8 +227,8 @@ impl ApiCore {
             config,
             counter: 0,
             removed_uids: Vec::new(),
-            dirty_pdb_namespaces: BTreeSet::new(),
-            dirty_pdb_pods: BTreeMap::new(),
+            pdb_index: PdbIndex::default(),
+            dirty_pdbs: BTreeSet::new(),
             crds_changed: false,
             dry_run: false,
             field_validation: FieldValidation::default(),

@@ -56,6 +56,7 @@ pub mod managed_fields;
 pub mod node_lifecycle;
 pub mod openapi;
 pub mod pdb;
+mod pdb_index;
 mod protobuf;
 pub mod request;
 pub mod resources;

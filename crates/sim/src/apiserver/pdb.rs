@@ -1,7 +1,7 @@
 //! The disruption-budget logic: the "PDB controller" (status from matching pods) and the
 //! eviction decision, as pure functions over plain JSON objects.
 
-use std::collections::BTreeSet;
+use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
@@ -23,12 +23,7 @@ pub fn pod_is_ready(pod: &Value) -> bool {
 /// Does the PDB's selector match the pod? A missing selector matches nothing; an empty one
 /// matches every pod in the namespace (policy/v1 semantics).
 pub fn selects(pdb: &Value, pod: &Value) -> bool {
-    match pdb.pointer("/spec/selector") {
-        None | Some(Value::Null) => false,
-        Some(selector) => {
-            LabelSelector::from_structured(selector).is_ok_and(|s| s.matches_object(pod))
-        }
-    }
+    selector_of(pdb).is_some_and(|s| s.matches_object(pod))
 }
 
 fn pod_name(pod: &Value) -> &str {
@@ -69,55 +64,143 @@ pub fn controller_of(pod: &Value) -> Option<(String, String)> {
         })
 }
 
-/// Compute a PDB's status from the pods in its namespace. `scale_of(kind, name)` returns the
+/// What the status of a PDB needs to know of one pod its selector picks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Ready=True.
+    pub ready: bool,
+    /// It has a deletionTimestamp.
+    pub terminating: bool,
+    /// Its controller, as (kind, name).
+    pub controller: Option<(String, String)>,
+}
+
+impl Member {
+    /// The member facts of `pod`.
+    pub fn of(pod: &Value) -> Self {
+        Self {
+            ready: pod_is_ready(pod),
+            terminating: pod.pointer("/metadata/deletionTimestamp").is_some(),
+            controller: controller_of(pod),
+        }
+    }
+
+    fn counts_healthy(&self) -> bool {
+        self.ready && !self.terminating
+    }
+}
+
+/// The pods one PDB selects, by name, with the tallies its status is computed from; kept up to
+/// date pod by pod, so that a status is computed without looking at the namespace's pods.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SelectedPods {
+    members: HashMap<String, Member>,
+    /// How many members each controller has.
+    controllers: HashMap<(String, String), usize>,
+    /// Members without a controller.
+    uncontrolled: usize,
+    /// Members Ready and not terminating.
+    ready_live: usize,
+}
+
+impl SelectedPods {
+    /// The pods of `namespace_pods` that `pdb`'s selector picks (a missing or unparsable
+    /// selector picks none; an empty one picks all).
+    pub fn of(pdb: &Value, namespace_pods: &[&Value]) -> Self {
+        let mut selected = Self::default();
+        if let Some(selector) = selector_of(pdb) {
+            for pod in namespace_pods {
+                if selector.matches_object(pod) {
+                    selected.put(pod_name(pod), Member::of(pod));
+                }
+            }
+        }
+        selected
+    }
+
+    /// Add the pod `name`, or replace what is known of it.
+    pub fn put(&mut self, name: &str, member: Member) {
+        self.remove(name);
+        match &member.controller {
+            Some(controller) => *self.controllers.entry(controller.clone()).or_default() += 1,
+            None => self.uncontrolled += 1,
+        }
+        if member.counts_healthy() {
+            self.ready_live += 1;
+        }
+        self.members.insert(name.to_string(), member);
+    }
+
+    /// Forget the pod `name`; whether it was a member.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let Some(member) = self.members.remove(name) else {
+            return false;
+        };
+        match &member.controller {
+            Some(controller) => {
+                if let Some(count) = self.controllers.get_mut(controller) {
+                    *count = count.saturating_sub(1);
+                    if *count == 0 {
+                        self.controllers.remove(controller);
+                    }
+                }
+            }
+            None => self.uncontrolled = self.uncontrolled.saturating_sub(1),
+        }
+        if member.counts_healthy() {
+            self.ready_live = self.ready_live.saturating_sub(1);
+        }
+        true
+    }
+
+    /// What is known of the member `name`.
+    pub fn get(&self, name: &str) -> Option<&Member> {
+        self.members.get(name)
+    }
+
+    /// How many pods are selected.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Are no pods selected?
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
+/// A PDB's selector; None when it has none or it does not parse (it then selects nothing).
+pub fn selector_of(pdb: &Value) -> Option<LabelSelector> {
+    match pdb.pointer("/spec/selector") {
+        None | Some(Value::Null) => None,
+        Some(selector) => LabelSelector::from_structured(selector).ok(),
+    }
+}
+
+/// Compute a PDB's status from the pods it selects. `scale_of(kind, name)` returns the
 /// desired replica count of a pod controller; pods without a known controller count as one.
 pub fn compute_status(
     pdb: &Value,
-    namespace_pods: &[&Value],
+    pods: &SelectedPods,
     scale_of: &dyn Fn(&str, &str) -> Option<i64>,
     now: &str,
 ) -> Value {
-    // The selector, parsed once for all the namespace's pods (see `selects`).
-    let selector = match pdb.pointer("/spec/selector") {
-        None | Some(Value::Null) => None,
-        Some(selector) => LabelSelector::from_structured(selector).ok(),
-    };
-    let pods: Vec<&Value> = namespace_pods
-        .iter()
-        .copied()
-        .filter(|pod| selector.as_ref().is_some_and(|s| s.matches_object(pod)))
-        .collect();
     let previous = pdb.get("status").cloned().unwrap_or_else(|| json!({}));
     let mut disrupted: Map<String, Value> = previous
         .get("disruptedPods")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let live: BTreeSet<&str> = pods
-        .iter()
-        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-        .map(|p| pod_name(p))
-        .collect();
-    disrupted.retain(|name, _| live.contains(name.as_str()));
+    disrupted.retain(|name, _| pods.members.get(name).is_some_and(|m| !m.terminating));
 
     let min_available = pdb.pointer("/spec/minAvailable");
     let max_unavailable = pdb.pointer("/spec/maxUnavailable");
     let uses_scale = max_unavailable.is_some() || min_available.is_some_and(Value::is_string);
     let expected = if uses_scale {
-        let mut controllers = BTreeSet::new();
-        let mut total = 0i64;
-        for pod in &pods {
-            match controller_of(pod) {
-                Some(controller) => {
-                    if controllers.insert(controller.clone()) {
-                        total = total
-                            .saturating_add(scale_of(&controller.0, &controller.1).unwrap_or(1));
-                    }
-                }
-                None => total = total.saturating_add(1),
-            }
-        }
-        total
+        let owned = pods.controllers.keys().fold(0i64, |total, (kind, name)| {
+            total.saturating_add(scale_of(kind, name).unwrap_or(1))
+        });
+        owned.saturating_add(i64::try_from(pods.uncontrolled).unwrap_or(i64::MAX))
     } else {
         i64::try_from(pods.len()).unwrap_or(i64::MAX)
     };
@@ -127,14 +210,13 @@ pub fn compute_status(
         (None, None) => expected,
     }
     .max(0);
-    let healthy = i64::try_from(
-        pods.iter()
-            .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
-            .filter(|p| !disrupted.contains_key(pod_name(p)))
-            .filter(|p| pod_is_ready(p))
-            .count(),
-    )
-    .unwrap_or(i64::MAX);
+    // Disrupted pods (evicted, not yet seen terminating) do not count as healthy.
+    let disrupted_healthy = disrupted
+        .keys()
+        .filter(|name| pods.members.get(*name).is_some_and(Member::counts_healthy))
+        .count();
+    let healthy =
+        i64::try_from(pods.ready_live.saturating_sub(disrupted_healthy)).unwrap_or(i64::MAX);
     let allowed = healthy.saturating_sub(desired).max(0);
     let (condition_status, reason, message) = if allowed > 0 {
         ("True", "SufficientPods", String::new())
@@ -267,7 +349,13 @@ mod tests {
             pod("c", false, None),
         ];
         let refs: Vec<&Value> = pods.iter().collect();
-        let status = compute_status(&pdb(json!({"minAvailable": 1})), &refs, &|_, _| None, "t");
+        let budget = pdb(json!({"minAvailable": 1}));
+        let status = compute_status(
+            &budget,
+            &SelectedPods::of(&budget, &refs),
+            &|_, _| None,
+            "t",
+        );
         assert_eq!(status["currentHealthy"], 2);
         assert_eq!(status["desiredHealthy"], 1);
         assert_eq!(status["disruptionsAllowed"], 1);
@@ -278,9 +366,10 @@ mod tests {
     fn max_unavailable_percent_uses_owner_scale() {
         let pods = [pod("a", true, Some("rs")), pod("b", true, Some("rs"))];
         let refs: Vec<&Value> = pods.iter().collect();
+        let budget = pdb(json!({"maxUnavailable": "25%"}));
         let status = compute_status(
-            &pdb(json!({"maxUnavailable": "25%"})),
-            &refs,
+            &budget,
+            &SelectedPods::of(&budget, &refs),
             &|_, _| Some(4),
             "t",
         );
@@ -294,9 +383,41 @@ mod tests {
         let pods = [pod("a", true, Some("rs"))];
         let refs: Vec<&Value> = pods.iter().collect();
         let budget = pdb(json!({"maxUnavailable": "9223372036854775807%"}));
-        let status = compute_status(&budget, &refs, &|_, _| Some(i64::MAX), "t");
+        let selected = SelectedPods::of(&budget, &refs);
+        let status = compute_status(&budget, &selected, &|_, _| Some(i64::MAX), "t");
         assert_eq!(status["expectedPods"], i64::MAX);
         assert_eq!(status["disruptionsAllowed"], 0);
+    }
+
+    /// A pod the eviction API charged to the budget (in `disruptedPods`) is not healthy while it
+    /// still runs, and leaves the map once it is terminating.
+    #[test]
+    fn disrupted_pods_are_not_healthy_and_leave_when_terminating() {
+        let mut budget = pdb(json!({"minAvailable": 1}));
+        budget["status"] = json!({"disruptedPods": {"a": "t0"}});
+        let mut pods = [pod("a", true, None), pod("b", true, None)];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let status = compute_status(
+            &budget,
+            &SelectedPods::of(&budget, &refs),
+            &|_, _| None,
+            "t",
+        );
+        assert_eq!(status["currentHealthy"], 1);
+        assert_eq!(status["disruptionsAllowed"], 0);
+        assert_eq!(status["disruptedPods"], json!({"a": "t0"}));
+
+        pods[0]["metadata"]["deletionTimestamp"] = json!("t1");
+        let refs: Vec<&Value> = pods.iter().collect();
+        let status = compute_status(
+            &budget,
+            &SelectedPods::of(&budget, &refs),
+            &|_, _| None,
+            "t",
+        );
+        assert_eq!(status["currentHealthy"], 1);
+        assert_eq!(status["expectedPods"], 2);
+        assert!(status.get("disruptedPods").is_none());
     }
 
     #[test]

@@ -16,7 +16,6 @@ use super::managed_fields;
 use super::node_lifecycle;
 use super::resources::{ResourceInfo, ResourceKey};
 use super::schema::{self, Rejection};
-use super::selectors::labels_of;
 use super::store::{name_of, uid_of};
 use super::strategic_merge::strategic_merge;
 
@@ -130,15 +129,20 @@ impl ApiCore {
         }
         let (namespace, name) = name_of(&object);
         if key == ResourceKey::new("", "pods") {
-            let before = self
-                .store
-                .get(&key, &namespace, &name)
-                .map(|o| labels_of(o));
-            let written = self.dirty_pdb_pods.entry(namespace).or_default();
-            written.extend(before);
-            written.push(labels_of(&object));
+            let touched = self.pdb_index.pod_written(&namespace, &name, &object);
+            self.dirty_pdbs.extend(
+                touched
+                    .into_iter()
+                    .map(|budget| (namespace.clone(), budget)),
+            );
         } else if key == ResourceKey::new("policy", "poddisruptionbudgets") {
-            self.dirty_pdb_namespaces.insert(namespace);
+            let pods = self
+                .store
+                .list(&ResourceKey::new("", "pods"), Some(&namespace))
+                .map(|(_, pod)| pod.as_ref());
+            self.pdb_index
+                .budget_written(&namespace, &name, &object, pods);
+            self.dirty_pdbs.insert((namespace, name));
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             self.crds_changed = true;
@@ -225,12 +229,14 @@ impl ApiCore {
         self.removed_uids
             .push((uid_of(&removed).to_string(), orphan));
         if key == ResourceKey::new("", "pods") {
-            self.dirty_pdb_pods
-                .entry(namespace.to_string())
-                .or_default()
-                .push(labels_of(&removed));
+            let touched = self.pdb_index.pod_removed(namespace, name);
+            self.dirty_pdbs.extend(
+                touched
+                    .into_iter()
+                    .map(|budget| (namespace.to_string(), budget)),
+            );
         } else if key == ResourceKey::new("policy", "poddisruptionbudgets") {
-            self.dirty_pdb_namespaces.insert(namespace.to_string());
+            self.pdb_index.budget_removed(namespace, name);
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             self.crds_changed = true;

@@ -119,14 +119,15 @@ pub struct Placement {
 
 /// Decide whether the template (as `sim`, with the automatic tolerations) belongs on `node`.
 pub fn placement(sim: &SimPod, node: &Node) -> Placement {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let no_labels = BTreeMap::new();
+    let labels = node.metadata.labels.as_ref().unwrap_or(&no_labels);
     let constraints = &sim.constraints;
-    let selected = constraints.node_selector.matches_labels(&labels)
+    let selected = constraints.node_selector.matches_labels(labels)
         && (constraints.required_terms.is_empty()
             || constraints
                 .required_terms
                 .iter()
-                .any(|t| t.matches_labels(&labels)));
+                .any(|t| t.matches_labels(labels)));
     let taints: Vec<Taint> = node
         .spec
         .as_ref()

@@ -5,8 +5,9 @@
 pub mod node_lease;
 pub mod node_template;
 pub mod plan;
+pub mod pod_watch;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use crate::watch_cache::WatchCache;
 use node_lease::{LeaseBook, LeaseWrite, LiveNode};
 pub use node_template::{MachineFacts, NodeResources, kubelet_version, node_name};
 pub use plan::{KubeletAction, KubeletPlan, KubeletTimings, NodeFault};
+use pod_watch::{PodKey, PodWatch};
 
 /// Where kubelets find their machines and what those machines are.
 pub trait MachineFleet: Send + Sync {
@@ -149,12 +151,12 @@ async fn run(
     config: KubeletConfig,
 ) {
     let changed = Arc::new(Notify::new());
-    let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
-    let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let nodes: WatchCache<Node> = WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
+    let pods: WatchCache<Pod> = WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
     let volumes: WatchCache<VolumeAttachment> =
-        WatchCache::spawn(client.clone(), Arc::clone(&changed));
+        WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
     let claims: WatchCache<PersistentVolumeClaim> =
-        WatchCache::spawn(client.clone(), Arc::clone(&changed));
+        WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
     nodes.ready().await;
     pods.ready().await;
     volumes.ready().await;
@@ -164,32 +166,59 @@ async fn run(
     let mut machines_read_at: Option<Timestamp> = None;
     let mut faults = BTreeMap::new();
     let mut leases = LeaseBook::default();
+    // The pods a pass looks at: changed, on a changed node, or due. At fleet scale, planning
+    // every pod of the cluster on every wake-up was most of the simulation's time.
+    let mut watch = PodWatch::default();
     loop {
         let now = clock.now();
         // The machine list is polled (every machine_poll_interval), not rebuilt on every
         // Kubernetes event: at fleet scale that rebuild was most of the simulation's time.
         let due = machines_read_at
             .is_none_or(|at| now.duration_since(at).unsigned_abs() >= config.machine_poll_interval);
+        let mut machines_changed = BTreeSet::new();
         if due {
-            machines = poll_machines(fleet.as_ref());
-            faults = fleet.node_faults();
+            let polled = poll_machines(fleet.as_ref());
+            let polled_faults = fleet.node_faults();
+            machines_changed = changed_machines(&machines, &faults, &polled, &polled_faults);
+            machines = polled;
+            faults = polled_faults;
             machines_read_at = Some(now);
         }
         let node_list = nodes.objects();
-        let pod_list = pods.objects();
-        let mut plan = plan::plan_with_faults(
+        note_changes(&mut watch, &pods, &nodes, &node_list, &machines_changed);
+        if !volumes.take_changes().is_empty() || !claims.take_changes().is_empty() {
+            watch.claims_changed();
+        }
+        let (mut plan, states) = plan::plan_nodes(
             &machines,
             &node_list,
-            &pod_list,
             now,
             &config.timings,
             &config.kubernetes_version,
             &faults,
         );
+        for key in watch.take(now) {
+            let Some(pod) = pods.get(&key.0, &key.1) else {
+                continue;
+            };
+            let step = plan::plan_pod(&pod, &states, now, &config.timings);
+            if let Some(due) = step.due {
+                watch.look_again_at(key.clone(), due);
+            }
+            if let Some(action) = step.action {
+                plan.actions.push(action);
+                // Looked at again once the action may be issued again, should it not take.
+                watch.look_again_at(key, plan::plus(now, REISSUE_AFTER));
+            }
+        }
+        let claim_users: Vec<Arc<Pod>> = watch
+            .claim_users()
+            .filter_map(|(namespace, name)| pods.get(namespace, name))
+            .collect();
         let attach = plan::plan_volumes(
             &volumes.objects(),
             &node_list,
-            &pod_list,
+            &claim_users,
             &claims.objects(),
             now,
             &config.timings,
@@ -202,7 +231,7 @@ async fn run(
             _ => true,
         });
         plan.actions.extend(attach.plan.actions);
-        if let Some(due) = attach.plan.next_due {
+        for due in attach.plan.next_due.into_iter().chain(watch.next_due()) {
             plan.next_due = Some(plan.next_due.map_or(due, |t| t.min(due)));
         }
         let live = live_nodes(&machines, &node_list, &faults);
@@ -266,6 +295,76 @@ async fn run(
         );
         crate::watch_cache::wait_for_change(&changed, wait).await;
     }
+}
+
+/// Tell `watch` what changed since the last pass: the pods, and the Nodes (their pods are
+/// looked at again) — by their own events, or because their machine started, stopped or
+/// misbehaves differently (`machines_changed`, provider IDs).
+fn note_changes(
+    watch: &mut PodWatch,
+    pods: &WatchCache<Pod>,
+    nodes: &WatchCache<Node>,
+    node_list: &[Arc<Node>],
+    machines_changed: &BTreeSet<String>,
+) {
+    let pod_changes = pods.take_changes();
+    if pod_changes.relisted {
+        let all = pods.objects();
+        watch.relisted(all.iter().map(|pod| (key_of(pod), pod.as_ref())));
+    } else {
+        for key in pod_changes.touched {
+            let pod = pods.get(&key.0, &key.1);
+            watch.pod_changed(key, pod.as_deref());
+        }
+    }
+    let node_changes = nodes.take_changes();
+    if node_changes.relisted {
+        watch.everything_changed();
+    }
+    for (_, name) in node_changes.touched {
+        watch.node_changed(&name);
+    }
+    if !machines_changed.is_empty() {
+        for node in node_list {
+            let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            if provider_id.is_some_and(|id| machines_changed.contains(id))
+                && let Some(name) = node.metadata.name.as_deref()
+            {
+                watch.node_changed(name);
+            }
+        }
+    }
+}
+
+fn key_of(pod: &Pod) -> PodKey {
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The provider IDs of the machines that started or stopped running, or whose fault changed,
+/// between two polls.
+fn changed_machines(
+    before: &[(Arc<Machine>, Arc<MachineFacts>)],
+    faults_before: &BTreeMap<String, NodeFault>,
+    now: &[(Arc<Machine>, Arc<MachineFacts>)],
+    faults_now: &BTreeMap<String, NodeFault>,
+) -> BTreeSet<String> {
+    let ids = |machines: &[(Arc<Machine>, Arc<MachineFacts>)]| -> BTreeSet<String> {
+        machines
+            .iter()
+            .map(|(m, _)| m.provider_id.clone())
+            .collect()
+    };
+    let (before, now) = (ids(before), ids(now));
+    let mut changed: BTreeSet<String> = before.symmetric_difference(&now).cloned().collect();
+    for id in faults_before.keys().chain(faults_now.keys()) {
+        if faults_before.get(id) != faults_now.get(id) {
+            changed.insert(id.clone());
+        }
+    }
+    changed
 }
 
 /// The registered nodes whose kubelets are posting status — their machine runs, and has not

@@ -3,7 +3,7 @@
 //! which Pods to start, mark not ready, remove after termination or collect as orphans.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,7 +209,7 @@ pub fn plan_volumes<
     for pod in pods
         .iter()
         .map(Borrow::borrow)
-        .filter(|p| !pod_is_finished(p))
+        .filter(|p| uses_claims(p) && !pod_is_finished(p))
     {
         let Some(node) = pod
             .spec
@@ -301,6 +301,15 @@ pub fn plan_volumes<
     out
 }
 
+/// Does the pod mount a PersistentVolumeClaim? Only those pods matter to the attach/detach
+/// controller.
+pub fn uses_claims(pod: &Pod) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .any(|v| v.persistent_volume_claim.is_some())
+}
+
 /// What the kubelets do now, and when they next have something due.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct KubeletPlan {
@@ -316,15 +325,14 @@ impl KubeletPlan {
     }
 }
 
-fn plus(at: Timestamp, by: Duration) -> Timestamp {
+/// `at` + `by`, saturating.
+pub fn plus(at: Timestamp, by: Duration) -> Timestamp {
     let by = SignedDuration::try_from(by).unwrap_or(SignedDuration::MAX);
     at.checked_add(by).unwrap_or(Timestamp::MAX)
 }
 
-fn to_timestamp(time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<Timestamp> {
-    serde_json::to_value(time)
-        .ok()
-        .and_then(|v| v.as_str().and_then(|s| s.parse().ok()))
+fn to_timestamp(time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Timestamp {
+    time.0
 }
 
 /// The node's Ready condition: (status, lastTransitionTime).
@@ -338,7 +346,7 @@ pub fn node_ready(node: &Node) -> Option<(String, Option<Timestamp>)> {
         .map(|c| {
             (
                 c.status.clone(),
-                c.last_transition_time.as_ref().and_then(to_timestamp),
+                c.last_transition_time.as_ref().map(to_timestamp),
             )
         })
 }
@@ -602,21 +610,78 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
     default_kubernetes_version: &str,
     faults: &BTreeMap<String, NodeFault>,
 ) -> KubeletPlan {
-    let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
-    let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
+    let (mut out, states) = plan_nodes(
+        machines,
+        nodes,
+        now,
+        timings,
+        default_kubernetes_version,
+        faults,
+    );
+    let mut sorted: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
+    sorted.sort_by(|a, b| {
+        (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+            .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+    });
+    for pod in sorted {
+        let step = plan_pod(pod, &states, now, timings);
+        out.actions.extend(step.action);
+        if let Some(due) = step.due {
+            out.due_at(due);
+        }
+    }
+    out
+}
+
+/// The kubelets' view of the registered Nodes, as the pods bound to them need it.
+#[derive(Debug, Default)]
+pub struct NodeStates<'a> {
+    by_name: HashMap<&'a str, NodeState<'a>>,
+}
+
+/// One registered Node.
+#[derive(Debug)]
+struct NodeState<'a> {
+    node: &'a Node,
+    /// Since when its pods run: set when the Node is Ready and its kubelet posts status.
+    ready_since: Option<Timestamp>,
+    /// Its kubelet crash-loops every pod (a fault).
+    crash_loops: bool,
+}
+
+/// Decide what the kubelets do at `now` with the Nodes (register, mark Ready or NotReady,
+/// delete), and say how each registered Node stands for the pods on it.
+pub fn plan_nodes<'a, N: Borrow<Node>>(
+    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
+    nodes: &'a [N],
+    now: Timestamp,
+    timings: &KubeletTimings,
+    default_kubernetes_version: &str,
+    faults: &BTreeMap<String, NodeFault>,
+) -> (KubeletPlan, NodeStates<'a>) {
     let mut out = KubeletPlan::default();
-    let running: BTreeSet<&str> = machines
+    let running: HashSet<&str> = machines
         .iter()
         .map(|(m, _)| m.provider_id.as_str())
         .collect();
-    let by_name: BTreeMap<&str, &Node> = nodes
-        .iter()
-        .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, *n)))
-        .collect();
-    let registered: BTreeSet<&str> = nodes
-        .iter()
-        .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
-        .collect();
+    let mut states = NodeStates::default();
+    let mut registered: HashSet<&str> = HashSet::new();
+    for node in nodes.iter().map(Borrow::borrow) {
+        let Some(name) = node.metadata.name.as_deref() else {
+            continue;
+        };
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        registered.extend(provider_id);
+        states.by_name.insert(
+            name,
+            NodeState {
+                node,
+                ready_since: None,
+                crash_loops: provider_id
+                    .is_some_and(|id| faults.get(id) == Some(&NodeFault::CrashLoopPods)),
+            },
+        );
+    }
 
     for (machine, facts) in machines {
         match faults.get(&machine.provider_id) {
@@ -633,15 +698,21 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            if !by_name.contains_key(name) {
+            if !states.by_name.contains_key(name) {
                 out.actions.push(KubeletAction::RegisterNode(node));
             }
         }
     }
 
-    // Per node: is it one whose pods run (Ready) and is it gone?
-    let mut ready_since: BTreeMap<&str, Timestamp> = BTreeMap::new();
-    for (name, node) in &by_name {
+    // Per node: is it one whose pods run (Ready) and is it gone? In name order, so that the
+    // actions come out in a deterministic order.
+    let mut names: Vec<&str> = states.by_name.keys().copied().collect();
+    names.sort_unstable();
+    for name in names {
+        let Some(state) = states.by_name.get_mut(name) else {
+            continue;
+        };
+        let node = state.node;
         let provider_id = node
             .spec
             .as_ref()
@@ -653,12 +724,12 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
         if gone {
             if is_ready {
                 out.actions.push(KubeletAction::MarkNodeNotReady {
-                    node: (*name).to_string(),
+                    node: name.to_string(),
                 });
             }
             if node.metadata.deletion_timestamp.is_none() {
                 out.actions.push(KubeletAction::DeleteNode {
-                    node: (*name).to_string(),
+                    node: name.to_string(),
                 });
             }
             continue;
@@ -667,7 +738,7 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
             Some(NodeFault::NotReady) => {
                 if is_ready {
                     out.actions.push(KubeletAction::MarkNodeNotReady {
-                        node: (*name).to_string(),
+                        node: name.to_string(),
                     });
                 }
                 continue;
@@ -677,133 +748,135 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
         }
         if is_ready {
             let since = ready.and_then(|(_, t)| t).unwrap_or(Timestamp::UNIX_EPOCH);
-            ready_since.insert(name, since);
+            state.ready_since = Some(since);
         } else if running.contains(provider_id) {
             let created = node
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .and_then(to_timestamp)
+                .map(to_timestamp)
                 .unwrap_or(now);
             let due = plus(created, timings.node_ready_delay);
             if due <= now {
                 out.actions.push(KubeletAction::MarkNodeReady {
-                    node: (*name).to_string(),
+                    node: name.to_string(),
                 });
             } else {
                 out.due_at(due);
             }
         }
     }
+    (out, states)
+}
 
-    let mut sorted: Vec<&Pod> = pods.clone();
-    sorted.sort_by(|a, b| {
-        (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
-            .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
-    });
-    for pod in sorted {
-        let (namespace, name) = pod_key(pod);
-        let Some(node_name) = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .filter(|n| !n.is_empty())
-        else {
-            continue;
-        };
-        let node = by_name.get(node_name);
-        if let Some(deleted_at) = pod
+/// What the kubelets do about one pod now, and when they next have something to do for it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PodStep {
+    /// The action due now.
+    pub action: Option<KubeletAction>,
+    /// When the pod next needs a look (a start or removal not due yet).
+    pub due: Option<Timestamp>,
+}
+
+/// Decide what the kubelet of `pod`'s node does about it at `now`. Pure; depends on the pod,
+/// its node's state and the time only.
+pub fn plan_pod(
+    pod: &Pod,
+    states: &NodeStates<'_>,
+    now: Timestamp,
+    timings: &KubeletTimings,
+) -> PodStep {
+    let Some(node_name) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+    else {
+        return PodStep::default();
+    };
+    let act = |action: KubeletAction| PodStep {
+        action: Some(action),
+        due: None,
+    };
+    let wait = |due: Timestamp| PodStep {
+        action: None,
+        due: Some(due),
+    };
+    let state = states.by_name.get(node_name);
+    if let Some(deleted_at) = pod.metadata.deletion_timestamp.as_ref().map(to_timestamp) {
+        let grace = pod
             .metadata
-            .deletion_timestamp
-            .as_ref()
-            .and_then(to_timestamp)
-        {
-            let grace = pod
-                .metadata
-                .deletion_grace_period_seconds
-                .unwrap_or(0)
-                .max(0);
-            let requested = deleted_at
-                .checked_sub(SignedDuration::from_secs(grace))
-                .unwrap_or(deleted_at);
-            let grace = Duration::from_secs(grace.unsigned_abs());
-            // A pod that ignores SIGTERM is killed only when its whole grace period is over.
-            let keep = if annotated(pod, ANNOTATION_TERMINATION, "full-grace") {
-                grace
-            } else {
-                grace.min(timings.pod_termination_cap)
-            };
-            let due = plus(requested, keep);
-            if node.is_some() && annotated(pod, ANNOTATION_TERMINATION, "never") {
-                continue;
-            }
-            if node.is_none() || due <= now {
-                out.actions
-                    .push(KubeletAction::RemovePod { namespace, name });
-            } else {
-                out.due_at(due);
-            }
-            continue;
+            .deletion_grace_period_seconds
+            .unwrap_or(0)
+            .max(0);
+        let requested = deleted_at
+            .checked_sub(SignedDuration::from_secs(grace))
+            .unwrap_or(deleted_at);
+        let grace = Duration::from_secs(grace.unsigned_abs());
+        // A pod that ignores SIGTERM is killed only when its whole grace period is over.
+        let keep = if annotated(pod, ANNOTATION_TERMINATION, "full-grace") {
+            grace
+        } else {
+            grace.min(timings.pod_termination_cap)
+        };
+        let due = plus(requested, keep);
+        if state.is_some() && annotated(pod, ANNOTATION_TERMINATION, "never") {
+            return PodStep::default();
         }
-        let Some(node) = node else {
-            out.actions.push(KubeletAction::CollectOrphan {
+        if state.is_none() || due <= now {
+            let (namespace, name) = pod_key(pod);
+            return act(KubeletAction::RemovePod { namespace, name });
+        }
+        return wait(due);
+    }
+    let Some(state) = state else {
+        let (namespace, name) = pod_key(pod);
+        return act(KubeletAction::CollectOrphan {
+            namespace,
+            name,
+            node: node_name.to_string(),
+        });
+    };
+    if pod_is_finished(pod) {
+        return PodStep::default();
+    }
+    match state.ready_since {
+        Some(since) => {
+            if pod_is_running(pod)
+                && (pod_ready(pod)
+                    || annotated(pod, ANNOTATION_READY, "false")
+                    || state.crash_loops)
+            {
+                return PodStep::default();
+            }
+            let bound = pod_condition(pod, "PodScheduled")
+                .filter(|c| c.status == "True")
+                .and_then(|c| c.last_transition_time.as_ref())
+                .or(pod.metadata.creation_timestamp.as_ref())
+                .map(to_timestamp)
+                .unwrap_or(now);
+            let due = plus(bound.max(since), timings.pod_start_delay);
+            if due > now {
+                return wait(due);
+            }
+            let status = if state.crash_loops {
+                crash_looping_status(pod, state.node, now)
+            } else {
+                running_status(pod, state.node, now)
+            };
+            let (namespace, name) = pod_key(pod);
+            act(KubeletAction::StartPod {
                 namespace,
                 name,
-                node: node_name.to_string(),
-            });
-            continue;
-        };
-        if pod_is_finished(pod) {
-            continue;
+                status,
+            })
         }
-        let crash_loops = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .is_some_and(|id| faults.get(id) == Some(&NodeFault::CrashLoopPods));
-        match ready_since.get(node_name) {
-            Some(since) => {
-                if pod_is_running(pod)
-                    && (pod_ready(pod) || annotated(pod, ANNOTATION_READY, "false") || crash_loops)
-                {
-                    continue;
-                }
-                let bound = pod_condition(pod, "PodScheduled")
-                    .filter(|c| c.status == "True")
-                    .and_then(|c| c.last_transition_time.as_ref())
-                    .and_then(to_timestamp)
-                    .or_else(|| {
-                        pod.metadata
-                            .creation_timestamp
-                            .as_ref()
-                            .and_then(to_timestamp)
-                    })
-                    .unwrap_or(now);
-                let due = plus(bound.max(*since), timings.pod_start_delay);
-                if due <= now {
-                    let status = if crash_loops {
-                        crash_looping_status(pod, node, now)
-                    } else {
-                        running_status(pod, node, now)
-                    };
-                    out.actions.push(KubeletAction::StartPod {
-                        namespace,
-                        name,
-                        status,
-                    });
-                } else {
-                    out.due_at(due);
-                }
-            }
-            None => {
-                if pod_ready(pod) {
-                    out.actions
-                        .push(KubeletAction::MarkPodNotReady { namespace, name });
-                }
-            }
+        None if pod_ready(pod) => {
+            let (namespace, name) = pod_key(pod);
+            act(KubeletAction::MarkPodNotReady { namespace, name })
         }
+        None => PodStep::default(),
     }
-    out
 }
 
 #[cfg(test)]

@@ -3,13 +3,14 @@
 //! prefers, then by name), and for pods that fit nowhere a kube-scheduler-style explanation.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use driftwood_api::wellknown::LABEL_HOSTNAME;
 use driftwood_scheduling::resources::PODS;
 use driftwood_scheduling::taints::first_untolerated;
 use driftwood_scheduling::{
-    ExistingNode, NodeSummary, PodConstraints, SimPod, SimulationInput, Taint, schedule,
+    ExistingNode, NodeSummary, PodConstraints, PodConversionError, SimPod, SimulationInput, Taint,
+    schedule,
 };
 
 use super::score;
@@ -71,6 +72,46 @@ pub fn is_pending(pod: &Pod) -> bool {
         .and_then(|s| s.scheduler_name.as_deref())
         .is_none_or(|n| n.is_empty() || n == DEFAULT_SCHEDULER);
     ours && bound_node(pod).is_none() && pod.metadata.deletion_timestamp.is_none() && !finished(pod)
+}
+
+/// The pods' scheduling forms, worked out once per pod version (uid and resourceVersion) and
+/// kept from one pass to the next: between two passes few pods change, and converting every
+/// pod of the cluster each pass was the largest part of a pass.
+#[derive(Debug, Default)]
+pub struct SimPods {
+    known: HashMap<String, (String, SimPod)>,
+    /// The uids asked for in this pass.
+    seen: HashSet<String>,
+}
+
+impl SimPods {
+    /// The scheduling form of `pod`.
+    fn of(&mut self, pod: &Pod) -> Result<SimPod, PodConversionError> {
+        let (Some(uid), Some(version)) = (
+            pod.metadata.uid.as_deref(),
+            pod.metadata.resource_version.as_deref(),
+        ) else {
+            return SimPod::from_pod(pod);
+        };
+        if !self.seen.contains(uid) {
+            self.seen.insert(uid.to_string());
+        }
+        if let Some((known, sim)) = self.known.get(uid)
+            && known == version
+        {
+            return Ok(sim.clone());
+        }
+        let sim = SimPod::from_pod(pod)?;
+        self.known
+            .insert(uid.to_string(), (version.to_string(), sim.clone()));
+        Ok(sim)
+    }
+
+    /// End a pass: forget the pods it did not ask for (gone, or finished).
+    fn end_pass(&mut self) {
+        let seen = std::mem::take(&mut self.seen);
+        self.known.retain(|uid, _| seen.contains(uid));
+    }
 }
 
 /// A node as the scheduler sees it.
@@ -246,15 +287,14 @@ fn first_fit(candidates: &[Candidate], order: &[(f64, usize)], sim: &SimPod) -> 
 
 /// What makes pods interchangeable for placement: the same controlling owner (so the same
 /// template) and the same requests. `None` for a pod without a controller.
-fn shape_of(pod: &Pod) -> Option<String> {
+fn shape_of(pod: &Pod, sim: &SimPod) -> Option<String> {
     let owner = pod
         .metadata
         .owner_references
         .as_ref()?
         .iter()
         .find(|r| r.controller == Some(true))?;
-    let requests = SimPod::from_pod(pod).ok()?.requests;
-    Some(format!("{}/{requests:?}", owner.uid))
+    Some(format!("{}/{:?}", owner.uid, sim.requests))
 }
 
 /// Where the scheduling simulation places the pod given every node: the nodes in `order`
@@ -332,7 +372,34 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
 ) -> Vec<Decision> {
-    decide_with(nodes, pods, namespace_labels, assumed, Judging::Fastest)
+    decide_with(
+        nodes,
+        pods,
+        namespace_labels,
+        assumed,
+        Judging::Fastest,
+        &mut SimPods::default(),
+    )
+}
+
+/// [`decide`], converting only the pods that changed since the last pass that used `known`.
+pub fn decide_remembering<N: Borrow<Node>, P: Borrow<Pod>>(
+    nodes: &[N],
+    pods: &[P],
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    assumed: &BTreeMap<String, String>,
+    known: &mut SimPods,
+) -> Vec<Decision> {
+    let decisions = decide_with(
+        nodes,
+        pods,
+        namespace_labels,
+        assumed,
+        Judging::Fastest,
+        known,
+    );
+    known.end_pass();
+    decisions
 }
 
 /// How [`decide_with`] judges pods; every way decides the same (the tests compare them).
@@ -352,6 +419,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
     judging: Judging,
+    known: &mut SimPods,
 ) -> Vec<Decision> {
     let shortcut = judging == Judging::Fastest;
     let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
@@ -367,7 +435,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .or_else(|| assumed.get(&key_of(pod)).cloned());
         match node {
             Some(node) => {
-                if let Ok(sim) = SimPod::from_pod(pod) {
+                if let Ok(sim) = known.of(pod) {
                     by_node.entry(node).or_default().push(sim);
                 }
             }
@@ -414,15 +482,17 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .iter()
             .flat_map(|c| &c.node.pods)
             .any(|p| p.constraints.depends_on_other_pods())
-        && !pending
-            .iter()
-            .any(|p| SimPod::from_pod(p).is_ok_and(|sim| sim.constraints.depends_on_other_pods()));
+        && !pending.iter().any(|p| {
+            known
+                .of(p)
+                .is_ok_and(|sim| sim.constraints.depends_on_other_pods())
+        });
     let mut decisions = Vec::new();
     let mut failed_shapes: BTreeMap<String, String> = BTreeMap::new();
     for pod in pending {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let sim = match SimPod::from_pod(pod) {
+        let sim = match known.of(pod) {
             Ok(sim) => sim,
             Err(error) => {
                 decisions.push(Decision::Unschedulable {
@@ -438,7 +508,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             && sim.constraints.preferred_terms.is_empty();
         // A pod like one that already fit nowhere fits nowhere either, with the same message,
         // until a placement changes the nodes (the remembered failures are then forgotten).
-        let shape = shortcut.then(|| shape_of(pod)).flatten();
+        let shape = shortcut.then(|| shape_of(pod, &sim)).flatten();
         if let Some(message) = shape.as_ref().and_then(|s| failed_shapes.get(s)) {
             decisions.push(Decision::Unschedulable {
                 namespace,
@@ -635,8 +705,22 @@ mod tests {
             let labels = BTreeMap::new();
             let assumed = BTreeMap::new();
             assert_eq!(
-                decide_with(&nodes, &pods, &labels, &assumed, Judging::Fastest),
-                decide_with(&nodes, &pods, &labels, &assumed, Judging::Whole),
+                decide_with(
+                    &nodes,
+                    &pods,
+                    &labels,
+                    &assumed,
+                    Judging::Fastest,
+                    &mut SimPods::default()
+                ),
+                decide_with(
+                    &nodes,
+                    &pods,
+                    &labels,
+                    &assumed,
+                    Judging::Whole,
+                    &mut SimPods::default()
+                ),
                 "case {case}"
             );
         }
@@ -699,8 +783,22 @@ mod tests {
                 .collect();
             let labels = BTreeMap::new();
             let assumed = BTreeMap::new();
-            let fastest = decide_with(&nodes, &pods, &labels, &assumed, Judging::Fastest);
-            let whole = decide_with(&nodes, &pods, &labels, &assumed, Judging::Whole);
+            let fastest = decide_with(
+                &nodes,
+                &pods,
+                &labels,
+                &assumed,
+                Judging::Fastest,
+                &mut SimPods::default(),
+            );
+            let whole = decide_with(
+                &nodes,
+                &pods,
+                &labels,
+                &assumed,
+                Judging::Whole,
+                &mut SimPods::default(),
+            );
             let binds = |d: &[Decision]| -> Vec<(String, Option<String>)> {
                 d.iter()
                     .map(|d| match d {
@@ -737,6 +835,66 @@ mod tests {
             Some("c"),
             "b now holds 'new'"
         );
+    }
+
+    /// A pod's scheduling form is kept between passes while its resourceVersion stays, and
+    /// worked out again when it changes; a pass decides as one without memory would.
+    #[test]
+    fn remembered_pods_are_converted_again_when_they_change() {
+        let versioned = |name: &str, cpu: &str, node: Option<&str>, version: &str| {
+            let mut pod = pod(name, cpu, node);
+            pod.metadata.uid = Some(format!("uid-{name}"));
+            pod.metadata.resource_version = Some(version.to_string());
+            pod
+        };
+        let nodes = [node("a", "2", json!([])), node("b", "2", json!([]))];
+        let mut known = SimPods::default();
+        let first = [
+            versioned("busy", "1500m", Some("a"), "1"),
+            versioned("new", "1", None, "1"),
+        ];
+        let remembered = decide_remembering(
+            &nodes,
+            &first,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &mut known,
+        );
+        assert_eq!(
+            remembered,
+            decide(&nodes, &first, &BTreeMap::new(), &BTreeMap::new())
+        );
+        assert_eq!(bound_to(&remembered, "new").as_deref(), Some("b"));
+        assert_eq!(known.known.len(), 2);
+
+        // `busy` shrinks (a new version) and `b` fills: `new` now fits on `a` only.
+        let second = [
+            versioned("busy", "100m", Some("a"), "2"),
+            versioned("filler", "1900m", Some("b"), "1"),
+            versioned("new", "1", None, "1"),
+        ];
+        let remembered = decide_remembering(
+            &nodes,
+            &second,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &mut known,
+        );
+        assert_eq!(
+            remembered,
+            decide(&nodes, &second, &BTreeMap::new(), &BTreeMap::new())
+        );
+        assert_eq!(bound_to(&remembered, "new").as_deref(), Some("a"));
+
+        // A pass forgets the pods it no longer saw.
+        decide_remembering(
+            &nodes,
+            &second[1..],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &mut known,
+        );
+        assert!(!known.known.contains_key("uid-busy"));
     }
 
     fn zonal_node(name: &str, zone: &str, cpu: &str, taints: serde_json::Value) -> Node {

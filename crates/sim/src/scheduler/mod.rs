@@ -1,9 +1,10 @@
 //! The kube-scheduler stand-in: watches pending pods and nodes, binds each pod through the
 //! `pods/binding` subresource, and marks pods that fit nowhere `PodScheduled=False`
 //! (`Unschedulable`) through `pods/status`, with a `FailedScheduling` event — re-evaluating on
-//! every change and periodically.
+//! every change that can change a decision, and periodically.
 
 pub mod decide;
+mod relevant;
 mod score;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::SharedClock;
 use crate::watch_cache::WatchCache;
+use relevant::PodPlacements;
 
 pub use decide::{DEFAULT_SCHEDULER, Decision, decide, fit_error_message};
 
@@ -63,15 +65,30 @@ const ASSUME_FOR: Duration = Duration::from_secs(30);
 
 async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
     let changed = Arc::new(Notify::new());
-    let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
-    let pods: WatchCache<Pod> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
-    let namespaces: WatchCache<Namespace> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let nodes: WatchCache<Node> = WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
+    let pods: WatchCache<Pod> = WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
+    let namespaces: WatchCache<Namespace> =
+        WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
     nodes.ready().await;
     pods.ready().await;
     namespaces.ready().await;
     // pod key → (node, when the binding was issued)
     let mut assumed: BTreeMap<String, (String, tokio::time::Instant)> = BTreeMap::new();
+    let mut placements = PodPlacements::default();
+    let mut known_pods = decide::SimPods::default();
+    // Decide again: something that can change a decision changed, a write of the last pass
+    // failed, or the retry interval passed (pods that fit nowhere are tried again).
+    let mut last_decided: Option<tokio::time::Instant> = None;
+    let mut write_failed = false;
     loop {
+        let relevant = relevant_changes(&pods, &nodes, &namespaces, &mut placements);
+        let retry_due = last_decided.is_none_or(|at| at.elapsed() >= config.retry_interval);
+        if !(relevant || retry_due || write_failed) {
+            crate::watch_cache::wait_for_change(&changed, config.retry_interval).await;
+            continue;
+        }
+        write_failed = false;
+        last_decided = Some(tokio::time::Instant::now());
         let node_list = nodes.objects();
         let pod_list = pods.objects();
         let namespace_labels: BTreeMap<String, BTreeMap<String, String>> = namespaces
@@ -104,7 +121,13 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
             .map(|(k, (node, _))| (k.clone(), node.clone()))
             .collect();
         let decisions = if pending_keys.len() > assumed.len() {
-            decide(&node_list, &pod_list, &namespace_labels, &assumed_nodes)
+            decide::decide_remembering(
+                &node_list,
+                &pod_list,
+                &namespace_labels,
+                &assumed_nodes,
+                &mut known_pods,
+            )
         } else {
             Vec::new()
         };
@@ -120,7 +143,10 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
                         Ok(()) => {
                             assumed.insert(key, (node, started));
                         }
-                        Err(error) => tracing::debug!(%error, pod = %key, "binding failed"),
+                        Err(error) => {
+                            write_failed = true;
+                            tracing::debug!(%error, pod = %key, "binding failed");
+                        }
                     }
                 }
                 Decision::Unschedulable {
@@ -128,16 +154,17 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
                     name,
                     message,
                 } => {
-                    let current = pod_list.iter().find(|p| {
-                        p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                            && p.metadata.name.as_deref() == Some(name.as_str())
-                    });
-                    if current.is_some_and(|p| already_marked(p, &message)) {
+                    let current = pods.get(&namespace, &name);
+                    if current
+                        .as_deref()
+                        .is_some_and(|p| already_marked(p, &message))
+                    {
                         continue;
                     }
                     if let Err(error) =
                         mark_unschedulable(&client, &clock, &namespace, &name, &message).await
                     {
+                        write_failed = true;
                         tracing::debug!(%error, pod = %name, "marking unschedulable failed");
                         continue;
                     }
@@ -155,6 +182,28 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
         }
         crate::watch_cache::wait_for_change(&changed, config.retry_interval).await;
     }
+}
+
+/// Take the caches' changes; whether any can change a decision (any Node or Namespace change,
+/// and the pod changes [`PodPlacements`] says can).
+fn relevant_changes(
+    pods: &WatchCache<Pod>,
+    nodes: &WatchCache<Node>,
+    namespaces: &WatchCache<Namespace>,
+    placements: &mut PodPlacements,
+) -> bool {
+    let mut relevant = !nodes.take_changes().is_empty();
+    relevant |= !namespaces.take_changes().is_empty();
+    let changes = pods.take_changes();
+    if changes.relisted {
+        placements.clear();
+        relevant = true;
+    }
+    for key in changes.touched {
+        let pod = pods.get(&key.0, &key.1);
+        relevant |= placements.changed(key, pod.as_deref());
+    }
+    relevant
 }
 
 fn already_marked(pod: &Pod, message: &str) -> bool {
