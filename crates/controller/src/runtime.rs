@@ -67,7 +67,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let pod_signatures = consolidatable::PodSignatures::default();
     let nodeclass_loop = nodeclass::NodeClassController::default();
     let garbage_collector = lifecycle::GarbageCollector::default();
-    let tagging_pace = tagging::Pace::default();
+    let tagging_memory = tagging::Memory::default();
     let mut handles = vec![
         tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
         tokio::spawn(drive(
@@ -137,7 +137,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
                 },
             ),
             cancel.clone(),
-            move |ctx| tagging::pass(ctx, tagging_pace.clone()),
+            move |ctx| tagging::pass(ctx, tagging_memory.clone()),
         )),
         tokio::spawn(drive(
             ctx.clone(),

@@ -101,6 +101,14 @@ impl PdbIndex {
         }
     }
 
+    /// The names of the budgets of `namespace`.
+    pub fn budgets_in(&self, namespace: &str) -> impl Iterator<Item = &String> {
+        self.budgets
+            .get(namespace)
+            .into_iter()
+            .flat_map(BTreeMap::keys)
+    }
+
     /// The pods the budget `namespace/name` selects.
     pub fn selected(&self, namespace: &str, name: &str) -> Option<&SelectedPods> {
         self.budgets.get(namespace)?.get(name).map(|i| &i.pods)

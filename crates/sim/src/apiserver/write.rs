@@ -143,6 +143,17 @@ impl ApiCore {
             self.pdb_index
                 .budget_written(&namespace, &name, &object, pods);
             self.dirty_pdbs.insert((namespace, name));
+        } else if key == ResourceKey::new("apps", "replicasets")
+            || key == ResourceKey::new("apps", "deployments")
+        {
+            // A budget's expected pods count its pods' controllers' scale: a scale change, or a
+            // ReplicaSet changing hands, changes its status with no pod written.
+            let budgets: Vec<String> = self.pdb_index.budgets_in(&namespace).cloned().collect();
+            self.dirty_pdbs.extend(
+                budgets
+                    .into_iter()
+                    .map(|budget| (namespace.clone(), budget)),
+            );
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             self.crds_changed = true;
@@ -237,6 +248,15 @@ impl ApiCore {
             );
         } else if key == ResourceKey::new("policy", "poddisruptionbudgets") {
             self.pdb_index.budget_removed(namespace, name);
+        } else if key == ResourceKey::new("apps", "replicasets")
+            || key == ResourceKey::new("apps", "deployments")
+        {
+            let budgets: Vec<String> = self.pdb_index.budgets_in(namespace).cloned().collect();
+            self.dirty_pdbs.extend(
+                budgets
+                    .into_iter()
+                    .map(|budget| (namespace.to_string(), budget)),
+            );
         }
         if key == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             self.crds_changed = true;

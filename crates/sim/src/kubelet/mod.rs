@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::clock::SharedClock;
-use crate::watch_cache::WatchCache;
+use crate::watch_cache::{Changes, WatchCache};
 
 use node_lease::{LeaseBook, LeaseWrite, LiveNode};
 pub use node_template::{MachineFacts, NodeResources, kubelet_version, node_name};
@@ -184,9 +184,20 @@ async fn run(
             faults = polled_faults;
             machines_read_at = Some(now);
         }
+        // The changes are taken before the Nodes are read: a Node event landing in between is
+        // then in the list the pods are planned against, not consumed and missed.
+        let (pod_changes, node_changes) = (pods.take_changes(), nodes.take_changes());
         let node_list = nodes.objects();
-        note_changes(&mut watch, &pods, &nodes, &node_list, &machines_changed);
-        if !volumes.take_changes().is_empty() || !claims.take_changes().is_empty() {
+        note_changes(
+            &mut watch,
+            &pods,
+            pod_changes,
+            node_changes,
+            &node_list,
+            &machines_changed,
+        );
+        let (volume_changes, claim_changes) = (volumes.take_changes(), claims.take_changes());
+        if !volume_changes.is_empty() || !claim_changes.is_empty() {
             watch.claims_changed();
         }
         let (mut plan, states) = plan::plan_nodes(
@@ -303,11 +314,11 @@ async fn run(
 fn note_changes(
     watch: &mut PodWatch,
     pods: &WatchCache<Pod>,
-    nodes: &WatchCache<Node>,
+    pod_changes: Changes,
+    node_changes: Changes,
     node_list: &[Arc<Node>],
     machines_changed: &BTreeSet<String>,
 ) {
-    let pod_changes = pods.take_changes();
     if pod_changes.relisted {
         let all = pods.objects();
         watch.relisted(all.iter().map(|pod| (key_of(pod), pod.as_ref())));
@@ -317,7 +328,6 @@ fn note_changes(
             watch.pod_changed(key, pod.as_deref());
         }
     }
-    let node_changes = nodes.take_changes();
     if node_changes.relisted {
         watch.everything_changed();
     }

@@ -21,7 +21,7 @@ pub struct PodWatch {
     /// The pods that mount a PersistentVolumeClaim.
     claim_users: BTreeSet<PodKey>,
     /// Pods to look at when their time comes.
-    due: BTreeMap<Timestamp, Vec<PodKey>>,
+    due: BTreeMap<Timestamp, BTreeSet<PodKey>>,
     /// Pods to look at in the next pass.
     dirty: BTreeSet<PodKey>,
 }
@@ -93,7 +93,7 @@ impl PodWatch {
 
     /// Look at `key` again at `at`.
     pub fn look_again_at(&mut self, key: PodKey, at: Timestamp) {
-        self.due.entry(at).or_default().push(key);
+        self.due.entry(at).or_default().insert(key);
     }
 
     /// The pods to look at now (changed, or due by `now`), in (namespace, name) order; they are

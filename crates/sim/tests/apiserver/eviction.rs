@@ -208,6 +208,26 @@ async fn percentage_budgets_use_the_owner_scale() {
     .unwrap();
     let status = pdbs.get("web").await.unwrap().status.unwrap();
     assert_eq!((status.current_healthy, status.disruptions_allowed), (3, 1));
+
+    // Scaling the owner changes what the budget expects with no pod written (Kubernetes'
+    // disruption controller watches the scale of the pods' controllers too).
+    replica_sets
+        .patch(
+            "web",
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"replicas": 8}})),
+        )
+        .await
+        .unwrap();
+    let status = pdbs.get("web").await.unwrap().status.unwrap();
+    assert_eq!(
+        (
+            status.expected_pods,
+            status.desired_healthy,
+            status.disruptions_allowed
+        ),
+        (8, 4, 0)
+    );
 }
 
 /// The PDB status controller recomputes only the budgets a written pod is (or was) selected by:
