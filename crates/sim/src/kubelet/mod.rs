@@ -2,12 +2,13 @@
 //! make them Ready after a delay, run the pods bound to them, finish terminating pods, and
 //! take the Node away when the machine is gone — all through a `kube::Client`.
 
+mod attention;
 pub mod node_lease;
 pub mod node_template;
 pub mod plan;
 pub mod pod_watch;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ use tokio::task::JoinHandle;
 use crate::clock::SharedClock;
 use crate::watch_cache::{Changes, WatchCache};
 
+use attention::Attention;
 use node_lease::{LeaseBook, LeaseWrite, LiveNode};
 pub use node_template::{MachineFacts, NodeResources, kubelet_version, node_name};
 pub use plan::{KubeletAction, KubeletPlan, KubeletTimings, NodeFault};
@@ -163,51 +165,129 @@ async fn run(
     claims.ready().await;
     let mut issued: BTreeMap<String, Timestamp> = BTreeMap::new();
     let mut machines: Vec<(Arc<Machine>, Arc<MachineFacts>)> = Vec::new();
+    let mut running: HashSet<String> = HashSet::new();
     let mut machines_read_at: Option<Timestamp> = None;
     let mut faults = BTreeMap::new();
     let mut leases = LeaseBook::default();
-    // The pods a pass looks at: changed, on a changed node, or due. At fleet scale, planning
-    // every pod of the cluster on every wake-up was most of the simulation's time.
+    let mut leases_due: Option<Timestamp> = None;
+    let mut lease_write_failed = false;
+    // What a pass looks at: the Nodes and pods that changed (their own events, a machine
+    // starting, stopping or changing fault, a Node's change for its pods) or whose next step is
+    // due. At fleet scale, planning every Node and pod of the cluster on every wake-up was most
+    // of the simulation's time.
+    let mut node_attention: Attention<String> = Attention::default();
+    let mut states = plan::NodeStates::default();
     let mut watch = PodWatch::default();
     loop {
         let now = clock.now();
         // The machine list is polled (every machine_poll_interval), not rebuilt on every
         // Kubernetes event: at fleet scale that rebuild was most of the simulation's time.
-        let due = machines_read_at
+        let polled = machines_read_at
             .is_none_or(|at| now.duration_since(at).unsigned_abs() >= config.machine_poll_interval);
         let mut machines_changed = BTreeSet::new();
-        if due {
-            let polled = poll_machines(fleet.as_ref());
+        if polled {
+            let polled_machines = poll_machines(fleet.as_ref());
             let polled_faults = fleet.node_faults();
-            machines_changed = changed_machines(&machines, &faults, &polled, &polled_faults);
-            machines = polled;
+            machines_changed =
+                changed_machines(&machines, &faults, &polled_machines, &polled_faults);
+            machines = polled_machines;
             faults = polled_faults;
+            running = machines
+                .iter()
+                .map(|(m, _)| m.provider_id.clone())
+                .collect();
             machines_read_at = Some(now);
         }
         // The changes are taken before the Nodes are read: a Node event landing in between is
-        // then in the list the pods are planned against, not consumed and missed.
+        // then in what the pass reads, not consumed and missed.
         let (pod_changes, node_changes) = (pods.take_changes(), nodes.take_changes());
-        let node_list = nodes.objects();
-        note_changes(
-            &mut watch,
-            &pods,
-            pod_changes,
-            node_changes,
-            &node_list,
-            &machines_changed,
-        );
         let (volume_changes, claim_changes) = (volumes.take_changes(), claims.take_changes());
+        // Every lease is renewed at the tick (and after a failed write); between ticks, only
+        // the Nodes looked at get theirs created.
+        let lease_tick = lease_write_failed || leases_due.is_none_or(|due| due <= now);
+        // The whole Node list is read only when something needs it: the machine poll
+        // (registrations, machines mapped to Nodes), the lease tick, a relist.
+        let node_list = if polled || lease_tick || node_changes.relisted {
+            nodes.objects()
+        } else {
+            Vec::new()
+        };
+        if node_changes.relisted {
+            let current: HashSet<&str> = node_list
+                .iter()
+                .filter_map(|n| n.metadata.name.as_deref())
+                .collect();
+            let gone: Vec<String> = states
+                .names()
+                .filter(|name| !current.contains(name.as_str()))
+                .cloned()
+                .collect();
+            for name in current.iter().map(|n| (*n).to_string()).chain(gone) {
+                node_attention.mark(name);
+            }
+        }
+        for (_, name) in node_changes.touched {
+            node_attention.mark(name);
+        }
+        if !machines_changed.is_empty() {
+            for node in &node_list {
+                let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+                if provider_id.is_some_and(|id| machines_changed.contains(id))
+                    && let Some(name) = &node.metadata.name
+                {
+                    node_attention.mark(name.clone());
+                }
+            }
+        }
+        note_pod_changes(&mut watch, &pods, pod_changes);
         if !volume_changes.is_empty() || !claim_changes.is_empty() {
             watch.claims_changed();
         }
-        let (mut plan, states) = plan::plan_nodes(
-            &machines,
-            &node_list,
-            now,
-            &config.timings,
-            &config.kubernetes_version,
-            &faults,
-        );
+        let mut plan = if polled {
+            let registered: HashSet<&str> = node_list
+                .iter()
+                .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
+                .collect();
+            let named: HashSet<&str> = node_list
+                .iter()
+                .filter_map(|n| n.metadata.name.as_deref())
+                .collect();
+            plan::plan_registrations(
+                &machines,
+                &|id| registered.contains(id),
+                &|name| named.contains(name),
+                now,
+                &config.kubernetes_version,
+                &faults,
+            )
+        } else {
+            KubeletPlan::default()
+        };
+        let mut looked_at: Vec<Arc<Node>> = Vec::new();
+        for name in node_attention.take(now) {
+            // Whatever became of the Node, its pods are looked at again.
+            watch.node_changed(&name);
+            let Some(node) = nodes.get("", &name) else {
+                states.set(&name, None);
+                continue;
+            };
+            looked_at.push(Arc::clone(&node));
+            let step = plan::plan_node(
+                node,
+                &|id| running.contains(id),
+                &faults,
+                now,
+                &config.timings,
+            );
+            if let Some(due) = step.due {
+                node_attention.at(name.clone(), due);
+            }
+            if !step.actions.is_empty() {
+                node_attention.at(name.clone(), plan::plus(now, REISSUE_AFTER));
+            }
+            plan.actions.extend(step.actions);
+            states.set(&name, Some(step.state));
+        }
         for key in watch.take(now) {
             let Some(pod) = pods.get(&key.0, &key.1) else {
                 continue;
@@ -226,27 +306,39 @@ async fn run(
             .claim_users()
             .filter_map(|(namespace, name)| pods.get(namespace, name))
             .collect();
-        let attach = plan::plan_volumes(
-            &volumes.objects(),
-            &node_list,
-            &claim_users,
-            &claims.objects(),
-            now,
-            &config.timings,
-        );
-        // A pod whose volumes are not attached to its node yet does not start.
-        plan.actions.retain(|action| match action {
-            KubeletAction::StartPod {
-                namespace, name, ..
-            } => !attach.waiting.contains(&format!("{namespace}/{name}")),
-            _ => true,
-        });
-        plan.actions.extend(attach.plan.actions);
-        for due in attach.plan.next_due.into_iter().chain(watch.next_due()) {
-            plan.next_due = Some(plan.next_due.map_or(due, |t| t.min(due)));
+        let attachments = volumes.objects();
+        if !claim_users.is_empty() || !attachments.is_empty() {
+            let node_list = if node_list.is_empty() {
+                nodes.objects()
+            } else {
+                node_list.clone()
+            };
+            let attach = plan::plan_volumes(
+                &attachments,
+                &node_list,
+                &claim_users,
+                &claims.objects(),
+                now,
+                &config.timings,
+            );
+            // A pod whose volumes are not attached to its node yet does not start.
+            plan.actions.retain(|action| match action {
+                KubeletAction::StartPod {
+                    namespace, name, ..
+                } => !attach.waiting.contains(&format!("{namespace}/{name}")),
+                _ => true,
+            });
+            plan.actions.extend(attach.plan.actions);
+            plan.next_due = earliest(plan.next_due, attach.plan.next_due);
         }
-        let live = live_nodes(&machines, &node_list, &faults);
-        let (lease_writes, lease_due) = leases.plan(&live, now, config.node_lease_renew_interval);
+        plan.next_due = earliest(plan.next_due, watch.next_due());
+        plan.next_due = earliest(plan.next_due, node_attention.next_due());
+        // The leases: renewed at their tick; created for Nodes that turned live (a Node or
+        // machine change), or again after a failed write.
+        let lease_nodes = if lease_tick { &node_list } else { &looked_at };
+        let live = live_nodes(&running, lease_nodes, &faults);
+        let (lease_writes, next_tick) = leases.plan(&live, now, config.node_lease_renew_interval);
+        leases_due = Some(next_tick);
         issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
         let fresh: Vec<KubeletAction> = plan
             .actions
@@ -277,11 +369,15 @@ async fn run(
             .buffer_unordered(usize::MAX)
             .collect::<Vec<_>>();
         let ((), outcomes) = futures::join!(actions, lease_writes);
+        lease_write_failed = false;
         for outcome in outcomes {
             match outcome {
                 LeaseOutcome::Held(node) => leases.holding(&node),
-                LeaseOutcome::Lost(name) => leases.lost(&name),
-                LeaseOutcome::Failed => {}
+                LeaseOutcome::Lost(name) => {
+                    leases.lost(&name);
+                    lease_write_failed = true;
+                }
+                LeaseOutcome::Failed => lease_write_failed = true,
             }
         }
         // Wake for the next machine poll, counted from the last one.
@@ -298,51 +394,38 @@ async fn run(
         if !issued.is_empty() {
             wait = wait.min(REISSUE_AFTER);
         }
-        wait = wait.min(
-            lease_due
-                .duration_since(now)
-                .unsigned_abs()
-                .max(Duration::from_millis(1)),
-        );
+        if let Some(due) = leases_due {
+            wait = wait.min(
+                due.duration_since(now)
+                    .unsigned_abs()
+                    .max(Duration::from_millis(1)),
+            );
+        }
+        if lease_write_failed {
+            wait = wait.min(REISSUE_AFTER);
+        }
         crate::watch_cache::wait_for_change(&changed, wait).await;
     }
 }
 
-/// Tell `watch` what changed since the last pass: the pods, and the Nodes (their pods are
-/// looked at again) — by their own events, or because their machine started, stopped or
-/// misbehaves differently (`machines_changed`, provider IDs).
-fn note_changes(
-    watch: &mut PodWatch,
-    pods: &WatchCache<Pod>,
-    pod_changes: Changes,
-    node_changes: Changes,
-    node_list: &[Arc<Node>],
-    machines_changed: &BTreeSet<String>,
-) {
-    if pod_changes.relisted {
+/// Tell `watch` which pods changed since the last pass.
+fn note_pod_changes(watch: &mut PodWatch, pods: &WatchCache<Pod>, changes: Changes) {
+    if changes.relisted {
         let all = pods.objects();
         watch.relisted(all.iter().map(|pod| (key_of(pod), pod.as_ref())));
     } else {
-        for key in pod_changes.touched {
+        for key in changes.touched {
             let pod = pods.get(&key.0, &key.1);
             watch.pod_changed(key, pod.as_deref());
         }
     }
-    if node_changes.relisted {
-        watch.everything_changed();
-    }
-    for (_, name) in node_changes.touched {
-        watch.node_changed(&name);
-    }
-    if !machines_changed.is_empty() {
-        for node in node_list {
-            let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-            if provider_id.is_some_and(|id| machines_changed.contains(id))
-                && let Some(name) = node.metadata.name.as_deref()
-            {
-                watch.node_changed(name);
-            }
-        }
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -377,18 +460,13 @@ fn changed_machines(
     changed
 }
 
-/// The registered nodes whose kubelets are posting status — their machine runs, and has not
-/// been told to stop reporting — as (name, uid), borrowed from `nodes`.
+/// The registered nodes (of `nodes`) whose kubelets are posting status — their machine runs,
+/// and has not been told to stop reporting — as (name, uid), borrowed from `nodes`.
 fn live_nodes<'a>(
-    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
+    running: &HashSet<String>,
     nodes: &'a [Arc<Node>],
     faults: &BTreeMap<String, NodeFault>,
 ) -> Vec<(&'a str, &'a str)> {
-    let posting: std::collections::BTreeSet<&str> = machines
-        .iter()
-        .map(|(m, _)| m.provider_id.as_str())
-        .filter(|id| !matches!(faults.get(*id), Some(NodeFault::NotReady)))
-        .collect();
     nodes
         .iter()
         .filter(|n| {
@@ -396,7 +474,9 @@ fn live_nodes<'a>(
                 && n.spec
                     .as_ref()
                     .and_then(|s| s.provider_id.as_deref())
-                    .is_some_and(|id| posting.contains(id))
+                    .is_some_and(|id| {
+                        running.contains(id) && !matches!(faults.get(id), Some(NodeFault::NotReady))
+                    })
         })
         .filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.uid.as_deref()?)))
         .collect()

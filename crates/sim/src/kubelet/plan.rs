@@ -610,9 +610,10 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
     default_kubernetes_version: &str,
     faults: &BTreeMap<String, NodeFault>,
 ) -> KubeletPlan {
+    let nodes: Vec<Arc<Node>> = nodes.iter().map(|n| Arc::new(n.borrow().clone())).collect();
     let (mut out, states) = plan_nodes(
         machines,
-        nodes,
+        &nodes,
         now,
         timings,
         default_kubernetes_version,
@@ -635,54 +636,122 @@ pub fn plan_with_faults<N: Borrow<Node>, P: Borrow<Pod>>(
 
 /// The kubelets' view of the registered Nodes, as the pods bound to them need it.
 #[derive(Debug, Default)]
-pub struct NodeStates<'a> {
-    by_name: HashMap<&'a str, NodeState<'a>>,
+pub struct NodeStates {
+    by_name: HashMap<String, NodeState>,
 }
 
-/// One registered Node.
-#[derive(Debug)]
-struct NodeState<'a> {
-    node: &'a Node,
+impl NodeStates {
+    /// The Nodes known.
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        self.by_name.keys()
+    }
+
+    /// Record how the Node `name` stands (None: it is gone).
+    pub fn set(&mut self, name: &str, state: Option<NodeState>) {
+        match state {
+            Some(state) => {
+                self.by_name.insert(name.to_string(), state);
+            }
+            None => {
+                self.by_name.remove(name);
+            }
+        }
+    }
+}
+
+/// How one registered Node stands for the pods on it.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    node: Arc<Node>,
     /// Since when its pods run: set when the Node is Ready and its kubelet posts status.
     ready_since: Option<Timestamp>,
     /// Its kubelet crash-loops every pod (a fault).
     crash_loops: bool,
 }
 
-/// Decide what the kubelets do at `now` with the Nodes (register, mark Ready or NotReady,
-/// delete), and say how each registered Node stands for the pods on it.
-pub fn plan_nodes<'a, N: Borrow<Node>>(
-    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
-    nodes: &'a [N],
+/// What the kubelet of one Node does with it now.
+#[derive(Debug, Clone)]
+pub struct NodeStep {
+    /// Mark it Ready or NotReady, or delete it.
+    pub actions: Vec<KubeletAction>,
+    /// When it next needs a look (its Ready delay not over yet).
+    pub due: Option<Timestamp>,
+    /// How it stands for its pods.
+    pub state: NodeState,
+}
+
+/// Decide what the kubelet of `node` does with it at `now`: `running(provider ID)` says whether
+/// a machine runs, `faults` how kubelets misbehave. Pure.
+pub fn plan_node(
+    node: Arc<Node>,
+    running: &dyn Fn(&str) -> bool,
+    faults: &BTreeMap<String, NodeFault>,
     now: Timestamp,
     timings: &KubeletTimings,
+) -> NodeStep {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let provider_id = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or_default();
+    let fault = faults.get(provider_id);
+    let crash_loops = fault == Some(&NodeFault::CrashLoopPods);
+    let ready = node_ready(&node);
+    let is_ready = ready.as_ref().is_some_and(|(s, _)| s == "True");
+    let gone = is_aws_provider_id(provider_id) && !running(provider_id);
+    let mut actions = Vec::new();
+    let mut due = None;
+    let mut ready_since = None;
+    if gone {
+        if is_ready {
+            actions.push(KubeletAction::MarkNodeNotReady { node: name.clone() });
+        }
+        if node.metadata.deletion_timestamp.is_none() {
+            actions.push(KubeletAction::DeleteNode { node: name });
+        }
+    } else if fault == Some(&NodeFault::NotReady) {
+        if is_ready {
+            actions.push(KubeletAction::MarkNodeNotReady { node: name });
+        }
+    } else if is_ready {
+        ready_since = Some(ready.and_then(|(_, t)| t).unwrap_or(Timestamp::UNIX_EPOCH));
+    } else if fault != Some(&NodeFault::NeverReady) && running(provider_id) {
+        let created = node
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(to_timestamp)
+            .unwrap_or(now);
+        let ready_at = plus(created, timings.node_ready_delay);
+        if ready_at <= now {
+            actions.push(KubeletAction::MarkNodeReady { node: name });
+        } else {
+            due = Some(ready_at);
+        }
+    }
+    NodeStep {
+        actions,
+        due,
+        state: NodeState {
+            node,
+            ready_since,
+            crash_loops,
+        },
+    }
+}
+
+/// The Nodes to register at `now`: one per running machine whose provider ID no Node has
+/// (`registered`) and whose name no Node takes (`named`), unless a fault delays or prevents it.
+pub fn plan_registrations(
+    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
+    registered: &dyn Fn(&str) -> bool,
+    named: &dyn Fn(&str) -> bool,
+    now: Timestamp,
     default_kubernetes_version: &str,
     faults: &BTreeMap<String, NodeFault>,
-) -> (KubeletPlan, NodeStates<'a>) {
+) -> KubeletPlan {
     let mut out = KubeletPlan::default();
-    let running: HashSet<&str> = machines
-        .iter()
-        .map(|(m, _)| m.provider_id.as_str())
-        .collect();
-    let mut states = NodeStates::default();
-    let mut registered: HashSet<&str> = HashSet::new();
-    for node in nodes.iter().map(Borrow::borrow) {
-        let Some(name) = node.metadata.name.as_deref() else {
-            continue;
-        };
-        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.as_deref());
-        registered.extend(provider_id);
-        states.by_name.insert(
-            name,
-            NodeState {
-                node,
-                ready_since: None,
-                crash_loops: provider_id
-                    .is_some_and(|id| faults.get(id) == Some(&NodeFault::CrashLoopPods)),
-            },
-        );
-    }
-
     for (machine, facts) in machines {
         match faults.get(&machine.provider_id) {
             Some(NodeFault::RegisterAfter(at)) if now < *at => {
@@ -692,79 +761,67 @@ pub fn plan_nodes<'a, N: Borrow<Node>>(
             Some(NodeFault::NeverRegisters) => continue,
             _ => {}
         }
-        if !registered.contains(machine.provider_id.as_str()) {
+        if !registered(&machine.provider_id) {
             let node = node_for_machine(machine, facts, default_kubernetes_version, now);
             let name = node
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            if !states.by_name.contains_key(name) {
+            if !named(name) {
                 out.actions.push(KubeletAction::RegisterNode(node));
             }
         }
     }
+    out
+}
 
-    // Per node: is it one whose pods run (Ready) and is it gone? In name order, so that the
-    // actions come out in a deterministic order.
-    let mut names: Vec<&str> = states.by_name.keys().copied().collect();
-    names.sort_unstable();
-    for name in names {
-        let Some(state) = states.by_name.get_mut(name) else {
-            continue;
-        };
-        let node = state.node;
-        let provider_id = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.provider_id.as_deref())
-            .unwrap_or_default();
-        let ready = node_ready(node);
-        let is_ready = ready.as_ref().is_some_and(|(s, _)| s == "True");
-        let gone = is_aws_provider_id(provider_id) && !running.contains(provider_id);
-        if gone {
-            if is_ready {
-                out.actions.push(KubeletAction::MarkNodeNotReady {
-                    node: name.to_string(),
-                });
-            }
-            if node.metadata.deletion_timestamp.is_none() {
-                out.actions.push(KubeletAction::DeleteNode {
-                    node: name.to_string(),
-                });
-            }
-            continue;
+/// Decide what the kubelets do at `now` with every Node (register, mark Ready or NotReady,
+/// delete; registrations first, then by Node name), and say how each stands for its pods.
+pub fn plan_nodes(
+    machines: &[(Arc<Machine>, Arc<MachineFacts>)],
+    nodes: &[Arc<Node>],
+    now: Timestamp,
+    timings: &KubeletTimings,
+    default_kubernetes_version: &str,
+    faults: &BTreeMap<String, NodeFault>,
+) -> (KubeletPlan, NodeStates) {
+    let running: HashSet<&str> = machines
+        .iter()
+        .map(|(m, _)| m.provider_id.as_str())
+        .collect();
+    let registered: HashSet<&str> = nodes
+        .iter()
+        .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
+        .collect();
+    let mut named: Vec<&Arc<Node>> = nodes.iter().filter(|n| n.metadata.name.is_some()).collect();
+    named.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let names: HashSet<&str> = named
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut out = plan_registrations(
+        machines,
+        &|id| registered.contains(id),
+        &|name| names.contains(name),
+        now,
+        default_kubernetes_version,
+        faults,
+    );
+    let mut states = NodeStates::default();
+    for node in named {
+        let step = plan_node(
+            Arc::clone(node),
+            &|id| running.contains(id),
+            faults,
+            now,
+            timings,
+        );
+        out.actions.extend(step.actions);
+        if let Some(due) = step.due {
+            out.due_at(due);
         }
-        match faults.get(provider_id) {
-            Some(NodeFault::NotReady) => {
-                if is_ready {
-                    out.actions.push(KubeletAction::MarkNodeNotReady {
-                        node: name.to_string(),
-                    });
-                }
-                continue;
-            }
-            Some(NodeFault::NeverReady) if !is_ready => continue,
-            _ => {}
-        }
-        if is_ready {
-            let since = ready.and_then(|(_, t)| t).unwrap_or(Timestamp::UNIX_EPOCH);
-            state.ready_since = Some(since);
-        } else if running.contains(provider_id) {
-            let created = node
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(to_timestamp)
-                .unwrap_or(now);
-            let due = plus(created, timings.node_ready_delay);
-            if due <= now {
-                out.actions.push(KubeletAction::MarkNodeReady {
-                    node: name.to_string(),
-                });
-            } else {
-                out.due_at(due);
-            }
-        }
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        states.set(name, Some(step.state));
     }
     (out, states)
 }
@@ -782,7 +839,7 @@ pub struct PodStep {
 /// its node's state and the time only.
 pub fn plan_pod(
     pod: &Pod,
-    states: &NodeStates<'_>,
+    states: &NodeStates,
     now: Timestamp,
     timings: &KubeletTimings,
 ) -> PodStep {
@@ -860,9 +917,9 @@ pub fn plan_pod(
                 return wait(due);
             }
             let status = if state.crash_loops {
-                crash_looping_status(pod, state.node, now)
+                crash_looping_status(pod, &state.node, now)
             } else {
-                running_status(pod, state.node, now)
+                running_status(pod, &state.node, now)
             };
             let (namespace, name) = pod_key(pod);
             act(KubeletAction::StartPod {

@@ -1,11 +1,12 @@
 //! Which pods the kubelets look at in a pass: those that changed, those on a Node that changed,
 //! and those whose next step has come due — not every pod of the cluster on every wake-up.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 
+use super::attention::Attention;
 use super::plan::uses_claims;
 
 /// A pod, as (namespace, name).
@@ -20,10 +21,8 @@ pub struct PodWatch {
     on_node: HashMap<String, HashSet<PodKey>>,
     /// The pods that mount a PersistentVolumeClaim.
     claim_users: BTreeSet<PodKey>,
-    /// Pods to look at when their time comes.
-    due: BTreeMap<Timestamp, BTreeSet<PodKey>>,
-    /// Pods to look at in the next pass.
-    dirty: BTreeSet<PodKey>,
+    /// Pods to look at in the next pass, or when their time comes.
+    attention: Attention<PodKey>,
 }
 
 impl PodWatch {
@@ -57,16 +56,18 @@ impl PodWatch {
             self.claim_users.remove(&key);
         }
         if pod.is_some() {
-            self.dirty.insert(key);
+            self.attention.mark(key);
         } else {
-            self.dirty.remove(&key);
+            self.attention.unmark(&key);
         }
     }
 
     /// The watch listed every pod again: index them afresh and look at each.
     pub fn relisted<'a>(&mut self, pods: impl IntoIterator<Item = (PodKey, &'a Pod)>) {
+        let mut attention = std::mem::take(&mut self.attention);
+        attention.clear_marked();
         *self = Self {
-            due: std::mem::take(&mut self.due),
+            attention,
             ..Self::default()
         };
         for (key, pod) in pods {
@@ -77,41 +78,40 @@ impl PodWatch {
     /// The Node `name` changed (or its machine or faults did): look at its pods.
     pub fn node_changed(&mut self, name: &str) {
         if let Some(pods) = self.on_node.get(name) {
-            self.dirty.extend(pods.iter().cloned());
+            for pod in pods {
+                self.attention.mark(pod.clone());
+            }
         }
     }
 
     /// Look at every pod that mounts a claim (a volume attachment or claim changed).
     pub fn claims_changed(&mut self) {
-        self.dirty.extend(self.claim_users.iter().cloned());
+        for pod in &self.claim_users {
+            self.attention.mark(pod.clone());
+        }
     }
 
     /// Look at every known pod.
     pub fn everything_changed(&mut self) {
-        self.dirty.extend(self.node_of.keys().cloned());
+        for pod in self.node_of.keys() {
+            self.attention.mark(pod.clone());
+        }
     }
 
     /// Look at `key` again at `at`.
     pub fn look_again_at(&mut self, key: PodKey, at: Timestamp) {
-        self.due.entry(at).or_default().insert(key);
+        self.attention.at(key, at);
     }
 
     /// The pods to look at now (changed, or due by `now`), in (namespace, name) order; they are
     /// forgotten until something makes them due again.
     pub fn take(&mut self, now: Timestamp) -> Vec<PodKey> {
-        let later = self.due.split_off(
-            &now.checked_add(jiff::SignedDuration::from_nanos(1))
-                .unwrap_or(Timestamp::MAX),
-        );
-        for (_, keys) in std::mem::replace(&mut self.due, later) {
-            self.dirty.extend(keys);
-        }
-        std::mem::take(&mut self.dirty).into_iter().collect()
+        self.attention.take(now)
     }
 
     /// When a pod next comes due.
     pub fn next_due(&self) -> Option<Timestamp> {
-        self.due.keys().next().copied()
+        self.attention.next_due()
     }
 
     /// The pods that mount a claim.
