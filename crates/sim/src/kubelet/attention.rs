@@ -1,29 +1,34 @@
 //! What a kubelet pass looks at: the keys that changed since the last pass and those whose
 //! time has come, each once; the rest are left alone until an event or their time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
 
 use jiff::{SignedDuration, Timestamp};
 
-/// Keys to look at now, and keys to look at later.
+/// Keys to look at now, and keys to look at later (one time per key, the earliest: a look
+/// works out the key's next time afresh).
 #[derive(Debug, Clone)]
-pub struct Attention<K: Ord + Clone> {
+pub struct Attention<K: Ord + Hash + Clone> {
     /// To look at in the next pass.
     now: BTreeSet<K>,
     /// To look at when their time comes.
     later: BTreeMap<Timestamp, BTreeSet<K>>,
+    /// Each key's time in `later`.
+    time_of: HashMap<K, Timestamp>,
 }
 
-impl<K: Ord + Clone> Default for Attention<K> {
+impl<K: Ord + Hash + Clone> Default for Attention<K> {
     fn default() -> Self {
         Self {
             now: BTreeSet::new(),
             later: BTreeMap::new(),
+            time_of: HashMap::new(),
         }
     }
 }
 
-impl<K: Ord + Clone> Attention<K> {
+impl<K: Ord + Hash + Clone> Attention<K> {
     /// Look at `key` in the next pass.
     pub fn mark(&mut self, key: K) {
         self.now.insert(key);
@@ -34,8 +39,20 @@ impl<K: Ord + Clone> Attention<K> {
         self.now.remove(key);
     }
 
-    /// Look at `key` again at `at`.
+    /// Look at `key` again at `at`, unless it is to be looked at earlier already.
     pub fn at(&mut self, key: K, at: Timestamp) {
+        if let Some(&earlier) = self.time_of.get(&key) {
+            if earlier <= at {
+                return;
+            }
+            if let Some(keys) = self.later.get_mut(&earlier) {
+                keys.remove(&key);
+                if keys.is_empty() {
+                    self.later.remove(&earlier);
+                }
+            }
+        }
+        self.time_of.insert(key.clone(), at);
         self.later.entry(at).or_default().insert(key);
     }
 
@@ -47,7 +64,10 @@ impl<K: Ord + Clone> Attention<K> {
             .unwrap_or(Timestamp::MAX);
         let later = self.later.split_off(&after);
         for (_, keys) in std::mem::replace(&mut self.later, later) {
-            self.now.extend(keys);
+            for key in keys {
+                self.time_of.remove(&key);
+                self.now.insert(key);
+            }
         }
         std::mem::take(&mut self.now).into_iter().collect()
     }
@@ -78,10 +98,16 @@ mod tests {
         attention.mark("a");
         attention.at("b", at(2));
         attention.at("b", at(2));
+        attention.at("b", at(4));
         assert_eq!(attention.take(at(0)), vec!["a"]);
         assert_eq!(attention.take(at(1)), Vec::<&str>::new());
         assert_eq!(attention.next_due(), Some(at(2)));
         assert_eq!(attention.take(at(2)), vec!["b"]);
+        assert_eq!(attention.next_due(), None, "one time per key, the earliest");
+        attention.at("c", at(9));
+        attention.at("c", at(7));
+        assert_eq!(attention.next_due(), Some(at(7)));
+        assert_eq!(attention.take(at(8)), vec!["c"]);
         assert_eq!(attention.next_due(), None);
         attention.mark("c");
         attention.unmark(&"c");

@@ -169,8 +169,9 @@ async fn run(
     let mut machines_read_at: Option<Timestamp> = None;
     let mut faults = BTreeMap::new();
     let mut leases = LeaseBook::default();
-    let mut leases_due: Option<Timestamp> = None;
     let mut lease_write_failed = false;
+    let mut registrations_due: Option<Timestamp> = None;
+    let mut node_gone = false;
     // What a pass looks at: the Nodes and pods that changed (their own events, a machine
     // starting, stopping or changing fault, a Node's change for its pods) or whose next step is
     // due. At fleet scale, planning every Node and pod of the cluster on every wake-up was most
@@ -204,10 +205,11 @@ async fn run(
         let (volume_changes, claim_changes) = (volumes.take_changes(), claims.take_changes());
         // Every lease is renewed at the tick (and after a failed write); between ticks, only
         // the Nodes looked at get theirs created.
-        let lease_tick = lease_write_failed || leases_due.is_none_or(|due| due <= now);
+        let lease_tick = lease_write_failed || leases.is_due(now, config.node_lease_renew_interval);
         // The whole Node list is read only when something needs it: the machine poll
         // (registrations, machines mapped to Nodes), the lease tick, a relist.
-        let node_list = if polled || lease_tick || node_changes.relisted {
+        let register = polled || node_gone || registrations_due.is_some_and(|due| due <= now);
+        let node_list = if register || lease_tick || node_changes.relisted {
             nodes.objects()
         } else {
             Vec::new()
@@ -243,7 +245,8 @@ async fn run(
         if !volume_changes.is_empty() || !claim_changes.is_empty() {
             watch.claims_changed();
         }
-        let mut plan = if polled {
+        node_gone = false;
+        let mut plan = if register {
             let registered: HashSet<&str> = node_list
                 .iter()
                 .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()))
@@ -252,14 +255,16 @@ async fn run(
                 .iter()
                 .filter_map(|n| n.metadata.name.as_deref())
                 .collect();
-            plan::plan_registrations(
+            let registrations = plan::plan_registrations(
                 &machines,
                 &|id| registered.contains(id),
                 &|name| named.contains(name),
                 now,
                 &config.kubernetes_version,
                 &faults,
-            )
+            );
+            registrations_due = registrations.next_due;
+            registrations
         } else {
             KubeletPlan::default()
         };
@@ -268,7 +273,9 @@ async fn run(
             // Whatever became of the Node, its pods are looked at again.
             watch.node_changed(&name);
             let Some(node) = nodes.get("", &name) else {
+                // Its machine, if it still runs, registers again (next pass).
                 states.set(&name, None);
+                node_gone = true;
                 continue;
             };
             looked_at.push(Arc::clone(&node));
@@ -338,7 +345,6 @@ async fn run(
         let lease_nodes = if lease_tick { &node_list } else { &looked_at };
         let live = live_nodes(&running, lease_nodes, &faults);
         let (lease_writes, next_tick) = leases.plan(&live, now, config.node_lease_renew_interval);
-        leases_due = Some(next_tick);
         issued.retain(|_, at| now.duration_since(*at).unsigned_abs() < REISSUE_AFTER && *at <= now);
         let fresh: Vec<KubeletAction> = plan
             .actions
@@ -380,29 +386,31 @@ async fn run(
                 LeaseOutcome::Failed => lease_write_failed = true,
             }
         }
-        // Wake for the next machine poll, counted from the last one.
-        let since_poll =
-            machines_read_at.map_or(Duration::ZERO, |at| now.duration_since(at).unsigned_abs());
-        let mut wait = config
-            .machine_poll_interval
-            .saturating_sub(since_poll)
-            .max(Duration::from_millis(1));
-        if let Some(due) = plan.next_due {
-            let until = due.duration_since(now).unsigned_abs();
-            wait = wait.min(until.max(Duration::from_millis(1)));
-        }
-        if !issued.is_empty() {
-            wait = wait.min(REISSUE_AFTER);
-        }
-        if let Some(due) = leases_due {
-            wait = wait.min(
-                due.duration_since(now)
+        // Wake for the next thing due, counted from now (the pass's writes took time).
+        let after = clock.now();
+        let until = |due: Timestamp| {
+            if due <= after {
+                Duration::from_millis(1)
+            } else {
+                due.duration_since(after)
                     .unsigned_abs()
-                    .max(Duration::from_millis(1)),
-            );
+                    .max(Duration::from_millis(1))
+            }
+        };
+        let next_poll =
+            machines_read_at.map_or(after, |at| plan::plus(at, config.machine_poll_interval));
+        let mut wait = until(next_poll);
+        for due in [plan.next_due, Some(next_tick), registrations_due]
+            .into_iter()
+            .flatten()
+        {
+            wait = wait.min(until(due));
         }
-        if lease_write_failed {
+        if !issued.is_empty() || lease_write_failed {
             wait = wait.min(REISSUE_AFTER);
+        }
+        if node_gone {
+            wait = Duration::from_millis(1);
         }
         crate::watch_cache::wait_for_change(&changed, wait).await;
     }
@@ -486,7 +494,8 @@ fn live_nodes<'a>(
 enum LeaseOutcome {
     /// The lease exists (created, found existing, or renewed).
     Held(LiveNode),
-    /// The lease was not there to renew.
+    /// The lease is not known to be held (not there to renew, or the renewal failed): the next
+    /// pass creates it, renewing the one it finds.
     Lost(String),
     /// Any other failure: logged, and the write is repeated on a later pass.
     Failed,
@@ -522,9 +531,10 @@ async fn write_lease(client: Client, now: Timestamp, write: LeaseWrite) -> Lease
                 Err(kube::Error::Api(status)) if status.code == 404 => {
                     LeaseOutcome::Lost(node.name)
                 }
+                // Forgotten, so the next pass creates it (finding it, then renewing it).
                 Err(error) => {
                     tracing::debug!(node = %node.name, %error, "kubelet: node lease not renewed; will retry");
-                    LeaseOutcome::Failed
+                    LeaseOutcome::Lost(node.name)
                 }
             }
         }

@@ -61,9 +61,7 @@ impl LeaseBook {
         now: Timestamp,
         interval: Duration,
     ) -> (Vec<LeaseWrite>, Timestamp) {
-        let due = self
-            .renewed_at
-            .is_none_or(|at| at > now || now.duration_since(at).unsigned_abs() >= interval);
+        let due = self.is_due(now, interval);
         if due {
             self.renewed_at = Some(now);
             let names: BTreeSet<&str> = live.iter().map(|(name, _)| *name).collect();
@@ -86,6 +84,13 @@ impl LeaseBook {
         }
         let next = self.renewed_at.unwrap_or(now) + interval;
         (writes, next)
+    }
+
+    /// Whether every held lease is to be renewed at `now` (the tick; also when the clock went
+    /// back). [`LeaseBook::plan`] must then be given every live node.
+    pub fn is_due(&self, now: Timestamp, interval: Duration) -> bool {
+        self.renewed_at
+            .is_none_or(|at| at > now || now.duration_since(at).unsigned_abs() >= interval)
     }
 
     /// Record that a node's lease exists (created, or found on create).
