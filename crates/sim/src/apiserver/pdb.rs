@@ -395,26 +395,23 @@ mod tests {
     fn disrupted_pods_are_not_healthy_and_leave_when_terminating() {
         let mut budget = pdb(json!({"minAvailable": 1}));
         budget["status"] = json!({"disruptedPods": {"a": "t0"}});
+        let status_of = |pods: &[Value]| {
+            let refs: Vec<&Value> = pods.iter().collect();
+            compute_status(
+                &budget,
+                &SelectedPods::of(&budget, &refs),
+                &|_, _| None,
+                "t",
+            )
+        };
         let mut pods = [pod("a", true, None), pod("b", true, None)];
-        let refs: Vec<&Value> = pods.iter().collect();
-        let status = compute_status(
-            &budget,
-            &SelectedPods::of(&budget, &refs),
-            &|_, _| None,
-            "t",
-        );
+        let status = status_of(&pods);
         assert_eq!(status["currentHealthy"], 1);
         assert_eq!(status["disruptionsAllowed"], 0);
         assert_eq!(status["disruptedPods"], json!({"a": "t0"}));
 
         pods[0]["metadata"]["deletionTimestamp"] = json!("t1");
-        let refs: Vec<&Value> = pods.iter().collect();
-        let status = compute_status(
-            &budget,
-            &SelectedPods::of(&budget, &refs),
-            &|_, _| None,
-            "t",
-        );
+        let status = status_of(&pods);
         assert_eq!(status["currentHealthy"], 1);
         assert_eq!(status["expectedPods"], 2);
         assert!(status.get("disruptedPods").is_none());

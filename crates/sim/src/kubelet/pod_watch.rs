@@ -91,13 +91,6 @@ impl PodWatch {
         }
     }
 
-    /// Look at every known pod.
-    pub fn everything_changed(&mut self) {
-        for pod in self.node_of.keys() {
-            self.attention.mark(pod.clone());
-        }
-    }
-
     /// Look at `key` again at `at`.
     pub fn look_again_at(&mut self, key: PodKey, at: Timestamp) {
         self.attention.at(key, at);
@@ -172,8 +165,6 @@ mod tests {
         watch.node_changed("n1");
         assert_eq!(watch.take(at(0)), Vec::<PodKey>::new());
         watch.node_changed("n2");
-        assert_eq!(watch.take(at(0)), vec![key("b"), key("c")]);
-        watch.everything_changed();
         assert_eq!(watch.take(at(0)), vec![key("b"), key("c")]);
     }
 

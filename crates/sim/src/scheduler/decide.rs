@@ -4,6 +4,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 use driftwood_api::wellknown::LABEL_HOSTNAME;
 use driftwood_scheduling::resources::PODS;
@@ -124,7 +125,7 @@ struct Candidate {
     free: driftwood_scheduling::Resources,
     /// The summary it belongs to: nodes with its labels but the hostname, and its taints.
     group: usize,
-    /// The kinds of its pods (distinct constraints), with how many pods are of each (kept as
+    /// The kinds of its pods (as [`Interned::kinds`]), with how many pods are of each (kept as
     /// pods are placed): what it weighs in its summary.
     kinds: Vec<(usize, u32)>,
 }
@@ -134,8 +135,13 @@ struct Candidate {
 struct Interned {
     groups: Vec<(BTreeMap<String, String>, Vec<Taint>)>,
     group_ids: HashMap<(BTreeMap<String, String>, Vec<Taint>), usize>,
+    /// What of a pod the simulation reads when the pod sits on a summarised node: its
+    /// namespace and labels (which groups select it) and its required anti-affinity (which
+    /// pods it keeps away); the rest is left empty. Every DaemonSet pod has its own required
+    /// node affinity (its node) but they are one kind here.
     kinds: Vec<PodConstraints>,
-    kind_ids: HashMap<PodConstraints, usize>,
+    /// Kinds by the hash of those fields.
+    kind_ids: HashMap<u64, Vec<usize>>,
 }
 
 impl Interned {
@@ -152,12 +158,29 @@ impl Interned {
     }
 
     fn kind(&mut self, constraints: &PodConstraints) -> usize {
-        if let Some(&id) = self.kind_ids.get(constraints) {
+        let mut hasher = std::hash::DefaultHasher::new();
+        (
+            &constraints.namespace,
+            &constraints.labels,
+            &constraints.anti_affinity,
+        )
+            .hash(&mut hasher);
+        let ids = self.kind_ids.entry(hasher.finish()).or_default();
+        if let Some(&id) = ids.iter().find(|id| {
+            let known = &self.kinds[**id];
+            known.namespace == constraints.namespace
+                && known.labels == constraints.labels
+                && known.anti_affinity == constraints.anti_affinity
+        }) {
             return id;
         }
-        self.kinds.push(constraints.clone());
-        self.kind_ids
-            .insert(constraints.clone(), self.kinds.len() - 1);
+        self.kinds.push(PodConstraints {
+            namespace: constraints.namespace.clone(),
+            labels: constraints.labels.clone(),
+            anti_affinity: constraints.anti_affinity.clone(),
+            ..PodConstraints::default()
+        });
+        ids.push(self.kinds.len() - 1);
         self.kinds.len() - 1
     }
 }
@@ -269,19 +292,22 @@ fn rejection(candidate: &Candidate, pod: &SimPod) -> Option<Vec<String>> {
 }
 
 /// The first node in `order` (nodes that admit the pod) that takes it, judging each node
-/// alone: exact when no pod's placement depends on other pods and the pod has no preferred
-/// node affinity.
-fn first_fit(candidates: &[Candidate], order: &[(f64, usize)], sim: &SimPod) -> Option<String> {
+/// alone with no other: exact for a pod judged under one profile that depends on no other pod
+/// when no pod of the cluster has required anti-affinity (the one constraint of bound pods the
+/// simulation holds against any pod placed near them).
+fn first_fit(
+    candidates: &[Candidate],
+    order: &[(f64, usize)],
+    sim: &SimPod,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<String> {
     order.iter().find_map(|(_, i)| {
-        let input = SimulationInput {
-            existing_nodes: vec![candidates[*i].node.clone()],
-            pods: vec![sim.clone()],
-            ..SimulationInput::default()
-        };
-        schedule(&input)
-            .ok()
-            .and_then(|r| r.existing_placements.into_iter().next())
-            .map(|p| p.node)
+        simulate(
+            vec![candidates[*i].node.clone()],
+            Vec::new(),
+            sim,
+            namespace_labels,
+        )
     })
 }
 
@@ -297,48 +323,73 @@ fn shape_of(pod: &Pod, sim: &SimPod) -> Option<String> {
     Some(format!("{}/{:?}", owner.uid, sim.requests))
 }
 
-/// Where the scheduling simulation places the pod given every node: the nodes in `order`
-/// (those that admit it, best score first) whole, and the `others` (which cannot take it, but
-/// whose pods count for its topology spread and pod affinity) summarised by their shared
-/// labels and taints, so a simulation costs what the admitting nodes and the distinct pods of
-/// the others cost.
-fn whole_cluster_fit(
-    candidates: &[Candidate],
-    interned: &Interned,
-    order: &[(f64, usize)],
-    others: impl Iterator<Item = usize>,
+/// Nodes and pods of each kind per summary group, counted by number: what a set of nodes
+/// weighs for topology spread and pod affinity when summarised.
+struct Tally {
+    nodes: Vec<usize>,
+    pods: Vec<BTreeMap<usize, u32>>,
+}
+
+impl Tally {
+    fn of(interned: &Interned, candidates: &[Candidate], members: &[usize]) -> Self {
+        let mut tally = Self {
+            nodes: vec![0; interned.groups.len()],
+            pods: vec![BTreeMap::new(); interned.groups.len()],
+        };
+        for i in members {
+            tally.add(&candidates[*i]);
+        }
+        tally
+    }
+
+    fn add(&mut self, candidate: &Candidate) {
+        self.nodes[candidate.group] += 1;
+        for (kind, count) in &candidate.kinds {
+            *self.pods[candidate.group].entry(*kind).or_default() += count;
+        }
+    }
+
+    fn remove(&mut self, candidate: &Candidate) {
+        self.nodes[candidate.group] -= 1;
+        let pods = &mut self.pods[candidate.group];
+        for (kind, count) in &candidate.kinds {
+            if let Some(n) = pods.get_mut(kind) {
+                *n -= count;
+                if *n == 0 {
+                    pods.remove(kind);
+                }
+            }
+        }
+    }
+
+    fn summaries(&self, interned: &Interned) -> Vec<NodeSummary> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(g, n)| NodeSummary {
+                labels: interned.groups[g].0.clone(),
+                taints: interned.groups[g].1.clone(),
+                nodes: *n,
+                pods: self.pods[g]
+                    .iter()
+                    .map(|(kind, count)| (interned.kinds[*kind].clone(), *count))
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// The node the simulation places the pod on, given `whole` nodes (tried in this order) and
+/// the `summaries` of the others.
+fn simulate(
+    whole: Vec<ExistingNode>,
+    summaries: Vec<NodeSummary>,
     sim: &SimPod,
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Option<String> {
-    // Nodes and pods of each kind per group, counted by number.
-    let mut nodes = vec![0usize; interned.groups.len()];
-    let mut pods: Vec<BTreeMap<usize, u32>> = vec![BTreeMap::new(); interned.groups.len()];
-    for i in others {
-        let candidate = &candidates[i];
-        nodes[candidate.group] += 1;
-        for (kind, count) in &candidate.kinds {
-            *pods[candidate.group].entry(*kind).or_default() += count;
-        }
-    }
-    let summaries: Vec<NodeSummary> = nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| **n > 0)
-        .map(|(g, n)| NodeSummary {
-            labels: interned.groups[g].0.clone(),
-            taints: interned.groups[g].1.clone(),
-            nodes: *n,
-            pods: pods[g]
-                .iter()
-                .map(|(kind, count)| (interned.kinds[*kind].clone(), *count))
-                .collect(),
-        })
-        .collect();
     let input = SimulationInput {
-        existing_nodes: order
-            .iter()
-            .map(|(_, i)| candidates[*i].node.clone())
-            .collect(),
+        existing_nodes: whole,
         summaries,
         pods: vec![sim.clone()],
         namespace_labels: namespace_labels.clone(),
@@ -348,6 +399,77 @@ fn whole_cluster_fit(
         .ok()
         .and_then(|r| r.existing_placements.into_iter().next())
         .map(|p| p.node)
+}
+
+/// Where the scheduling simulation places the pod given every node: the nodes in `order`
+/// (those that admit it, best score first) whole, and the `others` (which cannot take it, but
+/// whose pods count for its topology spread and pod affinity) summarised by their shared
+/// labels and taints, so a simulation costs what the admitting nodes and the distinct pods of
+/// the others cost.
+fn whole_cluster_fit(
+    candidates: &[Candidate],
+    interned: &Interned,
+    order: &[(f64, usize)],
+    others: &[usize],
+    sim: &SimPod,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<String> {
+    let summaries = Tally::of(interned, candidates, others).summaries(interned);
+    let whole = order
+        .iter()
+        .map(|(_, i)| candidates[*i].node.clone())
+        .collect();
+    simulate(whole, summaries, sim, namespace_labels)
+}
+
+/// [`whole_cluster_fit`] for a pod the simulation judges under one profile (no preference, at
+/// most one required node-affinity term): it takes the first node of `order` that fits, so
+/// `order` can be tried a part at a time — the first node, then the next 2, 4, 8, … — each part
+/// whole with every other node of `counted` summarised. Most pods fit on one of the first
+/// nodes tried; a simulation costs what the part and the distinct pods cost, not what every
+/// admitting node does.
+fn part_by_part_fit(
+    candidates: &[Candidate],
+    interned: &Interned,
+    order: &[(f64, usize)],
+    counted: &[usize],
+    sim: &SimPod,
+    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Option<String> {
+    let mut tally = Tally::of(interned, candidates, counted);
+    let mut rest = order;
+    let mut size = 1;
+    while !rest.is_empty() {
+        let (part, after) = rest.split_at(size.min(rest.len()));
+        for (_, i) in part {
+            tally.remove(&candidates[*i]);
+        }
+        let whole = part
+            .iter()
+            .map(|(_, i)| candidates[*i].node.clone())
+            .collect();
+        let placed = simulate(whole, tally.summaries(interned), sim, namespace_labels);
+        if placed.is_some() {
+            return placed;
+        }
+        for (_, i) in part {
+            tally.add(&candidates[*i]);
+        }
+        rest = after;
+        size *= 2;
+    }
+    None
+}
+
+/// Whether the simulation judges the pod under a single profile: it has no preference (each
+/// would be tried as required first, over every node) and at most one required node-affinity
+/// term (the terms are tried one after the other, over every node).
+fn one_profile(constraints: &PodConstraints) -> bool {
+    constraints.preferred_terms.is_empty()
+        && constraints.preferred_affinity.is_empty()
+        && constraints.preferred_anti_affinity.is_empty()
+        && constraints.spreads.iter().all(|s| s.hard)
+        && constraints.required_terms.len() <= 1
 }
 
 /// kube-scheduler's FitError message: counts per reason, sorted, e.g.
@@ -474,19 +596,17 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .then_with(|| key_of(a).cmp(&key_of(b)))
     });
 
-    // When no pod's placement depends on other pods (topology spread, pod (anti-)affinity), each
-    // node can be judged on its own: try them in order and stop at the first that fits, instead
-    // of simulating the whole cluster for every pending pod.
-    let independent = shortcut
-        && !candidates
-            .iter()
-            .flat_map(|c| &c.node.pods)
-            .any(|p| p.constraints.depends_on_other_pods())
-        && !pending.iter().any(|p| {
-            known
-                .of(p)
-                .is_ok_and(|sim| sim.constraints.depends_on_other_pods())
-        });
+    // A pod whose placement depends on no other pod can be judged node by node with no other
+    // node in the simulation, unless some pod of the cluster (bound, or pending and so maybe
+    // placed in this pass) has required anti-affinity: the simulation holds that against any
+    // pod it selects, as kube-scheduler does.
+    let anti_affinity_anywhere = shortcut
+        && (interned.kinds.iter().any(|k| !k.anti_affinity.is_empty())
+            || pending.iter().any(|p| {
+                known
+                    .of(p)
+                    .is_ok_and(|sim| !sim.constraints.anti_affinity.is_empty())
+            }));
     let mut decisions = Vec::new();
     let mut failed_shapes: BTreeMap<String, String> = BTreeMap::new();
     for pod in pending {
@@ -503,9 +623,9 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                 continue;
             }
         };
-        let shortcut = independent
-            && !sim.constraints.depends_on_other_pods()
-            && sim.constraints.preferred_terms.is_empty();
+        let one_profile = shortcut && one_profile(&sim.constraints);
+        let shortcut =
+            one_profile && !anti_affinity_anywhere && !sim.constraints.depends_on_other_pods();
         // A pod like one that already fit nowhere fits nowhere either, with the same message,
         // until a placement changes the nodes (the remembered failures are then forgotten).
         let shape = shortcut.then(|| shape_of(pod, &sim)).flatten();
@@ -538,38 +658,41 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .map(|(score, i)| (-score, i))
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let placed = if shortcut {
-            first_fit(&candidates, &order, &sim)
-        } else {
-            // The simulation also counts the pods of nodes that cannot take this pod (topology
-            // spread, affinity): they are summarised.
-            let others: Vec<usize> = candidates
+        // Nodes that cannot take this pod still count for its topology spread and affinity.
+        let counted = |admitting_too: bool| -> Vec<usize> {
+            candidates
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| !c.unschedulable && !c.admits(&sim))
+                .filter(|(_, c)| !c.unschedulable && (admitting_too || !c.admits(&sim)))
                 .map(|(i, _)| i)
-                .collect();
-            if judging == Judging::Whole {
-                // They come last, whole.
-                order.extend(others.iter().map(|i| (f64::INFINITY, *i)));
-                whole_cluster_fit(
-                    &candidates,
-                    &interned,
-                    &order,
-                    std::iter::empty(),
-                    &sim,
-                    namespace_labels,
-                )
-            } else {
-                whole_cluster_fit(
-                    &candidates,
-                    &interned,
-                    &order,
-                    others.into_iter(),
-                    &sim,
-                    namespace_labels,
-                )
-            }
+                .collect()
+        };
+        let placed = if shortcut {
+            first_fit(&candidates, &order, &sim, namespace_labels)
+        } else if judging == Judging::Whole {
+            // Every node whole: those that cannot take the pod come last.
+            order.extend(counted(false).into_iter().map(|i| (f64::INFINITY, i)));
+            whole_cluster_fit(&candidates, &interned, &order, &[], &sim, namespace_labels)
+        } else if one_profile {
+            let counted = counted(true);
+            part_by_part_fit(
+                &candidates,
+                &interned,
+                &order,
+                &counted,
+                &sim,
+                namespace_labels,
+            )
+        } else {
+            let others = counted(false);
+            whole_cluster_fit(
+                &candidates,
+                &interned,
+                &order,
+                &others,
+                &sim,
+                namespace_labels,
+            )
         };
         match placed.and_then(|node| candidates.iter_mut().find(|c| c.node.name == node)) {
             Some(candidate) => {
@@ -687,7 +810,12 @@ mod tests {
                     if next(3) == 0 {
                         spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
                     }
-                    if next(4) == 0 {
+                    if next(5) == 0 {
+                        // Two required terms: the simulation tries them one after the other.
+                        spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]},
+                            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}]}}});
+                    } else if next(4) == 0 {
                         spec["affinity"] = json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                             {"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}}]}});
                     }
@@ -742,6 +870,9 @@ mod tests {
         let mut bound_somewhere = 0;
         for case in 0..200 {
             let node_count = 1 + next(14);
+            let with_anti_affinity = next(2) == 0;
+            let anti_key =
+                ["kubernetes.io/hostname", "topology.kubernetes.io/zone"][next(2) as usize];
             let nodes: Vec<Node> = (0..node_count)
                 .map(|i| {
                     let cpu = ["1", "2", "4"][next(3) as usize];
@@ -763,7 +894,10 @@ mod tests {
                 .collect();
             let pods: Vec<Pod> = (0..1 + next(24))
                 .map(|i| {
-                    let app = ["web", "api", "cache", "db"][next(4) as usize];
+                    let app = ["web", "api", "cache", "db", "plain"][next(5) as usize];
+                    // Half the clusters have no required anti-affinity: their plain pods are
+                    // judged node by node with no other node.
+                    let app = if app == "cache" && !with_anti_affinity { "plain" } else { app };
                     let cpu = ["100m", "500m", "1"][next(3) as usize];
                     let bound = (next(2) == 0).then(|| format!("n{:02}", next(node_count)));
                     let mut spec = json!({"nodeName": bound, "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]});
@@ -771,7 +905,9 @@ mod tests {
                     match app {
                         "web" => spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}]),
                         "api" => spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]),
-                        "cache" => spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": selector}]}}),
+                        // Its anti-affinity keeps plain pods off its node (or zone) too.
+                        "cache" => spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": anti_key, "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["cache", "plain"]}]}}]}}),
+                        "plain" => {}
                         _ => spec["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "web"}}}]}}),
                     }
                     if next(4) == 0 {
