@@ -304,14 +304,22 @@ impl AwsProvider {
                 })?;
         let id = claim_provider_instance(claim)?;
         let inst = self.instance_for_drift(&id).await?;
-        let status = class.status.clone().unwrap_or_default();
-        let claim_ann = claim.metadata.annotations.clone().unwrap_or_default();
+        let no_status = Default::default();
+        let status = class.status.as_ref().unwrap_or(&no_status);
+        let stamped = |key: &str| {
+            claim
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .cloned()
+        };
         let inputs = DriftInputs {
             current: (*self.class_hashes(&class)).clone(),
             current_version: EC2NODECLASS_HASH_VERSION.to_string(),
-            stamped_hash: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH).cloned(),
-            stamped_version: claim_ann.get(ANNOTATION_EC2NODECLASS_HASH_VERSION).cloned(),
-            stamped_fields: claim_ann.get(ANNOTATION_EC2NODECLASS_FIELD_HASHES).cloned(),
+            stamped_hash: stamped(ANNOTATION_EC2NODECLASS_HASH),
+            stamped_version: stamped(ANNOTATION_EC2NODECLASS_HASH_VERSION),
+            stamped_fields: stamped(ANNOTATION_EC2NODECLASS_FIELD_HASHES),
             node_image: inst.image_id.clone(),
             node_subnet: inst.subnet_id.clone(),
             node_security_groups: inst

@@ -132,10 +132,15 @@ pub fn requirements_drift(nodeclaim: &NodeClaim, nodepool: &NodePool) -> Option<
         // An unreadable NodePool is reported by validation; it drifts nothing.
         Err(_) => return None,
     };
-    let labels: BTreeMap<String, String> = nodeclaim
-        .metadata
-        .labels
+    // Most NodeClaims are not drifted: check their labels against the requirements as they
+    // are, and build the requirements to name the incompatibility only when one is found.
+    let claim_labels = nodeclaim.metadata.labels.as_ref();
+    if labels_meet(claim_labels, &pool_requirements) {
+        return None;
+    }
+    let labels: BTreeMap<String, String> = claim_labels
         .iter()
+        .copied()
         .flatten()
         .map(|(k, v)| (normalized_label_key(k).to_string(), v.clone()))
         .collect();
@@ -149,6 +154,21 @@ pub fn requirements_drift(nodeclaim: &NodeClaim, nodepool: &NodePool) -> Option<
                 "NodePool {name:?} requirements no longer admit this node: {incompatibility}"
             ),
         })
+}
+
+/// Whether the labels are strictly compatible with the requirements, read without building
+/// requirements from them: a label `k=v` is `k In [v]`, which has a value in common with a
+/// requirement exactly when `v` satisfies it, and a missing label meets only what Karpenter
+/// lets be missing. `false` (look the long way) when a label has a beta key, read through its
+/// current name there.
+fn labels_meet(labels: Option<&BTreeMap<String, String>>, requirements: &Requirements) -> bool {
+    labels.is_none_or(|l| l.keys().all(|k| normalized_label_key(k) == k))
+        && requirements
+            .iter()
+            .all(|(key, r)| match labels.and_then(|l| l.get(key)) {
+                Some(value) => r.matches(Some(value)),
+                None => r.karpenter_allows_missing(),
+            })
 }
 
 /// How old a NodeClaim must be before InstanceTypeNotFound is checked (Karpenter's grace:
@@ -399,6 +419,62 @@ pub fn nodepool_stamp(current: &TemplateHashes) -> BTreeMap<String, String> {
 
 #[cfg(test)]
 mod tests {
+
+    /// Generated requirements (every operator, on keys the labels have or lack) and labels:
+    /// reading the labels as they are agrees with building requirements from them and asking
+    /// Karpenter's strict compatibility.
+    #[test]
+    fn labels_meet_requirements_as_built_requirements_do() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut met, mut unmet) = (0, 0);
+        for case in 0..2000 {
+            let keys = ["a", "b", "cpu"];
+            let values = ["1", "2", "8", "x"];
+            let mut labels = BTreeMap::new();
+            for key in keys {
+                if next(3) != 0 {
+                    labels.insert(key.to_string(), values[next(4) as usize].to_string());
+                }
+            }
+            let requirements: Vec<(String, String, Vec<String>)> = (0..1 + next(3))
+                .map(|_| {
+                    let op =
+                        ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"][next(6) as usize];
+                    let vals: Vec<String> = match op {
+                        "Exists" | "DoesNotExist" => Vec::new(),
+                        "Gt" | "Lt" => vec![["0", "2", "8"][next(3) as usize].to_string()],
+                        _ => (0..next(3))
+                            .map(|_| values[next(4) as usize].to_string())
+                            .collect(),
+                    };
+                    (keys[next(3) as usize].to_string(), op.to_string(), vals)
+                })
+                .collect();
+            let Ok(requirements) = Requirements::from_node_selector_requirements(
+                requirements
+                    .iter()
+                    .map(|(k, op, v)| (k.as_str(), op.as_str(), v.as_slice(), None)),
+            ) else {
+                continue;
+            };
+            let built = Requirements::from_labels(labels.iter())
+                .strictly_compatible(&requirements)
+                .is_ok();
+            assert_eq!(
+                labels_meet(Some(&labels), &requirements),
+                built,
+                "case {case}: {labels:?} against {requirements}"
+            );
+            if built { met += 1 } else { unmet += 1 }
+        }
+        assert!(met > 200 && unmet > 200, "{met} met, {unmet} not");
+    }
     use super::*;
     use driftwood_api::condition::{STATUS_TRUE, set_condition};
     use driftwood_api::hash::nodepool_hashes;

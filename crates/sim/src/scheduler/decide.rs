@@ -10,8 +10,8 @@ use driftwood_api::wellknown::LABEL_HOSTNAME;
 use driftwood_scheduling::resources::PODS;
 use driftwood_scheduling::taints::first_untolerated;
 use driftwood_scheduling::{
-    ExistingNode, NodeSummary, PodConstraints, PodConversionError, SimPod, SimulationInput, Taint,
-    schedule,
+    ExistingNode, NodeSummary, PodConstraints, PodConversionError, Resources, Shared, SimPod,
+    SimulationInput, Taint, schedule,
 };
 
 use super::score;
@@ -115,19 +115,88 @@ impl SimPods {
     }
 }
 
+/// What one pass keeps for the next: the pods' scheduling forms, and each node as the
+/// scheduler saw it with the pods bound there, given back while neither the Node nor any of
+/// those pods changed (by resourceVersion) and no pod was placed on it — most nodes, most
+/// passes.
+#[derive(Default)]
+pub struct Memory {
+    pods: SimPods,
+    interned: Interned,
+    nodes: HashMap<String, (NodeVersion, Candidate)>,
+}
+
+/// How many groups or kinds the interned numbering may hold before a pass starts it afresh
+/// (each ReplicaSet adds a kind; nodes of gone shapes leave their groups behind).
+const INTERNED_AT_MOST: usize = 10_000;
+
+impl Memory {
+    /// Start a pass: the numbering afresh, with nothing remembered, when it grew too large.
+    fn start_pass(&mut self) {
+        if self.interned.kinds.len() > INTERNED_AT_MOST
+            || self.interned.groups.len() > INTERNED_AT_MOST
+        {
+            self.interned = Interned::default();
+            self.nodes.clear();
+        }
+    }
+}
+
+/// The versions (uid and resourceVersion) of a Node and of the pods bound to it, in uid order.
+#[derive(Debug, PartialEq, Eq)]
+struct NodeVersion {
+    node: (String, String),
+    pods: Vec<(String, String)>,
+}
+
+fn version_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<(&str, &str)> {
+    Some((meta.uid.as_deref()?, meta.resource_version.as_deref()?))
+}
+
+impl NodeVersion {
+    /// `None` when an object has no uid or resourceVersion (nothing is then remembered).
+    fn of(node: &Node, pods: &[&Pod]) -> Option<Self> {
+        let own = |(uid, version): (&str, &str)| (uid.to_string(), version.to_string());
+        Some(Self {
+            node: own(version_of(&node.metadata)?),
+            pods: pods
+                .iter()
+                .map(|p| version_of(&p.metadata).map(own))
+                .collect::<Option<_>>()?,
+        })
+    }
+
+    fn matches(&self, node: &Node, pods: &[&Pod]) -> bool {
+        let same = |known: &(String, String), meta| {
+            version_of(meta).is_some_and(|(uid, version)| known.0 == uid && known.1 == version)
+        };
+        same(&self.node, &node.metadata)
+            && self.pods.len() == pods.len()
+            && self
+                .pods
+                .iter()
+                .zip(pods)
+                .all(|(known, pod)| same(known, &pod.metadata))
+    }
+}
+
 /// A node as the scheduler sees it.
 struct Candidate {
     node: ExistingNode,
     unschedulable: bool,
     /// The requests of the pods on it (kept as pods are placed).
-    used: driftwood_scheduling::Resources,
+    used: Resources,
     /// Allocatable minus used.
-    free: driftwood_scheduling::Resources,
+    free: Resources,
     /// The summary it belongs to: nodes with its labels but the hostname, and its taints.
     group: usize,
     /// The kinds of its pods (as [`Interned::kinds`]), with how many pods are of each (kept as
     /// pods are placed): what it weighs in its summary.
     kinds: Vec<(usize, u32)>,
+    /// Whether a pod was placed on it in this pass (it is then not remembered).
+    placed_on: bool,
 }
 
 /// The summaries' shapes and the pods' kinds of one round of decisions, numbered once.
@@ -190,9 +259,7 @@ impl Candidate {
         let used = node
             .pods
             .iter()
-            .fold(driftwood_scheduling::Resources::new(), |sum, p| {
-                sum.add(&p.requests)
-            });
+            .fold(Resources::new(), |sum, p| sum.add(&p.requests));
         let free = node.allocatable.sub(&used);
         let group = interned.group(&node);
         let mut candidate = Self {
@@ -202,6 +269,7 @@ impl Candidate {
             free,
             group,
             kinds: Vec::new(),
+            placed_on: false,
         };
         for i in 0..candidate.node.pods.len() {
             candidate.count(i, interned);
@@ -219,6 +287,7 @@ impl Candidate {
     }
 
     fn place(&mut self, pod: SimPod, interned: &mut Interned) {
+        self.placed_on = true;
         self.used = self.used.add(&pod.requests);
         self.free = self.node.allocatable.sub(&self.used);
         self.node.pods.push(pod);
@@ -311,16 +380,17 @@ fn first_fit(
     })
 }
 
-/// What makes pods interchangeable for placement: the same controlling owner (so the same
-/// template) and the same requests. `None` for a pod without a controller.
-fn shape_of(pod: &Pod, sim: &SimPod) -> Option<String> {
-    let owner = pod
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|r| r.controller == Some(true))?;
-    Some(format!("{}/{:?}", owner.uid, sim.requests))
+/// What makes pods interchangeable for placement: the same requests, priority, DaemonSet-ness
+/// and constraints (labels included, which spreads and affinity terms select).
+type Shape = (Resources, i32, bool, Shared<PodConstraints>);
+
+fn shape_of(sim: &SimPod) -> Shape {
+    (
+        sim.requests.clone(),
+        sim.priority,
+        sim.is_daemonset,
+        sim.constraints.clone(),
+    )
 }
 
 /// Nodes and pods of each kind per summary group, counted by number: what a set of nodes
@@ -461,17 +531,6 @@ fn part_by_part_fit(
     None
 }
 
-/// Whether the simulation judges the pod under a single profile: it has no preference (each
-/// would be tried as required first, over every node) and at most one required node-affinity
-/// term (the terms are tried one after the other, over every node).
-fn one_profile(constraints: &PodConstraints) -> bool {
-    constraints.preferred_terms.is_empty()
-        && constraints.preferred_affinity.is_empty()
-        && constraints.preferred_anti_affinity.is_empty()
-        && constraints.spreads.iter().all(|s| s.hard)
-        && constraints.required_terms.len() <= 1
-}
-
 /// kube-scheduler's FitError message: counts per reason, sorted, e.g.
 /// `0/3 nodes are available: 1 node(s) had untolerated taint {karpenter.sh/disrupted: }, 2 Insufficient cpu.`
 pub fn fit_error_message(node_count: usize, reasons: &BTreeMap<String, usize>) -> String {
@@ -500,27 +559,29 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
         namespace_labels,
         assumed,
         Judging::Fastest,
-        &mut SimPods::default(),
+        &mut Memory::default(),
     )
 }
 
-/// [`decide`], converting only the pods that changed since the last pass that used `known`.
+/// [`decide`], converting only the pods and nodes that changed since the last pass that used
+/// `memory`. Same decisions.
 pub fn decide_remembering<N: Borrow<Node>, P: Borrow<Pod>>(
     nodes: &[N],
     pods: &[P],
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
-    known: &mut SimPods,
+    memory: &mut Memory,
 ) -> Vec<Decision> {
+    memory.start_pass();
     let decisions = decide_with(
         nodes,
         pods,
         namespace_labels,
         assumed,
         Judging::Fastest,
-        known,
+        memory,
     );
-    known.end_pass();
+    memory.pods.end_pass();
     decisions
 }
 
@@ -541,38 +602,49 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
     assumed: &BTreeMap<String, String>,
     judging: Judging,
-    known: &mut SimPods,
+    memory: &mut Memory,
 ) -> Vec<Decision> {
+    let Memory {
+        pods: known,
+        interned,
+        nodes: remembered,
+    } = memory;
     let shortcut = judging == Judging::Fastest;
     let nodes: Vec<&Node> = nodes.iter().map(Borrow::borrow).collect();
     let pods: Vec<&Pod> = pods.iter().map(Borrow::borrow).collect();
-    let mut by_node: BTreeMap<String, Vec<SimPod>> = BTreeMap::new();
+    let mut by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     let mut pending: Vec<&Pod> = Vec::new();
     for pod in pods {
         if finished(pod) {
             continue;
         }
-        let node = bound_node(pod)
-            .map(str::to_string)
-            .or_else(|| assumed.get(&key_of(pod)).cloned());
+        let node = bound_node(pod).or_else(|| assumed.get(&key_of(pod)).map(String::as_str));
         match node {
-            Some(node) => {
-                if let Ok(sim) = known.of(pod) {
-                    by_node.entry(node).or_default().push(sim);
-                }
-            }
+            Some(node) => by_node.entry(node).or_default().push(pod),
             None if is_pending(pod) => pending.push(pod),
             None => {}
         }
     }
+    // Each node with its pods: as the last pass left it when nothing of it changed, else
+    // worked out again.
     let mut candidates: Vec<Candidate> = Vec::new();
-    let mut interned = Interned::default();
+    let mut versions: Vec<Option<NodeVersion>> = Vec::new();
+    let mut last_pass = std::mem::take(remembered);
     let mut sorted_nodes: Vec<&Node> = nodes.clone();
     sorted_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for node in sorted_nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let bound = by_node.remove(&name).unwrap_or_default();
-        let Ok(mut existing) = ExistingNode::from_node(node, bound) else {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let mut bound = by_node.remove(name).unwrap_or_default();
+        bound.sort_by(|a, b| a.metadata.uid.cmp(&b.metadata.uid));
+        if let Some((version, candidate)) = last_pass.remove(name)
+            && version.matches(node, &bound)
+        {
+            candidates.push(candidate);
+            versions.push(Some(version));
+            continue;
+        }
+        let sims = bound.iter().filter_map(|p| known.of(p).ok()).collect();
+        let Ok(mut existing) = ExistingNode::from_node(node, sims) else {
             continue;
         };
         // kube-scheduler honours every taint, whatever Karpenter would expect to go away.
@@ -582,7 +654,8 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             .as_ref()
             .and_then(|s| s.unschedulable)
             .unwrap_or(false);
-        candidates.push(Candidate::new(existing, unschedulable, &mut interned));
+        candidates.push(Candidate::new(existing, unschedulable, interned));
+        versions.push(NodeVersion::of(node, &bound));
     }
     pending.sort_by(|a, b| {
         let priority = |p: &Pod| p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
@@ -601,14 +674,17 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
     // placed in this pass) has required anti-affinity: the simulation holds that against any
     // pod it selects, as kube-scheduler does.
     let anti_affinity_anywhere = shortcut
-        && (interned.kinds.iter().any(|k| !k.anti_affinity.is_empty())
-            || pending.iter().any(|p| {
-                known
-                    .of(p)
-                    .is_ok_and(|sim| !sim.constraints.anti_affinity.is_empty())
-            }));
+        && (candidates.iter().any(|c| {
+            c.kinds
+                .iter()
+                .any(|(kind, _)| !interned.kinds[*kind].anti_affinity.is_empty())
+        }) || pending.iter().any(|p| {
+            known
+                .of(p)
+                .is_ok_and(|sim| !sim.constraints.anti_affinity.is_empty())
+        }));
     let mut decisions = Vec::new();
-    let mut failed_shapes: BTreeMap<String, String> = BTreeMap::new();
+    let mut failed_shapes: HashMap<Shape, String> = HashMap::new();
     for pod in pending {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -623,12 +699,9 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                 continue;
             }
         };
-        let one_profile = shortcut && one_profile(&sim.constraints);
-        let shortcut =
-            one_profile && !anti_affinity_anywhere && !sim.constraints.depends_on_other_pods();
         // A pod like one that already fit nowhere fits nowhere either, with the same message,
         // until a placement changes the nodes (the remembered failures are then forgotten).
-        let shape = shortcut.then(|| shape_of(pod, &sim)).flatten();
+        let shape = (judging == Judging::Fastest).then(|| shape_of(&sim));
         if let Some(message) = shape.as_ref().and_then(|s| failed_shapes.get(s)) {
             decisions.push(Decision::Unschedulable {
                 namespace,
@@ -667,32 +740,52 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                 .map(|(i, _)| i)
                 .collect()
         };
-        let placed = if shortcut {
-            first_fit(&candidates, &order, &sim, namespace_labels)
-        } else if judging == Judging::Whole {
-            // Every node whole: those that cannot take the pod come last.
-            order.extend(counted(false).into_iter().map(|i| (f64::INFINITY, i)));
-            whole_cluster_fit(&candidates, &interned, &order, &[], &sim, namespace_labels)
-        } else if one_profile {
-            let counted = counted(true);
-            part_by_part_fit(
-                &candidates,
-                &interned,
-                &order,
-                &counted,
-                &sim,
-                namespace_labels,
-            )
-        } else {
-            let others = counted(false);
-            whole_cluster_fit(
-                &candidates,
-                &interned,
-                &order,
-                &others,
-                &sim,
-                namespace_labels,
-            )
+        // A pod tried one way (no preference, at most one required node-affinity term) is
+        // placed on the first node of `order` that takes it: alone when it depends on no other
+        // pod, else a part of the order at a time with the rest summarised.
+        let every_counted = std::cell::OnceCell::new();
+        let fit = |way: &SimPod| {
+            if !anti_affinity_anywhere && !way.constraints.depends_on_other_pods() {
+                first_fit(&candidates, &order, way, namespace_labels)
+            } else {
+                let counted = every_counted.get_or_init(|| counted(true));
+                part_by_part_fit(
+                    &candidates,
+                    interned,
+                    &order,
+                    counted,
+                    way,
+                    namespace_labels,
+                )
+            }
+        };
+        let levels = (shortcut && sim.constraints.has_alternatives())
+            .then(|| sim.constraints.preference_levels());
+        let placed = match levels {
+            _ if judging == Judging::Whole => {
+                // Every node whole: those that cannot take the pod come last.
+                order.extend(counted(false).into_iter().map(|i| (f64::INFINITY, i)));
+                whole_cluster_fit(&candidates, interned, &order, &[], &sim, namespace_labels)
+            }
+            None => fit(&sim),
+            // Tried its ways in turn, each as a pod tried one way.
+            Some(Some(levels)) => levels.into_iter().find_map(|level| {
+                fit(&SimPod {
+                    constraints: level.into(),
+                    ..sim.clone()
+                })
+            }),
+            Some(None) => {
+                let others = counted(false);
+                whole_cluster_fit(
+                    &candidates,
+                    interned,
+                    &order,
+                    &others,
+                    &sim,
+                    namespace_labels,
+                )
+            }
         };
         match placed.and_then(|node| candidates.iter_mut().find(|c| c.node.name == node)) {
             Some(candidate) => {
@@ -701,7 +794,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                     name,
                     node: candidate.node.name.clone(),
                 });
-                candidate.place(sim, &mut interned);
+                candidate.place(sim, interned);
                 failed_shapes.clear();
             }
             None => {
@@ -721,6 +814,14 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                     message,
                 });
             }
+        }
+    }
+    // What the next pass may use: the nodes no pod was placed on.
+    for (candidate, version) in candidates.into_iter().zip(versions) {
+        if let Some(version) = version
+            && !candidate.placed_on
+        {
+            remembered.insert(candidate.node.name.clone(), (version, candidate));
         }
     }
     decisions
@@ -839,7 +940,7 @@ mod tests {
                     &labels,
                     &assumed,
                     Judging::Fastest,
-                    &mut SimPods::default()
+                    &mut Memory::default()
                 ),
                 decide_with(
                     &nodes,
@@ -847,7 +948,7 @@ mod tests {
                     &labels,
                     &assumed,
                     Judging::Whole,
-                    &mut SimPods::default()
+                    &mut Memory::default()
                 ),
                 "case {case}"
             );
@@ -894,7 +995,7 @@ mod tests {
                 .collect();
             let pods: Vec<Pod> = (0..1 + next(24))
                 .map(|i| {
-                    let app = ["web", "api", "cache", "db", "plain"][next(5) as usize];
+                    let app = ["web", "api", "cache", "db", "plain", "edge"][next(6) as usize];
                     // Half the clusters have no required anti-affinity: their plain pods are
                     // judged node by node with no other node.
                     let app = if app == "cache" && !with_anti_affinity { "plain" } else { app };
@@ -908,6 +1009,16 @@ mod tests {
                         // Its anti-affinity keeps plain pods off its node (or zone) too.
                         "cache" => spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": anti_key, "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["cache", "plain"]}]}}]}}),
                         "plain" => {}
+                        // Every kind of preference: tried all required, then dropped in turn.
+                        "edge" => {
+                            spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]);
+                            spec["affinity"] = json!({
+                                "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "web"}}}}]},
+                                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 20, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": selector}}]},
+                                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                                    {"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}},
+                                    {"weight": 5, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["c"]}]}}]}});
+                        }
                         _ => spec["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "web"}}}]}}),
                     }
                     if next(4) == 0 {
@@ -925,7 +1036,7 @@ mod tests {
                 &labels,
                 &assumed,
                 Judging::Fastest,
-                &mut SimPods::default(),
+                &mut Memory::default(),
             );
             let whole = decide_with(
                 &nodes,
@@ -933,7 +1044,7 @@ mod tests {
                 &labels,
                 &assumed,
                 Judging::Whole,
-                &mut SimPods::default(),
+                &mut Memory::default(),
             );
             let binds = |d: &[Decision]| -> Vec<(String, Option<String>)> {
                 d.iter()
@@ -973,35 +1084,45 @@ mod tests {
         );
     }
 
-    /// A pod's scheduling form is kept between passes while its resourceVersion stays, and
-    /// worked out again when it changes; a pass decides as one without memory would.
+    /// A pod's scheduling form, and a node with the pods bound to it, are kept between passes
+    /// while their resourceVersions stay, and worked out again when one changes or a pod is
+    /// placed on the node; a pass decides as one without memory would.
     #[test]
-    fn remembered_pods_are_converted_again_when_they_change() {
+    fn remembered_pods_and_nodes_are_worked_out_again_when_they_change() {
         let versioned = |name: &str, cpu: &str, node: Option<&str>, version: &str| {
             let mut pod = pod(name, cpu, node);
             pod.metadata.uid = Some(format!("uid-{name}"));
             pod.metadata.resource_version = Some(version.to_string());
             pod
         };
-        let nodes = [node("a", "2", json!([])), node("b", "2", json!([]))];
-        let mut known = SimPods::default();
+        let versioned_node = |name: &str, cpu: &str, version: &str| {
+            let mut node = node(name, cpu, json!([]));
+            node.metadata.uid = Some(format!("uid-{name}"));
+            node.metadata.resource_version = Some(version.to_string());
+            node
+        };
+        let mut memory = Memory::default();
+        let mut pass = |nodes: &[Node], pods: &[Pod]| {
+            let remembered =
+                decide_remembering(nodes, pods, &BTreeMap::new(), &BTreeMap::new(), &mut memory);
+            assert_eq!(
+                remembered,
+                decide(nodes, pods, &BTreeMap::new(), &BTreeMap::new())
+            );
+            let mut kept: Vec<String> = memory.nodes.keys().cloned().collect();
+            kept.sort();
+            (remembered, kept, memory.pods.known.len())
+        };
+        let nodes = [versioned_node("a", "2", "1"), versioned_node("b", "2", "1")];
         let first = [
             versioned("busy", "1500m", Some("a"), "1"),
             versioned("new", "1", None, "1"),
         ];
-        let remembered = decide_remembering(
-            &nodes,
-            &first,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            &mut known,
-        );
-        assert_eq!(
-            remembered,
-            decide(&nodes, &first, &BTreeMap::new(), &BTreeMap::new())
-        );
-        assert_eq!(bound_to(&remembered, "new").as_deref(), Some("b"));
-        assert_eq!(known.known.len(), 2);
+        let (decided, kept, pods) = pass(&nodes, &first);
+        assert_eq!(bound_to(&decided, "new").as_deref(), Some("b"));
+        // `new` was placed on b: only a is kept.
+        assert_eq!(kept, vec!["a"]);
+        assert_eq!(pods, 2);
 
         // `busy` shrinks (a new version) and `b` fills: `new` now fits on `a` only.
         let second = [
@@ -1009,28 +1130,154 @@ mod tests {
             versioned("filler", "1900m", Some("b"), "1"),
             versioned("new", "1", None, "1"),
         ];
-        let remembered = decide_remembering(
-            &nodes,
-            &second,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            &mut known,
-        );
-        assert_eq!(
-            remembered,
-            decide(&nodes, &second, &BTreeMap::new(), &BTreeMap::new())
-        );
-        assert_eq!(bound_to(&remembered, "new").as_deref(), Some("a"));
+        let (decided, kept, _) = pass(&nodes, &second);
+        assert_eq!(bound_to(&decided, "new").as_deref(), Some("a"));
+        assert_eq!(kept, vec!["b"]);
 
-        // A pass forgets the pods it no longer saw.
-        decide_remembering(
-            &nodes,
-            &second[1..],
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            &mut known,
+        // b grows (a new version of the Node): `new` fits there again.
+        let grown = [versioned_node("a", "2", "1"), versioned_node("b", "4", "2")];
+        let third = [
+            versioned("busy", "1900m", Some("a"), "3"),
+            versioned("filler", "1900m", Some("b"), "1"),
+            versioned("new", "1", None, "1"),
+        ];
+        let (decided, kept, _) = pass(&grown, &third);
+        assert_eq!(bound_to(&decided, "new").as_deref(), Some("b"));
+        assert_eq!(kept, vec!["a"]);
+
+        // A pass forgets the pods and nodes it no longer saw.
+        let (_, kept, _) = pass(&grown[1..], &third[1..2]);
+        assert_eq!(kept, vec!["b"]);
+        assert!(!memory.pods.known.contains_key("uid-busy"));
+    }
+
+    /// Generated sequences of passes over one cluster: pods bound where the last pass decided
+    /// (a new version), resized or deleted, Nodes resized or cordoned, pods added. Every pass
+    /// with memory decides what a pass without memory decides.
+    #[test]
+    fn passes_with_memory_decide_as_passes_without() {
+        let mut x: u64 = 0x51_7CC1_B727_220A;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut kept_somewhere = 0;
+        for case in 0..60 {
+            let mut version = 0u64;
+            let mut bump =
+                |meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                    version += 1;
+                    meta.resource_version = Some(version.to_string());
+                };
+            let mut nodes: Vec<Node> = (0..1 + next(8))
+                .map(|i| {
+                    let zone = ["a", "b", "c"][next(3) as usize];
+                    let cpu = ["2", "4"][next(2) as usize];
+                    let mut node = zonal_node(&format!("n{i}"), zone, cpu, json!([]));
+                    node.metadata.uid = Some(format!("node-{i}"));
+                    node
+                })
+                .collect();
+            for node in &mut nodes {
+                bump(&mut node.metadata);
+            }
+            let mut made = 0;
+            let mut make = |next: &mut dyn FnMut(u64) -> u64| {
+                made += 1;
+                let app = ["web", "plain", "cache"][next(3) as usize];
+                let cpu = ["100m", "500m", "1"][next(3) as usize];
+                let mut spec = json!({"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]});
+                match app {
+                    "web" => {
+                        spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}])
+                    }
+                    "cache" => {
+                        spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "cache"}}}]}})
+                    }
+                    _ => {}
+                }
+                let mut pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": format!("p{made:03}"), "namespace": "default", "uid": format!("pod-{made}"), "labels": {"app": app}},
+                    "spec": spec,
+                }))
+                .unwrap();
+                pod.metadata.resource_version = Some(format!("p{made}"));
+                pod
+            };
+            let mut pods: Vec<Pod> = (0..next(16)).map(|_| make(&mut next)).collect();
+            let mut memory = Memory::default();
+            let labels = BTreeMap::new();
+            let assumed = BTreeMap::new();
+            for round in 0..6 {
+                let remembered = decide_remembering(&nodes, &pods, &labels, &assumed, &mut memory);
+                assert_eq!(
+                    remembered,
+                    decide(&nodes, &pods, &labels, &assumed),
+                    "case {case} round {round}"
+                );
+                kept_somewhere += memory.nodes.len();
+                // Bind most of what was decided.
+                for decision in &remembered {
+                    if let Decision::Bind { name, node, .. } = decision
+                        && next(4) != 0
+                        && let Some(pod) = pods
+                            .iter_mut()
+                            .find(|p| p.metadata.name.as_deref() == Some(name))
+                    {
+                        pod.spec.as_mut().unwrap().node_name = Some(node.clone());
+                        bump(&mut pod.metadata);
+                    }
+                }
+                // Change a few pods and nodes, remove and add some pods.
+                for pod in &mut pods {
+                    if next(8) == 0 {
+                        let cpu = ["100m", "1500m"][next(2) as usize];
+                        pod.spec.as_mut().unwrap().containers[0].resources = Some(
+                            serde_json::from_value(json!({"requests": {"cpu": cpu}})).unwrap(),
+                        );
+                        bump(&mut pod.metadata);
+                    }
+                }
+                if !pods.is_empty() && next(3) == 0 {
+                    pods.remove(next(pods.len() as u64) as usize);
+                }
+                for _ in 0..next(4) {
+                    pods.push(make(&mut next));
+                }
+                for node in &mut nodes {
+                    match next(10) {
+                        0 => {
+                            node.spec.get_or_insert_with(Default::default).unschedulable =
+                                Some(next(2) == 0);
+                            bump(&mut node.metadata);
+                        }
+                        1 => {
+                            let cpu = ["2", "4", "8"][next(3) as usize];
+                            node.status
+                                .as_mut()
+                                .unwrap()
+                                .allocatable
+                                .as_mut()
+                                .unwrap()
+                                .insert(
+                                    "cpu".to_string(),
+                                    k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                                        cpu.to_string(),
+                                    ),
+                                );
+                            bump(&mut node.metadata);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert!(
+            kept_somewhere > 100,
+            "{kept_somewhere} nodes kept between passes"
         );
-        assert!(!known.known.contains_key("uid-busy"));
     }
 
     fn zonal_node(name: &str, zone: &str, cpu: &str, taints: serde_json::Value) -> Node {

@@ -75,7 +75,7 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
     // pod key → (node, when the binding was issued)
     let mut assumed: BTreeMap<String, (String, tokio::time::Instant)> = BTreeMap::new();
     let mut placements = PodPlacements::default();
-    let mut known_pods = decide::SimPods::default();
+    let mut memory = decide::Memory::default();
     // Decide again: something that can change a decision changed, a write of the last pass
     // failed, or the retry interval passed (pods that fit nowhere are tried again).
     let mut last_decided: Option<tokio::time::Instant> = None;
@@ -126,7 +126,7 @@ async fn run(client: Client, clock: SharedClock, config: SchedulerConfig) {
                 &pod_list,
                 &namespace_labels,
                 &assumed_nodes,
-                &mut known_pods,
+                &mut memory,
             )
         } else {
             Vec::new()
