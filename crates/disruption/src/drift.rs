@@ -419,6 +419,13 @@ pub fn nodepool_stamp(current: &TemplateHashes) -> BTreeMap<String, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use driftwood_api::condition::{STATUS_TRUE, set_condition};
+    use driftwood_api::hash::nodepool_hashes;
+    use driftwood_api::nodeclaim::{NodeClaimSpec, NodeClaimStatus};
+    use driftwood_api::nodepool::{Budget, NodePoolSpec};
+    use driftwood_api::requirement::NodeSelectorRequirementWithMinValues as Req;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     /// Generated requirements (every operator, on keys the labels have or lack) and labels:
     /// reading the labels as they are agrees with building requirements from them and asking
@@ -475,14 +482,6 @@ mod tests {
         }
         assert!(met > 200 && unmet > 200, "{met} met, {unmet} not");
     }
-    use super::*;
-    use driftwood_api::condition::{STATUS_TRUE, set_condition};
-    use driftwood_api::hash::nodepool_hashes;
-    use driftwood_api::nodeclaim::{NodeClaimSpec, NodeClaimStatus};
-    use driftwood_api::nodepool::{Budget, NodePoolSpec};
-    use driftwood_api::requirement::NodeSelectorRequirementWithMinValues as Req;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
     fn now() -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap())
     }

@@ -144,11 +144,17 @@ impl PodConstraints {
     /// as the simulation places it (the engine's profiles, `engine::profiles`, are these).
     ///
     /// `None` when a way cannot be written as such a pod: more than one required node-affinity
-    /// term, or a preference on a topology key other than zone and hostname (which the
-    /// simulation drops, rather than refuses, when the key has too many values).
+    /// term; a preference on a topology key other than zone and hostname (which the
+    /// simulation drops, rather than refuses, when the key has too many values); or a
+    /// preferred anti-affinity term on the zone (the simulation keeps every way of such a pod
+    /// off nodes without a zone label, the ways that dropped the term included).
     pub fn preference_levels(&self) -> Option<Vec<PodConstraints>> {
         let well_known = |key: &str| key == LABEL_TOPOLOGY_ZONE || key == LABEL_HOSTNAME;
         if self.required_terms.len() > 1
+            || self
+                .preferred_anti_affinity
+                .iter()
+                .any(|(_, t)| t.topology_key == LABEL_TOPOLOGY_ZONE)
             || !self
                 .preferred_affinity
                 .iter()

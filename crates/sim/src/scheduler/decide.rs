@@ -76,10 +76,10 @@ pub fn is_pending(pod: &Pod) -> bool {
 }
 
 /// The pods' scheduling forms, worked out once per pod version (uid and resourceVersion) and
-/// kept from one pass to the next: between two passes few pods change, and converting every
-/// pod of the cluster each pass was the largest part of a pass.
+/// kept from one pass to the next while a pass asks for them: the pending pods, and the pods of
+/// nodes worked out again (the pods of a remembered node live in its [`Candidate`]).
 #[derive(Debug, Default)]
-pub struct SimPods {
+struct SimPods {
     known: HashMap<String, (String, SimPod)>,
     /// The uids asked for in this pass.
     seen: HashSet<String>,
@@ -119,7 +119,7 @@ impl SimPods {
 /// scheduler saw it with the pods bound there, given back while neither the Node nor any of
 /// those pods changed (by resourceVersion) and no pod was placed on it — most nodes, most
 /// passes.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Memory {
     pods: SimPods,
     interned: Interned,
@@ -149,6 +149,7 @@ struct NodeVersion {
     pods: Vec<(String, String)>,
 }
 
+/// The uid and resourceVersion of an object, when it has both.
 fn version_of(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<(&str, &str)> {
@@ -183,6 +184,7 @@ impl NodeVersion {
 }
 
 /// A node as the scheduler sees it.
+#[derive(Debug)]
 struct Candidate {
     node: ExistingNode,
     unschedulable: bool,
@@ -199,8 +201,9 @@ struct Candidate {
     placed_on: bool,
 }
 
-/// The summaries' shapes and the pods' kinds of one round of decisions, numbered once.
-#[derive(Default)]
+/// The summaries' shapes and the pods' kinds, numbered once and kept from pass to pass (see
+/// [`Memory`]).
+#[derive(Debug, Default)]
 struct Interned {
     groups: Vec<(BTreeMap<String, String>, Vec<Taint>)>,
     group_ids: HashMap<(BTreeMap<String, String>, Vec<Taint>), usize>,
@@ -364,18 +367,13 @@ fn rejection(candidate: &Candidate, pod: &SimPod) -> Option<Vec<String>> {
 /// alone with no other: exact for a pod judged under one profile that depends on no other pod
 /// when no pod of the cluster has required anti-affinity (the one constraint of bound pods the
 /// simulation holds against any pod placed near them).
-fn first_fit(
-    candidates: &[Candidate],
-    order: &[(f64, usize)],
-    sim: &SimPod,
-    namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
-) -> Option<String> {
+fn first_fit(candidates: &[Candidate], order: &[(f64, usize)], sim: &SimPod) -> Option<String> {
     order.iter().find_map(|(_, i)| {
         simulate(
             vec![candidates[*i].node.clone()],
             Vec::new(),
             sim,
-            namespace_labels,
+            &BTreeMap::new(),
         )
     })
 }
@@ -384,6 +382,7 @@ fn first_fit(
 /// and constraints (labels included, which spreads and affinity terms select).
 type Shape = (Resources, i32, bool, Shared<PodConstraints>);
 
+/// The shape of a pod (see [`Shape`]).
 fn shape_of(sim: &SimPod) -> Shape {
     (
         sim.requests.clone(),
@@ -563,8 +562,9 @@ pub fn decide<N: Borrow<Node>, P: Borrow<Pod>>(
     )
 }
 
-/// [`decide`], converting only the pods and nodes that changed since the last pass that used
-/// `memory`. Same decisions.
+/// [`decide`], working out again only the nodes that changed (the Node, a pod bound to it, or
+/// a pod placed on it) since the last pass that used `memory`, and converting only the pods of
+/// those nodes and the pending pods that changed. Same decisions.
 pub fn decide_remembering<N: Borrow<Node>, P: Borrow<Pod>>(
     nodes: &[N],
     pods: &[P],
@@ -701,7 +701,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
         };
         // A pod like one that already fit nowhere fits nowhere either, with the same message,
         // until a placement changes the nodes (the remembered failures are then forgotten).
-        let shape = (judging == Judging::Fastest).then(|| shape_of(&sim));
+        let shape = shortcut.then(|| shape_of(&sim));
         if let Some(message) = shape.as_ref().and_then(|s| failed_shapes.get(s)) {
             decisions.push(Decision::Unschedulable {
                 namespace,
@@ -746,7 +746,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
         let every_counted = std::cell::OnceCell::new();
         let fit = |way: &SimPod| {
             if !anti_affinity_anywhere && !way.constraints.depends_on_other_pods() {
-                first_fit(&candidates, &order, way, namespace_labels)
+                first_fit(&candidates, &order, way)
             } else {
                 let counted = every_counted.get_or_init(|| counted(true));
                 part_by_part_fit(
@@ -983,14 +983,23 @@ mod tests {
                         json!([])
                     };
                     let zone = ["a", "b", "c"][next(3) as usize];
-                    serde_json::from_value(json!({
+                    let mut node: Node = serde_json::from_value(json!({
                         "metadata": {"name": format!("n{i:02}"), "labels": {
                             "kubernetes.io/hostname": format!("n{i:02}"),
                             "topology.kubernetes.io/zone": zone}},
                         "spec": {"taints": taints, "unschedulable": next(10) == 0},
                         "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
                     }))
-                    .unwrap()
+                    .unwrap();
+                    // A few nodes have no zone: pods constrained on the zone cannot go there.
+                    if next(8) == 0 {
+                        node.metadata
+                            .labels
+                            .as_mut()
+                            .unwrap()
+                            .remove("topology.kubernetes.io/zone");
+                    }
+                    node
                 })
                 .collect();
             let pods: Vec<Pod> = (0..1 + next(24))
@@ -1011,10 +1020,11 @@ mod tests {
                         "plain" => {}
                         // Every kind of preference: tried all required, then dropped in turn.
                         "edge" => {
+                            let edge_anti_key = ["kubernetes.io/hostname", "topology.kubernetes.io/zone"][next(2) as usize];
                             spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]);
                             spec["affinity"] = json!({
                                 "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"app": "web"}}}}]},
-                                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 20, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": selector}}]},
+                                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 20, "podAffinityTerm": {"topologyKey": edge_anti_key, "labelSelector": selector}}]},
                                 "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                                     {"weight": 10, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}},
                                     {"weight": 5, "preference": {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["c"]}]}}]}});
