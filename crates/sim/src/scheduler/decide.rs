@@ -419,11 +419,11 @@ impl Tally {
     }
 
     fn remove(&mut self, candidate: &Candidate) {
-        self.nodes[candidate.group] -= 1;
+        self.nodes[candidate.group] = self.nodes[candidate.group].saturating_sub(1);
         let pods = &mut self.pods[candidate.group];
         for (kind, count) in &candidate.kinds {
             if let Some(n) = pods.get_mut(kind) {
-                *n -= count;
+                *n = n.saturating_sub(*count);
                 if *n == 0 {
                     pods.remove(kind);
                 }
@@ -528,6 +528,21 @@ fn part_by_part_fit(
         size *= 2;
     }
     None
+}
+
+/// Whether the pod's node requirements name hostnames while its placement depends on other
+/// pods: the simulation finds the domains of a spread by matching those requirements against
+/// nodes' labels, and a summary has no hostname (it stands for many nodes), so such a pod is
+/// simulated with every node whole.
+fn pinned_by_hostname(constraints: &PodConstraints) -> bool {
+    let names_hostname = |r: &driftwood_scheduling::Requirements| r.get(LABEL_HOSTNAME).is_some();
+    constraints.depends_on_other_pods()
+        && (names_hostname(&constraints.node_selector)
+            || constraints.required_terms.iter().any(names_hostname)
+            || constraints
+                .preferred_terms
+                .iter()
+                .any(|(_, r)| names_hostname(r)))
 }
 
 /// kube-scheduler's FitError message: counts per reason, sorted, e.g.
@@ -762,7 +777,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
         let levels = (shortcut && sim.constraints.has_alternatives())
             .then(|| sim.constraints.preference_levels());
         let placed = match levels {
-            _ if judging == Judging::Whole => {
+            _ if judging == Judging::Whole || pinned_by_hostname(&sim.constraints) => {
                 // Every node whole: those that cannot take the pod come last.
                 order.extend(counted(false).into_iter().map(|i| (f64::INFINITY, i)));
                 whole_cluster_fit(&candidates, interned, &order, &[], &sim, namespace_labels)
@@ -986,7 +1001,8 @@ mod tests {
                     let mut node: Node = serde_json::from_value(json!({
                         "metadata": {"name": format!("n{i:02}"), "labels": {
                             "kubernetes.io/hostname": format!("n{i:02}"),
-                            "topology.kubernetes.io/zone": zone}},
+                            "topology.kubernetes.io/zone": zone,
+                            "rack": format!("r{}", next(3))}},
                         "spec": {"taints": taints, "unschedulable": next(10) == 0},
                         "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
                     }))
@@ -1004,7 +1020,7 @@ mod tests {
                 .collect();
             let pods: Vec<Pod> = (0..1 + next(24))
                 .map(|i| {
-                    let app = ["web", "api", "cache", "db", "plain", "edge"][next(6) as usize];
+                    let app = ["web", "api", "cache", "db", "plain", "edge", "pinned"][next(7) as usize];
                     // Half the clusters have no required anti-affinity: their plain pods are
                     // judged node by node with no other node.
                     let app = if app == "cache" && !with_anti_affinity { "plain" } else { app };
@@ -1018,6 +1034,13 @@ mod tests {
                         // Its anti-affinity keeps plain pods off its node (or zone) too.
                         "cache" => spec["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": anti_key, "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["cache", "plain"]}]}}]}}),
                         "plain" => {}
+                        // Spread over racks, on two named hosts.
+                        "pinned" => {
+                            let hosts = [format!("n{:02}", next(node_count)), format!("n{:02}", next(node_count))];
+                            spec["topologySpreadConstraints"] = json!([{"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}]);
+                            spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}]}]}}});
+                        }
                         // Every kind of preference: tried all required, then dropped in turn.
                         "edge" => {
                             let edge_anti_key = ["kubernetes.io/hostname", "topology.kubernetes.io/zone"][next(2) as usize];
