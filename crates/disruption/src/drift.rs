@@ -432,13 +432,7 @@ mod tests {
     /// Karpenter's strict compatibility.
     #[test]
     fn labels_meet_requirements_as_built_requirements_do() {
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = driftwood_scheduling::testkit::seeded(0x2545_F491_4F6C_DD1D);
         let (mut met, mut unmet) = (0, 0);
         for case in 0..2000 {
             let keys = ["a", "b", "cpu"];

@@ -1010,13 +1010,8 @@ mod tests {
             let mut cluster = Cluster::new();
             cluster.pools[0].spec.disruption.budgets[0].nodes =
                 ["100%", "50%", "3"][seed as usize % 3].into();
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut next = |n: u64| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % n
-            };
+            let mut next =
+                driftwood_scheduling::testkit::seeded(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
             for i in 0..12 {
                 let pods = next(4) as usize;
                 let drifted = (next(4) != 0).then_some(i as i64);
@@ -1126,13 +1121,8 @@ mod tests {
             let mut cluster = Cluster::new();
             cluster.pools[0].spec.disruption.budgets[0].nodes =
                 ["100%", "50%", "3"][seed as usize % 3].into();
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut next = |n: u64| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % n
-            };
+            let mut next =
+                driftwood_scheduling::testkit::seeded(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
             let count = 8 + next(12) as usize;
             for i in 0..count {
                 let name = format!("n{i:02}");

@@ -104,3 +104,15 @@ pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
+
+/// A seeded xorshift generator for generated test cases: each call gives a number below `n`
+/// (`n` > 0), the same sequence for the same seed.
+pub fn seeded(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed;
+    move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}

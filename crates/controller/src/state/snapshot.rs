@@ -652,13 +652,7 @@ mod tests {
     fn generated_event_sequences_keep_the_indexes_equal_to_a_rebuild() {
         // A small xorshift generator: 2,000 events over few keys, so objects are added,
         // changed (moved between nodes, pools and provider ids) and deleted many times.
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = driftwood_scheduling::testkit::seeded(0x9E37_79B9_7F4A_7C15);
         let mut s = Snapshot::default();
         for step in 0..2_000 {
             let i = next(12);

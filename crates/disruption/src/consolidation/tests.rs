@@ -581,13 +581,8 @@ fn nominated_nodes_and_replacements_in_flight_are_no_candidates() {
 #[test]
 fn single_node_memo_matches_simulating_every_candidate() {
     for seed in 0..40u64 {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next =
+            driftwood_scheduling::testkit::seeded(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let mut cluster = Cluster::new();
         cluster.on_demand_only();
         for i in 0..10 {

@@ -883,13 +883,7 @@ mod tests {
     /// node-by-node shortcut decides exactly what the whole-cluster simulation decides.
     #[test]
     fn the_node_by_node_shortcut_decides_as_the_whole_cluster_simulation() {
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = driftwood_scheduling::testkit::seeded(0x2545_F491_4F6C_DD1D);
         for case in 0..200 {
             let node_count = 1 + next(12);
             let nodes: Vec<Node> = (0..node_count)
@@ -976,13 +970,7 @@ mod tests {
     /// the others summarised binds every pod where the whole-cluster simulation binds it.
     #[test]
     fn summarising_the_nodes_a_pod_cannot_use_decides_as_the_whole_cluster() {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = driftwood_scheduling::testkit::seeded(0x9E37_79B9_7F4A_7C15);
         let mut bound_somewhere = 0;
         for case in 0..200 {
             let node_count = 1 + next(14);
@@ -1189,13 +1177,7 @@ mod tests {
     /// with memory decides what a pass without memory decides.
     #[test]
     fn passes_with_memory_decide_as_passes_without() {
-        let mut x: u64 = 0x51_7CC1_B727_220A;
-        let mut next = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut next = driftwood_scheduling::testkit::seeded(0x51_7CC1_B727_220A);
         let mut kept_somewhere = 0;
         for case in 0..60 {
             let mut version = 0u64;
