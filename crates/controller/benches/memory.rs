@@ -251,7 +251,7 @@ fn main() {
             let pods = node
                 .map(|n| view_of.pods_on(n.metadata.name.as_deref().unwrap_or_default()))
                 .unwrap_or_default();
-            let pods: Vec<&k8s_openapi::api::core::v1::Pod> =
+            let pods: Vec<&driftwood_disruption::cached_pod::CachedPod> =
                 pods.iter().map(|p| p.as_ref()).collect();
             node_view(claim, node.map(|n| n.as_ref()), &pods, &pdbs, 1_767_225_600)
         })

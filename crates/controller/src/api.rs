@@ -52,7 +52,7 @@ pub async fn modify<K>(
     change: impl Fn(&mut K) -> bool,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Cached + Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Cached<Stored = K> + Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     write_changes(state, api, name, change, WriteTarget::Object).await
 }
@@ -65,7 +65,7 @@ pub async fn modify_status<K>(
     change: impl Fn(&mut K) -> bool,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Cached + Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Cached<Stored = K> + Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     write_changes(state, api, name, change, WriteTarget::Status).await
 }
@@ -78,7 +78,7 @@ async fn write_changes<K>(
     target: WriteTarget,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Cached + Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Cached<Stored = K> + Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     let cached = state.read(|s| K::objects(&s.store).get(name).cloned());
     if let Some(cached) = cached {

@@ -30,13 +30,11 @@ fn sim_pods(snapshot: &Snapshot, node: &str) -> Vec<SimPod> {
         .into_iter()
         .flatten()
         .filter(|key| {
-            snapshot.store.pods.get(*key).is_some_and(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && !matches!(
-                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                        Some("Succeeded" | "Failed")
-                    )
-            })
+            snapshot
+                .store
+                .pods
+                .get(*key)
+                .is_some_and(|p| !p.is_terminating() && !p.is_terminal())
         })
         .filter_map(|key| snapshot.sim_pod(key)?.as_ref().ok().cloned())
         .collect()

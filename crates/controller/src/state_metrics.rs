@@ -14,9 +14,10 @@
 use std::sync::{Arc, LazyLock, Mutex};
 
 use driftwood_api::wellknown;
-use driftwood_scheduling::{ResourceField, Resources, pod_resources};
+use driftwood_disruption::cached_pod::{CachedPod, PodPhase};
+use driftwood_scheduling::Resources;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
@@ -70,13 +71,6 @@ fn label(node: &Node, key: &str) -> String {
         .unwrap_or_default()
 }
 
-fn is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
 fn resources_of(
     list: Option<
         &std::collections::BTreeMap<
@@ -124,24 +118,18 @@ fn node_figures(snapshot: &Snapshot, name: &str, node: &Node, now: Timestamp) ->
         let Some(pod) = snapshot.store.pods.get(key) else {
             continue;
         };
-        let Some(spec) = pod.spec.as_ref() else {
-            continue;
-        };
-        if is_terminal(pod) {
+        if pod.is_terminal() {
             continue;
         }
-        let (Ok(requests), Ok(limits)) = (
-            pod_resources(spec, ResourceField::Requests),
-            pod_resources(spec, ResourceField::Limits),
-        ) else {
+        let (Some(requests), Some(limits)) = (&pod.shape.requests, &pod.shape.limits) else {
             tracing::debug!(pod = %key, "unreadable pod resources in metrics");
             continue;
         };
-        pod_requests = pod_requests.add(&requests);
-        pod_limits = pod_limits.add(&limits);
-        if driftwood_disruption::views::is_daemonset_pod(pod) {
-            daemon_requests = daemon_requests.add(&requests);
-            daemon_limits = daemon_limits.add(&limits);
+        pod_requests = pod_requests.add(requests);
+        pod_limits = pod_limits.add(limits);
+        if pod.is_daemonset() {
+            daemon_requests = daemon_requests.add(requests);
+            daemon_limits = daemon_limits.add(limits);
         }
     }
     NodeFigures {
@@ -165,20 +153,15 @@ fn node_figures(snapshot: &Snapshot, name: &str, node: &Node, now: Timestamp) ->
 }
 
 /// The labels of `karpenter_pods_state` for one pod.
-fn pod_labels(snapshot: &Snapshot, pod: &Pod) -> Vec<(&'static str, String)> {
-    let node_name = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default();
+fn pod_labels(snapshot: &Snapshot, pod: &CachedPod) -> Vec<(&'static str, String)> {
+    let node_name = pod.node().to_string();
     let node = snapshot.store.nodes.get(&node_name);
     let node_label = |key: &str| node.map(|n| label(n, key)).unwrap_or_default();
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let namespace = pod.namespace().to_string();
     let owner = pod
-        .metadata
-        .owner_references
-        .as_ref()
-        .and_then(|o| o.first())
+        .shape
+        .owners
+        .first()
         .map(|o| {
             format!(
                 "/apis/{}/namespaces/{namespace}/{}s/{}",
@@ -188,27 +171,19 @@ fn pod_labels(snapshot: &Snapshot, pod: &Pod) -> Vec<(&'static str, String)> {
             )
         })
         .unwrap_or_default();
-    let status = pod.status.as_ref();
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let ready = pod.is_ready();
     let nodepool = node_label(wellknown::LABEL_NODEPOOL);
     vec![
         ("arch", node_label(wellknown::LABEL_ARCH)),
         ("capacity_type", node_label(wellknown::LABEL_CAPACITY_TYPE)),
         ("instance_type", node_label(wellknown::LABEL_INSTANCE_TYPE)),
         ("managed", (!nodepool.is_empty()).to_string()),
-        ("name", pod.metadata.name.clone().unwrap_or_default()),
+        ("name", pod.name.to_string()),
         ("namespace", namespace),
         ("node", node_name.clone()),
         ("nodepool", nodepool),
         ("owner", owner),
-        (
-            "phase",
-            status
-                .and_then(|s| s.phase.clone())
-                .unwrap_or_else(|| "Pending".into()),
-        ),
+        ("phase", phase(pod).to_string()),
         ("ready", ready.to_string()),
         ("scheduled", (!node_name.is_empty()).to_string()),
         ("zone", node_label(wellknown::LABEL_TOPOLOGY_ZONE)),
@@ -241,11 +216,8 @@ impl SeenPending {
     }
 
     /// Follows one pod change.
-    pub fn note(&self, pod: &Pod) {
-        let Some(name) = pod.metadata.name.as_deref() else {
-            return;
-        };
-        let key = crate::state::object_key(pod.metadata.namespace.as_deref(), name);
+    pub fn note(&self, pod: &CachedPod) {
+        let key = pod.key();
         match phase(pod) {
             "Pending" => {
                 self.lock().insert(key);
@@ -253,7 +225,7 @@ impl SeenPending {
             "Succeeded" | "Failed" => {
                 self.lock().remove(&key);
             }
-            _ if ready_since(pod).is_some() => {
+            _ if pod.ready_since().is_some() => {
                 self.lock().remove(&key);
             }
             _ => {}
@@ -428,11 +400,7 @@ impl Collector for StateGauges {
             .iter()
             .filter_map(|(key, pod)| {
                 let wait = pod_wait(pod, |_| self.seen_pending.contains(key))?;
-                Some((
-                    pod.metadata.name.as_deref()?,
-                    pod.metadata.namespace.as_deref().unwrap_or("default"),
-                    wait,
-                ))
+                Some((&*pod.name, pod.namespace(), wait))
             })
             .collect();
         for (name, help, unbound_only) in [
@@ -510,7 +478,7 @@ impl StateGauges {
             .iter()
             .filter_map(|(name, namespace, wait)| {
                 let key = crate::state::object_key(Some(namespace), name);
-                let uid = snapshot.store.pods.get(&key)?.metadata.uid.as_deref();
+                let uid = snapshot.store.pods.get(&key)?.uid.as_deref();
                 let at = self
                     .scheduling
                     .get_for(&key, uid.unwrap_or_default())?
@@ -552,8 +520,8 @@ impl StateGauges {
             .filter_map(|(key, uid, times)| {
                 let acked = times.acked.filter(|_| times.decided.is_none())?;
                 let pod = snapshot.store.pods.get(&key)?;
-                let same_pod = uid.is_empty() || pod.metadata.uid.as_deref() == Some(uid.as_str());
-                (same_pod && scheduled_since(pod).is_none()).then(|| (key, since(acked)))
+                let same_pod = uid.is_empty() || pod.uid.as_deref() == Some(uid.as_str());
+                (same_pod && pod.scheduled_since().is_none()).then(|| (key, since(acked)))
             })
             .collect();
         encode_gauges(
@@ -576,59 +544,38 @@ struct PodWait {
     bound: bool,
 }
 
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending")
+/// The pod's phase ("Pending" before its status has one).
+fn phase(pod: &CachedPod) -> &'static str {
+    pod.phase.map_or("Pending", PodPhase::as_str)
 }
 
 /// Whether `pod` is waiting to start (pending, or running but not Ready after it was seen
 /// pending: `seen_pending`; never a finished pod), and since when.
-fn pod_wait(pod: &Pod, seen_pending: impl Fn(&Pod) -> bool) -> Option<PodWait> {
+fn pod_wait(pod: &CachedPod, seen_pending: impl Fn(&CachedPod) -> bool) -> Option<PodWait> {
     let waiting = match phase(pod) {
         "Pending" => true,
         "Succeeded" | "Failed" => false,
-        _ => ready_since(pod).is_none() && seen_pending(pod),
+        _ => pod.ready_since().is_none() && seen_pending(pod),
     };
     if !waiting {
         return None;
     }
     Some(PodWait {
-        created: pod.metadata.creation_timestamp.as_ref()?.0,
-        bound: phase(pod) != "Pending" || scheduled_since(pod).is_some(),
+        created: pod.created?,
+        bound: phase(pod) != "Pending" || pod.scheduled_since().is_some(),
     })
-}
-
-/// When the pod's PodScheduled condition turned True, if it is.
-fn scheduled_since(pod: &Pod) -> Option<Timestamp> {
-    condition_true_since(pod, "PodScheduled")
-}
-
-fn ready_since(pod: &Pod) -> Option<Timestamp> {
-    condition_true_since(pod, "Ready")
-}
-
-fn condition_true_since(pod: &Pod, kind: &str) -> Option<Timestamp> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == kind && c.status == "True")
-        .map(|c| c.last_transition_time.as_ref().map(|t| t.0))?
 }
 
 /// `karpenter_pods_bound_duration_seconds` for one pod change: from the pod's creation to its
 /// PodScheduled condition's transition, when a pod this controller saw unbound is bound (a pod
 /// first seen bound is not counted; Karpenter also counts one first seen bound while still
 /// pending).
-pub fn pod_bound_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
-    if scheduled_since(old?).is_some() {
+pub fn pod_bound_seconds(old: Option<&CachedPod>, new: &CachedPod) -> Option<f64> {
+    if old?.scheduled_since().is_some() {
         return None;
     }
-    let bound = scheduled_since(new)?;
-    let created = new.metadata.creation_timestamp.as_ref()?.0;
+    let bound = new.scheduled_since()?;
+    let created = new.created?;
     let seconds = bound.duration_since(created).as_secs_f64();
     (seconds >= 0.0).then_some(seconds)
 }
@@ -637,13 +584,13 @@ pub fn pod_bound_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
 /// Ready condition's transition, when a pod this controller saw not Ready becomes Ready (as
 /// Karpenter's pod metrics controller, which observes only pods it saw pending; a pod first
 /// seen Ready — at start, or after a relist — is not counted).
-pub fn pod_startup_seconds(old: Option<&Pod>, new: &Pod) -> Option<f64> {
+pub fn pod_startup_seconds(old: Option<&CachedPod>, new: &CachedPod) -> Option<f64> {
     let old = old?;
-    if ready_since(old).is_some() {
+    if old.ready_since().is_some() {
         return None;
     }
-    let ready = ready_since(new)?;
-    let created = new.metadata.creation_timestamp.as_ref()?.0;
+    let ready = new.ready_since()?;
+    let created = new.created?;
     let seconds = ready.duration_since(created).as_secs_f64();
     (seconds >= 0.0).then_some(seconds)
 }
@@ -664,11 +611,8 @@ pub fn pod_startup_observer(
     let scheduling = metrics.state_gauges.scheduling.clone();
     Arc::new(move |old, new| {
         seen_pending.note(new);
-        let Some(name) = new.metadata.name.as_deref() else {
-            return;
-        };
-        let key = crate::state::object_key(new.metadata.namespace.as_deref(), name);
-        let uid = new.metadata.uid.as_deref().unwrap_or_default();
+        let key = new.key();
+        let uid = new.uid.as_deref().unwrap_or_default();
         if crate::controllers::provisioner::is_provisionable(new) {
             scheduling.ack(&key, uid, clock.now());
         }
@@ -679,17 +623,17 @@ pub fn pod_startup_observer(
         };
         if let Some(seconds) = pod_startup_seconds(old, new) {
             summary.observe(&[], seconds, clock.now());
-            if let Some(seconds) = ready_since(new).and_then(from_schedulable) {
+            if let Some(seconds) = new.ready_since().and_then(from_schedulable) {
                 provisioning_startup.observe(seconds);
             }
         }
         if let Some(seconds) = pod_bound_seconds(old, new) {
             bound.observe(seconds);
-            if let Some(seconds) = scheduled_since(new).and_then(from_schedulable) {
+            if let Some(seconds) = new.scheduled_since().and_then(from_schedulable) {
                 provisioning_bound.observe(seconds);
             }
         }
-        if ready_since(new).is_some() || matches!(phase(new), "Succeeded" | "Failed") {
+        if new.ready_since().is_some() || new.is_terminal() {
             scheduling.forget(&key);
         }
     })
@@ -705,6 +649,12 @@ mod tests {
 
     fn at(text: &str) -> Timestamp {
         text.parse().unwrap()
+    }
+
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn cached(pod: &Pod) -> CachedPod {
+        CachedPod::from(pod)
     }
 
     fn pod(name: &str, node: &str, cpu: &str, extra: serde_json::Value) -> Pod {
@@ -846,11 +796,20 @@ mod tests {
             json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
         );
         let ready = pod("p", "n1", "1", json!({}));
-        assert_eq!(pod_startup_seconds(Some(&not_ready), &ready), Some(9.0));
+        assert_eq!(
+            pod_startup_seconds(Some(&cached(&not_ready)), &cached(&ready)),
+            Some(9.0)
+        );
         // First seen Ready (start-up, relist), or already Ready before: not a startup.
-        assert_eq!(pod_startup_seconds(None, &ready), None);
-        assert_eq!(pod_startup_seconds(Some(&ready), &ready), None);
-        assert_eq!(pod_startup_seconds(Some(&not_ready), &not_ready), None);
+        assert_eq!(pod_startup_seconds(None, &cached(&ready)), None);
+        assert_eq!(
+            pod_startup_seconds(Some(&cached(&ready)), &cached(&ready)),
+            None
+        );
+        assert_eq!(
+            pod_startup_seconds(Some(&cached(&not_ready)), &cached(&not_ready)),
+            None
+        );
     }
 
     /// Karpenter's pod metrics suite (pkg/controllers/metrics/pod/suite_test.go): "should
@@ -897,8 +856,8 @@ mod tests {
         // `starting` was seen pending, then running.
         let mut pending_then = not_ready.clone();
         pending_then.status.as_mut().unwrap().phase = Some("Pending".into());
-        gauges.seen_pending.note(&pending_then);
-        gauges.seen_pending.note(&not_ready);
+        gauges.seen_pending.note(&cached(&pending_then));
+        gauges.seen_pending.note(&cached(&not_ready));
         let mut snapshot = Snapshot::new(Store::default());
         for p in [unbound, bound, not_ready, started, failed, unready] {
             let key = format!("default/{}", p.metadata.name.clone().unwrap());
@@ -946,10 +905,19 @@ mod tests {
             json!({"status": {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:04Z"}]}}),
         );
-        assert_eq!(pod_bound_seconds(Some(&unbound), &bound), Some(4.0));
-        assert_eq!(pod_bound_seconds(None, &bound), None);
-        assert_eq!(pod_bound_seconds(Some(&bound), &bound), None);
-        assert_eq!(pod_bound_seconds(Some(&unbound), &unbound), None);
+        assert_eq!(
+            pod_bound_seconds(Some(&cached(&unbound)), &cached(&bound)),
+            Some(4.0)
+        );
+        assert_eq!(pod_bound_seconds(None, &cached(&bound)), None);
+        assert_eq!(
+            pod_bound_seconds(Some(&cached(&bound)), &cached(&bound)),
+            None
+        );
+        assert_eq!(
+            pod_bound_seconds(Some(&cached(&unbound)), &cached(&unbound)),
+            None
+        );
     }
 
     /// Karpenter's pod metrics suite, "should create and delete provisioning undecided metrics
@@ -974,7 +942,7 @@ mod tests {
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
         );
         // First seen waiting at 10 s: acked.
-        hook(None, &waiting);
+        hook(None, &cached(&waiting));
         let scrape_at = |pod: &Pod, now: &str| {
             let mut snapshot = Snapshot::new(Store::default());
             snapshot.apply("default/p".into(), Arc::new(pod.clone()));
@@ -1016,7 +984,7 @@ mod tests {
             json!({"status": {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:01:10Z"}]}}),
         );
-        hook(Some(&waiting), &bound);
+        hook(Some(&cached(&waiting)), &cached(&bound));
         assert_eq!(
             scrape_at(&bound, "2026-01-01T00:01:20Z"),
             [
@@ -1031,7 +999,7 @@ mod tests {
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:01:10Z"},
                 {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:01:35Z"}]}}),
         );
-        hook(Some(&bound), &ready);
+        hook(Some(&cached(&bound)), &cached(&ready));
         assert!(scrape_at(&ready, "2026-01-01T00:02:00Z").is_empty());
         assert_eq!(
             gauges.scheduling.get("default/p"),
@@ -1055,7 +1023,7 @@ mod tests {
             json!({"spec": {"nodeName": null}, "status": {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}),
         );
-        hook(None, &other);
+        hook(None, &cached(&other));
         assert!(gauges.scheduling.get("default/q").is_some());
         scrape_at(&ready, "2026-01-01T00:03:00Z");
         assert_eq!(gauges.scheduling.get("default/q"), None);

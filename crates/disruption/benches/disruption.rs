@@ -61,7 +61,7 @@ fn fleet(
                 let mut pod = testkit::pod(&format!("default/{name}-{p}"), cpu, 2 * GIB);
                 if mix == Mix::Spread {
                     let app = format!("app-{}", p % 5);
-                    pod.requests.set(CPU, 500);
+                    std::sync::Arc::make_mut(&mut pod.requests).set(CPU, 500);
                     pod.constraints.labels =
                         testkit::labels(&[("app", &app), ("pod-template-hash", "5d8f7c")]);
                     pod.constraints.spreads.push(TopologySpread {

@@ -3,6 +3,7 @@
 
 pub mod backoff;
 pub mod budget;
+pub mod cached_pod;
 pub mod candidate;
 pub mod command;
 pub mod consolidatable;

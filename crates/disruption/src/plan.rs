@@ -1019,7 +1019,8 @@ mod tests {
                 let node = cluster.world.existing_nodes.last_mut().unwrap();
                 for pod in &mut node.pods {
                     match next(5) {
-                        0 => pod.requests.set(driftwood_scheduling::resources::CPU, 2000),
+                        0 => std::sync::Arc::make_mut(&mut pod.requests)
+                            .set(driftwood_scheduling::resources::CPU, 2000),
                         1 => {
                             pod.constraints.node_selector = Requirements::from_labels(
                                 &testkit::labels(&[("example.com/special", "yes")]),
@@ -1142,7 +1143,8 @@ mod tests {
                     };
                     workload_pod(pod, kind, &name);
                     if next(3) == 0 {
-                        pod.requests.set(driftwood_scheduling::resources::CPU, 500);
+                        std::sync::Arc::make_mut(&mut pod.requests)
+                            .set(driftwood_scheduling::resources::CPU, 500);
                     }
                 }
                 if next(4) == 0 {

@@ -1,23 +1,23 @@
 //! Builds the planners' views from Kubernetes objects: NodeClaim + Node + its pods + PDBs →
 //! [`NodeView`], a pod → [`DrainPod`], PDBs → disruptionsAllowed by key.
 
+use crate::cached_pod::CachedPod;
 use crate::candidate::{NodeView, PodView};
 use crate::drain::DrainPod;
 use crate::drift::DriftFinding;
 use driftwood_api::condition::Conditions;
 use driftwood_api::nodeclaim::NodeClaim;
 use driftwood_api::wellknown::{
-    ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_REPAIR, ANNOTATION_POD_DELETION_COST,
-    CONDITION_CONSOLIDATABLE, CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED,
-    CONDITION_INITIALIZED, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
+    ANNOTATION_DO_NOT_DISRUPT, ANNOTATION_DO_NOT_REPAIR, CONDITION_CONSOLIDATABLE,
+    CONDITION_DISRUPTION_REASON, CONDITION_DRIFTED, CONDITION_INITIALIZED, LABEL_NODEPOOL,
+    TAINT_DISRUPTED_KEY,
 };
 use driftwood_scheduling::pod::label_selector;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::collections::BTreeMap;
 
-/// The annotation marking a static pod's mirror.
-pub const ANNOTATION_MIRROR_POD: &str = "kubernetes.io/config.mirror";
+pub use crate::cached_pod::ANNOTATION_MIRROR_POD;
 /// Priority classes whose pods are drained last.
 pub const CRITICAL_PRIORITY_CLASSES: &[&str] = &["system-cluster-critical", "system-node-critical"];
 
@@ -36,72 +36,39 @@ fn annotated_true(annotations: Option<&BTreeMap<String, String>>, key: &str) -> 
 }
 
 /// Owned by a DaemonSet.
-pub fn is_daemonset_pod(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet")
+pub fn is_daemonset_pod(pod: &CachedPod) -> bool {
+    pod.is_daemonset()
 }
 
 /// A static pod (its mirror in the API): owned by its Node (ownerReference `v1` `Node`, as the
 /// kubelet sets it; Karpenter's IsOwnedByNode), or annotated `kubernetes.io/config.mirror`. The
 /// kubelet owns it: it is never evicted, never rescheduled and left out of the PDB check.
-pub fn is_mirror_pod(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.api_version == "v1" && o.kind == "Node")
-        || pod
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(ANNOTATION_MIRROR_POD))
+pub fn is_mirror_pod(pod: &CachedPod) -> bool {
+    pod.shape.mirror
 }
 
 /// Phase Succeeded or Failed.
-pub fn is_terminal_pod(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+pub fn is_terminal_pod(pod: &CachedPod) -> bool {
+    pod.is_terminal()
 }
 
 /// Whether the pod tolerates karpenter.sh/disrupted:NoSchedule.
-pub fn tolerates_disrupted(pod: &Pod) -> bool {
-    pod.spec
-        .iter()
-        .flat_map(|s| s.tolerations.iter().flatten())
-        .any(|t| {
-            let key_ok = t
-                .key
-                .as_deref()
-                .is_none_or(|k| k.is_empty() || k == TAINT_DISRUPTED_KEY);
-            let effect_ok = t
-                .effect
-                .as_deref()
-                .is_none_or(|e| e.is_empty() || e == "NoSchedule");
-            let exists = t.operator.as_deref() == Some("Exists");
-            let matches_value = exists || t.value.as_deref().unwrap_or_default().is_empty();
-            key_ok && effect_ok && matches_value && (exists || t.key.is_some())
-        })
+pub fn tolerates_disrupted(pod: &CachedPod) -> bool {
+    pod.shape.tolerates_disrupted
 }
 
 /// Whether `pdb` covers `pod`: same namespace, and its selector (matchLabels and
 /// matchExpressions) matches the pod's labels. A PDB without a selector covers nothing.
-pub fn pdb_selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
-    if pdb.metadata.namespace != pod.metadata.namespace {
+pub fn pdb_selects(pdb: &PodDisruptionBudget, pod: &CachedPod) -> bool {
+    if pdb.metadata.namespace.as_deref().unwrap_or_default() != pod.namespace() {
         return false;
     }
     let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
-    let no_labels = BTreeMap::new();
-    let labels = pod.metadata.labels.as_ref().unwrap_or(&no_labels);
-    matches!(label_selector(selector), Ok(Some(requirements)) if requirements.matches_labels(labels))
+    matches!(label_selector(selector), Ok(Some(requirements)) if requirements.matches_labels(pod.labels()))
 }
 
 /// The keys (namespace/name) of the PDBs whose selector matches `pod`.
-pub fn matching_pdbs(pod: &Pod, pdbs: &[PodDisruptionBudget]) -> Vec<String> {
+pub fn matching_pdbs(pod: &CachedPod, pdbs: &[PodDisruptionBudget]) -> Vec<String> {
     pdbs.iter()
         .filter(|pdb| pdb_selects(pdb, pod))
         .map(|pdb| key(pdb.metadata.namespace.as_ref(), pdb.metadata.name.as_ref()))
@@ -125,13 +92,8 @@ pub fn pdb_allowed(pdbs: &[PodDisruptionBudget]) -> BTreeMap<String, i32> {
 /// as Karpenter reads it: `"true"` forever; a Go duration (`"30m"`, `"1h30m"`, Karpenter v1.12+)
 /// for that long after the pod started (`status.startTime`; a pod not started yet is
 /// protected); anything else — not a duration, zero or negative — is ignored.
-pub fn pod_do_not_disrupt(pod: &Pod, now: i64) -> bool {
-    let Some(value) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_DO_NOT_DISRUPT))
-    else {
+pub fn pod_do_not_disrupt(pod: &CachedPod, now: i64) -> bool {
+    let Some(value) = pod.shape.do_not_disrupt.as_deref() else {
         return false;
     };
     if value == "true" {
@@ -143,20 +105,13 @@ pub fn pod_do_not_disrupt(pod: &Pod, now: i64) -> bool {
     if seconds == 0 {
         return false;
     }
-    let started = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .map(|t| t.0.as_second());
+    let started = pod.started.map(|t| t.as_second());
     started.is_none_or(|start| now - start < i64::try_from(seconds).unwrap_or(i64::MAX))
 }
 
 /// Whether the pod reports Ready=False (a pod with no Ready condition is not unhealthy).
-fn explicitly_not_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
+fn explicitly_not_ready(pod: &CachedPod) -> bool {
+    pod.ready.is_some_and(|c| c.is_false)
 }
 
 /// Whether `pdb` can never allow an eviction, whatever its status says (Karpenter's fully
@@ -177,16 +132,10 @@ pub fn pdb_fully_blocking(pdb: &PodDisruptionBudget) -> bool {
 /// a DaemonSet's or static pod; not protected by `karpenter.sh/do-not-disrupt` at `now`; and
 /// not held by PDBs that can never let it go (a fully blocking PDB, or several PDBs on one
 /// evictable pod). Capacity for a pod that will not leave would stand empty.
-pub fn is_currently_reschedulable(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> bool {
-    let terminating = pod.metadata.deletion_timestamp.is_some();
+pub fn is_currently_reschedulable(pod: &CachedPod, pdbs: &[PodDisruptionBudget], now: i64) -> bool {
+    let terminating = pod.is_terminating();
     let active = !terminating && !is_terminal_pod(pod);
-    let statefulset_leaving = terminating
-        && pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.kind == "StatefulSet");
+    let statefulset_leaving = terminating && pod.has_owner_kind("StatefulSet");
     if !(active || statefulset_leaving) || is_daemonset_pod(pod) || is_mirror_pod(pod) {
         return false;
     }
@@ -214,8 +163,8 @@ pub fn is_currently_reschedulable(pod: &Pod, pdbs: &[PodDisruptionBudget], now: 
 }
 
 /// A pod as the disruption planner sees it at `now` (UTC seconds).
-pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
-    let terminating = pod.metadata.deletion_timestamp.is_some();
+pub fn pod_view(pod: &CachedPod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
+    let terminating = pod.is_terminating();
     let active = !terminating && !is_terminal_pod(pod);
     let matching = matching_pdbs(pod, pdbs);
     let always_allow = |key: &String| {
@@ -229,7 +178,7 @@ pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
         })
     };
     PodView {
-        key: key(pod.metadata.namespace.as_ref(), pod.metadata.name.as_ref()),
+        key: pod.key(),
         reschedulable: active && !is_daemonset_pod(pod) && !is_mirror_pod(pod),
         do_not_disrupt: active && pod_do_not_disrupt(pod, now),
         pdb_exempt: !active || is_mirror_pod(pod) || tolerates_disrupted(pod),
@@ -237,60 +186,41 @@ pub fn pod_view(pod: &Pod, pdbs: &[PodDisruptionBudget], now: i64) -> PodView {
             && explicitly_not_ready(pod)
             && matching.first().is_some_and(always_allow),
         pdbs: matching,
-        deletion_cost: pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_POD_DELETION_COST))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0),
-        priority: pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0),
+        deletion_cost: pod.shape.deletion_cost,
+        priority: pod.shape.priority,
     }
 }
 
 /// A pod as drain sees it at `now` (UTC seconds).
-pub fn drain_pod(pod: &Pod, now: i64) -> DrainPod {
-    let spec = pod.spec.as_ref();
+pub fn drain_pod(pod: &CachedPod, now: i64) -> DrainPod {
     DrainPod {
-        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-        name: pod.metadata.name.clone().unwrap_or_default(),
+        namespace: pod.namespace().to_string(),
+        name: pod.name.to_string(),
         daemonset: is_daemonset_pod(pod),
         mirror: is_mirror_pod(pod),
         terminal: is_terminal_pod(pod),
-        terminating: pod.metadata.deletion_timestamp.is_some(),
-        deletion_timestamp: pod
-            .metadata
-            .deletion_timestamp
-            .as_ref()
-            .map(|t| t.0.as_second()),
-        critical: spec
-            .and_then(|s| s.priority_class_name.as_deref())
+        terminating: pod.is_terminating(),
+        deletion_timestamp: pod.deleted.map(|t| t.as_second()),
+        critical: pod
+            .shape
+            .priority_class_name
+            .as_deref()
             .is_some_and(|c| CRITICAL_PRIORITY_CLASSES.contains(&c)),
         tolerates_disrupted: tolerates_disrupted(pod),
         do_not_disrupt: pod_do_not_disrupt(pod, now),
-        grace_period_seconds: spec
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(30),
+        grace_period_seconds: pod.shape.grace_period_seconds,
         owner: controller_key(pod),
         pdb_protected: false,
     }
 }
 
 /// `Kind/namespace/name` of the pod's ReplicaSet or StatefulSet controller.
-pub fn controller_key(pod: &Pod) -> Option<String> {
-    pod.metadata
-        .owner_references
+pub fn controller_key(pod: &CachedPod) -> Option<String> {
+    pod.shape
+        .owners
         .iter()
-        .flatten()
         .find(|o| matches!(o.kind.as_str(), "ReplicaSet" | "StatefulSet"))
-        .map(|o| {
-            format!(
-                "{}/{}/{}",
-                o.kind,
-                pod.metadata.namespace.as_deref().unwrap_or_default(),
-                o.name
-            )
-        })
+        .map(|o| format!("{}/{}/{}", o.kind, pod.namespace(), o.name))
 }
 
 /// How long a pod may be not Ready and still count as "on its way" (a replacement starting).
@@ -301,7 +231,7 @@ pub const STARTING_WINDOW_SECONDS: i64 = 300;
 /// exist, and how many are terminating or are not Ready yet but were created within the
 /// starting window.
 pub fn owner_availability<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a CachedPod>,
     now: i64,
 ) -> BTreeMap<String, crate::drain::OwnerAvailability> {
     let mut out: BTreeMap<String, crate::drain::OwnerAvailability> = BTreeMap::new();
@@ -312,30 +242,21 @@ pub fn owner_availability<'a>(
         let Some(owner) = controller_key(pod) else {
             continue;
         };
-        let ready = pod.metadata.deletion_timestamp.is_none()
-            && pod
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let ready = !pod.is_terminating() && pod.is_ready();
         // A pod still terminating long past its deletion time (a finalizer nobody removes, a
         // hung runtime) is one the drain no longer waits for and its controller has already
         // replaced: counting it as unavailable would hold every later eviction of its owner
         // back for ever (found by `driftwood chaos`, seed 20 of update-nodes-with-drift).
         let stuck = pod
-            .metadata
-            .deletion_timestamp
-            .as_ref()
-            .is_some_and(|t| now - t.0.as_second() > crate::drain::STUCK_TERMINATING_SECONDS);
+            .deleted
+            .is_some_and(|t| now - t.as_second() > crate::drain::STUCK_TERMINATING_SECONDS);
         if stuck {
             continue;
         }
-        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let terminating = pod.is_terminating();
         let young = pod
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .is_some_and(|t| now - t.0.as_second() < STARTING_WINDOW_SECONDS);
+            .created
+            .is_some_and(|t| now - t.as_second() < STARTING_WINDOW_SECONDS);
         let entry = out.entry(owner).or_default();
         entry.total += 1;
         entry.unavailable += usize::from(terminating || (!ready && young));
@@ -373,7 +294,7 @@ pub fn termination_deadline(nodeclaim: &NodeClaim) -> Option<i64> {
 /// node's VolumeAttachments of persistent volumes still attached (by name).
 pub fn drain_explain(
     nodeclaim: &NodeClaim,
-    pods: &[&Pod],
+    pods: &[&CachedPod],
     pdbs: &[PodDisruptionBudget],
     volume_attachments: Vec<String>,
     now: i64,
@@ -395,7 +316,7 @@ pub fn drain_explain(
 pub fn node_view(
     nodeclaim: &NodeClaim,
     node: Option<&Node>,
-    pods: &[&Pod],
+    pods: &[&CachedPod],
     pdbs: &[PodDisruptionBudget],
     now: i64,
 ) -> NodeView {
@@ -472,8 +393,14 @@ pub fn node_view(
 mod tests {
     use super::*;
 
-    fn pod(yaml: &str) -> Pod {
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn typed(yaml: &str) -> Pod {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn pod(yaml: &str) -> CachedPod {
+        CachedPod::from(&typed(yaml))
     }
 
     fn pdb(yaml: &str) -> PodDisruptionBudget {
@@ -606,13 +533,14 @@ mod tests {
         let healthy = pod(APP);
         let v = pod_view(&healthy, &pdbs, 0);
         assert!(!v.pdb_exempt && !v.unhealthy_evictable);
-        let mut unready = pod(APP);
+        let mut unready = typed(APP);
         unready.status.as_mut().unwrap().conditions =
             Some(vec![k8s_openapi::api::core::v1::PodCondition {
                 type_: "Ready".into(),
                 status: "False".into(),
                 ..Default::default()
             }]);
+        let unready = CachedPod::from(&unready);
         assert!(pod_view(&unready, &pdbs, 0).unhealthy_evictable);
         let without_policy = vec![pdb(
             "metadata: {name: web, namespace: default}\nspec: {selector: {matchLabels: {app: web}}}",
@@ -739,7 +667,7 @@ mod tests {
     }
 
     fn started_pod(annotation: &str, started: i64) -> Pod {
-        let mut p = pod(APP);
+        let mut p = typed(APP);
         p.metadata.annotations = Some(
             [(
                 ANNOTATION_DO_NOT_DISRUPT.to_string(),
@@ -772,7 +700,7 @@ mod tests {
             ("-5m", false),
             ("false", false),
         ] {
-            let p = started_pod(annotation, started);
+            let p = CachedPod::from(&started_pod(annotation, started));
             assert_eq!(pod_do_not_disrupt(&p, now), active, "{annotation}");
             assert_eq!(
                 pod_view(&p, &[], now).do_not_disrupt,
@@ -784,11 +712,11 @@ mod tests {
         // Not started yet: protected while the duration has not begun.
         let mut p = started_pod("5m", started);
         p.status.as_mut().unwrap().start_time = None;
-        assert!(pod_do_not_disrupt(&p, now));
+        assert!(pod_do_not_disrupt(&CachedPod::from(&p), now));
         // A finished pod never blocks.
         let mut p = started_pod("true", started);
         p.status.as_mut().unwrap().phase = Some("Succeeded".into());
-        assert!(!pod_view(&p, &[], now).do_not_disrupt);
+        assert!(!pod_view(&CachedPod::from(&p), &[], now).do_not_disrupt);
     }
 
     #[test]

@@ -264,7 +264,7 @@ pub struct SimPod {
     /// `namespace/name`, the identity used in results.
     pub key: String,
     /// Effective requests (containers, init containers, sidecars, overhead) plus `pods` = 1.
-    pub requests: Resources,
+    pub requests: std::sync::Arc<Resources>,
     /// Priority (higher is placed first).
     pub priority: i32,
     /// Whether a DaemonSet owns it (it is never moved to another node).
@@ -287,7 +287,7 @@ impl SimPod {
         }
         Self {
             key: key.to_string(),
-            requests,
+            requests: requests.into(),
             priority: 0,
             is_daemonset: false,
             constraints: Shared::new(PodConstraints {
@@ -485,7 +485,7 @@ impl SimPod {
 
         Ok(Self {
             key,
-            requests,
+            requests: requests.into(),
             priority: spec.priority.unwrap_or(0),
             is_daemonset,
             constraints: Shared::new(PodConstraints {

@@ -14,8 +14,9 @@ pub use snapshot::{Cached, Snapshot};
 pub use watch::spawn_watchers;
 
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
+use driftwood_disruption::cached_pod::CachedPod;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use std::collections::BTreeSet;
@@ -30,11 +31,11 @@ pub type ObjectKey = String;
 /// The objects of one kind: a persistent map, so cloning it shares its structure.
 pub type Objects<K> = imbl::OrdMap<ObjectKey, Arc<K>>;
 
-/// Every watched kind, by key.
+/// Every watched kind, by key (of Pods, what the cache keeps of them: [`CachedPod`]).
 #[derive(Debug, Default, Clone)]
 pub struct Store {
     pub nodes: Objects<Node>,
-    pub pods: Objects<Pod>,
+    pub pods: Objects<CachedPod>,
     pub pdbs: Objects<PodDisruptionBudget>,
     pub daemonsets: Objects<DaemonSet>,
     pub nodepools: Objects<NodePool>,
@@ -84,7 +85,7 @@ pub struct ClusterState {
 
 /// Told of each pod change the watch delivers: the version the state held before (None for a
 /// pod it had not seen) and the new one. Runs outside the state's lock.
-pub type PodHook = Arc<dyn Fn(Option<&Pod>, &Pod) + Send + Sync>;
+pub type PodHook = Arc<dyn Fn(Option<&CachedPod>, &CachedPod) + Send + Sync>;
 
 /// Told of each change of a NodeClaim, NodePool, Node or EC2NodeClass as a status view: the
 /// version the state held before (None: not seen) and the new one (None: gone). Runs outside
@@ -160,35 +161,39 @@ impl ClusterState {
         if K::KIND != Kind::Pod {
             let hooks = self.status_hooks_for::<K>();
             if hooks.is_empty() {
-                self.update(|s| s.apply(key, object));
+                self.update(|s| {
+                    s.apply(key, object);
+                });
                 return;
             }
             let mut old = None;
+            let mut new = None;
             self.update(|s| {
                 old = K::objects(&s.store).get(&key).cloned();
-                s.apply(key, Arc::clone(&object));
+                new = Some(s.apply(key, object));
             });
             let old = old.and_then(|o| status_view_of(o.as_ref()));
-            let new = status_view_of(object.as_ref());
+            let new = new.and_then(|n| status_view_of(n.as_ref()));
             for hook in &hooks {
                 hook(old.as_ref(), new.as_ref());
             }
             return;
         }
         let mut old = None;
+        let mut new = None;
         self.update(|s| {
             old = K::objects(&s.store).get(&key).cloned();
-            s.apply(key, Arc::clone(&object));
+            new = Some(s.apply(key, object));
         });
         let hooks = self
             .pod_hooks
             .read()
             .unwrap_or_else(|e| poisoned("pod hooks", e))
             .clone();
-        fn as_pod<K: 'static>(object: &K) -> Option<&Pod> {
-            (object as &dyn std::any::Any).downcast_ref::<Pod>()
+        fn as_pod<K: 'static>(object: &K) -> Option<&CachedPod> {
+            (object as &dyn std::any::Any).downcast_ref::<CachedPod>()
         }
-        if let Some(new) = as_pod(object.as_ref()) {
+        if let Some(new) = new.as_deref().and_then(as_pod) {
             let old = old.as_deref().and_then(as_pod);
             for hook in &hooks {
                 hook(old, new);
@@ -250,7 +255,7 @@ impl ClusterState {
             self.update(|s| s.reset(objects));
             return;
         }
-        let mut old = Objects::<K>::new();
+        let mut old = Objects::<K::Stored>::new();
         let new = objects.clone();
         self.update(|s| {
             old = K::objects(&s.store).clone();
@@ -258,7 +263,7 @@ impl ClusterState {
         });
         for (key, before) in &old {
             let after = new.get(key);
-            if after.is_some_and(|a| Arc::ptr_eq(a, before)) {
+            if after.is_some_and(|a| std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(before))) {
                 continue;
             }
             let before = status_view_of(before.as_ref());

@@ -8,7 +8,8 @@ use driftwood_api::condition::Conditions as _;
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use driftwood_aws::launcher::instance_id_from_provider_id;
-use driftwood_scheduling::{PodConstraints, PodConversionError, Shared, SimPod};
+use driftwood_disruption::cached_pod::{CachedPod, PodShape};
+use driftwood_scheduling::{PodConstraints, PodConversionError, Resources, Shared, SimPod};
 use imbl::{OrdMap, OrdSet};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
@@ -43,21 +44,30 @@ pub struct Snapshot {
     pub deleting_nodeclaims: OrdSet<String>,
     /// Nodes with a deletionTimestamp.
     pub deleting_nodes: OrdSet<String>,
-    /// Each pod's scheduling facts ([`SimPod`]), converted once per watch event instead of on
-    /// every pass; a pod that does not convert keeps its error (naming the field).
-    pub sim_pods: OrdMap<ObjectKey, Arc<Result<SimPod, PodConversionError>>>,
-    /// One copy of each distinct [`PodConstraints`] the converted pods carry (the pods of a
-    /// ReplicaSet share theirs), with how many pods hold it.
-    pub pod_constraints: OrdMap<Shared<PodConstraints>, usize>,
+    /// One copy of each distinct [`PodConstraints`] the cached pods' scheduling facts carry
+    /// (the pods of a ReplicaSet share theirs), with how many pods hold it.
+    pub pod_constraints: imbl::HashMap<Shared<PodConstraints>, usize>,
+    /// One copy of each distinct [`PodShape`] the cached pods have (the pods of a ReplicaSet
+    /// share theirs), with how many pods hold it.
+    pub pod_shapes: imbl::HashMap<Arc<PodShape>, usize>,
+    /// One copy of each distinct list of requests the cached pods' scheduling facts carry,
+    /// with how many pods hold it.
+    pub pod_requests: imbl::HashMap<Arc<Resources>, usize>,
 }
 
-/// A kind the cache stores: where its objects live and which indexes it feeds.
+/// A kind the cache stores: what it keeps of an object, where, and which indexes it feeds.
 pub trait Cached: Clone + Send + Sync + 'static {
     const KIND: Kind;
-    fn objects(store: &Store) -> &Objects<Self>;
-    fn objects_mut(store: &mut Store) -> &mut Objects<Self>;
+    /// What the cache keeps of an object of this kind: the object itself, or for a Pod the
+    /// facts controllers read ([`CachedPod`]).
+    type Stored: Send + Sync + 'static;
+    fn objects(store: &Store) -> &Objects<Self::Stored>;
+    fn objects_mut(store: &mut Store) -> &mut Objects<Self::Stored>;
+    /// What the cache keeps of `object` (sharing what `snapshot` already holds an equal copy
+    /// of).
+    fn to_stored(object: Arc<Self>, snapshot: &Snapshot) -> Arc<Self::Stored>;
     /// Adds (`present`) or removes this object's entries in the indexes.
-    fn index(_snapshot: &mut Snapshot, _key: &str, _object: &Self, _present: bool) {}
+    fn index(_snapshot: &mut Snapshot, _key: &str, _object: &Self::Stored, _present: bool) {}
 }
 
 macro_rules! cached {
@@ -67,11 +77,15 @@ macro_rules! cached {
     ($kind:ty, $variant:ident, $field:ident, $index:expr) => {
         impl Cached for $kind {
             const KIND: Kind = Kind::$variant;
+            type Stored = Self;
             fn objects(store: &Store) -> &Objects<Self> {
                 &store.$field
             }
             fn objects_mut(store: &mut Store) -> &mut Objects<Self> {
                 &mut store.$field
+            }
+            fn to_stored(object: Arc<Self>, _snapshot: &Snapshot) -> Arc<Self> {
+                object
             }
             fn index(snapshot: &mut Snapshot, key: &str, object: &Self, present: bool) {
                 let index: fn(&mut Snapshot, &str, &Self, bool) = $index;
@@ -81,8 +95,24 @@ macro_rules! cached {
     };
 }
 
+impl Cached for Pod {
+    const KIND: Kind = Kind::Pod;
+    type Stored = CachedPod;
+    fn objects(store: &Store) -> &Objects<CachedPod> {
+        &store.pods
+    }
+    fn objects_mut(store: &mut Store) -> &mut Objects<CachedPod> {
+        &mut store.pods
+    }
+    fn to_stored(pod: Arc<Pod>, snapshot: &Snapshot) -> Arc<CachedPod> {
+        Arc::new(snapshot.cache_pod(&pod))
+    }
+    fn index(snapshot: &mut Snapshot, key: &str, pod: &CachedPod, present: bool) {
+        index_pod(snapshot, key, pod, present)
+    }
+}
+
 cached!(Node, Node, nodes, index_node);
-cached!(Pod, Pod, pods, index_pod);
 cached!(PodDisruptionBudget, PodDisruptionBudget, pdbs);
 cached!(DaemonSet, DaemonSet, daemonsets);
 cached!(NodePool, NodePool, nodepools);
@@ -118,8 +148,28 @@ fn unique(map: &mut OrdMap<String, String>, key: &str, value: &str, present: boo
     }
 }
 
-fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
-    index_sim_pod(snapshot, key, pod, present);
+/// Counts `item` in (`present`) or out of `held`, forgetting it when no pod holds it.
+fn hold<T: Clone + Eq + std::hash::Hash>(
+    held: &mut imbl::HashMap<T, usize>,
+    item: &T,
+    present: bool,
+) {
+    if present {
+        *held.entry(item.clone()).or_insert(0) += 1;
+    } else if let Some(count) = held.get_mut(item) {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            held.remove(item);
+        }
+    }
+}
+
+fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &CachedPod, present: bool) {
+    hold(&mut snapshot.pod_shapes, &pod.shape, present);
+    if let Ok(sim) = pod.sim.as_ref() {
+        hold(&mut snapshot.pod_requests, &sim.requests, present);
+        hold(&mut snapshot.pod_constraints, &sim.constraints, present);
+    }
     if crate::controllers::provisioner::is_provisionable(pod) {
         if present {
             snapshot.provisionable_pods.insert(key.to_string());
@@ -127,14 +177,12 @@ fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
             snapshot.provisionable_pods.remove(key);
         }
     }
-    match pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-        Some(node) if !node.is_empty() => {
+    match pod.node_name.as_deref() {
+        Some(node) => {
             set_member(&mut snapshot.pods_by_node, node, key, present);
         }
-        _ => {
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            let finished = matches!(phase, Some("Succeeded" | "Failed"));
-            if !finished && pod.metadata.deletion_timestamp.is_none() {
+        None => {
+            if !pod.is_terminal() && !pod.is_terminating() {
                 if present {
                     snapshot.pending_pods.insert(key.to_string());
                 } else {
@@ -143,47 +191,6 @@ fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
             }
         }
     }
-}
-
-/// Converts `pod` for the scheduling simulation (or forgets its conversion), sharing its
-/// constraints with every pod whose constraints are equal.
-fn index_sim_pod(snapshot: &mut Snapshot, key: &str, pod: &Pod, present: bool) {
-    if !present {
-        let Some(old) = snapshot.sim_pods.remove(key) else {
-            return;
-        };
-        if let Ok(sim) = old.as_ref() {
-            let held = snapshot
-                .pod_constraints
-                .get_mut(&sim.constraints)
-                .map(|count| {
-                    *count = count.saturating_sub(1);
-                    *count
-                });
-            if held == Some(0) {
-                snapshot.pod_constraints.remove(&sim.constraints);
-            }
-        }
-        return;
-    }
-    let converted = SimPod::from_pod(pod).map(|mut sim| {
-        match snapshot.pod_constraints.get_key_value_mut(&sim.constraints) {
-            Some((shared, count)) => {
-                sim.constraints = shared.clone();
-                *count += 1;
-            }
-            None => {
-                snapshot.pod_constraints.insert(sim.constraints.clone(), 1);
-            }
-        }
-        sim
-    });
-    if let Err(error) = &converted {
-        tracing::debug!(%error, "pod left out of scheduling simulations");
-    }
-    snapshot
-        .sim_pods
-        .insert(key.to_string(), Arc::new(converted));
 }
 
 fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, present: bool) {
@@ -232,20 +239,27 @@ impl Snapshot {
     /// A snapshot of `store` with its indexes built (tests, and a store assembled by hand).
     pub fn new(store: Store) -> Self {
         let mut snapshot = Self::default();
-        snapshot.reset(store.nodes);
-        snapshot.reset(store.pods);
-        snapshot.reset(store.pdbs);
-        snapshot.reset(store.daemonsets);
-        snapshot.reset(store.nodepools);
-        snapshot.reset(store.nodeclaims);
-        snapshot.reset(store.nodeclasses);
-        snapshot.reset(store.volume_attachments);
-        snapshot.reset(store.persistent_volume_claims);
+        snapshot.restore::<Node>(store.nodes);
+        snapshot.restore::<Pod>(store.pods);
+        snapshot.restore::<PodDisruptionBudget>(store.pdbs);
+        snapshot.restore::<DaemonSet>(store.daemonsets);
+        snapshot.restore::<NodePool>(store.nodepools);
+        snapshot.restore::<NodeClaim>(store.nodeclaims);
+        snapshot.restore::<EC2NodeClass>(store.nodeclasses);
+        snapshot.restore::<VolumeAttachment>(store.volume_attachments);
+        snapshot.restore::<PersistentVolumeClaim>(store.persistent_volume_claims);
         snapshot
     }
 
-    /// Stores `object` under `key`, replacing the index entries of the object it replaces.
-    pub fn apply<K: Cached>(&mut self, key: ObjectKey, object: Arc<K>) {
+    /// Stores what the cache keeps of `object` under `key`, replacing the index entries of the
+    /// object it replaces; returns what it stored.
+    pub fn apply<K: Cached>(&mut self, key: ObjectKey, object: Arc<K>) -> Arc<K::Stored> {
+        let stored = K::to_stored(object, self);
+        self.apply_stored::<K>(key, Arc::clone(&stored));
+        stored
+    }
+
+    fn apply_stored<K: Cached>(&mut self, key: ObjectKey, object: Arc<K::Stored>) {
         let was_provisionable = self.provisionable_pods.contains(&key);
         let old = K::objects_mut(&mut self.store).insert(key.clone(), object.clone());
         if let Some(old) = old {
@@ -257,6 +271,29 @@ impl Snapshot {
         }
     }
 
+    /// What the cache keeps of `pod`: its shape and scheduling constraints shared with the
+    /// pods already held whose are equal.
+    pub fn cache_pod(&self, pod: &Pod) -> CachedPod {
+        let mut cached = CachedPod::new(pod, |shape| {
+            self.pod_shapes
+                .get_key_value(&shape)
+                .map_or_else(|| Arc::new(shape), |(held, _)| Arc::clone(held))
+        });
+        match Arc::get_mut(&mut cached.sim) {
+            Some(Ok(sim)) => {
+                if let Some((held, _)) = self.pod_constraints.get_key_value(&sim.constraints) {
+                    sim.constraints = held.clone();
+                }
+                if let Some((held, _)) = self.pod_requests.get_key_value(&sim.requests) {
+                    sim.requests = Arc::clone(held);
+                }
+            }
+            Some(Err(error)) => tracing::debug!(%error, "pod left out of scheduling simulations"),
+            None => {}
+        }
+        cached
+    }
+
     /// Forgets the object under `key` and its index entries.
     pub fn delete<K: Cached>(&mut self, key: &str) {
         if let Some(old) = K::objects_mut(&mut self.store).remove(key) {
@@ -266,12 +303,24 @@ impl Snapshot {
 
     /// Replaces every object of kind `K` (after a relist).
     pub fn reset<K: Cached>(&mut self, objects: Objects<K>) {
+        self.clear::<K>();
+        for (key, object) in objects {
+            self.apply(key, object);
+        }
+    }
+
+    /// Replaces every object of kind `K` with objects as the cache keeps them.
+    fn restore<K: Cached>(&mut self, objects: Objects<K::Stored>) {
+        self.clear::<K>();
+        for (key, object) in objects {
+            self.apply_stored::<K>(key, object);
+        }
+    }
+
+    fn clear<K: Cached>(&mut self) {
         let old = std::mem::take(K::objects_mut(&mut self.store));
         for (key, object) in &old {
             K::index(self, key, object, false);
-        }
-        for (key, object) in objects {
-            self.apply(key, object);
         }
     }
 
@@ -342,11 +391,11 @@ impl Snapshot {
 
     /// The scheduling facts of the pod under `key`, converted when the pod was last seen.
     pub fn sim_pod(&self, key: &str) -> Option<&Result<SimPod, PodConversionError>> {
-        self.sim_pods.get(key).map(AsRef::as_ref)
+        self.store.pods.get(key).map(|pod| pod.sim.as_ref())
     }
 
     /// The pods bound to `node`.
-    pub fn pods_on(&self, node: &str) -> Vec<&Arc<Pod>> {
+    pub fn pods_on(&self, node: &str) -> Vec<&Arc<CachedPod>> {
         self.pods_by_node
             .get(node)
             .into_iter()
@@ -422,7 +471,8 @@ mod tests {
         );
         assert_eq!(snapshot.deleting_nodeclaims, fresh.deleting_nodeclaims);
         assert_eq!(snapshot.deleting_nodes, fresh.deleting_nodes);
-        assert_eq!(snapshot.sim_pods, fresh.sim_pods);
+        assert_eq!(snapshot.pod_shapes, fresh.pod_shapes);
+        assert_eq!(snapshot.pod_requests, fresh.pod_requests);
         assert_eq!(snapshot.pod_constraints, fresh.pod_constraints);
     }
 
@@ -474,6 +524,32 @@ mod tests {
         assert_eq!(s.pod_constraints.get(&one.constraints), Some(&2));
         assert_indexes_match_rebuild(&s);
 
+        // What the pods of one workload share is held once: the shape (labels, owners,
+        // requests…) of two equal pods, and the scheduling requests of pods of equal size.
+        s.apply("default/web-4".into(), web_pod("web-4", "abc", "100m"));
+        let shape = |s: &Snapshot, key: &str| Arc::clone(&s.store.pods.get(key).unwrap().shape);
+        assert!(Arc::ptr_eq(
+            &shape(&s, "default/web-1"),
+            &shape(&s, "default/web-4")
+        ));
+        assert!(!Arc::ptr_eq(
+            &shape(&s, "default/web-1"),
+            &shape(&s, "default/web-2")
+        ));
+        assert_eq!(s.pod_shapes.get(&shape(&s, "default/web-1")), Some(&2));
+        assert_eq!(s.pod_shapes.len(), 3);
+        assert!(Arc::ptr_eq(&one.requests, &three.requests));
+        assert!(Arc::ptr_eq(
+            &one.requests,
+            &sim(&s, "default/web-4").requests
+        ));
+        assert!(!Arc::ptr_eq(&one.requests, &two.requests));
+        assert_eq!(s.pod_requests.get(&one.requests), Some(&3));
+        assert_indexes_match_rebuild(&s);
+        s.delete::<Pod>("default/web-4");
+        assert_eq!(s.pod_shapes.get(&shape(&s, "default/web-1")), Some(&1));
+        assert_eq!(s.pod_requests.get(&one.requests), Some(&2));
+
         // A new version of a pod is converted again; its old constraints are let go.
         s.apply("default/web-3".into(), web_pod("web-3", "abc", "300m"));
         assert!(Shared::same(
@@ -498,8 +574,9 @@ mod tests {
         assert_indexes_match_rebuild(&s);
         s.delete::<Pod>("default/web-3");
         s.delete::<Pod>("default/bad");
-        assert!(s.sim_pods.is_empty());
-        assert!(s.pod_constraints.is_empty());
+        assert!(s.store.pods.is_empty());
+        assert!(s.pod_constraints.is_empty() && s.pod_shapes.is_empty());
+        assert!(s.pod_requests.is_empty());
     }
 
     /// Instances are found by the ID an interruption message names; a NodeClaim being deleted
@@ -688,15 +765,18 @@ mod tests {
     #[test]
     fn indexes() {
         let mut store = Store::default();
-        store
-            .pods
-            .insert("default/a".into(), pod("a", Some("n1"), "Running"));
-        store
-            .pods
-            .insert("default/b".into(), pod("b", None, "Pending"));
-        store
-            .pods
-            .insert("default/c".into(), pod("c", None, "Succeeded"));
+        store.pods.insert(
+            "default/a".into(),
+            Arc::new(CachedPod::from(pod("a", Some("n1"), "Running").as_ref())),
+        );
+        store.pods.insert(
+            "default/b".into(),
+            Arc::new(CachedPod::from(pod("b", None, "Pending").as_ref())),
+        );
+        store.pods.insert(
+            "default/c".into(),
+            Arc::new(CachedPod::from(pod("c", None, "Succeeded").as_ref())),
+        );
         let node: Node = serde_json::from_value(
             json!({"metadata": {"name": "n1"}, "spec": {"providerID": "aws:///z/i-1"}}),
         )

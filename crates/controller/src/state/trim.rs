@@ -10,7 +10,8 @@ use serde_json::Value;
 /// Pod annotations driftwood reads (exact keys).
 const POD_ANNOTATIONS: &[&str] = &[
     driftwood_api::wellknown::ANNOTATION_DO_NOT_DISRUPT,
-    "kubernetes.io/config.mirror",
+    driftwood_api::wellknown::ANNOTATION_POD_DELETION_COST,
+    driftwood_disruption::cached_pod::ANNOTATION_MIRROR_POD,
 ];
 
 /// Container fields scheduling and drain read.
@@ -89,7 +90,8 @@ mod tests {
         json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
-                         "annotations": {"karpenter.sh/do-not-disrupt": "true", "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                         "annotations": {"karpenter.sh/do-not-disrupt": "true", "controller.kubernetes.io/pod-deletion-cost": "5",
+                                         "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u", "controller": true}],
                          "managedFields": [{"manager": "kubectl"}]},
             "spec": {"nodeName": "n1", "priorityClassName": "system-cluster-critical", "terminationGracePeriodSeconds": 30,
@@ -123,7 +125,10 @@ mod tests {
                 .expect("annotations")
                 .keys()
                 .collect::<Vec<_>>(),
-            ["karpenter.sh/do-not-disrupt"]
+            [
+                "controller.kubernetes.io/pod-deletion-cost",
+                "karpenter.sh/do-not-disrupt"
+            ]
         );
         assert!(pod.metadata.managed_fields.is_none());
         assert_eq!(
@@ -165,6 +170,19 @@ mod tests {
             .expect("container statuses");
         assert_eq!(containers[0].restart_count, 4, "the restart gate reads it");
         assert!(containers[0].image.is_empty() && containers[0].state.is_none());
+    }
+
+    /// The trim drops nothing the cache keeps of a pod: the compact pod made from the trimmed
+    /// pod is the one made from the whole pod.
+    #[test]
+    fn the_cached_pod_of_a_trimmed_pod_is_the_cached_pod_of_the_whole_pod() {
+        use driftwood_disruption::cached_pod::CachedPod;
+        let whole: Pod = serde_json::from_value(pod()).expect("a pod");
+        let mut trimmed = pod();
+        trim(&mut trimmed, true);
+        let trimmed: Pod = serde_json::from_value(trimmed).expect("still a pod");
+        assert_eq!(CachedPod::from(&trimmed), CachedPod::from(&whole));
+        assert_eq!(CachedPod::from(&whole).shape.deletion_cost, 5);
     }
 
     /// Other kinds lose only their managedFields.

@@ -15,6 +15,7 @@ use driftwood_api::wellknown::{
 use driftwood_aws::launcher::instance_id_from_provider_id;
 use driftwood_aws::ports::{AwsError, codes};
 use driftwood_controller::state::Snapshot;
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_sim::kubelet::NodeFault;
 use driftwood_sim::kubelet::plan::{ANNOTATION_READY, ANNOTATION_TERMINATION};
 use k8s_openapi::api::core::v1::Pod;
@@ -417,7 +418,7 @@ impl Injector {
 
     /// PDBs (namespace/name) selecting any pod bound to `node`.
     fn pdbs_on_node(snapshot: &Snapshot, node: &str) -> Vec<String> {
-        let pods: Vec<&Pod> = snapshot
+        let pods: Vec<&CachedPod> = snapshot
             .pods_by_node
             .get(node)
             .into_iter()
@@ -443,24 +444,16 @@ impl Injector {
             .store
             .pods
             .values()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| !p.is_terminating())
             .filter_map(|p| {
-                let owned = p
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.kind == "ReplicaSet" || o.kind == "StatefulSet");
+                let owned = p.has_owner_kind("ReplicaSet") || p.has_owner_kind("StatefulSet");
                 let selector: BTreeMap<String, String> = p
-                    .metadata
-                    .labels
+                    .labels()
                     .iter()
-                    .flatten()
                     .filter(|(k, _)| !UNSTABLE_POD_LABELS.contains(&k.as_str()))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                (owned && !selector.is_empty())
-                    .then(|| (p.metadata.namespace.clone().unwrap_or_default(), selector))
+                (owned && !selector.is_empty()).then(|| (p.namespace().to_string(), selector))
             })
             .collect();
         let choices: Vec<&(String, BTreeMap<String, String>)> = workloads.iter().collect();
@@ -765,24 +758,17 @@ impl Injector {
                 Some(format!("node {node} NotReady for {minutes}m"))
             }
             FaultKind::PodSlowTermination | FaultKind::PodStuckTerminating => {
-                let pods: Vec<&Pod> = snapshot
+                let pods: Vec<&CachedPod> = snapshot
                     .store
                     .pods
                     .values()
                     .map(AsRef::as_ref)
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-                    .filter(|p| {
-                        p.metadata
-                            .owner_references
-                            .iter()
-                            .flatten()
-                            .any(|o| o.kind == "ReplicaSet" || o.kind == "StatefulSet")
-                    })
+                    .filter(|p| !p.is_terminating() && p.node_name.is_some())
+                    .filter(|p| p.has_owner_kind("ReplicaSet") || p.has_owner_kind("StatefulSet"))
                     .collect();
                 let pod = *pick(rng, &pods)?;
-                let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-                let name = pod.metadata.name.clone().unwrap_or_default();
+                let namespace = pod.namespace().to_string();
+                let name = pod.name.to_string();
                 let value = if kind == FaultKind::PodStuckTerminating {
                     "never"
                 } else {
@@ -809,13 +795,13 @@ impl Injector {
                 let key = pick(rng, &pdbs)?.clone();
                 let pdb = snapshot.store.pdbs.get(&key)?;
                 let pods = super::invariants::pods_of_pdb(snapshot, pdb);
-                let ready: Vec<&Pod> = pods
+                let ready: Vec<&CachedPod> = pods
                     .into_iter()
                     .filter(|p| super::invariants::pod_ready(p))
                     .collect();
                 let pod = *pick(rng, &ready)?;
-                let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-                let name = pod.metadata.name.clone().unwrap_or_default();
+                let namespace = pod.namespace().to_string();
+                let name = pod.name.to_string();
                 let api: Api<Pod> = Api::namespaced(embedded.cluster.client(), &namespace);
                 let patch =
                     serde_json::json!({"metadata": {"annotations": {ANNOTATION_READY: "false"}}});

@@ -13,8 +13,8 @@ use driftwood_aws::launcher::instance_id_from_provider_id;
 use driftwood_aws::ports::Instance;
 use driftwood_controller::state::Snapshot;
 use driftwood_disruption::budget::allowed_disruptions;
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_disruption::views::pdb_selects;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -121,7 +121,7 @@ pub struct Invariants {
 }
 
 /// The pods a PDB covers.
-pub fn pods_of_pdb<'a>(snapshot: &'a Snapshot, pdb: &PodDisruptionBudget) -> Vec<&'a Pod> {
+pub fn pods_of_pdb<'a>(snapshot: &'a Snapshot, pdb: &PodDisruptionBudget) -> Vec<&'a CachedPod> {
     snapshot
         .store
         .pods
@@ -132,7 +132,7 @@ pub fn pods_of_pdb<'a>(snapshot: &'a Snapshot, pdb: &PodDisruptionBudget) -> Vec
 }
 
 /// The PDBs (namespace/name) covering any of `pods`.
-pub fn pdbs_selecting(snapshot: &Snapshot, pods: &[&Pod]) -> Vec<String> {
+pub fn pdbs_selecting(snapshot: &Snapshot, pods: &[&CachedPod]) -> Vec<String> {
     snapshot
         .store
         .pdbs
@@ -143,7 +143,7 @@ pub fn pdbs_selecting(snapshot: &Snapshot, pods: &[&Pod]) -> Vec<String> {
 }
 
 /// Whether a pod is Ready and not terminating.
-pub fn pod_ready(pod: &Pod) -> bool {
+pub fn pod_ready(pod: &CachedPod) -> bool {
     crate::demo::track::pod_ready(pod)
 }
 

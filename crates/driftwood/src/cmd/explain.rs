@@ -3,6 +3,7 @@
 
 use anyhow::{Context as _, bail};
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_disruption::explain::{ExplainInput, explain};
 use driftwood_disruption::views::{drain_explain, node_view, pdb_allowed};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -89,7 +90,8 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .get_opt(&claim.spec.node_class_ref.name)
         .await
         .context("reading ec2nodeclass")?;
-    let pod_refs: Vec<&Pod> = pods.iter().collect();
+    let cached: Vec<CachedPod> = pods.iter().map(CachedPod::from).collect();
+    let pod_refs: Vec<&CachedPod> = cached.iter().collect();
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let view = node_view(claim, node.as_ref(), &pod_refs, &pdbs, now);
     let pool_views: Vec<_> = claims

@@ -86,7 +86,7 @@ pub fn empty_nodes(snapshot: &Snapshot) -> Vec<String> {
                 driftwood_disruption::views::is_daemonset_pod(p)
                     || driftwood_disruption::views::is_mirror_pod(p)
                     || driftwood_disruption::views::is_terminal_pod(p)
-                    || p.metadata.deletion_timestamp.is_some()
+                    || p.is_terminating()
             })
         })
         .collect()

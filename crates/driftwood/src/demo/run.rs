@@ -720,7 +720,7 @@ impl Runner<'_> {
             .store
             .pods
             .values()
-            .filter(|p| p.metadata.namespace.as_deref().unwrap_or("default") == "default")
+            .filter(|p| p.namespace() == "default")
             .map(AsRef::as_ref);
         let nodes = check::initialized_nodes(&snapshot);
         let clock = super::report::clock_time(now);

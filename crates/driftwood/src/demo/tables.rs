@@ -3,7 +3,8 @@
 //! the last column unpadded).
 
 use super::duration::kubectl_age;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use driftwood_disruption::cached_pod::{CachedPod, PodPhase};
+use k8s_openapi::api::core::v1::Node;
 
 /// kubectl's tabwriter: minimum cell width and padding.
 const MIN_WIDTH: usize = 6;
@@ -47,53 +48,31 @@ fn creation_second(
 }
 
 /// One `kubectl get pods` row.
-pub fn pod_row(pod: &Pod, now: i64) -> Vec<String> {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .unwrap_or_default();
-    let containers = pod.spec.as_ref().map_or(0, |s| s.containers.len());
-    // The controllers' cache keeps a pod's conditions but not its container statuses: without
-    // them, a pod whose Ready condition is True has every container ready.
-    let ready = if statuses.is_empty() {
-        let pod_ready = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        if pod_ready { containers } else { 0 }
+/// One `kubectl get pods` row, from what the controllers' cache keeps of the pod (its
+/// containers' ready flags and restarts, not their states: the STATUS column is the phase).
+pub fn pod_row(pod: &CachedPod, now: i64) -> Vec<String> {
+    let containers = pod.shape.containers;
+    // Without container statuses, a pod whose Ready condition is True has every container
+    // ready.
+    let ready = pod
+        .ready_containers
+        .unwrap_or(if pod.is_ready() { containers } else { 0 });
+    let status = if pod.is_terminating() {
+        "Terminating"
     } else {
-        statuses.iter().filter(|c| c.ready).count()
-    };
-    let restarts: i32 = statuses.iter().map(|c| c.restart_count).sum();
-    let phase = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_else(|| "Pending".to_string());
-    let waiting = statuses
-        .iter()
-        .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
-    let status = if pod.metadata.deletion_timestamp.is_some() {
-        "Terminating".to_string()
-    } else if let Some(reason) = waiting {
-        reason
-    } else {
-        phase
+        pod.phase.map_or("Pending", PodPhase::as_str)
     };
     vec![
-        name,
+        pod.name.to_string(),
         format!("{ready}/{containers}"),
-        status,
-        restarts.to_string(),
-        age(creation_second(&pod.metadata), now),
+        status.to_string(),
+        pod.restart_total.to_string(),
+        age(pod.created.map(|t| t.as_second()), now),
     ]
 }
 
 /// `kubectl get pods` for `pods` (sorted by name as kubectl lists them).
-pub fn pods_table<'a>(pods: impl IntoIterator<Item = &'a Pod>, now: i64) -> String {
+pub fn pods_table<'a>(pods: impl IntoIterator<Item = &'a CachedPod>, now: i64) -> String {
     let mut rows: Vec<Vec<String>> = pods.into_iter().map(|p| pod_row(p, now)).collect();
     if rows.is_empty() {
         return "No resources found in default namespace.\n".to_string();
@@ -189,7 +168,7 @@ mod tests {
 
     #[test]
     fn pod_rows_read_the_status() {
-        let pod = Pod {
+        let pod = k8s_openapi::api::core::v1::Pod {
             metadata: ObjectMeta {
                 name: Some("web-1".into()),
                 creation_timestamp: Some(time(1000)),
@@ -210,12 +189,12 @@ mod tests {
             }),
         };
         assert_eq!(
-            pod_row(&pod, 1130),
+            pod_row(&CachedPod::from(&pod), 1130),
             vec!["web-1", "1/1", "Running", "2", "2m10s"]
         );
         let mut deleting = pod.clone();
         deleting.metadata.deletion_timestamp = Some(time(1100));
-        assert_eq!(pod_row(&deleting, 1130)[2], "Terminating");
+        assert_eq!(pod_row(&CachedPod::from(&deleting), 1130)[2], "Terminating");
         // As the controllers' cache keeps it: conditions, no container statuses.
         let mut trimmed = pod.clone();
         if let Some(status) = trimmed.status.as_mut() {
@@ -226,11 +205,11 @@ mod tests {
                 ..Default::default()
             }]);
         }
-        assert_eq!(pod_row(&trimmed, 1130)[1], "1/1");
+        assert_eq!(pod_row(&CachedPod::from(&trimmed), 1130)[1], "1/1");
         if let Some(c) = trimmed.status.as_mut().and_then(|s| s.conditions.as_mut()) {
             c[0].status = "False".into();
         }
-        assert_eq!(pod_row(&trimmed, 1130)[1], "0/1");
+        assert_eq!(pod_row(&CachedPod::from(&trimmed), 1130)[1], "0/1");
     }
 
     #[test]

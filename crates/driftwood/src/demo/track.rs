@@ -10,7 +10,8 @@ use driftwood_api::wellknown::{
     LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
 };
 use driftwood_controller::state::Snapshot;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use driftwood_disruption::cached_pod::CachedPod;
+use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -137,22 +138,13 @@ pub fn is_pool_node(node: &Node) -> bool {
 }
 
 /// Whether a pod is Ready and not terminating.
-pub fn pod_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+pub fn pod_ready(pod: &CachedPod) -> bool {
+    !pod.is_terminating() && pod.is_ready()
 }
 
 /// The pod's `app` label.
-pub fn pod_app(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get("app"))
-        .map(String::as_str)
+pub fn pod_app(pod: &CachedPod) -> Option<&str> {
+    pod.labels().get("app").map(String::as_str)
 }
 
 /// Ready pods per `app` label (apps with pods but none ready count 0).
@@ -173,12 +165,8 @@ fn has_disrupted_taint(node: &Node) -> bool {
         .is_some_and(|t| t.iter().any(|t| t.key == TAINT_DISRUPTED_KEY))
 }
 
-fn is_daemon_pod(pod: &Pod) -> bool {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet")
+fn is_daemon_pod(pod: &CachedPod) -> bool {
+    pod.is_daemonset()
 }
 
 fn claim_detail(claim: &NodeClaim) -> String {
@@ -420,7 +408,7 @@ impl Tracker {
                 let remaining = snapshot
                     .pods_on(name)
                     .iter()
-                    .filter(|p| !is_daemon_pod(p) && p.metadata.deletion_timestamp.is_none())
+                    .filter(|p| !is_daemon_pod(p) && !p.is_terminating())
                     .count();
                 if remaining == 0 {
                     self.record(
@@ -454,16 +442,14 @@ impl Tracker {
             if is_daemon_pod(pod) {
                 continue;
             }
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-            match node {
-                Some(node) if !node.is_empty() => {
-                    let leaving_old = pod.metadata.deletion_timestamp.is_some()
-                        && self.initial_nodes.contains(node);
+            match pod.node_name.as_deref() {
+                Some(node) => {
+                    let leaving_old = pod.is_terminating() && self.initial_nodes.contains(node);
                     if leaving_old && self.first_old_pod_terminating.is_none() {
                         self.first_old_pod_terminating = Some(at);
                     }
                 }
-                _ if pod.metadata.deletion_timestamp.is_none() => {
+                None if !pod.is_terminating() => {
                     pending_now.insert(key.clone());
                     let since = *self.pending_since.entry(key.clone()).or_insert(at);
                     let waited = at - since;

@@ -91,22 +91,14 @@ fn drifted(snapshot: &Snapshot) -> Vec<String> {
 fn ready_by_workload(snapshot: &Snapshot) -> BTreeMap<String, (i32, i32)> {
     let mut out: BTreeMap<String, (i32, i32)> = BTreeMap::new();
     for pod in snapshot.store.pods.values() {
-        let Some(owner) = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-        else {
+        let Some(owner) = pod.shape.owners.iter().find(|o| o.controller) else {
             continue;
         };
         let workload = match owner.kind.as_str() {
             "ReplicaSet" => {
                 let hash = pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("pod-template-hash"))
+                    .labels()
+                    .get("pod-template-hash")
                     .cloned()
                     .unwrap_or_default();
                 let name = owner
@@ -118,8 +110,9 @@ fn ready_by_workload(snapshot: &Snapshot) -> BTreeMap<String, (i32, i32)> {
             "DaemonSet" => continue,
             kind => format!("{kind}/{}", owner.name),
         };
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let entry = out.entry(format!("{namespace}/{workload}")).or_default();
+        let entry = out
+            .entry(format!("{}/{workload}", pod.namespace()))
+            .or_default();
         entry.0 += i32::from(crate::demo::track::pod_ready(pod));
         entry.1 += 1;
     }

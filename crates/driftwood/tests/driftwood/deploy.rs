@@ -125,11 +125,8 @@ fn deployed_roles_grant_exactly_the_permission_table() {
     );
 }
 
-fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+fn pod_ready(pod: &driftwood_disruption::cached_pod::CachedPod) -> bool {
+    pod.is_ready()
 }
 
 /// Initialized nodes whose kubelet version starts with `version` and that run 3 Ready
@@ -153,12 +150,10 @@ fn nodes_serving_the_workload(s: &Snapshot, version: &str) -> Vec<String> {
             s.pods_on(name)
                 .iter()
                 .filter(|p| {
-                    p.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get("app"))
+                    p.labels()
+                        .get("app")
                         .is_some_and(|a| a == "latest-current-ami")
-                        && p.metadata.deletion_timestamp.is_none()
+                        && !p.is_terminating()
                         && pod_ready(p)
                 })
                 .count()

@@ -206,20 +206,20 @@ fn workloads(text: &str) -> Result<Vec<Workload>, String> {
 fn workload_pods(s: &Snapshot, workloads: &[Workload]) -> Vec<(String, String, String, bool)> {
     let mut out = Vec::new();
     for pod in s.store.pods.values() {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let labels = pod.labels().clone();
         if !workloads
             .iter()
             .any(|w| w.labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
         {
             continue;
         }
-        if pod.metadata.deletion_timestamp.is_some() {
+        if pod.is_terminating() {
             continue;
         }
         let node = pod
-            .spec
-            .as_ref()
-            .and_then(|sp| sp.node_name.clone())
+            .node_name
+            .as_deref()
+            .map(str::to_string)
             .unwrap_or_default();
         let pool = s
             .store
@@ -227,14 +227,8 @@ fn workload_pods(s: &Snapshot, workloads: &[Workload]) -> Vec<(String, String, S
             .get(&node)
             .and_then(|n| n.metadata.labels.as_ref()?.get(LABEL_NODEPOOL).cloned())
             .unwrap_or_default();
-        let running = pod.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Running")
-            && pod_ready(pod);
-        out.push((
-            pod.metadata.name.clone().unwrap_or_default(),
-            node,
-            pool,
-            running,
-        ));
+        let running = pod.phase.map(|phase| phase.as_str()) == Some("Running") && pod_ready(pod);
+        out.push((pod.name.to_string(), node, pool, running));
     }
     out.sort();
     out

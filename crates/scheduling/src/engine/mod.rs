@@ -231,11 +231,11 @@ impl<'a> Engine<'a> {
             .map(|np| cache.catalog_names(&np.instance_types))
             .collect();
         let mut lists: Vec<&Resources> = Vec::new();
-        lists.extend(input.pods.iter().map(|p| &p.requests));
-        lists.extend(input.daemonsets.iter().map(|p| &p.requests));
+        lists.extend(input.pods.iter().map(|p| p.requests.as_ref()));
+        lists.extend(input.daemonsets.iter().map(|p| p.requests.as_ref()));
         for n in &input.existing_nodes {
             lists.push(&n.allocatable);
-            lists.extend(n.pods.iter().map(|p| &p.requests));
+            lists.extend(n.pods.iter().map(|p| p.requests.as_ref()));
         }
         for np in &input.nodepools {
             lists.extend(np.remaining_limits.iter());

@@ -288,7 +288,7 @@ mod tests {
         let mut input = world();
         schedule_cached(&input, &mut cache).unwrap();
         let mut gpu = pod("default/gpu", 500, GIB);
-        gpu.requests.set("nvidia.com/gpu", 1000);
+        std::sync::Arc::make_mut(&mut gpu.requests).set("nvidia.com/gpu", 1000);
         input.pods.push(gpu);
         let cached = schedule_cached(&input, &mut cache).unwrap();
         assert_eq!(cached, schedule(&input).unwrap());

@@ -385,7 +385,7 @@ type Shape = (Resources, i32, bool, Shared<PodConstraints>);
 /// The shape of a pod (see [`Shape`]).
 fn shape_of(sim: &SimPod) -> Shape {
     (
-        sim.requests.clone(),
+        (*sim.requests).clone(),
         sim.priority,
         sim.is_daemonset,
         sim.constraints.clone(),

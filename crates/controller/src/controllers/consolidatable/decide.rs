@@ -43,10 +43,8 @@ pub fn pod_signature(snapshot: &Snapshot, claim: &NodeClaim) -> u64 {
     let mut uids: Vec<&str> = snapshot
         .pods_on(node)
         .into_iter()
-        .filter(|p| {
-            !is_daemonset_pod(p) && !is_terminal_pod(p) && p.metadata.deletion_timestamp.is_none()
-        })
-        .filter_map(|p| p.metadata.uid.as_deref())
+        .filter(|p| !is_daemonset_pod(p) && !is_terminal_pod(p) && !p.is_terminating())
+        .filter_map(|p| p.uid.as_deref())
         .collect();
     uids.sort_unstable();
     fnv1a64(uids.join(",").as_bytes())

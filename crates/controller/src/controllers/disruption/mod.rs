@@ -33,6 +33,7 @@ use driftwood_api::wellknown::{
     CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE, REASON_DRIFTED, REASON_UNHEALTHY,
     TAINT_DISRUPTED_KEY,
 };
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
 use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
@@ -1127,8 +1128,7 @@ fn candidate_views(
             let pods = node
                 .map(|n| snapshot.pods_on(n.metadata.name.as_deref().unwrap_or_default()))
                 .unwrap_or_default();
-            let pods: Vec<&k8s_openapi::api::core::v1::Pod> =
-                pods.iter().map(|p| p.as_ref()).collect();
+            let pods: Vec<&CachedPod> = pods.iter().map(|p| p.as_ref()).collect();
             let mut view = node_view(claim, node.map(|n| n.as_ref()), &pods, &pdbs, now);
             if !policies.is_empty() {
                 view.unhealthy = node.and_then(|n| unhealthy(n, policies));

@@ -6,6 +6,7 @@ use crate::state::Snapshot;
 use driftwood_api::nodepool::{NodePool, RolloutPolicyStatus};
 use driftwood_api::rollout_policy::RolloutPolicy;
 use driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE;
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_disruption::candidate::NodeView;
 use driftwood_disruption::plan::PolicyCap;
 use driftwood_disruption::policy::ZoneFacts;
@@ -13,7 +14,6 @@ use driftwood_disruption::policy::{
     PodHealth, PolicyHold, PolicyPass, PoolFacts, gate_failures, policy_pass, rollout_target,
 };
 use driftwood_disruption::rollout::pool_rollout;
-use k8s_openapi::api::core::v1::Pod;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The progress this controller last wrote for a pool, and the resourceVersions around the
@@ -323,69 +323,38 @@ fn new_nodes_health(
 }
 
 /// A running or starting pod's health (None for a finished or terminating pod).
-fn pod_health(pod: &Pod, node: &str) -> Option<PodHealth> {
-    if pod.metadata.deletion_timestamp.is_some() {
+fn pod_health(pod: &CachedPod, node: &str) -> Option<PodHealth> {
+    if pod.is_terminating() || pod.is_terminal() {
         return None;
     }
-    let status = pod.status.as_ref();
-    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-    if phase == "Succeeded" || phase == "Failed" {
-        return None;
-    }
-    let condition = |type_: &str| {
-        status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == type_))
-    };
-    let since = |c: &k8s_openapi::api::core::v1::PodCondition| {
-        c.last_transition_time.as_ref().map(|t| t.0.as_second())
-    };
     // Unready time counts on the new node only: a pod bound but not yet started (no Ready
     // condition) is unready since it was bound, not since it was created — it may have waited
     // Pending for capacity elsewhere, which says nothing about the new node.
-    let bound = condition("PodScheduled")
-        .filter(|c| c.status == "True")
-        .and_then(since);
-    let unready_since = match condition("Ready") {
-        Some(c) if c.status == "True" => None,
-        Some(c) => since(c).or(bound).or_else(|| created(pod)),
-        None => bound.or_else(|| created(pod)),
+    let bound = pod.scheduled_since().map(|t| t.as_second());
+    let created = pod.created.map(|t| t.as_second());
+    let unready_since = match pod.ready {
+        Some(c) if c.is_true => None,
+        Some(c) => c.since.map(|t| t.as_second()).or(bound).or(created),
+        None => bound.or(created),
     };
-    let restarts = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|c| u32::try_from(c.restart_count).unwrap_or(0))
-        .max()
-        .unwrap_or(0);
     Some(PodHealth {
-        key: format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        ),
+        key: pod.key(),
         node: node.to_string(),
         unready_since,
-        restarts,
+        restarts: pod.restarts,
     })
-}
-
-fn created(pod: &Pod) -> Option<i64> {
-    pod.metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn pod(status: &str) -> Pod {
-        serde_json::from_str(&format!(
+    fn pod(status: &str) -> CachedPod {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_str(&format!(
             r#"{{"metadata": {{"name": "web-1", "namespace": "shop", "creationTimestamp": "2026-07-20T09:00:00Z"}}, "status": {status}}}"#
         ))
-        .unwrap()
+        .unwrap();
+        CachedPod::from(&pod)
     }
 
     fn at(text: &str) -> i64 {

@@ -14,34 +14,20 @@ use crate::nodeclaim_template::build_nodeclaim;
 use crate::simulation::simulation_input;
 use crate::state::Snapshot;
 use driftwood_api::condition::Conditions as _;
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_disruption::views::{is_daemonset_pod, is_mirror_pod};
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Pod;
+
 use kube::api::PostParams;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Whether kube-scheduler gave up on the pod and it is ours to provision for.
-pub fn is_provisionable(pod: &Pod) -> bool {
-    let unscheduled = pod
-        .spec
-        .as_ref()
-        .is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty));
-    let marked = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter().any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-            })
-        });
-    unscheduled
-        && marked
-        && pod.metadata.deletion_timestamp.is_none()
+pub fn is_provisionable(pod: &CachedPod) -> bool {
+    pod.node_name.is_none()
+        && pod.unschedulable
+        && !pod.is_terminating()
         && !is_daemonset_pod(pod)
         && !is_mirror_pod(pod)
 }
@@ -438,8 +424,8 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
         reported.nominations.insert(pod.clone(), now);
         if let Some(object) = snapshot.store.pods.get(pod) {
             ctx.events
-                .publish(
-                    object.as_ref(),
+                .publish_ref(
+                    object.object_reference(),
                     EventType::Normal,
                     "Nominated",
                     &format!("Pod should schedule on: {target}"),
@@ -452,8 +438,8 @@ pub async fn provision(ctx: &Context, reported: &mut Reported) -> Vec<String> {
         if Reported::tell(&mut reported.failures, &failure.pod, &failure.note) {
             if let Some(pod) = snapshot.store.pods.get(&failure.pod) {
                 ctx.events
-                    .publish(
-                        pod.as_ref(),
+                    .publish_ref(
+                        pod.object_reference(),
                         EventType::Warning,
                         "FailedScheduling",
                         &failure.note,
@@ -487,7 +473,7 @@ fn record_decisions(ctx: &Context, snapshot: &Snapshot, decision: &Provisioning)
             .store
             .pods
             .get(key)
-            .and_then(|p| p.metadata.uid.as_deref())
+            .and_then(|p| p.uid.as_deref())
             .unwrap_or_default();
         (key, uid)
     }
@@ -539,7 +525,7 @@ mod tests {
     use serde_json::json;
     use std::sync::Arc;
 
-    fn pod(name: &str, node: Option<&str>) -> Arc<Pod> {
+    fn pod(name: &str, node: Option<&str>) -> Arc<k8s_openapi::api::core::v1::Pod> {
         let status = if node.is_some() {
             json!({"phase": "Running"})
         } else {

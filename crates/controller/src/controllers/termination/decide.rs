@@ -421,16 +421,13 @@ pub fn volume_attachments_on<'a>(snapshot: &'a Snapshot, node: &str, now: i64) -
                 })
         })
         .flat_map(|pod| {
-            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-            pod.spec
+            pod.claims
                 .iter()
-                .flat_map(|s| s.volumes.iter().flatten())
-                .filter_map(|v| v.persistent_volume_claim.as_ref())
-                .filter_map(move |claim| {
+                .filter_map(|claim| {
                     snapshot
                         .store
                         .persistent_volume_claims
-                        .get(&format!("{namespace}/{}", claim.claim_name))
+                        .get(&format!("{}/{claim}", pod.namespace()))
                 })
                 .filter_map(|pvc| pvc.spec.as_ref()?.volume_name.as_deref())
                 .collect::<Vec<_>>()
@@ -458,6 +455,7 @@ pub fn volume_attachments_on<'a>(snapshot: &'a Snapshot, node: &str, now: i64) -
 mod tests {
     use super::*;
     use crate::state::Store;
+    use driftwood_disruption::cached_pod::CachedPod;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
     use std::sync::Arc;
@@ -531,7 +529,7 @@ mod tests {
         for p in pods {
             store.pods.insert(
                 format!("default/{}", p.metadata.name.clone().unwrap_or_default()),
-                p,
+                Arc::new(CachedPod::from(p.as_ref())),
             );
         }
         Snapshot::new(store)
@@ -886,13 +884,14 @@ mod tests {
             } else {
                 serde_json::json!([])
             };
+            let pod: Arc<Pod> = parse(serde_json::json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": "n1", "containers": [], "tolerations": tolerations,
+                         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+            }));
             store.pods.insert(
                 format!("default/{name}"),
-                parse(serde_json::json!({
-                    "metadata": {"name": name, "namespace": "default"},
-                    "spec": {"nodeName": "n1", "containers": [], "tolerations": tolerations,
-                             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
-                })),
+                Arc::new(CachedPod::from(pod.as_ref())),
             );
             store.persistent_volume_claims.insert(
                 format!("default/{claim}"),

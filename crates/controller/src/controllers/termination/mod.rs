@@ -27,6 +27,7 @@ use driftwood_api::wellknown::{
     ANNOTATION_NODECLAIM_TERMINATION_TIMESTAMP, CONDITION_DRAINED, CONDITION_INSTANCE_TERMINATING,
     CONDITION_VOLUMES_DETACHED, FINALIZER_TERMINATION, LABEL_EXCLUDE_FROM_LOAD_BALANCERS,
 };
+use driftwood_disruption::cached_pod::CachedPod;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, EvictParams};
@@ -264,7 +265,12 @@ async fn execute(
                         if let Some(pod) = snapshot.store.pods.get(&forced.pod) {
                             let note = disrupted_note(snapshot, pod, forced.grace_period_seconds);
                             ctx.events
-                                .publish(pod.as_ref(), EventType::Normal, "Disrupted", &note)
+                                .publish_ref(
+                                    pod.object_reference(),
+                                    EventType::Normal,
+                                    "Disrupted",
+                                    &note,
+                                )
                                 .await;
                         }
                     }
@@ -522,11 +528,10 @@ fn observe_instance_terminated(ctx: &Context, claim: &driftwood_api::NodeClaim) 
 }
 
 /// Karpenter's `Disrupted` note on a pod deleted to meet its node's termination deadline.
-fn disrupted_note(snapshot: &Snapshot, pod: &Pod, grace_period_seconds: i64) -> String {
+fn disrupted_note(snapshot: &Snapshot, pod: &CachedPod, grace_period_seconds: i64) -> String {
     let deadline = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_ref())
+        .node_name
+        .as_deref()
         .and_then(|n| snapshot.store.nodes.get(n))
         .and_then(|n| snapshot.nodeclaim_of(n))
         .and_then(|c| {
@@ -537,11 +542,7 @@ fn disrupted_note(snapshot: &Snapshot, pod: &Pod, grace_period_seconds: i64) -> 
                 .cloned()
         })
         .unwrap_or_default();
-    let own = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(30);
+    let own = pod.shape.grace_period_seconds;
     format!(
         "Deleting the pod to accommodate the terminationTime {deadline} of the node. The pod was \
          granted {grace_period_seconds} seconds of grace-period of its {own} \
@@ -589,7 +590,7 @@ async fn evict(
                 if let Some(pod) = snapshot.store.pods.get(key) {
                     let note = format!("Evicted pod: node {node} is being terminated");
                     ctx.events
-                        .publish(pod.as_ref(), EventType::Normal, "Evicted", &note)
+                        .publish_ref(pod.object_reference(), EventType::Normal, "Evicted", &note)
                         .await;
                 }
             }

@@ -82,7 +82,7 @@ async fn name_terms_walkthrough_upgrades_1_27_to_1_28_by_ami_drift() {
                 && s.store.nodes.keys().all(|n| {
                     s.pods_on(n)
                         .iter()
-                        .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
+                        .filter(|p| !p.is_terminating() && pod_ready(p))
                         .count()
                         == 3
                 })

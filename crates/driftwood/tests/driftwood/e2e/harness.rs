@@ -154,22 +154,19 @@ impl Harness {
 pub fn ready_by_app(snapshot: &Snapshot) -> BTreeMap<String, i32> {
     let mut out = BTreeMap::new();
     for pod in snapshot.store.pods.values() {
-        let Some(app) = pod.metadata.labels.as_ref().and_then(|l| l.get("app")) else {
+        let Some(app) = pod.labels().get("app") else {
             continue;
         };
         let entry = out.entry(app.clone()).or_insert(0);
-        if pod.metadata.deletion_timestamp.is_none() && pod_ready(pod) {
+        if !pod.is_terminating() && pod_ready(pod) {
             *entry += 1;
         }
     }
     out
 }
 
-pub fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+pub fn pod_ready(pod: &driftwood_disruption::cached_pod::CachedPod) -> bool {
+    pod.is_ready()
 }
 
 /// A one-screen description of the cluster for failure messages.
@@ -213,34 +210,29 @@ pub fn describe(snapshot: &Snapshot) -> String {
     }
     out.push_str("pods:\n");
     for (key, pod) in &snapshot.store.pods {
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default();
-        let phase = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        let conditions: Vec<String> = pod
-            .status
-            .iter()
-            .flat_map(|s| s.conditions.iter().flatten())
-            .map(|c| {
-                format!(
-                    "{}={}({}: {})",
-                    c.type_,
-                    c.status,
-                    c.reason.clone().unwrap_or_default(),
-                    c.message.clone().unwrap_or_default()
-                )
+        let condition = |c: Option<driftwood_disruption::cached_pod::PodConditionFacts>| {
+            c.map_or("-", |c| {
+                if c.is_true {
+                    "True"
+                } else if c.is_false {
+                    "False"
+                } else {
+                    "Unknown"
+                }
             })
-            .collect();
+        };
         out.push_str(&format!(
-            "  {key} node={node} phase={phase} ready={} {}\n",
+            "  {key} node={} phase={} ready={} PodScheduled={}{} Ready={}\n",
+            pod.node(),
+            pod.phase.map_or("", |p| p.as_str()),
             pod_ready(pod),
-            conditions.join(" ")
+            condition(pod.scheduled),
+            if pod.unschedulable {
+                "(Unschedulable)"
+            } else {
+                ""
+            },
+            condition(pod.ready),
         ));
     }
     out.push_str("ec2nodeclasses:\n");

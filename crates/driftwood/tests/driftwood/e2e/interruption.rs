@@ -89,13 +89,9 @@ async fn a_spot_interruption_replaces_the_node_before_ec2_reclaims_it() {
         2 * MINUTE,
         |s| {
             ready_pods(s, "web") == 3
-                && s.pods_on(&node).iter().all(|p| {
-                    p.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get("app"))
-                        .is_none_or(|a| a != "web")
-                })
+                && s.pods_on(&node)
+                    .iter()
+                    .all(|p| p.labels().get("app").is_none_or(|a| a != "web"))
         },
     )
     .await;

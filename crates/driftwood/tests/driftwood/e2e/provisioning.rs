@@ -18,19 +18,9 @@ fn pending_pods(h: &super::harness::Harness, app: &str) -> Vec<String> {
         .store
         .pods
         .values()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .is_some_and(|a| a == app)
-        })
-        .filter(|p| {
-            p.spec
-                .as_ref()
-                .is_none_or(|s| s.node_name.as_deref().is_none_or(str::is_empty))
-        })
-        .filter_map(|p| p.metadata.name.clone())
+        .filter(|p| p.labels().get("app").is_some_and(|a| a == app))
+        .filter(|p| p.node_name.is_none())
+        .map(|p| p.name.to_string())
         .collect()
 }
 
@@ -187,13 +177,8 @@ async fn the_heavier_nodepool_is_used_first() {
         .into_iter()
         .filter_map(|c| c.metadata.name.clone())
         .collect();
-    for pod in s.store.pods.values().filter(|p| {
-        p.metadata
-            .name
-            .as_deref()
-            .is_some_and(|n| n.starts_with("any-"))
-    }) {
-        let name = pod.metadata.name.clone().unwrap_or_default();
+    for pod in s.store.pods.values().filter(|p| p.name.starts_with("any-")) {
+        let name = pod.name.to_string();
         let nominated: Vec<String> = events_about(&h, "default", &name)
             .await
             .into_iter()
@@ -458,9 +443,9 @@ async fn thirty_spread_replicas_use_every_node_launched() {
         per_node.insert(node, 0);
     }
     for pod in s.store.pods.values() {
-        let app = pod.metadata.labels.as_ref().and_then(|l| l.get("app"));
+        let app = pod.labels().get("app");
         if app.map(String::as_str) == Some("inflate")
-            && let Some(node) = pod.spec.as_ref().and_then(|sp| sp.node_name.clone())
+            && let Some(node) = pod.node_name.as_deref().map(str::to_string)
         {
             *per_node.entry(node).or_default() += 1;
         }
@@ -549,9 +534,10 @@ async fn a_drained_node_gets_capacity_for_the_pods_it_held() {
         5 * MINUTE,
         |s| {
             ready_pods(s, "web") == 1
-                && s.store.pods.values().all(|p| {
-                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(drained.as_str())
-                })
+                && s.store
+                    .pods
+                    .values()
+                    .all(|p| p.node_name.as_deref() != Some(drained.as_str()))
         },
     )
     .await;

@@ -185,12 +185,9 @@ async fn termination_grace_period_forces_a_do_not_disrupt_pod_out() {
     let s = h.snapshot();
     assert!(s.store.nodes.contains_key(&node), "{}", describe(&s));
     assert!(
-        s.pods_on(&node).iter().any(|p| p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("app"))
-            .is_some_and(|a| a == "guard")),
+        s.pods_on(&node)
+            .iter()
+            .any(|p| p.labels().get("app").is_some_and(|a| a == "guard")),
         "the do-not-disrupt pod is not evicted: {}",
         describe(&s)
     );
@@ -1015,8 +1012,8 @@ async fn a_pod_stuck_terminating_stops_holding_the_drain_a_minute_after_its_dead
     let stuck_since = |s: &driftwood_controller::state::Snapshot| {
         s.pods_on(&node)
             .iter()
-            .filter_map(|p| p.metadata.deletion_timestamp.as_ref())
-            .map(|t| t.0.as_second())
+            .filter_map(|p| p.deleted)
+            .map(|t| t.as_second())
             .min()
     };
     h.wait_until("the pod evicted and stuck terminating", 15 * MINUTE, |s| {
@@ -1071,13 +1068,8 @@ spec:
     h.wait_until("one node with the unready pod", 10 * MINUTE, |s| {
         initialized_of(s, "general").len() == 1
             && s.store.pods.values().any(|p| {
-                p.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("app"))
-                    .map(String::as_str)
-                    == Some("flaky")
-                    && p.status.as_ref().and_then(|st| st.phase.as_deref()) == Some("Running")
+                p.labels().get("app").map(String::as_str) == Some("flaky")
+                    && p.phase.map(|phase| phase.as_str()) == Some("Running")
             })
     })
     .await;

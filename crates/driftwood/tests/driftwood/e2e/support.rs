@@ -216,14 +216,8 @@ pub fn ready_pods(s: &Snapshot, app: &str) -> usize {
     s.store
         .pods
         .values()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .is_some_and(|a| a == app)
-        })
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
+        .filter(|p| p.labels().get("app").is_some_and(|a| a == app))
+        .filter(|p| !p.is_terminating() && pod_ready(p))
         .count()
 }
 
@@ -279,12 +273,13 @@ pub async fn explain(h: &Harness, claim_name: &str) -> String {
         .unwrap_or_else(|| panic!("no nodeclaim {claim_name}"));
     let pdbs: Vec<_> = s.store.pdbs.values().map(|p| (**p).clone()).collect();
     let node = s.node_of(claim).map(|n| (**n).clone());
-    let pods: Vec<k8s_openapi::api::core::v1::Pod> = node
+    let pods: Vec<std::sync::Arc<driftwood_disruption::cached_pod::CachedPod>> = node
         .as_ref()
         .and_then(|n| n.metadata.name.clone())
-        .map(|n| s.pods_on(&n).into_iter().map(|p| (**p).clone()).collect())
+        .map(|n| s.pods_on(&n).into_iter().cloned().collect())
         .unwrap_or_default();
-    let pod_refs: Vec<&k8s_openapi::api::core::v1::Pod> = pods.iter().collect();
+    let pod_refs: Vec<&driftwood_disruption::cached_pod::CachedPod> =
+        pods.iter().map(AsRef::as_ref).collect();
     let view = node_view(claim, node.as_ref(), &pod_refs, &pdbs, now(h));
     let pool_name = claim
         .metadata

@@ -31,13 +31,11 @@ pub fn workload_running_on(s: &Snapshot, node: &str) -> usize {
     s.pods_on(node)
         .iter()
         .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
+            p.labels()
+                .get("app")
                 .is_some_and(|a| a == "latest-current-ami")
         })
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p))
+        .filter(|p| !p.is_terminating() && pod_ready(p))
         .count()
 }
 
