@@ -217,7 +217,7 @@ impl SeenPending {
 
     /// Follows one pod change.
     pub fn note(&self, pod: &CachedPod) {
-        let key = pod.key();
+        let key = crate::state::object_key(Some(pod.namespace()), &pod.name);
         match phase(pod) {
             "Pending" => {
                 self.lock().insert(key);
@@ -611,7 +611,7 @@ pub fn pod_startup_observer(
     let scheduling = metrics.state_gauges.scheduling.clone();
     Arc::new(move |old, new| {
         seen_pending.note(new);
-        let key = new.key();
+        let key = crate::state::object_key(Some(new.namespace()), &new.name);
         let uid = new.uid.as_deref().unwrap_or_default();
         if crate::controllers::provisioner::is_provisionable(new) {
             scheduling.ack(&key, uid, clock.now());

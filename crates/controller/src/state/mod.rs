@@ -336,6 +336,45 @@ pub fn object_key(namespace: Option<&str>, name: &str) -> ObjectKey {
 mod tests {
     use super::*;
 
+    /// Pod hooks are told of each pod change with what the cache keeps of the pod: nothing
+    /// before its first version, then the version the cache held and the new one.
+    #[test]
+    fn pod_hooks_see_the_cached_versions_of_a_pod() {
+        use driftwood_disruption::cached_pod::PodPhase;
+        let state = ClusterState::new();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = Arc::clone(&seen);
+        state.on_pod_change(Arc::new(move |old, new| {
+            record
+                .lock()
+                .unwrap()
+                .push((old.map(|p| p.phase), new.phase, new.key()));
+        }));
+        let pod = |phase: &str| -> Arc<k8s_openapi::api::core::v1::Pod> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "p", "namespace": "default"},
+                    "spec": {"containers": []}, "status": {"phase": phase}
+                }))
+                .unwrap(),
+            )
+        };
+        state.apply("default/p".into(), pod("Pending"));
+        state.apply("default/p".into(), pod("Running"));
+        state.apply("n".into(), pool("n", "True"));
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![
+                (None, Some(PodPhase::Pending), "default/p".to_string()),
+                (
+                    Some(Some(PodPhase::Pending)),
+                    Some(PodPhase::Running),
+                    "default/p".to_string()
+                ),
+            ]
+        );
+    }
+
     fn pool(name: &str, ready: &str) -> Arc<NodePool> {
         let mut pool: NodePool = serde_json::from_value(serde_json::json!({
             "apiVersion": "karpenter.sh/v1",

@@ -271,8 +271,8 @@ impl Snapshot {
         }
     }
 
-    /// What the cache keeps of `pod`: its shape and scheduling constraints shared with the
-    /// pods already held whose are equal.
+    /// What the cache keeps of `pod`: its shape, scheduling constraints and requests shared
+    /// with the pods already held whose are equal.
     pub fn cache_pod(&self, pod: &Pod) -> CachedPod {
         let mut cached = CachedPod::new(pod, |shape| {
             self.pod_shapes

@@ -1,10 +1,9 @@
-//! What the cache keeps of an object: managedFields never, and of a Pod only what some
-//! controller reads — its identity, labels, owners, the annotations driftwood acts on, what
-//! scheduling, drain and volume handling look at, its phase, conditions and restarts. At
-//! 100,000 pods the rest (container images, env, probes, mounts, projected volumes, the rest of
-//! the container statuses)
-//! is most of the memory a full copy would take.
-
+//! What the watch decodes of an object before the cache takes it: managedFields never, and of
+//! a Pod only what the cache's projection of it ([`driftwood_disruption::cached_pod::CachedPod`])
+//! and its scheduling facts read — its identity, labels, owners, the annotations driftwood acts
+//! on, what scheduling, drain and volume handling look at, its phase, conditions and restarts.
+//! At 100,000 pods the rest (container images, env, probes, mounts, projected volumes, the rest
+//! of the container statuses) would be most of the work of decoding each event.
 use serde_json::Value;
 
 /// Pod annotations driftwood reads (exact keys).
@@ -101,9 +100,11 @@ mod tests {
                                      "livenessProbe": {"httpGet": {"path": "/", "port": 80}}}],
                      "initContainers": [{"name": "sidecar", "image": "envoy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
                      "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}},
+                                 {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
                                  {"name": "token", "projected": {"sources": []}}]},
             "status": {"phase": "Running", "startTime": "2024-01-01T00:00:00Z",
-                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2024-01-01T00:00:01Z"},
+                                      {"type": "Ready", "status": "True", "lastTransitionTime": "2024-01-01T00:00:09Z"}],
                        "containerStatuses": [{"name": "c", "ready": true, "restartCount": 4, "image": "nginx", "imageID": "x",
                                               "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}],
                        "podIP": "10.0.0.1"}
@@ -153,7 +154,7 @@ mod tests {
         assert!(spec.containers[0].image.is_none() && spec.containers[0].env.is_none());
         let sidecar = &spec.init_containers.as_ref().expect("init")[0];
         assert_eq!(sidecar.restart_policy.as_deref(), Some("Always"));
-        assert_eq!(spec.volumes.as_ref().expect("volumes").len(), 1);
+        assert_eq!(spec.volumes.as_ref().expect("volumes").len(), 2);
         assert_eq!(
             spec.priority_class_name.as_deref(),
             Some("system-cluster-critical")
@@ -181,8 +182,22 @@ mod tests {
         let mut trimmed = pod();
         trim(&mut trimmed, true);
         let trimmed: Pod = serde_json::from_value(trimmed).expect("still a pod");
+        let cached = CachedPod::from(&whole);
+        assert_eq!(CachedPod::from(&trimmed), cached);
+        assert_eq!(cached.shape.deletion_cost, 5);
+        assert_eq!(
+            &*cached.claims,
+            [Box::from("data-web-1"), Box::from("web-1-scratch")]
+        );
+        assert!(cached.ready_since().is_some() && cached.scheduled_since().is_some());
+        // A static pod's mirror annotation survives too.
+        let mut mirror = pod();
+        mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"] = json!("abc");
+        let whole: Pod = serde_json::from_value(mirror.clone()).expect("a pod");
+        trim(&mut mirror, true);
+        let trimmed: Pod = serde_json::from_value(mirror).expect("still a pod");
+        assert!(CachedPod::from(&trimmed).shape.mirror);
         assert_eq!(CachedPod::from(&trimmed), CachedPod::from(&whole));
-        assert_eq!(CachedPod::from(&whole).shape.deletion_cost, 5);
     }
 
     /// Other kinds lose only their managedFields.

@@ -195,7 +195,7 @@ mod tests {
         let mut deleting = pod.clone();
         deleting.metadata.deletion_timestamp = Some(time(1100));
         assert_eq!(pod_row(&CachedPod::from(&deleting), 1130)[2], "Terminating");
-        // As the controllers' cache keeps it: conditions, no container statuses.
+        // Without container statuses (not reported yet), the Ready condition says.
         let mut trimmed = pod.clone();
         if let Some(status) = trimmed.status.as_mut() {
             status.container_statuses = None;

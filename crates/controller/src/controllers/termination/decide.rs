@@ -876,18 +876,27 @@ mod tests {
     #[test]
     fn only_volumes_of_pods_that_leave_are_waited_for() {
         let mut store = Store::default();
-        for (name, claim, tolerates) in
-            [("db-0", "data-db-0", false), ("agent", "data-agent", true)]
-        {
+        for (name, claim, tolerates) in [
+            ("db-0", "data-db-0", false),
+            ("agent", "data-agent", true),
+            ("cache", "cache-scratch", true),
+        ] {
             let tolerations = if tolerates {
                 serde_json::json!([{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
             } else {
                 serde_json::json!([])
             };
+            // A generic ephemeral volume's claim is named `<pod>-<volume>` (Karpenter's
+            // GetPersistentVolumeClaim, as Kubernetes names it).
+            let volume = if claim.ends_with("-scratch") {
+                serde_json::json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}})
+            } else {
+                serde_json::json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}})
+            };
             let pod: Arc<Pod> = parse(serde_json::json!({
                 "metadata": {"name": name, "namespace": "default"},
                 "spec": {"nodeName": "n1", "containers": [], "tolerations": tolerations,
-                         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+                         "volumes": [volume]}
             }));
             store.pods.insert(
                 format!("default/{name}"),
