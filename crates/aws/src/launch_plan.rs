@@ -112,7 +112,7 @@ pub fn plan_launch(
     // labels, not by the instance type.
     let candidates: Vec<&InstanceType> = catalog
         .iter()
-        .filter(|it| it.requirements.intersects(requirements).is_ok())
+        .filter(|it| it.requirements.first_conflict(requirements).is_none())
         .filter(|it| it.holds(requests))
         .collect();
     let offered = |it: &InstanceType, ct: &str| -> Vec<(String, f64)> {

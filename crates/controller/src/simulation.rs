@@ -326,7 +326,7 @@ fn nodepool_spec(
     labels.insert(LABEL_NODEPOOL.to_string(), name.to_string());
     requirements = requirements.intersection(&Requirements::from_labels(labels.iter()));
     let compatible = instance_types.iter().any(|it| {
-        requirements.intersects(&it.requirements).is_ok()
+        requirements.first_conflict(&it.requirements).is_none()
             && it.offerings.iter().any(|o| {
                 o.available
                     && driftwood_scheduling::InstanceType::offering_allowed(o, &requirements)

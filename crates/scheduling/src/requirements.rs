@@ -739,24 +739,36 @@ impl Requirements {
     /// Keys present on both sides must have a common value, except where both sides accept
     /// absence of the label. Keys present on one side only are allowed.
     pub fn intersects(&self, incoming: &Requirements) -> Result<(), Incompatibility> {
+        match self.first_conflict(incoming) {
+            None => Ok(()),
+            Some((key, existing, incoming)) => Err(Incompatibility::NoCommonValue {
+                key: key.to_string(),
+                incoming: incoming.to_string(),
+                existing: existing.to_string(),
+            }),
+        }
+    }
+
+    /// The first key both name without a common value (the key, `self`'s requirement and
+    /// `incoming`'s), None when they intersect: [`Self::intersects`] without writing out why
+    /// not, for callers that only filter (a launch plan tries every instance type).
+    pub fn first_conflict<'a>(
+        &'a self,
+        incoming: &'a Requirements,
+    ) -> Option<(&'a str, &'a Requirement, &'a Requirement)> {
         let (small, large, small_is_incoming) = if self.0.len() <= incoming.0.len() {
             (self, incoming, false)
         } else {
             (incoming, self, true)
         };
-        for (key, a) in &small.0 {
-            if let Some(b) = large.0.get(key)
-                && !a.intersects(b)
-            {
-                let (existing, incoming) = if small_is_incoming { (b, a) } else { (a, b) };
-                return Err(Incompatibility::NoCommonValue {
-                    key: key.clone(),
-                    incoming: incoming.to_string(),
-                    existing: existing.to_string(),
-                });
+        small.0.iter().find_map(|(key, a)| {
+            let b = large.0.get(key)?;
+            if a.intersects(b) {
+                return None;
             }
-        }
-        Ok(())
+            let (existing, incoming) = if small_is_incoming { (b, a) } else { (a, b) };
+            Some((key.as_str(), existing, incoming))
+        })
     }
 
     /// Compatibility where `self` describes a node (or NodeClaim) and `incoming` what is asked

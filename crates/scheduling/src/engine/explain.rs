@@ -153,7 +153,7 @@ impl Engine<'_> {
             return "the nodepool has no instance types (its node class resolved none)".to_string();
         }
         let launchable = |it: &InstanceType, reqs: &Requirements| {
-            reqs.intersects(&it.requirements).is_ok()
+            reqs.first_conflict(&it.requirements).is_none()
                 && it.offerings.iter().any(|o| {
                     o.available
                         && reqs.get(LABEL_TOPOLOGY_ZONE).is_none_or(|r| r.has(&o.zone))

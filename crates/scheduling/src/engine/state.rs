@@ -124,7 +124,7 @@ impl PoolType {
     /// optionally in zone `zone` only.
     pub fn compatible(&self, reqs: &Requirements, zone: Option<usize>) -> bool {
         let allowed = OfferingReqs::of(reqs);
-        reqs.intersects(&self.it().requirements).is_ok()
+        reqs.first_conflict(&self.it().requirements).is_none()
             && self
                 .offerings
                 .iter()
