@@ -263,3 +263,33 @@ mod status_patch_tests {
         assert_eq!(merged, desired);
     }
 }
+
+#[cfg(test)]
+mod gathered_tests {
+    use super::*;
+    use kube::runtime::reflector::ObjectRef;
+
+    /// The ReplicaSets touched within one gathering come out once each, in the order first
+    /// touched, and only when the gathering ends; a change after it starts the next one.
+    #[tokio::test(start_paused = true)]
+    async fn changes_are_gathered_for_a_while_and_each_replica_set_is_told_once() {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let rs = |name: &str| ObjectRef::<ReplicaSet>::new(name).within("default");
+        let mut stream = Box::pin(gathered(receiver));
+        for name in ["web", "api", "web", "web", "api"] {
+            sender.send(rs(name)).unwrap();
+        }
+        let early = tokio::time::timeout(POD_CHANGES_GATHERED_FOR / 2, stream.next()).await;
+        assert!(early.is_err(), "nothing before the gathering ends");
+        let started = tokio::time::Instant::now();
+        assert_eq!(stream.next().await, Some(rs("web")));
+        assert_eq!(stream.next().await, Some(rs("api")));
+        assert!(started.elapsed() <= POD_CHANGES_GATHERED_FOR);
+        sender.send(rs("web")).unwrap();
+        let next = tokio::time::Instant::now();
+        assert_eq!(stream.next().await, Some(rs("web")));
+        assert_eq!(next.elapsed(), POD_CHANGES_GATHERED_FOR);
+        drop(sender);
+        assert_eq!(stream.next().await, None);
+    }
+}
