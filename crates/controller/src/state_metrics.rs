@@ -14,7 +14,7 @@
 use std::sync::{Arc, LazyLock, Mutex};
 
 use driftwood_api::wellknown;
-use driftwood_disruption::cached_pod::{CachedPod, PodPhase};
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_scheduling::Resources;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
@@ -546,7 +546,7 @@ struct PodWait {
 
 /// The pod's phase ("Pending" before its status has one).
 fn phase(pod: &CachedPod) -> &'static str {
-    pod.phase.map_or("Pending", PodPhase::as_str)
+    pod.phase_name()
 }
 
 /// Whether `pod` is waiting to start (pending, or running but not Ready after it was seen

@@ -248,6 +248,11 @@ impl CachedPod {
         self.node_name.as_deref().unwrap_or_default()
     }
 
+    /// The phase's name, "Pending" before the status has one (as kubectl and Karpenter show it).
+    pub fn phase_name(&self) -> &'static str {
+        self.phase.map_or("Pending", PodPhase::as_str)
+    }
+
     /// Phase Succeeded or Failed.
     pub fn is_terminal(&self) -> bool {
         matches!(self.phase, Some(PodPhase::Succeeded | PodPhase::Failed))

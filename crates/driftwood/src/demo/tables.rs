@@ -3,7 +3,7 @@
 //! the last column unpadded).
 
 use super::duration::kubectl_age;
-use driftwood_disruption::cached_pod::{CachedPod, PodPhase};
+use driftwood_disruption::cached_pod::CachedPod;
 use k8s_openapi::api::core::v1::Node;
 
 /// kubectl's tabwriter: minimum cell width and padding.
@@ -60,7 +60,7 @@ pub fn pod_row(pod: &CachedPod, now: i64) -> Vec<String> {
     let status = if pod.is_terminating() {
         "Terminating"
     } else {
-        pod.phase.map_or("Pending", PodPhase::as_str)
+        pod.phase_name()
     };
     vec![
         pod.name.to_string(),
