@@ -64,7 +64,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let debounce = Duration::from_millis(200);
     let checks = drift::InstanceTypeChecks::default();
     let disruption_loop = disruption::DisruptionController::default();
-    let pod_signatures = consolidatable::PodSignatures::default();
+    let marker_memory = consolidatable::MarkerMemory::default();
     let nodeclass_loop = nodeclass::NodeClassController::default();
     let garbage_collector = lifecycle::GarbageCollector::default();
     let tagging_memory = tagging::Memory::default();
@@ -116,7 +116,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
                 on_change(debounce),
             ),
             cancel.clone(),
-            move |ctx| consolidatable::pass(ctx, pod_signatures.clone()),
+            move |ctx| consolidatable::pass(ctx, marker_memory.clone()),
         )),
         tokio::spawn(drive(
             ctx.clone(),

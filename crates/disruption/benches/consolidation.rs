@@ -16,6 +16,7 @@ use driftwood_disruption::candidate::{NodeView, PodView};
 use driftwood_disruption::consolidation::{
     ConsolidationInput, MethodOutcome, plan_emptiness, plan_multi_node, plan_single_node,
 };
+use driftwood_disruption::world::PassWorld;
 use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
 use driftwood_scheduling::testkit::{self, GIB};
 use driftwood_scheduling::{ExistingNode, Resources, SimulationInput};
@@ -111,7 +112,7 @@ fn pass(views: &[NodeView], world: &SimulationInput, pools: &[NodePool]) -> Meth
         nodes: views,
         pdb_allowed: &pdbs,
         nodepools: pools,
-        world: world.clone(),
+        world: PassWorld::of(views, world.clone()),
         spot_to_spot: false,
     };
     let empty = plan_emptiness(input());

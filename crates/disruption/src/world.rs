@@ -12,7 +12,8 @@ use driftwood_scheduling::{
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The world of one pass, with each node's position (positions never change within a pass;
-/// only pods move).
+/// only pods move). Prepared once per pass and cloned for each method that searches it.
+#[derive(Clone)]
 pub struct PassWorld {
     pub world: SimulationInput,
     pub index: BTreeMap<String, usize>,
@@ -62,6 +63,13 @@ impl PassWorld {
             nominated,
             pools: PoolCache::default(),
         }
+    }
+
+    /// Prepares `world` for a pass over `nodes`, its `pods` being the pods looking for room
+    /// ([`Self::prepare`]).
+    pub fn of(nodes: &[NodeView], mut world: SimulationInput) -> Self {
+        let pending = std::mem::take(&mut world.pods);
+        Self::prepare(nodes, world, pending)
     }
 
     /// Simulates removing the nodes at `candidates` (positions) at once: their movable pods are

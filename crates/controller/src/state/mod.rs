@@ -10,7 +10,7 @@ mod snapshot;
 pub mod trim;
 mod watch;
 
-pub use snapshot::{Cached, Snapshot};
+pub use snapshot::{Cached, PodEventSet, Snapshot};
 pub use watch::spawn_watchers;
 
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};

@@ -5,6 +5,7 @@
 
 use super::{Kind, ObjectKey, Objects, Store};
 use driftwood_api::condition::Conditions as _;
+use driftwood_api::hash::fnv1a64;
 use driftwood_api::wellknown::LABEL_NODEPOOL;
 use driftwood_api::{EC2NodeClass, NodeClaim, NodePool};
 use driftwood_aws::launcher::instance_id_from_provider_id;
@@ -23,6 +24,9 @@ pub struct Snapshot {
     pub store: Store,
     /// Pod keys bound to each node name.
     pub pods_by_node: OrdMap<String, OrdSet<ObjectKey>>,
+    /// Per node name, the pods whose coming and going is a pod event for consolidation
+    /// ([`counts_as_pod_event`]) as one [`PodEventSet`]; a node without such pods has none.
+    pub pod_event_sets: OrdMap<String, PodEventSet>,
     /// Pods not bound to a node, not finished and not being deleted.
     pub pending_pods: OrdSet<ObjectKey>,
     /// Pods kube-scheduler gave up on that are ours to provision for
@@ -53,6 +57,33 @@ pub struct Snapshot {
     /// One copy of each distinct list of requests the cached pods' scheduling facts carry,
     /// with how many pods hold it.
     pub pod_requests: imbl::HashMap<Arc<Resources>, usize>,
+}
+
+/// The pods on one node whose coming and going is a pod event: how many, and the wrapping sum
+/// of their UIDs' hashes. Kept per watch event by adding and taking away one pod, it changes
+/// whenever the set does (but for a 64-bit hash collision), with no pass over the node's pods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodEventSet {
+    pub pods: u64,
+    pub uid_hashes: u64,
+}
+
+impl PodEventSet {
+    /// One number for the set, equal for equal sets.
+    pub fn signature(&self) -> u64 {
+        self.uid_hashes ^ self.pods.rotate_left(32)
+    }
+}
+
+/// Whether `pod` coming to or leaving its node is a pod event (Karpenter's
+/// `nodeclaim.podevents`): bound, with a UID, not a DaemonSet pod, not finished and not
+/// terminating.
+pub fn counts_as_pod_event(pod: &CachedPod) -> bool {
+    pod.node_name.is_some()
+        && pod.uid.is_some()
+        && !pod.is_daemonset()
+        && !pod.is_terminal()
+        && !pod.is_terminating()
 }
 
 /// A kind the cache stores: what it keeps of an object, where, and which indexes it feeds.
@@ -180,6 +211,10 @@ fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &CachedPod, present: bool)
     match pod.node_name.as_deref() {
         Some(node) => {
             set_member(&mut snapshot.pods_by_node, node, key, present);
+            if counts_as_pod_event(pod) {
+                let uid = fnv1a64(pod.uid.as_deref().unwrap_or_default().as_bytes());
+                count_pod_event(&mut snapshot.pod_event_sets, node, uid, present);
+            }
         }
         None => {
             if !pod.is_terminal() && !pod.is_terminating() {
@@ -189,6 +224,22 @@ fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &CachedPod, present: bool)
                     snapshot.pending_pods.remove(key);
                 }
             }
+        }
+    }
+}
+
+/// Adds a pod's UID hash to (`present`), or takes it from, `node`'s pod-event set; an emptied
+/// set is dropped.
+fn count_pod_event(sets: &mut OrdMap<String, PodEventSet>, node: &str, uid: u64, present: bool) {
+    if present {
+        let set = sets.entry(node.to_string()).or_default();
+        set.pods += 1;
+        set.uid_hashes = set.uid_hashes.wrapping_add(uid);
+    } else if let Some(set) = sets.get_mut(node) {
+        set.pods = set.pods.saturating_sub(1);
+        set.uid_hashes = set.uid_hashes.wrapping_sub(uid);
+        if set.pods == 0 {
+            sets.remove(node);
         }
     }
 }
@@ -454,6 +505,7 @@ mod tests {
     fn assert_indexes_match_rebuild(snapshot: &Snapshot) {
         let fresh = rebuilt(snapshot);
         assert_eq!(snapshot.pods_by_node, fresh.pods_by_node);
+        assert_eq!(snapshot.pod_event_sets, fresh.pod_event_sets);
         assert_eq!(snapshot.pending_pods, fresh.pending_pods);
         assert_eq!(snapshot.provisionable_pods, fresh.provisionable_pods);
         assert_eq!(
@@ -741,7 +793,22 @@ mod tests {
                     let phase = ["Pending", "Running", "Succeeded"][next(3) as usize];
                     let node = format!("n{}", next(4));
                     let bound = (next(2) == 0).then_some(node.as_str());
-                    s.apply(format!("default/p{i}"), pod(&format!("p{i}"), bound, phase));
+                    let mut p = Pod::clone(&pod(&format!("p{i}"), bound, phase));
+                    // A new UID now and then (the pod recreated under its name), a DaemonSet
+                    // pod, a terminating one: the pod-event sets count only some of them.
+                    p.metadata.uid = Some(format!("u{i}-{}", next(2)));
+                    if next(4) == 0 {
+                        p.metadata.owner_references = Some(vec![
+                            serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "ds", "controller": true})).unwrap(),
+                        ]);
+                    }
+                    if next(4) == 0 {
+                        p.metadata.deletion_timestamp =
+                            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                                jiff::Timestamp::UNIX_EPOCH,
+                            ));
+                    }
+                    s.apply(format!("default/p{i}"), Arc::new(p));
                 }
                 // Provider ids are unique per object here (duplicates have their own test).
                 4 | 5 => {
@@ -757,9 +824,68 @@ mod tests {
             }
             if step % 50 == 0 {
                 assert_indexes_match_rebuild(&s);
+                assert_pod_event_sets_match_the_pods(&s);
             }
         }
         assert_indexes_match_rebuild(&s);
+        assert_pod_event_sets_match_the_pods(&s);
+    }
+
+    /// Each node's pod-event set worked out afresh from the pods bound to it.
+    fn assert_pod_event_sets_match_the_pods(s: &Snapshot) {
+        let mut fresh = OrdMap::new();
+        for node in s.pods_by_node.keys() {
+            let mut set = PodEventSet::default();
+            for pod in s.pods_on(node) {
+                if !pod.is_daemonset() && !pod.is_terminating() && !pod.is_terminal() {
+                    set.pods += 1;
+                    set.uid_hashes = set
+                        .uid_hashes
+                        .wrapping_add(fnv1a64(pod.uid.as_deref().unwrap().as_bytes()));
+                }
+            }
+            if set.pods > 0 {
+                fresh.insert(node.clone(), set);
+            }
+        }
+        assert_eq!(s.pod_event_sets, fresh);
+    }
+
+    /// Karpenter's pod events controller: a pod bound to a node, or leaving it, is an event; a
+    /// DaemonSet pod, a finished or terminating pod is not. The signature moves with the set
+    /// and comes back to what it was when the set does.
+    #[test]
+    fn a_nodes_pod_event_signature_moves_with_its_pods() {
+        let mut s = Snapshot::default();
+        let signature = |s: &Snapshot| s.pod_event_sets.get("n1").map_or(0, |e| e.signature());
+        let with_uid = |name: &str, phase: &str| {
+            let mut p = Pod::clone(&pod(name, Some("n1"), phase));
+            p.metadata.uid = Some(format!("uid-{name}"));
+            Arc::new(p)
+        };
+        assert_eq!(signature(&s), 0);
+        s.apply("default/a".into(), with_uid("a", "Running"));
+        let one = signature(&s);
+        assert_ne!(one, 0);
+        s.apply("default/b".into(), with_uid("b", "Running"));
+        let two = signature(&s);
+        assert_ne!(two, one);
+        // A status change of a pod already there is no event.
+        s.apply("default/b".into(), with_uid("b", "Pending"));
+        assert_eq!(signature(&s), two);
+        // A DaemonSet pod is no event.
+        let mut ds = Pod::clone(&with_uid("ds", "Running"));
+        ds.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "ds", "controller": true})).unwrap(),
+        ]);
+        s.apply("default/ds".into(), Arc::new(ds));
+        assert_eq!(signature(&s), two);
+        // b finishing is b leaving.
+        s.apply("default/b".into(), with_uid("b", "Succeeded"));
+        assert_eq!(signature(&s), one);
+        s.delete::<Pod>("default/a");
+        assert_eq!(signature(&s), 0);
+        assert!(!s.pod_event_sets.contains_key("n1"));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::candidate::{NodeView, pool_budgets};
 use crate::world::PassWorld;
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::{REASON_EMPTY, REASON_UNDERUTILIZED};
-use driftwood_scheduling::{NewNodeClaim, SimulationInput};
+use driftwood_scheduling::NewNodeClaim;
 use std::collections::BTreeMap;
 
 /// How long a consolidation command waits before it is validated and carried out (Karpenter's
@@ -152,8 +152,10 @@ pub struct ConsolidationInput<'a> {
     /// disruptionsAllowed of each PodDisruptionBudget, by namespace/name.
     pub pdb_allowed: &'a BTreeMap<String, i32>,
     pub nodepools: &'a [NodePool],
-    /// The cluster as the simulation sees it; `pods` are the pods Pending now.
-    pub world: SimulationInput,
+    /// The cluster as the simulation sees it, prepared for the pass
+    /// ([`PassWorld::of`], the pods Pending now being its world's `pods`): the same for every
+    /// method of a pass, so prepared once and cloned for each.
+    pub world: PassWorld,
     /// The SpotToSpotConsolidation feature gate.
     pub spot_to_spot: bool,
 }
@@ -172,11 +174,9 @@ fn prepare<'a>(input: ConsolidationInput<'a>, method: Method) -> Prepared<'a> {
         nodes,
         pdb_allowed,
         nodepools,
-        mut world,
+        world,
         ..
     } = input;
-    let pending = std::mem::take(&mut world.pods);
-    let world = PassWorld::prepare(nodes, world, pending);
     let (candidates, unconsolidatable) =
         candidates::candidates(method.kind(), nodes, nodepools, pdb_allowed, &world);
     let budgets = pool_budgets(nodes, nodepools, method.reason(), now);

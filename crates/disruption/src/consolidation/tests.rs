@@ -8,7 +8,7 @@ use driftwood_api::nodepool::{Budget, NodePoolSpec as ApiNodePoolSpec};
 use driftwood_api::wellknown::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE};
 use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
 use driftwood_scheduling::testkit::{self, GIB, MIB};
-use driftwood_scheduling::{ExistingNode, Resources};
+use driftwood_scheduling::{ExistingNode, Resources, SimulationInput};
 
 const ZONE: &str = "test-zone-1";
 
@@ -99,7 +99,7 @@ impl Cluster {
             nodes: &self.views,
             pdb_allowed: &EMPTY_PDBS,
             nodepools: &self.pools,
-            world: self.world.clone(),
+            world: PassWorld::of(&self.views, self.world.clone()),
             spot_to_spot: self.spot_to_spot,
         }
     }

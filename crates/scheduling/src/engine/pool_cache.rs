@@ -73,8 +73,9 @@ impl NodePoolKey {
 const ENTRIES: usize = 4;
 
 /// Prepared NodePools, by what they were prepared from. Keep one per pass (the catalogs and
-/// NodePools do not change within a pass); a fresh one prepares every time.
-#[derive(Debug, Default)]
+/// NodePools do not change within a pass); a fresh one prepares every time. A clone shares
+/// what is prepared so far.
+#[derive(Debug, Default, Clone)]
 pub struct PoolCache {
     entries: Vec<(Key, Arc<Vec<Pool>>)>,
     /// The names each catalog numbers, by the catalog's identity (held, so its address is not

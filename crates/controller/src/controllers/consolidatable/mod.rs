@@ -4,7 +4,7 @@
 
 mod decide;
 
-pub use decide::{Decision, Mark, decide, pod_signature};
+pub use decide::{Decision, Mark, Memory, decide, decide_changed, pod_signature};
 
 use super::Outcome;
 use crate::api::{clear_claim_condition, modify_status, nodeclaims, set_claim_condition};
@@ -12,7 +12,6 @@ use crate::context::Context;
 use driftwood_api::condition::STATUS_TRUE;
 use driftwood_api::wellknown::CONDITION_CONSOLIDATABLE;
 use futures::StreamExt as _;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,29 +21,33 @@ const CONTROLLER: &str = "nodeclaim.consolidation";
 /// How many NodeClaim status writes go out at once.
 const WRITES_AT_ONCE: usize = 32;
 
-/// The pod signature of each NodeClaim as last written (a pod event is a change of it).
+/// What the marker remembers between passes ([`Memory`]): each NodeClaim's pod signature as
+/// last written, and what the last pass looked at.
 #[derive(Clone, Default)]
-pub struct PodSignatures(Arc<Mutex<HashMap<String, u64>>>);
+pub struct MarkerMemory(Arc<Mutex<Memory>>);
 
-/// One pass: decide, write each NodeClaim's marks, requeue when the next one is due.
-pub async fn pass(ctx: Context, seen: PodSignatures) -> Outcome {
+/// One pass: decide for the NodeClaims something changed for, write each one's marks, requeue
+/// when the next one is due.
+pub async fn pass(ctx: Context, memory: MarkerMemory) -> Outcome {
     let snapshot = ctx.state.snapshot();
     let now = ctx.clock.now();
-    let before = seen.0.lock().map(|m| m.clone()).unwrap_or_default();
-    let decision = decide(&snapshot, &before, now.as_second());
+    // Taken out while the pass runs (passes of one controller never overlap).
+    let mut remembered = memory
+        .0
+        .lock()
+        .map(|mut m| std::mem::take(&mut *m))
+        .unwrap_or_default();
+    let decision = decide_changed(&snapshot, &mut remembered, now.as_second());
     let api = nodeclaims(&ctx.client);
     let ready = |name: &str| {
         ctx.retries
             .ready(CONTROLLER, &format!("nodeclaim/{name}"), now)
     };
-    let mut signatures = decision.signatures;
     let mut writes = Vec::new();
     for mark in &decision.marks {
         if !ready(&mark.nodeclaim) {
-            // Waiting out its backoff: a pod event not written is seen again next pass.
-            if mark.pod_event {
-                unsee(&mut signatures, &before, &mark.nodeclaim);
-            }
+            // Waiting out its backoff: looked at again next pass, its pod event seen again.
+            not_written(&mut remembered, &decision, mark);
             continue;
         }
         let (ctx, api) = (&ctx, &api);
@@ -63,30 +66,34 @@ pub async fn pass(ctx: Context, seen: PodSignatures) -> Outcome {
             .record(&ctx.metrics, CONTROLLER, &object, "mark", at, result)
         {
             errors += 1;
-            // The pod event is not recorded: it is seen again next pass.
-            if mark.pod_event {
-                unsee(&mut signatures, &before, &mark.nodeclaim);
-            }
+            not_written(&mut remembered, &decision, mark);
         }
     }
-    if let Ok(mut memory) = seen.0.lock() {
-        *memory = signatures;
+    let next_at = remembered.next_at();
+    let backing_off = !remembered.unwritten.is_empty();
+    if let Ok(mut m) = memory.0.lock() {
+        *m = remembered;
     }
-    let outcome = match decision.next_at {
+    let outcome = match next_at {
         Some(due) => Outcome::again_in(Duration::from_secs(
             u64::try_from(due - ctx.now_seconds()).unwrap_or(0).max(1),
         )),
+        // A mark not written is tried again when its backoff allows, at the latest.
+        None if backing_off => Outcome::again_in(Duration::from_secs(1)),
         None => Outcome::idle(),
     };
     outcome.with_errors(errors)
 }
 
-/// Puts back the signature `nodeclaim` had before this pass.
-fn unsee(signatures: &mut HashMap<String, u64>, before: &HashMap<String, u64>, nodeclaim: &str) {
-    match before.get(nodeclaim) {
-        Some(old) => signatures.insert(nodeclaim.to_string(), *old),
-        None => signatures.remove(nodeclaim),
-    };
+/// Remembers that `mark` was not written: its NodeClaim is looked at again next pass, with the
+/// pod signature it had before a pod event, so the event is seen again.
+fn not_written(memory: &mut Memory, decision: &Decision, mark: &Mark) {
+    match decision.before.get(&mark.nodeclaim) {
+        Some(&before) if mark.pod_event => memory.unsee(&mark.nodeclaim, before),
+        _ => {
+            memory.unwritten.insert(mark.nodeclaim.clone());
+        }
+    }
 }
 
 /// Writes one NodeClaim's marks in one status patch.

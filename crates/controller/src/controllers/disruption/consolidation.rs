@@ -13,9 +13,10 @@ use driftwood_disruption::consolidation::{
     ConsolidationCommand, ConsolidationInput, Method, MethodOutcome, VALIDATION_DELAY_SECONDS,
     plan_emptiness, plan_multi_node, plan_single_node, validate,
 };
+use driftwood_disruption::world::PassWorld;
 use driftwood_scheduling::SimulationInput;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long multi-node consolidation searches (Karpenter's MultiNodeConsolidationTimeout).
@@ -95,16 +96,23 @@ pub struct Inputs {
     pub nodepools: Vec<driftwood_api::NodePool>,
     pub world: SimulationInput,
     pub spot_to_spot: bool,
+    /// `world` prepared for the consolidation methods, on first use: the same for each method
+    /// and the validation of the pass, whose pending pods are scheduled once, not by each.
+    pub prepared: OnceLock<PassWorld>,
 }
 
 impl Inputs {
     fn input(&self) -> ConsolidationInput<'_> {
+        let world = self
+            .prepared
+            .get_or_init(|| PassWorld::of(&self.views, self.world.clone()))
+            .clone();
         ConsolidationInput {
             now: self.now,
             nodes: &self.views,
             pdb_allowed: &self.pdb_allowed,
             nodepools: &self.nodepools,
-            world: self.world.clone(),
+            world,
             spot_to_spot: self.spot_to_spot,
         }
     }

@@ -363,6 +363,7 @@ impl Memory {
             nodepools,
             world,
             spot_to_spot: ctx.settings.feature_gates.spot_to_spot_consolidation(),
+            prepared: Default::default(),
         })
     }
 
