@@ -21,6 +21,7 @@ pub mod fnv;
 pub mod instance_profile;
 pub mod instance_types;
 pub mod interruption;
+pub mod launch_pacer;
 pub mod launch_plan;
 pub mod launcher;
 pub mod network;

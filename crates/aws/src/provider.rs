@@ -29,6 +29,7 @@ use super::class_view::{
 use super::cleanup::{CleanupReport, cleanup_node_class};
 use super::drift::{ClassAmi, DriftInputs, ProviderDrift, provider_drift, provider_drifts};
 use super::instance_types::{CatalogData, CatalogOptions, instance_type_labels, type_labels};
+use super::launch_pacer::Admission;
 use super::launch_plan::{PlanError, plan_launch};
 use super::launcher::{
     KnownTemplates, LaunchConfig, LaunchError, instance_id_from_provider_id, launch, provider_id,
@@ -92,6 +93,8 @@ pub struct AwsProvider {
     fleets:
         Arc<crate::batcher::Batcher<crate::ports::CreateFleetInput, crate::batcher::FleetShare>>,
     batcher_metrics: crate::batcher::BatcherMetrics,
+    /// Slots for launches once EC2 throttles them (its instance bucket's refill rate).
+    launch_pacer: crate::launch_pacer::LaunchPacer,
 }
 
 /// The subnet ids in a class's status: the key of its described subnets.
@@ -157,7 +160,14 @@ impl AwsProvider {
             drift_instances: Mutex::new(None),
             class_hashes: Mutex::new(BTreeMap::new()),
             failures: Arc::default(),
+            launch_pacer: crate::launch_pacer::LaunchPacer::default(),
         }
+    }
+
+    /// How many launches wait for their slot (EC2 throttled launches; see
+    /// [`crate::launch_pacer`]).
+    pub fn launches_waiting(&self) -> usize {
+        self.launch_pacer.waiting()
     }
 
     /// The batchers' window and size histograms (shared: they go on observing).
@@ -709,6 +719,15 @@ impl CloudProvider for AwsProvider {
 
     async fn create(&self, claim: &NodeClaim) -> Result<NodeClaim, CloudError> {
         let now = self.clock.now();
+        let name = claim_name(claim);
+        if let Admission::WaitUntil(retry_at) = self.launch_pacer.admit(&name, now) {
+            return Err(CloudError::Throttled {
+                provider: "aws".to_string(),
+                message: "EC2 throttled launches; launching at its instance rate, in turn"
+                    .to_string(),
+                retry_at,
+            });
+        }
         let class_name = claim.spec.node_class_ref.name.clone();
         let class = self.ready_class(&class_name)?;
         // The class's subnets as last described (a minute at most), with the addresses this
@@ -834,6 +853,15 @@ impl CloudProvider for AwsProvider {
                 return Err(CloudError::InsufficientCapacity {
                     offerings,
                     message: "every offered instance type and zone was refused".to_string(),
+                });
+            }
+            Err(LaunchError::Fleet(e)) | Err(LaunchError::Api(e)) if e.is_throttled() => {
+                let retry_at = self.launch_pacer.throttled(&name, self.clock.now());
+                tracing::debug!(nodeclaim = %name, %retry_at, error = %e, "launch throttled; pacing launches");
+                return Err(CloudError::Throttled {
+                    provider: "aws".to_string(),
+                    message: e.to_string(),
+                    retry_at,
                 });
             }
             Err(LaunchError::Fleet(e)) | Err(LaunchError::Api(e)) => {

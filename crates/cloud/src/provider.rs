@@ -66,12 +66,28 @@ pub enum CloudError {
     /// A call to the cloud's API failed (the provider's error code and message).
     #[error("{provider} call failed: {message}")]
     Api { provider: String, message: String },
+    /// The cloud's rate for this call is reached: it is held back (no call made) until
+    /// `retry_at`, the caller's turn.
+    #[error("{provider} call held back until {retry_at}: {message}")]
+    Throttled {
+        provider: String,
+        message: String,
+        retry_at: jiff::Timestamp,
+    },
 }
 
 impl CloudError {
     /// Whether the error means the instance is gone.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
+    }
+
+    /// When a throttled call may be made again.
+    pub fn retry_at(&self) -> Option<jiff::Timestamp> {
+        match self {
+            Self::Throttled { retry_at, .. } => Some(*retry_at),
+            _ => None,
+        }
     }
 
     /// Whether the error means no capacity.

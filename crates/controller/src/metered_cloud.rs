@@ -48,7 +48,10 @@ pub fn error_kind(error: &CloudError) -> &'static str {
         CloudError::InsufficientCapacity { .. } => "InsufficientCapacityError",
         CloudError::NotFound { .. } => "NodeClaimNotFoundError",
         CloudError::NodeClassNotReady { .. } => "NodeClassNotReadyError",
-        CloudError::Invalid(_) | CloudError::Unresolved(_) | CloudError::Api { .. } => "",
+        CloudError::Invalid(_)
+        | CloudError::Unresolved(_)
+        | CloudError::Api { .. }
+        | CloudError::Throttled { .. } => "",
     }
 }
 

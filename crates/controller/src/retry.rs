@@ -66,6 +66,22 @@ impl ObjectRetries {
         failing.keys().filter(|(c, _)| *c == controller).count()
     }
 
+    /// Holds `object` back until `until` without counting a failure (the cloud gave it a turn:
+    /// a throttled launch waiting for its slot). Its backoff, if any, stays as it was.
+    pub fn defer(&self, controller: &'static str, object: &str, until: Timestamp) {
+        let mut failing = self
+            .failing
+            .lock()
+            .unwrap_or_else(|e| poisoned("retries", e));
+        let entry = failing
+            .entry((controller, object.to_string()))
+            .or_insert(Failing {
+                failures: 0,
+                not_before: until,
+            });
+        entry.not_before = until;
+    }
+
     /// Records one attempt of `step` on `object` by `controller`: a success forgets its
     /// failures; a failure is logged (naming the object, the step, how many times in a row and
     /// when it is tried again), counted in `driftwood_object_errors_total{controller,step}`,

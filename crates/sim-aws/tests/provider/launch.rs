@@ -1280,3 +1280,38 @@ async fn an_unchanged_catalog_described_again_keeps_the_built_catalog() {
         "unchanged data: the same built catalog"
     );
 }
+
+/// EC2 throttles a launch (its instance bucket spent): the NodeClaim is given a turn half a
+/// second on, the next NodeClaim the turn after, and neither calls CreateFleet before its turn;
+/// each launches at it, and once every turn has passed launches go straight through again.
+#[tokio::test(start_paused = true)]
+async fn launches_throttled_by_ec2_wait_their_turn_without_calling() {
+    let (env, _) = walkthrough_env().await;
+    let create = async |name: &'static str| {
+        let claim = claim(name, "latest-current-ami", walkthrough_requirements(), "1");
+        env.provider.create(&claim).await
+    };
+    env.sim.throttle("CreateFleet", 1);
+    let before = env.sim.fleet_calls();
+    let turn = |e: CloudError| match e {
+        CloudError::Throttled { retry_at, .. } => retry_at,
+        other => panic!("not held back: {other}"),
+    };
+    let now = driftwood_cloud::Clock::now(env.clock.as_ref());
+    let a = turn(create("nc-a").await.unwrap_err());
+    assert_eq!(a, now + jiff::SignedDuration::from_millis(500));
+    let b = turn(create("nc-b").await.unwrap_err());
+    assert_eq!(b, now + jiff::SignedDuration::from_millis(1000));
+    // Before its turn, asking again makes no call.
+    let calls = env.sim.fleet_calls();
+    assert_eq!(turn(create("nc-b").await.unwrap_err()), b);
+    assert_eq!(env.sim.fleet_calls(), calls);
+    assert!(calls <= before + 1, "only the throttled call was made");
+    env.clock.advance(jiff::SignedDuration::from_millis(500));
+    create("nc-a").await.unwrap();
+    env.clock.advance(jiff::SignedDuration::from_millis(500));
+    create("nc-b").await.unwrap();
+    env.clock.advance(jiff::SignedDuration::from_millis(600));
+    create("nc-c").await.unwrap();
+    assert_eq!(env.provider.launches_waiting(), 0);
+}

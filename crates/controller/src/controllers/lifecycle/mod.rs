@@ -84,6 +84,11 @@ pub async fn pass(ctx: Context) -> Outcome {
         .iter()
         .filter(|(name, step, result)| {
             let object = format!("nodeclaim/{name}");
+            if let Err(StepError::HeldBack(until)) = result {
+                // The cloud's turn for it comes at `until`: no failure, no write.
+                ctx.retries.defer(CONTROLLER, &object, *until);
+                return false;
+            }
             ctx.retries
                 .record(&ctx.metrics, CONTROLLER, &object, step, now, result)
         })
@@ -143,6 +148,9 @@ pub enum StepError {
     Cloud(#[from] CloudError),
     #[error("{cloud}; and recording it on the NodeClaim failed: {api}")]
     CloudAndApi { cloud: CloudError, api: kube::Error },
+    /// The cloud's rate is reached: the launch waits for its turn at this time.
+    #[error("launch held back until {0}: the cloud's rate is reached")]
+    HeldBack(jiff::Timestamp),
 }
 
 /// Launches `claim`'s instance and records it. Every failure is returned (the caller backs the
@@ -175,6 +183,10 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) -> Res
                 return Ok(());
             }
             Err(error @ CloudError::InsufficientCapacity { .. }) => last_error = Some(error),
+            Err(CloudError::Throttled { retry_at, .. }) => {
+                tracing::debug!(nodeclaim = %name, %retry_at, "launch waits for its turn");
+                return Err(StepError::HeldBack(retry_at));
+            }
             Err(error) => {
                 let reason = match &error {
                     CloudError::NodeClassNotReady { .. } => "NodeClassNotReady",
