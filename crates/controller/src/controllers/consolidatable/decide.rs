@@ -34,7 +34,8 @@ pub struct Mark {
 }
 
 /// The marks, the earliest time a NodeClaim becomes Consolidatable (UTC seconds), each
-/// NodeClaim's pod signature now (of those looked at), and for each mark with a pod event the
+/// NodeClaim's pod signature now ([`decide`]'s; [`decide_changed`] keeps them in its
+/// [`Memory`]), and for each mark with a pod event the
 /// signature seen before it (put back should the mark not be written, so that the event is
 /// seen again).
 #[derive(Debug, Default)]
@@ -343,14 +344,9 @@ pub fn decide_changed(snapshot: &Snapshot, memory: &mut Memory, now: i64) -> Dec
         let seen = memory.signatures.get(name.as_str()).copied();
         let looked = look(snapshot, name, claim, seen, now);
         match looked.signature {
-            Some(signature) => {
-                memory.signatures.insert(name.clone(), signature);
-                decision.signatures.insert(name.clone(), signature);
-            }
-            None => {
-                memory.signatures.remove(name.as_str());
-            }
-        }
+            Some(signature) => memory.signatures.insert(name.clone(), signature),
+            None => memory.signatures.remove(name.as_str()),
+        };
         if let Some(at) = looked.due {
             memory.due.insert((at, name.clone()));
             memory.due_of.insert(name.clone(), at);

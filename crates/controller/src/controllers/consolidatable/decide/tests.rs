@@ -98,14 +98,11 @@ fn sorted(mut marks: Vec<Mark>) -> Vec<Mark> {
     marks
 }
 
-/// Karpenter's pod events controller "should set the lastPodEventTime when given a
-/// scheduled pod" and "should not update lastPodEventTime when the last event is within the
-/// dedupe timeout"; the NodeClaim disruption controller "should add the status condition after
-/// consolidateAfter since the last pod event" — through the pass that looks at what changed.
-#[test]
-fn a_pod_bound_is_an_event_and_consolidatable_follows_consolidate_after() {
+/// A cache with NodePool `default` (`consolidate_after`), Node `n1` and NodeClaim `c1` on it,
+/// initialized at T0; and `c1`'s spec.
+fn one_claim_on_n1(consolidate_after: &str) -> (Snapshot, ClaimSpec<'static>) {
     let mut s = Snapshot::default();
-    s.apply("default".into(), pool("default", "30s", None));
+    s.apply("default".into(), pool("default", consolidate_after, None));
     s.apply("n1".into(), node("n1", Some(1)));
     let spec = ClaimSpec {
         pool: "default",
@@ -117,6 +114,16 @@ fn a_pod_bound_is_an_event_and_consolidatable_follows_consolidate_after() {
         deleting: false,
     };
     s.apply("c1".into(), claim("c1", &spec));
+    (s, spec)
+}
+
+/// Karpenter's pod events controller "should set the lastPodEventTime when given a
+/// scheduled pod" and "should not update lastPodEventTime when the last event is within the
+/// dedupe timeout"; the NodeClaim disruption controller "should add the status condition after
+/// consolidateAfter since the last pod event" — through the pass that looks at what changed.
+#[test]
+fn a_pod_bound_is_an_event_and_consolidatable_follows_consolidate_after() {
+    let (mut s, spec) = one_claim_on_n1("30s");
     let mut memory = Memory::default();
     // First seen: no event; Consolidatable due 30 s after initialization.
     let first = decide_changed(&s, &mut memory, T0 + 5);
@@ -161,19 +168,7 @@ fn a_pod_bound_is_an_event_and_consolidatable_follows_consolidate_after() {
 /// A mark that was not written is looked at again, its pod event seen again.
 #[test]
 fn a_pod_event_not_written_is_seen_again() {
-    let mut s = Snapshot::default();
-    s.apply("default".into(), pool("default", "Never", None));
-    s.apply("n1".into(), node("n1", Some(1)));
-    let spec = ClaimSpec {
-        pool: "default",
-        id: Some(1),
-        node_name: Some("n1"),
-        initialized: Some(T0),
-        last_pod_event: None,
-        consolidatable: false,
-        deleting: false,
-    };
-    s.apply("c1".into(), claim("c1", &spec));
+    let (mut s, _) = one_claim_on_n1("Never");
     let mut memory = Memory::default();
     decide_changed(&s, &mut memory, T0);
     s.apply("default/p".into(), pod("p", "u1", "n1", false));
