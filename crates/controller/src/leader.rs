@@ -2,7 +2,9 @@
 //! leader runs the controllers and writes (the [`Fence`]); expiry is judged on this replica's
 //! own clock from when it observed the lease record change, never from the holder's
 //! timestamps (clocks differ between machines); renewals are patches with the last written
-//! resourceVersion as precondition (no GET + PUT); the leader steps down at its renew deadline
+//! resourceVersion as precondition (no GET + PUT), and when that is refused because the lease
+//! changed (a lost answer to our own write, someone else's label), the leader reads it again and
+//! renews if it still holds it (client-go's slow path); the leader steps down at its renew deadline
 //! when renewals fail, before a standby can take over; a leader that shuts down releases the
 //! lease so a standby takes over at once.
 
@@ -14,6 +16,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+pub use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -143,6 +146,8 @@ pub struct Election {
     pub clock: Arc<dyn Clock>,
     pub timings: Timings,
     pub fence: Fence,
+    /// Counts renewals by the slow path (`leader_election_slowpath_total`).
+    pub slowpath: Counter,
 }
 
 /// Campaigns for the lease until `cancel` fires: `on_change(true)` when this replica becomes
@@ -160,6 +165,7 @@ pub async fn run_election(
         clock,
         timings,
         fence,
+        slowpath,
     } = election;
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     // While leading: the lease as we last wrote it (its resourceVersion is the precondition of
@@ -172,7 +178,7 @@ pub async fn run_election(
     loop {
         let now = clock.now();
         let result = match held.take() {
-            Some(lease) => renew(&api, lease, &identity, now, timings).await,
+            Some(lease) => renew(&api, lease, &identity, now, timings, &slowpath).await,
             None => campaign(&api, &mut observed, &identity, now, timings).await,
         };
         match result {
@@ -241,8 +247,58 @@ enum Lost {
     },
 }
 
-/// Renews the lease we hold with a patch whose precondition is the resourceVersion we wrote.
+/// Renews the lease we hold with a patch whose precondition is the resourceVersion we wrote;
+/// when the lease changed since (our previous renewal went through but its answer was lost,
+/// or someone else wrote to the lease), reads it and renews it if we still hold it, counted in
+/// `slowpath` (client-go's slow path).
 async fn renew(
+    api: &Api<Lease>,
+    lease: Lease,
+    identity: &str,
+    now: Timestamp,
+    timings: Timings,
+    slowpath: &Counter,
+) -> Result<Option<Lease>, Lost> {
+    let held = lease.clone();
+    match renew_from(api, lease, identity, now, timings).await {
+        Err(Lost::Conflict) => {}
+        done => return done,
+    }
+    let read = match api.get(LEASE_NAME).await {
+        Ok(read) => read,
+        Err(e) if is_not_found(&e) => return Err(Lost::Conflict),
+        // Unread: try again (from the fast path) until the renew deadline.
+        Err(error) => {
+            return Err(Lost::Failed {
+                lease: Box::new(held),
+                error,
+            });
+        }
+    };
+    let holder = read
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref());
+    if holder != Some(identity) {
+        return Err(Lost::Conflict);
+    }
+    slowpath.inc();
+    tracing::info!(identity = %identity, lease = LEASE_NAME, "the leader lease changed under its holder; renewing it as read");
+    match renew_from(api, read.clone(), identity, now, timings).await {
+        // Changed again between the read and the write: still ours as far as we know, so try
+        // again until the renew deadline rather than step down at once.
+        Err(Lost::Conflict) => Err(Lost::Failed {
+            lease: Box::new(read),
+            error: kube::Error::Service(
+                "the leader lease changed again while it was being renewed".into(),
+            ),
+        }),
+        done => done,
+    }
+}
+
+/// One renewal of `lease` as read or last written.
+async fn renew_from(
     api: &Api<Lease>,
     lease: Lease,
     identity: &str,

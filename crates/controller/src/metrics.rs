@@ -118,6 +118,12 @@ pub struct Metrics {
     /// `karpenter_voluntary_disruption_queue_failures_total{decision,reason,consolidation_type}`:
     /// replacements of an enqueued disruption command that did not initialize before it failed.
     pub voluntary_disruption_queue_failures: Family<Labels, Counter>,
+    /// `karpenter_consolidation_score{decision,nodepool,policy}`: the scores of consolidation
+    /// moves in Balanced pools.
+    pub consolidation_score: Family<Labels, Histogram, fn() -> Histogram>,
+    /// `karpenter_consolidation_moves_total{decision,nodepool,policy}`: consolidation moves
+    /// scored, approved or rejected.
+    pub consolidation_moves: Family<Labels, Counter>,
     /// `driftwood_nodepool_rollout_nodes{nodepool,state}`: each pool's live nodes by rollout
     /// state (`status.rollout`), set by the disruption loop every pass.
     pub rollout_nodes: Family<Labels, Gauge>,
@@ -148,6 +154,9 @@ pub struct Metrics {
     unsynced_since: Arc<std::sync::Mutex<Option<jiff::Timestamp>>>,
     /// `leader_election_master_status{name}`: 1 while this replica leads, 0 standing by.
     pub leader_election_master_status: Family<Labels, Gauge>,
+    /// `leader_election_slowpath_total{name}`: renewals the leader made by reading the lease
+    /// again after its optimistic renewal was refused (client-go's slow path).
+    pub leader_election_slowpath: Family<Labels, Counter>,
     /// client-go's request families, kept by the layer on the controllers' client.
     pub client: crate::client_metrics::ClientMetrics,
     /// The cloud provider call and instance-type families ([`crate::metered_cloud`]).
@@ -270,6 +279,10 @@ impl Metrics {
             nodepools_allowed_disruptions: Family::default(),
             nodepools_nodes_consuming_budgets: Family::default(),
             voluntary_disruption_queue_failures: Family::default(),
+            consolidation_score: Family::new_with_constructor(|| {
+                Histogram::new([0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0])
+            }),
+            consolidation_moves: Family::default(),
             rollout_nodes: Family::default(),
             rollout_complete: Family::default(),
             rollout_paused: Family::default(),
@@ -290,6 +303,7 @@ impl Metrics {
             cluster_state_unsynced_time: Gauge::default(),
             unsynced_since: Arc::default(),
             leader_election_master_status: Family::default(),
+            leader_election_slowpath: Family::default(),
             cloud,
             interruption_received_messages: Family::default(),
             interruption_deleted_messages: Counter::default(),
@@ -463,6 +477,17 @@ impl Metrics {
             metrics.nodepools_nodes_consuming_budgets.clone(),
         );
         registry.metric(
+            "karpenter_consolidation_score",
+            "Scores of consolidation moves in Balanced NodePools ((savings share) / (disruption \
+             share); a move passes at 1/k), by decision, nodepool and policy",
+            metrics.consolidation_score.clone(),
+        );
+        registry.metric(
+            "karpenter_consolidation_moves",
+            "Consolidation moves scored, by decision (approved or rejected), nodepool and policy",
+            metrics.consolidation_moves.clone(),
+        );
+        registry.metric(
             "karpenter_voluntary_disruption_queue_failures",
             "Replacements of enqueued disruption commands that failed to initialize, by decision, \
              reason and consolidation type",
@@ -550,6 +575,12 @@ impl Metrics {
             "leader_election_master_status",
             "1 while this replica holds the lease named by `name`, 0 while it stands by",
             metrics.leader_election_master_status.clone(),
+        );
+        registry.metric(
+            "leader_election_slowpath",
+            "Renewals of the lease named by `name` that had to read it again after the \
+             optimistic renewal was refused (client-go's slow path)",
+            metrics.leader_election_slowpath.clone(),
         );
         metrics.observe_leading(false);
         registry.collector(&[], Box::new(crate::process_metrics::ProcessCollector));
@@ -760,6 +791,13 @@ impl Metrics {
             .and_then(|o| o.meta().labels.as_ref())
             .and_then(|l| l.get(key))
             .map_or("", String::as_str)
+    }
+
+    /// The `leader_election_slowpath_total` counter of driftwood's lease, for the election.
+    pub fn leader_slowpath(&self) -> Counter {
+        self.leader_election_slowpath
+            .get_or_create(&labels(&[("name", crate::leader::LEASE_NAME)]))
+            .clone()
     }
 
     /// Sets `leader_election_master_status` for driftwood's lease.

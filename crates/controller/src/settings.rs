@@ -130,6 +130,11 @@ pub struct Settings {
     /// The Prometheus HTTP API rollout policies' query gates ask (`--prometheus-url`); None:
     /// a query gate cannot be read and holds its wave.
     pub prometheus_url: Option<String>,
+    /// The instance status controller only finds and counts the cluster's unhealthy
+    /// instances (`karpenter_interruption_instance_status_unhealthy_total`, its log line) and
+    /// leaves them alone: no event, no deadline, no deletion (Karpenter's
+    /// InstanceStatusDryRun, a variable its tests set; here `--instance-status-dry-run`).
+    pub instance_status_dry_run: bool,
 }
 
 /// The shortest replacement timeout driftwood accepts.
@@ -153,6 +158,7 @@ impl Default for Settings {
             unprotected_pacing: Some(driftwood_disruption::drain::UnprotectedPacing::default()),
             prometheus_url: None,
             unsafe_skip_replacement_wait: false,
+            instance_status_dry_run: false,
         }
     }
 }

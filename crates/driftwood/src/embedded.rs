@@ -125,6 +125,9 @@ pub struct Replica {
     pub identity: String,
     election: JoinHandle<()>,
     running: Arc<Mutex<Option<Running>>>,
+    /// Its election's renewals by the slow path (the replica's process counts them in
+    /// `leader_election_slowpath_total`; an embedded term's metrics start afresh).
+    slowpath: driftwood_controller::leader::Counter,
 }
 
 impl Replica {
@@ -134,6 +137,11 @@ impl Replica {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .is_some()
+    }
+
+    /// How many times its election renewed the lease by reading it again.
+    pub fn slowpath_renewals(&self) -> u64 {
+        self.slowpath.get()
     }
 
     /// The leading replica's metrics as a scrape of /metrics in OpenMetrics text would read
@@ -284,6 +292,7 @@ impl Embedded {
             (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
         });
         let mut terms: u64 = 0;
+        let slowpath = driftwood_controller::leader::Counter::default();
         let election = driftwood_controller::leader::Election {
             client: self.controller_client(identity, Fence::open(), ClientMetrics::default()),
             namespace: "kube-system".to_string(),
@@ -291,6 +300,7 @@ impl Embedded {
             clock: self.cluster.clock(),
             timings: driftwood_controller::leader::Timings::for_lease(lease_duration),
             fence,
+            slowpath: slowpath.clone(),
         };
         let election = tokio::spawn(driftwood_controller::leader::run_election(
             election,
@@ -312,6 +322,7 @@ impl Embedded {
             identity: identity.to_string(),
             election,
             running,
+            slowpath,
         }
     }
 

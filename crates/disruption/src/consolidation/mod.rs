@@ -139,8 +139,9 @@ pub struct MethodOutcome {
     pub timed_out: bool,
     /// NodePools single-node consolidation did not reach before its timeout: first next time.
     pub unseen_nodepools: Vec<String>,
-    /// Balanced scores of the command's pools.
-    pub scores: BTreeMap<String, f64>,
+    /// The moves scored on the way (single-node: each candidate simulated; multi-node: the
+    /// command found, or else the last move turned down), in order.
+    pub moves: Vec<balanced::ScoredMove>,
 }
 
 /// Everything a consolidation method reads.

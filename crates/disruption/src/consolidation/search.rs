@@ -1,7 +1,7 @@
 //! Multi-node and single-node consolidation: which candidates to consolidate, in what order,
 //! within the budgets and a time bound.
 
-use super::balanced::{PoolTotals, approve, can_pass, pool_totals};
+use super::balanced::{MoveKind, PoolTotals, ScoredMove, approve, can_pass, pool_totals};
 use super::candidates::Candidate;
 use super::compute::{Computed, compute};
 use super::price::{keep_cheaper_than, node_price};
@@ -87,7 +87,10 @@ pub fn plan_multi_node(
             max
         },
     );
-    let mut best: Option<(usize, Computed, BTreeMap<String, f64>)> = None;
+    let mut best: Option<(usize, Computed, ScoredMove)> = None;
+    // The last move the Balanced scores turned down, recorded only when nothing is found (as
+    // Karpenter does, to record one rejection per search rather than one per step).
+    let mut last_rejected: Option<ScoredMove> = None;
     while lo <= hi {
         if out_of_time() {
             outcome.timed_out = true;
@@ -99,20 +102,31 @@ pub fn plan_multi_node(
             .ok()
             .and_then(|computed| keep_distinct_from(computed, prefix, &world))
             .and_then(|computed| {
-                let (ok, scores) = approve(prefix, computed.savings(), &pool_totals);
-                ok.then_some((computed, scores))
+                let scored = ScoredMove::new(
+                    MoveKind::Multi,
+                    prefix,
+                    approve(prefix, computed.savings(), &pool_totals),
+                );
+                if scored.approved {
+                    Some((computed, scored))
+                } else {
+                    last_rejected = Some(scored);
+                    None
+                }
             });
         match valid {
-            Some((computed, scores)) => {
-                best = Some((mid + 1, computed, scores));
+            Some((computed, scored)) => {
+                best = Some((mid + 1, computed, scored));
                 lo = mid + 1;
             }
             None => hi = mid - 1,
         }
     }
-    if let Some((n, computed, scores)) = best {
+    if let Some((n, computed, scored)) = best {
         outcome.command = Some(command(Method::MultiNode, &within[..n], computed));
-        outcome.scores = scores;
+        outcome.moves.push(scored);
+    } else if let Some(rejected) = last_rejected.filter(|_| !outcome.timed_out) {
+        outcome.moves.push(rejected);
     }
     outcome
 }
@@ -233,12 +247,17 @@ pub(super) fn single_node(
                 continue;
             }
         };
-        let (approved, scores) = approve(&[candidate], computed.savings(), &pool_totals);
+        let scored = ScoredMove::new(
+            MoveKind::Single,
+            &[candidate],
+            approve(&[candidate], computed.savings(), &pool_totals),
+        );
+        let approved = scored.approved;
+        outcome.moves.push(scored);
         if !approved {
             continue;
         }
         outcome.command = Some(command(Method::SingleNode, &[candidate], computed));
-        outcome.scores = scores;
         return outcome;
     }
     outcome

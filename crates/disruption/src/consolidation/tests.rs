@@ -526,11 +526,20 @@ fn balanced_approves_only_moves_worth_their_disruption() {
         disruption: 100.0,
     };
     // 10% saved for 10% disrupted: score 1 (passes); 10% saved for 30% disrupted: 1/3 (fails).
-    assert_eq!(score(1.0, 10.0, totals), Some(1.0));
-    assert!(score(1.0, 30.0, totals).is_some_and(|s| s < 0.5));
-    assert_eq!(score(0.0, 10.0, totals), Some(0.0));
-    assert_eq!(score(1.0, 0.0, totals), Some(f64::INFINITY));
-    assert_eq!(score(1.0, 1.0, PoolTotals::default()), None);
+    assert_eq!(score(1.0, 10.0, totals).value(), 1.0);
+    assert!(score(1.0, 10.0, totals).approved());
+    assert!(score(1.0, 30.0, totals).value() < 0.5);
+    assert!(!score(1.0, 30.0, totals).approved());
+    assert_eq!(score(0.0, 10.0, totals).value(), 0.0);
+    assert_eq!(score(1.0, 0.0, totals).value(), f64::INFINITY);
+    // "should reject when candidate NodePool is missing from totals map": nothing to measure
+    // against, score 0, rejected.
+    assert_eq!(score(1.0, 1.0, PoolTotals::default()).value(), 0.0);
+    assert!(!score(1.0, 1.0, PoolTotals::default()).approved());
+    assert_eq!(
+        score(1.0, 10.0, totals).message(),
+        "score 1.00 >= threshold 0.50 (k: 2, savings 10.0%, disruption 10.0%)"
+    );
     // End to end: a Balanced pool with many busy nodes does not disrupt a busy cheap node.
     let mut cluster = Cluster::new();
     cluster
@@ -549,6 +558,100 @@ fn balanced_approves_only_moves_worth_their_disruption() {
         "{:?}",
         outcome.command
     );
+}
+
+/// The moves recorded for `karpenter_consolidation_moves_total` / `_score` as Karpenter's
+/// balancedEvaluator records them (balanced.go ApproveCommand / EmitMultiNodeEvents, and
+/// balanced_scoring_test.go "should skip non-Balanced pools and approve unconditionally"): a
+/// command of a WhenEmptyOrUnderutilized pool is one approved, unscored move; in a Balanced
+/// pool every simulated single-node move is scored, turned down below 1/k, and the command is
+/// the approved one; multi-node records the move it found, unscored outside Balanced.
+#[test]
+fn scored_moves_are_recorded_as_karpenter_records_them() {
+    use super::balanced::MoveKind;
+    let mut cluster = Cluster::new();
+    for i in 0..3 {
+        cluster.node(
+            &format!("n{i}"),
+            "default",
+            3,
+            CAPACITY_TYPE_ON_DEMAND,
+            &[600],
+        );
+    }
+    let multi = cluster.multi();
+    let command = multi.command.as_ref().expect("a command");
+    assert_eq!(multi.moves.len(), 1, "{:?}", multi.moves);
+    let found = &multi.moves[0];
+    assert_eq!(found.kind, MoveKind::Multi);
+    assert!(found.approved);
+    assert_eq!(found.candidates.len(), command.candidates.len());
+    assert_eq!(found.pools.len(), 1);
+    assert_eq!(found.pools[0].policy, "WhenEmptyOrUnderutilized");
+    assert_eq!(found.pools[0].score, None);
+    let single = cluster.single();
+    let command = single.command.as_ref().expect("a command");
+    let last = single.moves.last().expect("a move");
+    assert_eq!(last.kind, MoveKind::Single);
+    assert!(last.approved && last.pools[0].score.is_none());
+    assert_eq!(last.candidates[0].0, command.candidates[0].nodeclaim);
+
+    // Balanced, approved: the big node's pod moves to a much cheaper node (80% of the pool's
+    // cost saved for 2 of its 9 units of disruption).
+    let balanced = |nodes: &[(&str, usize, &[i64])]| {
+        let mut cluster = Cluster::new();
+        cluster
+            .pool_mut("default")
+            .spec
+            .disruption
+            .consolidation_policy = "Balanced".into();
+        for (name, it, pods) in nodes {
+            cluster.node(name, "default", *it, CAPACITY_TYPE_ON_DEMAND, pods);
+        }
+        cluster
+    };
+    let cluster = balanced(&[("big", 15, &[1000]), ("busy", 3, &[300; 6])]);
+    let single = cluster.single();
+    assert_eq!(single.moves.len(), 1, "{:?}", single.moves);
+    let m = &single.moves[0];
+    let score = m.pools[0].score.expect("Balanced moves are scored");
+    assert!(m.approved && score.approved());
+    assert_eq!(m.pools[0].policy, "Balanced");
+    assert!((score.savings_fraction - 0.8).abs() < 1e-9, "{score:?}");
+    assert_eq!(
+        m.candidates,
+        vec![("nc-big".to_string(), Some("big".to_string()))]
+    );
+    assert_eq!(
+        single
+            .command
+            .as_ref()
+            .map(|c| c.candidates[0].nodeclaim.as_str()),
+        Some("nc-big")
+    );
+    // Balanced, rejected: each node's two pods fit nowhere else, so each move is a replacement
+    // saving under half its share of the disruption; both are recorded, neither is a command.
+    let cluster = balanced(&[("a", 7, &[2900, 2900]), ("b", 7, &[2900, 2900])]);
+    let single = cluster.single();
+    assert_eq!(single.command, None);
+    let names: Vec<&str> = single
+        .moves
+        .iter()
+        .map(|m| m.candidates[0].0.as_str())
+        .collect();
+    assert_eq!(names, ["nc-a", "nc-b"]);
+    for m in &single.moves {
+        let score = m.pools[0].score.expect("scored");
+        assert!(!m.approved && !score.approved());
+        assert!(score.value() > 0.0 && score.value() < 0.5, "{score:?}");
+    }
+    // Multi-node records the move it turned down once, not each step of its search.
+    let multi = cluster.multi();
+    assert_eq!(multi.command, None);
+    assert_eq!(multi.moves.len(), 1, "{:?}", multi.moves);
+    assert_eq!(multi.moves[0].kind, MoveKind::Multi);
+    assert!(!multi.moves[0].approved);
+    assert_eq!(multi.moves[0].candidates.len(), 2);
 }
 
 /// Karpenter excludes nodes nominated for pending pods ("should not consolidate a node that is

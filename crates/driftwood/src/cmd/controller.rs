@@ -30,6 +30,11 @@ pub struct Args {
     /// rollout policies' query gates (driftwood.sh/rollout-gate-query) are asked.
     #[arg(long, env = "PROMETHEUS_URL")]
     pub prometheus_url: Option<String>,
+    /// Find and count the instances EC2's status checks and scheduled events report unhealthy
+    /// (karpenter_interruption_instance_status_unhealthy_total, a log line each) without
+    /// draining or replacing them (Karpenter's InstanceStatusDryRun).
+    #[arg(long, env = "INSTANCE_STATUS_DRY_RUN", default_value_t = false)]
+    pub instance_status_dry_run: bool,
     /// Port of /metrics.
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
@@ -95,6 +100,7 @@ pub async fn run(args: &Args) -> anyhow::Result<ExitCode> {
         cluster_name: args.cluster_name.clone(),
         feature_gates: gates,
         prometheus_url: args.prometheus_url.clone(),
+        instance_status_dry_run: args.instance_status_dry_run,
         ..Settings::default()
     };
     match args.cloud_provider.as_str() {
@@ -307,6 +313,7 @@ mod aws {
                 clock,
                 timings,
                 fence,
+                slowpath: ctx.metrics.leader_slowpath(),
             },
             stop_election.clone(),
             move |leading| {

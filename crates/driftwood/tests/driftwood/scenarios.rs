@@ -307,6 +307,95 @@ async fn a_when_empty_pool_keeps_its_underutilized_nodes() {
     );
 }
 
+/// Issue 33: a Balanced pool's consolidation records what Karpenter's balancedEvaluator does
+/// (balanced_integration_test.go "should approve replacing an expensive node with a cheaper
+/// one": a ConsolidationApproved event with "k: 2" and ">= threshold 0.50"): every move counted
+/// in `karpenter_consolidation_moves_total` by decision, nodepool and policy, each scored in
+/// `karpenter_consolidation_score` (every pool here is Balanced, so one score per move), an
+/// event for each approved single-node move on its NodeClaim and Node.
+#[tokio::test(start_paused = true)]
+async fn a_balanced_pool_records_its_scored_moves() {
+    let text = consolidation_variant(
+        &[(
+            "consolidationPolicy: WhenEmptyOrUnderutilized",
+            "consolidationPolicy: Balanced",
+        )],
+        "      emptyNodes: 0\n      disruptionReasonSeen: Underutilized\n      minReadyPods: {app: web, count: 5}\n",
+        "",
+    );
+    let (outcome, printed) = run_text(&text, &Files::Bundled).await;
+    assert!(
+        outcome.failure.is_none(),
+        "{:?}\n{printed}",
+        outcome.failure
+    );
+    let ctx = outcome.embedded.ctx().expect("the controllers run");
+    let text = ctx.metrics.render();
+    // (decision, policy) -> sum over the family's samples.
+    let sum = |prefix: &str| -> BTreeMap<(String, String), f64> {
+        let mut sums = BTreeMap::new();
+        for line in text.lines().filter(|l| l.starts_with(prefix)) {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let label = |name: &str| {
+                series
+                    .split(&format!("{name}=\""))
+                    .nth(1)
+                    .and_then(|rest| rest.split('"').next())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            *sums
+                .entry((label("decision"), label("policy")))
+                .or_insert(0.0) += value.parse::<f64>().unwrap();
+        }
+        sums
+    };
+    let moves = sum("karpenter_consolidation_moves_total{");
+    let scored = sum("karpenter_consolidation_score_count{");
+    let approved = moves
+        .get(&("approved".to_string(), "Balanced".to_string()))
+        .copied()
+        .unwrap_or(0.0);
+    assert!(approved >= 1.0, "{moves:?}\n{text}");
+    assert!(
+        moves.keys().all(|(_, policy)| policy == "Balanced"),
+        "{moves:?}"
+    );
+    let total = |m: &BTreeMap<(String, String), f64>| m.values().sum::<f64>();
+    assert_eq!(total(&moves), total(&scored), "one score per move:\n{text}");
+    let events: Vec<k8s_openapi::api::events::v1::Event> =
+        kube::Api::all(outcome.embedded.cluster.client())
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items;
+    let approvals: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("ConsolidationApproved"))
+        .map(|e| {
+            (
+                e.regarding
+                    .as_ref()
+                    .and_then(|r| r.kind.clone())
+                    .unwrap_or_default(),
+                e.note.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        approvals
+            .iter()
+            .all(|(_, note)| note.contains("k: 2") && note.contains(">= threshold 0.50")),
+        "{approvals:?}"
+    );
+    let kinds: std::collections::BTreeSet<&str> =
+        approvals.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(
+        kinds.contains("NodeClaim") && kinds.contains("Node") || kinds.contains("NodePool"),
+        "{approvals:?}"
+    );
+}
+
 /// Issue 28: a `nodes: "0"` budget for reason Underutilized blocks consolidation but not
 /// drift (Karpenter budgets by reason).
 #[tokio::test(start_paused = true)]

@@ -9,6 +9,7 @@ use crate::events::EventType;
 use crate::metrics::Metrics;
 use crate::state::Snapshot;
 use driftwood_disruption::candidate::NodeView;
+use driftwood_disruption::consolidation::balanced::{MoveKind, decision_label};
 use driftwood_disruption::consolidation::{
     ConsolidationCommand, ConsolidationInput, Method, MethodOutcome, VALIDATION_DELAY_SECONDS,
     plan_emptiness, plan_multi_node, plan_single_node, validate,
@@ -179,11 +180,95 @@ pub async fn run(
             decision = command.decision(),
             nodeclaims = %names.join(","),
             savings_per_hour = command.savings(),
-            scores = ?outcome.scores,
             "consolidation command found; validating after {VALIDATION_DELAY_SECONDS}s"
         );
     }
     outcome
+}
+
+/// Records the moves a method scored as Karpenter does: each in
+/// `karpenter_consolidation_moves_total`, each Balanced pool's score in
+/// `karpenter_consolidation_score`, and a `ConsolidationApproved` event for each Balanced pool
+/// that approved (on the Node and NodeClaim of a single-node move, on the NodePool of a
+/// multi-node one).
+pub async fn report_moves(ctx: &Context, snapshot: &Snapshot, outcome: &MethodOutcome) {
+    for scored in &outcome.moves {
+        let decision = decision_label(scored.approved);
+        for pool in &scored.pools {
+            Metrics::inc(
+                &ctx.metrics.consolidation_moves,
+                &[
+                    ("decision", decision),
+                    ("nodepool", &pool.nodepool),
+                    ("policy", &pool.policy),
+                ],
+            );
+            let Some(score) = pool.score else {
+                continue;
+            };
+            tracing::debug!(
+                nodepool = %pool.nodepool,
+                score = score.value(),
+                savings_fraction = score.savings_fraction,
+                disruption_fraction = score.disruption_fraction,
+                threshold = score.threshold(),
+                approved = score.approved(),
+                "consolidation score"
+            );
+            Metrics::observe(
+                &ctx.metrics.consolidation_score,
+                &[
+                    ("decision", decision_label(score.approved())),
+                    ("nodepool", &pool.nodepool),
+                    ("policy", &pool.policy),
+                ],
+                score.value(),
+            );
+            if !score.approved() {
+                continue;
+            }
+            let message = score.message();
+            match scored.kind {
+                MoveKind::Single => {
+                    for (claim, node) in &scored.candidates {
+                        if let Some(node) = node.as_ref().and_then(|n| snapshot.store.nodes.get(n))
+                        {
+                            ctx.events
+                                .publish(
+                                    node.as_ref(),
+                                    EventType::Normal,
+                                    "ConsolidationApproved",
+                                    &message,
+                                )
+                                .await;
+                        }
+                        if let Some(claim) = snapshot.store.nodeclaims.get(claim) {
+                            ctx.events
+                                .publish(
+                                    claim.as_ref(),
+                                    EventType::Normal,
+                                    "ConsolidationApproved",
+                                    &message,
+                                )
+                                .await;
+                        }
+                    }
+                }
+                MoveKind::Multi => {
+                    if let Some(nodepool) = snapshot.store.nodepools.get(pool.nodepool.as_str()) {
+                        ctx.events
+                            .publish(
+                                nodepool.as_ref(),
+                                EventType::Normal,
+                                "ConsolidationApproved",
+                                &message,
+                            )
+                            .await;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Validates `pending` against `inputs` (the cluster now) and starts it; returns whether it

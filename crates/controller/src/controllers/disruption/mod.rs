@@ -302,6 +302,7 @@ impl Memory {
                 let outcome = consolidation::run(&ctx, &inputs, method, unseen).await;
                 self.report_unconsolidatable(&ctx, &snapshot, &outcome)
                     .await;
+                consolidation::report_moves(&ctx, &snapshot, &outcome).await;
                 if method == Method::SingleNode {
                     self.unseen_nodepools = outcome.unseen_nodepools.clone();
                 }

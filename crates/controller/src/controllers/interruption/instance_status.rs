@@ -7,7 +7,9 @@
 //! pods), a scheduled reboot, stop or retirement cordons and drains it as a scheduled change
 //! does. Each instance and category is counted once in
 //! `karpenter_interruption_instance_status_unhealthy_total` while it stays unhealthy, and
-//! again if it recovers and fails later.
+//! again if it recovers and fails later. In a dry run (`Settings::instance_status_dry_run`)
+//! the instances are found and counted and nothing else is done, as Karpenter's
+//! InstanceStatusDryRun does.
 
 use super::Outcome;
 use super::decide::{StatusPlan, decide_statuses};
@@ -79,11 +81,15 @@ pub async fn pass(
     let plans = decide_statuses(&snapshot, &unhealthy);
     let mut errors = 0u32;
     let mut handled = Vec::new();
+    let dry_run = ctx.settings.instance_status_dry_run;
     for plan in &plans {
         let Some(claim) = &plan.claim else {
             continue;
         };
-        if super::act(&ctx, CONTROLLER, &snapshot, plan.kind, claim).await {
+        if dry_run {
+            tracing::debug!(controller = CONTROLLER, nodeclaim = %claim.nodeclaim, instance_id = %plan.instance_id, category = plan.category.label(), "dry run: leaving the unhealthy instance's NodeClaim alone");
+            handled.push(plan);
+        } else if super::act(&ctx, CONTROLLER, &snapshot, plan.kind, claim).await {
             handled.push(plan);
         } else {
             errors += 1;

@@ -345,11 +345,7 @@ const SDK_ONLY: [&str; 5] = [
     "aws_sdk_go_request_attempt_duration_seconds",
 ];
 
-const KNOWN_GAPS: &[(&str, &str)] = &[
-    ("karpenter_consolidation_score", "not exported"),
-    ("karpenter_consolidation_moves_total", "not exported"),
-    ("leader_election_slowpath_total", "not exported"),
-];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 #[tokio::test(start_paused = true)]
 async fn karpenters_dashboards_find_every_metric_they_query() {

@@ -32,12 +32,14 @@ async fn event_reasons(h: &super::harness::Harness, name: &str) -> Vec<String> {
 
 /// The `general` pool running Deployment `app` (2 pods of 3 cpu, a PDB keeping 1) on two
 /// nodes: the harness and the two nodes' NodeClaims.
-async fn two_app_nodes() -> (
+async fn two_app_nodes(
+    settings: Settings,
+) -> (
     super::harness::Harness,
     driftwood_api::NodeClaim,
     driftwood_api::NodeClaim,
 ) {
-    let mut h = cluster(Settings::default()).await;
+    let mut h = cluster(settings).await;
     h.apply(&nodepool("general", "", "")).await;
     h.apply(&deployment("app", 2, "3", "general", "")).await;
     h.apply(&pdb("app", 1)).await;
@@ -171,7 +173,7 @@ async fn a_spot_interruption_replaces_the_node_before_ec2_reclaims_it() {
 /// rebalance recommendation only reports: its node stays.
 #[tokio::test(start_paused = true)]
 async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_only_reports() {
-    let (mut h, retired, advised) = two_app_nodes().await;
+    let (mut h, retired, advised) = two_app_nodes(Settings::default()).await;
     let aws = h.embedded.cluster.aws();
     let now = h.embedded.cluster.clock().now();
     let origin = aws.event_origin();
@@ -231,7 +233,7 @@ async fn scheduled_maintenance_replaces_a_node_and_a_rebalance_recommendation_on
 #[tokio::test(start_paused = true)]
 async fn ec2_status_checks_and_scheduled_events_replace_the_unhealthy_nodes() {
     use driftwood_sim_aws::faults::Impairment;
-    let (mut h, failing, retiring) = two_app_nodes().await;
+    let (mut h, failing, retiring) = two_app_nodes(Settings::default()).await;
     let aws = h.embedded.cluster.aws();
     let now = h.embedded.cluster.clock().now();
     aws.set_impairment(
@@ -312,4 +314,70 @@ async fn ec2_status_checks_and_scheduled_events_replace_the_unhealthy_nodes() {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
     assert_eq!(h.min_ready.get("app").copied(), Some(1));
+}
+
+/// Karpenter's "should NOT delete the NodeClaim when dry run is enabled but should still emit
+/// the metric" (InstanceStatusDryRun; `--instance-status-dry-run` here): a failed system check
+/// and a scheduled retirement are found and counted once each, however many polls see them,
+/// and neither NodeClaim is touched — no deletion, no termination deadline, no event.
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_counts_unhealthy_instances_and_leaves_them_alone() {
+    use driftwood_sim_aws::faults::Impairment;
+    let settings = Settings {
+        instance_status_dry_run: true,
+        ..Settings::default()
+    };
+    let (mut h, failing, retiring) = two_app_nodes(settings).await;
+    let aws = h.embedded.cluster.aws();
+    let now = h.embedded.cluster.clock().now();
+    aws.set_impairment(
+        &instance_of(&failing),
+        Some(Impairment {
+            system_check_failed_since: Some(now),
+            ..Impairment::default()
+        }),
+    );
+    aws.set_impairment(
+        &instance_of(&retiring),
+        Some(Impairment {
+            scheduled_event: Some("instance-retirement".to_string()),
+            ..Impairment::default()
+        }),
+    );
+    // Well past the two minutes a failed check needs, over several polls.
+    idle(&mut h, 6 * MINUTE).await;
+    let s = h.snapshot();
+    for claim in [&failing, &retiring] {
+        let cached = &s.store.nodeclaims[&name(claim)];
+        assert!(
+            cached.metadata.deletion_timestamp.is_none(),
+            "{} deleted in a dry run",
+            name(claim)
+        );
+        assert!(
+            !cached.metadata.annotations.as_ref().is_some_and(|a| {
+                a.contains_key("karpenter.sh/nodeclaim-termination-timestamp")
+            }),
+            "a deadline set in a dry run"
+        );
+        let reasons = event_reasons(&h, &name(claim)).await;
+        assert!(
+            !reasons
+                .iter()
+                .any(|r| r == "InstanceUnhealthy" || r == "TerminatingOnInterruption"),
+            "{reasons:?}"
+        );
+    }
+    let metrics = h.embedded.ctx().expect("controllers run").metrics.render();
+    for line in [
+        "karpenter_interruption_instance_status_unhealthy_total{category=\"SystemStatus\"} 1",
+        "karpenter_interruption_instance_status_unhealthy_total{category=\"EventStatus\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    assert!(
+        !metrics.contains("karpenter_nodeclaims_disrupted_total{reason=\"system_status\""),
+        "{metrics}"
+    );
+    assert_eq!(ready_pods(&h.snapshot(), "app"), 2);
 }

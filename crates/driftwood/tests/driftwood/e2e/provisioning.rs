@@ -408,6 +408,64 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
     assert_eq!(h.snapshot().store.nodeclaims.len(), 2);
 }
 
+/// Issue 33 (client-go's leader election, `leader_election_slowpath_total`): when the lease
+/// changes under its holder — here someone labels it, as a lost answer to the holder's own
+/// renewal would too — the holder's next optimistic renewal is refused; it reads the lease,
+/// finds itself the holder and renews it (the slow path), never stepping down, and the standby
+/// stays a standby.
+#[tokio::test(start_paused = true)]
+async fn a_lease_written_by_someone_else_stays_with_its_holder() {
+    let lease = Duration::from_secs(15);
+    let mut h = cluster(Settings::default()).await;
+    h.embedded.kill_controllers();
+    let a = h.embedded.start_replica("replica-a", lease);
+    idle(&mut h, Duration::from_secs(2)).await;
+    let b = h.embedded.start_replica("replica-b", lease);
+    idle(&mut h, Duration::from_secs(5)).await;
+    assert!(a.is_leading() && !b.is_leading());
+    assert_eq!(a.slowpath_renewals(), 0, "renewals by the fast path only");
+    let leases = kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        h.embedded.cluster.client(),
+        "kube-system",
+    );
+    for round in 0..3 {
+        leases
+            .patch(
+                driftwood_controller::leader::LEASE_NAME,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(serde_json::json!({
+                    "metadata": {"labels": {"audited": format!("round-{round}")}}
+                })),
+            )
+            .await
+            .unwrap();
+        for _ in 0..10 {
+            idle(&mut h, Duration::from_secs(1)).await;
+            assert!(
+                a.is_leading(),
+                "the holder stepped down after round {round}"
+            );
+            assert!(!b.is_leading());
+        }
+        assert_eq!(a.slowpath_renewals(), round + 1);
+    }
+    assert_eq!(lease_holder(&h).await, "replica-a");
+    // The label written by someone else survives the renewals (they are patches).
+    let read = leases
+        .get(driftwood_controller::leader::LEASE_NAME)
+        .await
+        .unwrap();
+    assert_eq!(
+        read.metadata
+            .labels
+            .unwrap_or_default()
+            .get("audited")
+            .map(String::as_str),
+        Some("round-2")
+    );
+    assert_eq!(b.slowpath_renewals(), 0);
+}
+
 /// Issue 16: the shape of a public Karpenter blueprint — 30 replicas with zone and hostname
 /// topology spread `ScheduleAnyway` — on a fresh NodePool. The embedded kube-scheduler scores
 /// nodes as kube-scheduler does, so the replicas spread over the nodes driftwood launched: no
