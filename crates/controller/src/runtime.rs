@@ -55,12 +55,15 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let s = ctx.settings.clone();
     let cancel = CancellationToken::new();
     let on_change = |debounce| Wake::Change { debounce };
+    // A loop named as the Karpenter controller whose work it does, or (`for_`) not.
     let spec = |name, period, wake| LoopSpec {
         name,
+        controller: name,
         period,
         wake,
         backoff: Backoff::default(),
     };
+    let for_ = |controller, spec: LoopSpec| LoopSpec { controller, ..spec };
     let debounce = Duration::from_millis(200);
     let checks = drift::InstanceTypeChecks::default();
     let disruption_loop = disruption::DisruptionController::default();
@@ -72,13 +75,20 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
         tokio::spawn(provisioner::run(ctx.clone(), cancel.clone())),
         tokio::spawn(drive(
             ctx.clone(),
-            spec("lifecycle", Duration::from_secs(10), on_change(debounce)),
+            for_(
+                "nodeclaim.lifecycle",
+                spec("lifecycle", Duration::from_secs(10), on_change(debounce)),
+            ),
             cancel.clone(),
             lifecycle::pass,
         )),
         tokio::spawn(drive(
             ctx.clone(),
-            spec("hash", Duration::from_secs(60), on_change(debounce)),
+            // Karpenter's nodepool.hash and nodeclass.hash.
+            for_(
+                "nodepool.hash",
+                spec("hash", Duration::from_secs(60), on_change(debounce)),
+            ),
             cancel.clone(),
             hash::pass,
         )),
@@ -102,7 +112,11 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
         )),
         tokio::spawn(drive(
             ctx.clone(),
-            spec("drift", s.drift_interval, on_change(Duration::from_secs(1))),
+            // Drift and the Consolidatable marker are nodeclaim.disruption's two workers.
+            for_(
+                "nodeclaim.disruption",
+                spec("drift", s.drift_interval, on_change(Duration::from_secs(1))),
+            ),
             cancel.clone(),
             move |ctx| drift::pass(ctx, checks.clone()),
         )),
@@ -110,17 +124,23 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
         // the next NodeClaim's consolidateAfter runs out.
         tokio::spawn(drive(
             ctx.clone(),
-            spec(
-                "nodeclaim.consolidation",
-                Duration::from_secs(60),
-                on_change(debounce),
+            for_(
+                "nodeclaim.disruption",
+                spec(
+                    "nodeclaim.consolidation",
+                    Duration::from_secs(60),
+                    on_change(debounce),
+                ),
             ),
             cancel.clone(),
             move |ctx| consolidatable::pass(ctx, marker_memory.clone()),
         )),
         tokio::spawn(drive(
             ctx.clone(),
-            spec("termination", Duration::from_secs(10), on_change(debounce)),
+            for_(
+                "node.termination",
+                spec("termination", Duration::from_secs(10), on_change(debounce)),
+            ),
             cancel.clone(),
             termination::pass,
         )),

@@ -4,7 +4,11 @@
 //! next pass) and one worker: a wake-up is an add, the wait from the first wake-up to the pass
 //! is the time in the queue, the pass is the work, and a pass that asks to run again after a
 //! delay (its own requeue, or its backoff after failing) is a retry, as controller-runtime
-//! counts a delayed add (the period's timed pass is a resync, not counted).
+//! counts a delayed add (the period's timed pass is a resync, not counted). The `controller`
+//! label is Karpenter's name for the work: where two loops do the work of one Karpenter
+//! controller (drift and the Consolidatable marker are both `nodeclaim.disruption`), they are
+//! its two workers — its depth, active workers and unfinished work add up, its longest-running
+//! pass is the longer of theirs.
 
 use driftwood_cloud::metric_registry::DeclaredRegistry;
 use prometheus_client::collector::Collector;
@@ -25,16 +29,62 @@ fn queue_histogram() -> Histogram {
     Histogram::new(exponential_buckets(10e-9, 10.0, 12))
 }
 
-/// Every loop started, with when its running pass started (none while it waits).
+/// One loop as the metrics see it: the Karpenter controller whose work it does (the
+/// `controller` and `name` labels) and its own name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Worker {
+    pub controller: &'static str,
+    pub name: &'static str,
+}
+
+impl Worker {
+    /// A loop that is a Karpenter controller of the same name on its own.
+    pub const fn alone(name: &'static str) -> Self {
+        Self {
+            controller: name,
+            name,
+        }
+    }
+}
+
+/// A started loop's state: its controller, whether its next pass is queued, and when its
+/// running pass started (none while it waits).
+#[derive(Clone, Copy, Debug)]
+struct WorkerState {
+    controller: &'static str,
+    queued: bool,
+    since: Option<Instant>,
+}
+
+/// Every loop started, by its own name.
 #[derive(Clone, Default, Debug)]
-struct Running(Arc<Mutex<BTreeMap<&'static str, Option<Instant>>>>);
+struct Running(Arc<Mutex<BTreeMap<&'static str, WorkerState>>>);
 
 impl Running {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<&'static str, Option<Instant>>> {
-        // A panic while the map was held leaves it usable: every write is one insert or remove.
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<&'static str, WorkerState>> {
+        // A panic while the map was held leaves it usable: every write is one field set.
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Changes `worker`'s state by `change` and returns its controller's workers, queued
+    /// passes and running passes.
+    fn update(&self, worker: Worker, change: impl FnOnce(&mut WorkerState)) -> (i64, i64, i64) {
+        let mut all = self.lock();
+        let state = all.entry(worker.name).or_insert(WorkerState {
+            controller: worker.controller,
+            queued: false,
+            since: None,
+        });
+        change(state);
+        let mut counts = (0, 0, 0);
+        for state in all.values().filter(|s| s.controller == worker.controller) {
+            counts.0 += 1;
+            counts.1 += i64::from(state.queued);
+            counts.2 += i64::from(state.since.is_some());
+        }
+        counts
     }
 }
 
@@ -158,16 +208,22 @@ impl LoopMetrics {
         metrics
     }
 
-    /// A loop named `controller` has started: its one worker and empty queue are exported.
-    pub fn started(&self, controller: &'static str) {
-        self.running.lock().insert(controller, None);
+    /// `worker` has started: its controller's workers, queue and counters are exported.
+    pub fn started(&self, worker: Worker) {
+        let controller = worker.controller;
+        let (workers, queued, active) = self.running.update(worker, |s| {
+            s.queued = false;
+            s.since = None;
+        });
         self.max_concurrent_reconciles
             .get_or_create(&controller_labels(controller))
-            .set(1);
+            .set(workers);
         self.active_workers
             .get_or_create(&controller_labels(controller))
-            .set(0);
-        self.depth.get_or_create(&depth_labels(controller)).set(0);
+            .set(active);
+        self.depth
+            .get_or_create(&depth_labels(controller))
+            .set(queued);
         // The counters start at 0, as client_golang exports a counter from its first use.
         for family in [&self.adds, &self.retries] {
             family.get_or_create(&queue_labels(controller)).inc_by(0);
@@ -179,30 +235,42 @@ impl LoopMetrics {
         }
     }
 
-    /// Something woke `controller` (its first wake-up since the last pass queues the pass).
-    pub fn added(&self, controller: &'static str) {
-        self.adds.get_or_create(&queue_labels(controller)).inc();
-        self.depth.get_or_create(&depth_labels(controller)).set(1);
+    /// Something woke `worker` (its first wake-up since the last pass queues the pass).
+    pub fn added(&self, worker: Worker) {
+        self.adds
+            .get_or_create(&queue_labels(worker.controller))
+            .inc();
+        let (_, queued, _) = self.running.update(worker, |s| s.queued = true);
+        self.depth
+            .get_or_create(&depth_labels(worker.controller))
+            .set(queued);
     }
 
-    /// `controller`'s pass starts after `queued_seconds` in the queue.
-    pub fn pass_started(&self, controller: &'static str, queued_seconds: f64) {
-        self.depth.get_or_create(&depth_labels(controller)).set(0);
+    /// `worker`'s pass starts after `queued_seconds` in the queue.
+    pub fn pass_started(&self, worker: Worker, queued_seconds: f64) {
+        let controller = worker.controller;
+        let (_, queued, active) = self.running.update(worker, |s| {
+            s.queued = false;
+            s.since = Some(Instant::now());
+        });
+        self.depth
+            .get_or_create(&depth_labels(controller))
+            .set(queued);
         self.queue_duration
             .get_or_create(&queue_labels(controller))
             .observe(queued_seconds);
         self.active_workers
             .get_or_create(&controller_labels(controller))
-            .set(1);
-        self.running.lock().insert(controller, Some(Instant::now()));
+            .set(active);
     }
 
-    /// `controller`'s pass is over after `seconds` of work; `panicked` if it panicked.
-    pub fn pass_finished(&self, controller: &'static str, seconds: f64, panicked: bool) {
-        self.running.lock().insert(controller, None);
+    /// `worker`'s pass is over after `seconds` of work; `panicked` if it panicked.
+    pub fn pass_finished(&self, worker: Worker, seconds: f64, panicked: bool) {
+        let controller = worker.controller;
+        let (_, _, active) = self.running.update(worker, |s| s.since = None);
         self.active_workers
             .get_or_create(&controller_labels(controller))
-            .set(0);
+            .set(active);
         self.work_duration
             .get_or_create(&queue_labels(controller))
             .observe(seconds);
@@ -230,25 +298,26 @@ fn depth_labels(controller: &str) -> Labels {
 }
 
 /// `workqueue_unfinished_work_seconds` and `workqueue_longest_running_processor_seconds`, read
-/// at scrape time from the passes running then (with one worker per loop, both are the running
-/// pass's age; 0 for a loop waiting for its next pass).
+/// at scrape time from the passes running then, per controller: the sum of its running passes'
+/// ages and the oldest of them (0 for a controller whose workers all wait for their next pass).
 #[derive(Debug)]
 struct UnfinishedWork(Running);
 
 impl Collector for UnfinishedWork {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        let ages: Vec<(&'static str, f64)> = {
-            let running = self.0.lock();
-            running
-                .iter()
-                .map(|(name, since)| (*name, since.map_or(0.0, |s| s.elapsed().as_secs_f64())))
-                .collect()
-        };
-        for (name, help) in UNFINISHED {
+        // controller -> (sum of ages, oldest).
+        let mut ages: BTreeMap<&'static str, (f64, f64)> = BTreeMap::new();
+        for state in self.0.lock().values() {
+            let age = state.since.map_or(0.0, |s| s.elapsed().as_secs_f64());
+            let entry = ages.entry(state.controller).or_default();
+            entry.0 += age;
+            entry.1 = entry.1.max(age);
+        }
+        for (i, (name, help)) in UNFINISHED.into_iter().enumerate() {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for (controller, age) in &ages {
+            for (controller, (sum, oldest)) in &ages {
                 let gauge = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-                gauge.set(*age);
+                gauge.set(if i == 0 { *sum } else { *oldest });
                 gauge.encode(family.encode_family(&queue_labels(controller))?)?;
             }
         }
@@ -272,7 +341,8 @@ mod tests {
         let metrics = LoopMetrics::register(&mut declared);
         assert_eq!(declared.declared().len(), 12);
         let registry = declared.registry();
-        metrics.started("drift");
+        let drift = Worker::alone("drift");
+        metrics.started(drift);
         let text = render(registry);
         assert!(
             text.contains("controller_runtime_max_concurrent_reconciles{controller=\"drift\"} 1")
@@ -284,14 +354,14 @@ mod tests {
             "workqueue_unfinished_work_seconds{controller=\"drift\",name=\"drift\"} 0.0"
         ));
 
-        metrics.added("drift");
+        metrics.added(drift);
         let text = render(registry);
         assert!(text.contains("workqueue_adds_total{controller=\"drift\",name=\"drift\"} 1"));
         assert!(
             text.contains("workqueue_depth{controller=\"drift\",name=\"drift\",priority=\"0\"} 1")
         );
 
-        metrics.pass_started("drift", 0.25);
+        metrics.pass_started(drift, 0.25);
         let text = render(registry);
         assert!(
             text.contains("workqueue_depth{controller=\"drift\",name=\"drift\",priority=\"0\"} 0")
@@ -310,7 +380,7 @@ mod tests {
             "workqueue_queue_duration_seconds_sum{controller=\"drift\",name=\"drift\"} 0.25"
         ));
 
-        metrics.pass_finished("drift", 0.5, true);
+        metrics.pass_finished(drift, 0.5, true);
         metrics.retried("drift");
         let text = render(registry);
         assert!(text.contains("controller_runtime_active_workers{controller=\"drift\"} 0"));
@@ -325,5 +395,66 @@ mod tests {
         assert!(
             text.contains("controller_runtime_reconcile_timeouts_total{controller=\"drift\"} 0")
         );
+    }
+
+    /// Two loops doing the work of one Karpenter controller are its two workers: one series
+    /// set under its name, two concurrent reconciles, depth and active workers counted over
+    /// both, the longest-running pass the older one.
+    #[test]
+    fn two_loops_of_one_controller_are_its_two_workers() {
+        let mut declared = DeclaredRegistry::new();
+        let metrics = LoopMetrics::register(&mut declared);
+        let registry = declared.registry();
+        let drift = Worker {
+            controller: "nodeclaim.disruption",
+            name: "drift",
+        };
+        let marker = Worker {
+            controller: "nodeclaim.disruption",
+            name: "nodeclaim.consolidation",
+        };
+        metrics.started(drift);
+        metrics.started(marker);
+        let gauge = |text: &str, series: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series).map(str::trim))
+                .unwrap_or_else(|| panic!("{series} in\n{text}"))
+                .parse()
+                .unwrap()
+        };
+        let depth = "workqueue_depth{controller=\"nodeclaim.disruption\",name=\"nodeclaim.disruption\",priority=\"0\"}";
+        let active = "controller_runtime_active_workers{controller=\"nodeclaim.disruption\"}";
+        let longest = "workqueue_longest_running_processor_seconds{controller=\"nodeclaim.disruption\",name=\"nodeclaim.disruption\"}";
+        let text = render(registry);
+        assert_eq!(
+            gauge(
+                &text,
+                "controller_runtime_max_concurrent_reconciles{controller=\"nodeclaim.disruption\"}"
+            ),
+            2.0
+        );
+        assert!(!text.contains("\"drift\""), "{text}");
+        metrics.added(drift);
+        metrics.added(marker);
+        metrics.added(marker);
+        assert_eq!(gauge(&render(registry), depth), 2.0);
+        metrics.pass_started(drift, 0.1);
+        let text = render(registry);
+        assert_eq!((gauge(&text, depth), gauge(&text, active)), (1.0, 1.0));
+        metrics.pass_started(marker, 0.1);
+        assert_eq!(gauge(&render(registry), active), 2.0);
+        metrics.pass_finished(drift, 0.2, false);
+        let text = render(registry);
+        assert_eq!(gauge(&text, active), 1.0);
+        assert!(gauge(&text, longest) > 0.0, "the marker's pass still runs");
+        metrics.pass_finished(marker, 0.2, false);
+        let text = render(registry);
+        assert_eq!((gauge(&text, active), gauge(&text, longest)), (0.0, 0.0));
+        assert!(text.contains(
+            "workqueue_work_duration_seconds_count{controller=\"nodeclaim.disruption\",name=\"nodeclaim.disruption\"} 2"
+        ));
+        assert!(text.contains(
+            "workqueue_adds_total{controller=\"nodeclaim.disruption\",name=\"nodeclaim.disruption\"} 3"
+        ));
     }
 }

@@ -9,6 +9,7 @@ use crate::context::Context;
 use crate::liveness::LoopGuard;
 use crate::metrics::Metrics;
 use crate::state::Snapshot;
+pub use crate::workqueue_metrics::Worker;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +57,11 @@ impl Backoff {
 /// How one controller loop runs.
 #[derive(Clone)]
 pub struct LoopSpec {
+    /// The loop's own name (liveness, `/healthz`).
     pub name: &'static str,
+    /// Karpenter's name for the controller whose work it does: the `controller` label of the
+    /// reconcile, work-queue and cloud-call metrics ([`Worker`]).
+    pub controller: &'static str,
     /// The longest it sleeps between passes when nothing wakes it.
     pub period: Duration,
     pub wake: Wake,
@@ -90,21 +95,25 @@ where
         () = cancel.cancelled() => return,
         () = ctx.state.wait_synced() => {}
     }
-    tracing::debug!(controller = spec.name, "starting");
+    tracing::debug!(controller = spec.controller, worker = spec.name, "starting");
     ctx.liveness.beat(spec.name, spec.period, ctx.clock.now());
     let _alive = LoopGuard {
         liveness: ctx.liveness.clone(),
         name: spec.name,
     };
     let loops = &ctx.metrics.loops;
-    loops.started(spec.name);
-    loops.added(spec.name);
+    let worker = Worker {
+        controller: spec.controller,
+        name: spec.name,
+    };
+    loops.started(worker);
+    loops.added(worker);
     let mut queued_since = tokio::time::Instant::now();
     let mut failures = 0u32;
     loop {
         let outcome = metered_pass(
             &ctx,
-            spec.name,
+            worker,
             queued_since.elapsed().as_secs_f64(),
             pass(ctx.clone()),
             |outcome: &Outcome| outcome.errors,
@@ -119,7 +128,7 @@ where
             failures = 0;
         }
         if outcome.requeue_after.is_some() || outcome.errors > 0 {
-            loops.retried(spec.name);
+            loops.retried(spec.controller);
         }
         let deadline =
             tokio::time::Instant::now() + next_wait(&outcome, spec.period, &spec.backoff, failures);
@@ -131,13 +140,13 @@ where
         loop {
             tokio::select! {
                 () = cancel.cancelled() => {
-                    tracing::debug!(controller = spec.name, "stopped");
+                    tracing::debug!(controller = spec.controller, worker = spec.name, "stopped");
                     return;
                 }
                 () = tokio::time::sleep_until(deadline) => {
                     // A timed pass (the period, the pass's own requeue or its backoff) is an
                     // add when its time comes, as controller-runtime's AddAfter.
-                    loops.added(spec.name);
+                    loops.added(worker);
                     queued_since = tokio::time::Instant::now();
                     break;
                 }
@@ -148,7 +157,7 @@ where
                     let woke = tokio::time::Instant::now();
                     match &spec.wake {
                         Wake::Change { debounce } => {
-                            loops.added(spec.name);
+                            loops.added(worker);
                             tokio::time::sleep(*debounce).await;
                             changes.borrow_and_update();
                             queued_since = woke;
@@ -158,7 +167,7 @@ where
                             tokio::time::sleep(*look_every).await;
                             changes.borrow_and_update();
                             if Some(ctx.state.read(|s| probe(s))) != seen {
-                                loops.added(spec.name);
+                                loops.added(worker);
                                 queued_since = woke;
                                 break;
                             }
@@ -183,13 +192,14 @@ where
 /// carry on). Every loop runs its passes through here, the provisioner's own loop too.
 pub(crate) async fn metered_pass<T>(
     ctx: &Context,
-    controller: &'static str,
+    worker: Worker,
     queued_seconds: f64,
     pass: impl Future<Output = T>,
     errors: impl FnOnce(&T) -> u32,
 ) -> Option<T> {
+    let controller = worker.controller;
     let loops = &ctx.metrics.loops;
-    loops.pass_started(controller, queued_seconds);
+    loops.pass_started(worker, queued_seconds);
     let started = std::time::Instant::now();
     let result = recover_panic(
         controller,
@@ -197,7 +207,7 @@ pub(crate) async fn metered_pass<T>(
     )
     .await;
     let seconds = started.elapsed().as_secs_f64();
-    loops.pass_finished(controller, seconds, result.is_none());
+    loops.pass_finished(worker, seconds, result.is_none());
     Metrics::observe(
         &ctx.metrics.reconcile_time,
         &[("controller", controller)],

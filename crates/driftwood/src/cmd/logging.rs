@@ -53,18 +53,33 @@ const COMMIT: &str = match option_env!("DRIFTWOOD_COMMIT") {
     None => "unknown",
 };
 
-/// Karpenter's controller name and kind for the module an event comes from.
-fn controller_of(target: &str) -> Option<(&'static str, Option<&'static str>)> {
+/// Karpenter's controller name for the module an event comes from.
+fn controller_of(target: &str) -> Option<&'static str> {
     let module = target.split("::controllers::").nth(1)?.split("::").next()?;
     Some(match module {
-        "provisioner" => ("provisioner", None),
-        "lifecycle" => ("nodeclaim.lifecycle", Some("NodeClaim")),
-        "disruption" => ("disruption", None),
-        "termination" => ("node.termination", Some("Node")),
-        "drift" | "consolidatable" => ("nodeclaim.disruption", Some("NodeClaim")),
-        "hash" => ("nodepool.hash", Some("NodePool")),
-        "nodeclass" => ("nodeclass", Some("EC2NodeClass")),
-        "tagging" => ("nodeclaim.tagging", Some("NodeClaim")),
+        "provisioner" => "provisioner",
+        "lifecycle" => "nodeclaim.lifecycle",
+        "disruption" => "disruption",
+        "termination" => "node.termination",
+        "drift" | "consolidatable" => "nodeclaim.disruption",
+        "hash" => "nodepool.hash",
+        "nodeclass" => "nodeclass",
+        "tagging" => "nodeclaim.tagging",
+        "interruption" if target.contains("::instance_status") => "interruption.instancestatus",
+        "interruption" => "interruption",
+        _ => return None,
+    })
+}
+
+/// The kind of object a Karpenter controller reconciles (its `controllerKind`); none for its
+/// singletons (provisioner, disruption, interruption, garbage collection), which controller-
+/// runtime logs without one.
+fn kind_of(controller: &str) -> Option<&'static str> {
+    Some(match controller {
+        "nodeclaim.lifecycle" | "nodeclaim.disruption" | "nodeclaim.tagging" => "NodeClaim",
+        "node.termination" => "Node",
+        "nodepool.hash" => "NodePool",
+        "nodeclass" => "EC2NodeClass",
         _ => return None,
     })
 }
@@ -176,8 +191,16 @@ fn json_line(event: &Event<'_>, time: jiff::Timestamp) -> String {
         ("message".into(), fields.message.into()),
         ("commit".into(), COMMIT.into()),
     ];
-    match controller_of(metadata.target()) {
-        Some((controller, kind)) => {
+    // A `controller` field the line carries names it (the loop driver's lines, a controller
+    // whose module does the work of another); otherwise its module does.
+    let named = fields
+        .fields
+        .get("controller")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    match named.or_else(|| controller_of(metadata.target()).map(str::to_string)) {
+        Some(controller) => {
+            let kind = kind_of(&controller);
             line.push(("controller".into(), controller.into()));
             if let Some(kind) = kind {
                 line.push(("controllerKind".into(), kind.into()));
@@ -308,6 +331,36 @@ mod tests {
         // A field named like the message does not replace it.
         assert_eq!(got[4]["message"], "updated ec2nodeclass status");
         assert_eq!(got[4]["detail"], "AMIsReady");
+    }
+
+    /// The controller a line names wins over its module's guess (the loop driver logs for
+    /// every controller), and the interruption controllers are named as Karpenter's:
+    /// singletons, with no controllerKind.
+    #[test]
+    fn a_named_controller_and_the_interruption_controllers() {
+        let got = lines(|| {
+            tracing::debug!(
+                target: "driftwood_controller::controllers::driver",
+                controller = "node.termination",
+                worker = "termination",
+                "starting"
+            );
+            tracing::info!(
+                target: "driftwood_controller::controllers::interruption::instance_status",
+                instance_id = "i-0abc",
+                "detected unhealthy instance owned by cluster"
+            );
+            tracing::info!(
+                target: "driftwood_controller::controllers::interruption",
+                "initiating delete from interruption message"
+            );
+        });
+        assert_eq!(got[0]["controller"], "node.termination");
+        assert_eq!(got[0]["controllerKind"], "Node");
+        assert!(got[0].get("source").is_none(), "{}", got[0]);
+        assert_eq!(got[1]["controller"], "interruption.instancestatus");
+        assert!(got[1].get("controllerKind").is_none());
+        assert_eq!(got[2]["controller"], "interruption");
     }
 
     /// The keys come in zap's order, as a Karpenter line reads: level, time, logger, message,

@@ -51,7 +51,8 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
     }
     let mut reported = Reported::default();
     let loops = &ctx.metrics.loops;
-    loops.started(CONTROLLER);
+    let worker = super::driver::Worker::alone(CONTROLLER);
+    loops.started(worker);
     // What the last pass decided from, and when it ran.
     let mut last: Option<(WorldSignature, tokio::time::Instant)> = None;
     loop {
@@ -71,7 +72,7 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
             // Pods of Nodes being deleted are provisioned for when a Node starts deleting (the
             // signature moves); they are not re-simulated on a timer, as they are not waiting.
             if (pending && (changed || stale)) || (deleting && changed) {
-                loops.added(CONTROLLER);
+                loops.added(worker);
                 break;
             }
             // While pods wait for capacity already launched, look again when the last answer
@@ -120,7 +121,7 @@ pub async fn run(ctx: Context, cancel: CancellationToken) {
         // The batch's wait is its time in the queue; the pass is the work.
         let created = super::driver::metered_pass(
             &ctx,
-            CONTROLLER,
+            worker,
             queued_since.elapsed().as_secs_f64(),
             provision(&ctx, &mut reported),
             |_| 0,

@@ -653,7 +653,15 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
             .filter_map(|rest| rest.trim().parse::<f64>().ok())
             .sum()
     };
-    for controller in ["provisioner", "disruption", "drift", "termination"] {
+    // Labelled with Karpenter's controller names; nodeclaim.disruption's two workers are the
+    // drift loop and the Consolidatable marker.
+    for (controller, workers) in [
+        ("provisioner", 1.0),
+        ("disruption", 1.0),
+        ("nodeclaim.disruption", 2.0),
+        ("node.termination", 1.0),
+        ("nodeclaim.lifecycle", 1.0),
+    ] {
         let queue = format!("{{controller=\"{controller}\",name=\"{controller}\"}}");
         assert!(
             sum(&format!("workqueue_adds_total{queue}")) >= 1.0,
@@ -667,7 +675,7 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
             sum(&format!(
                 "controller_runtime_max_concurrent_reconciles{{controller=\"{controller}\"}}"
             )),
-            1.0
+            workers
         );
         assert_eq!(
             sum(&format!(
@@ -676,10 +684,23 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
             0.0
         );
     }
+    // No loop's own name is a controller label.
+    for loop_name in [
+        "drift",
+        "termination",
+        "lifecycle",
+        "hash",
+        "nodeclaim.consolidation",
+    ] {
+        assert!(
+            !text.contains(&format!("controller=\"{loop_name}\"")),
+            "{loop_name}\n{text}"
+        );
+    }
     // Two first nodes and two replacements launched, each one timed Create call at least.
     assert!(
         sum(
-            "karpenter_cloudprovider_duration_seconds_count{controller=\"lifecycle\",method=\"Create\",provider=\"aws\"}"
+            "karpenter_cloudprovider_duration_seconds_count{controller=\"nodeclaim.lifecycle\",method=\"Create\",provider=\"aws\"}"
         ) >= 4.0,
         "{text}"
     );
