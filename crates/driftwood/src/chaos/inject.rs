@@ -672,6 +672,66 @@ impl Injector {
                     node.as_deref().unwrap_or("not registered")
                 ))
             }
+            FaultKind::ImpairedInstance => {
+                use driftwood_sim_aws::faults::Impairment;
+                let machines = Self::pool_machines(snapshot);
+                let (id, node) = pick(rng, &machines)?.clone();
+                let since = jiff::Timestamp::from_second(now).ok()?;
+                let (impairment, what, forceful) = match rng.random_range(0..3) {
+                    0 => (
+                        Impairment {
+                            system_check_failed_since: Some(since),
+                            ..Impairment::default()
+                        },
+                        "its system status check fails".to_string(),
+                        true,
+                    ),
+                    1 => (
+                        Impairment {
+                            instance_check_failed_since: Some(since),
+                            ..Impairment::default()
+                        },
+                        "its instance status check fails".to_string(),
+                        true,
+                    ),
+                    _ => {
+                        let codes = [
+                            "instance-retirement",
+                            "system-maintenance",
+                            "system-reboot",
+                            "instance-reboot",
+                            "instance-stop",
+                        ];
+                        let code = (*pick(rng, &codes)?).to_string();
+                        (
+                            Impairment {
+                                scheduled_event: Some(code.clone()),
+                                ..Impairment::default()
+                            },
+                            format!("an {code} event is scheduled for it"),
+                            false,
+                        )
+                    }
+                };
+                aws.set_impairment(&id, Some(impairment.clone()));
+                // A failed host takes its kubelet with it.
+                if impairment.system_check_failed_since.is_some() {
+                    aws.set_node_fault(&id, Some(NodeFault::NotReady));
+                }
+                // Its NodeClaim is deleted without waiting for a drift replacement (the answer
+                // to EC2, not a breach of replacement-first); a failed check is a forceful
+                // termination, which does not wait on PDBs (two minutes for the check to count,
+                // then the drain).
+                self.terminated_instances.insert(id.clone());
+                if forceful && let Some(node) = &node {
+                    let pdbs = Self::pdbs_on_node(snapshot, node);
+                    self.excuse(pdbs, now + 900);
+                }
+                Some(format!(
+                    "instance {id} (node {}) reported unhealthy by EC2: {what}",
+                    node.as_deref().unwrap_or("not registered")
+                ))
+            }
             FaultKind::ApiConflict | FaultKind::ApiThrottling | FaultKind::ApiServerError => {
                 let error = match kind {
                     FaultKind::ApiConflict => WriteError::Conflict,

@@ -32,6 +32,11 @@ pub enum FaultKind {
     /// A running spot instance gets EC2's spot interruption warning on the interruption queue
     /// and is reclaimed two minutes later.
     SpotInterruption,
+    /// EC2's status checks report a running instance unhealthy: its system check fails (the
+    /// host: its kubelet stops reporting too), its instance check fails, or an event
+    /// (retirement, maintenance, reboot, stop) is scheduled for it; DescribeInstanceStatus
+    /// says so until the fault is lifted.
+    ImpairedInstance,
     // API server
     /// The controllers' next writes get 409 Conflict.
     ApiConflict,
@@ -71,7 +76,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [FaultKind; 23] = [
+    pub const ALL: [FaultKind; 24] = [
         Self::InsufficientCapacity,
         Self::FleetPartialFailure,
         Self::CloudThrottling,
@@ -80,6 +85,7 @@ impl FaultKind {
         Self::InstanceNeverRunning,
         Self::InstanceTerminated,
         Self::SpotInterruption,
+        Self::ImpairedInstance,
         Self::ApiConflict,
         Self::ApiThrottling,
         Self::ApiServerError,
@@ -108,6 +114,7 @@ impl FaultKind {
             Self::InstanceNeverRunning => "instance-never-running",
             Self::InstanceTerminated => "instance-terminated",
             Self::SpotInterruption => "spot-interruption",
+            Self::ImpairedInstance => "impaired-instance",
             Self::ApiConflict => "api-conflict",
             Self::ApiThrottling => "api-throttling",
             Self::ApiServerError => "api-server-error",
@@ -137,6 +144,7 @@ impl FaultKind {
             // Those that make a node or an instance useless cost a replacement each.
             Self::InstanceTerminated
             | Self::SpotInterruption
+            | Self::ImpairedInstance
             | Self::ReplacementNeverReady
             | Self::NodeNeverRegisters
             | Self::InstanceNeverRunning => 6.0,

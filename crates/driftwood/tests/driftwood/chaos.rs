@@ -105,6 +105,55 @@ fn a_temporary_blocking_pdb_holds_the_rollout_until_it_is_removed() {
     );
 }
 
+/// `impaired-instance` (issue 33): EC2's status checks report running instances unhealthy
+/// during the walkthrough's rollout — a failed system or instance check, or a scheduled event —
+/// and driftwood replaces each (a failed check forcefully, after the two minutes it must last;
+/// an event by a drain), with every invariant held and the rollout completed.
+#[test]
+fn instances_ec2_reports_unhealthy_are_replaced_with_nothing_violated() {
+    let scenario = parse_scenario(bundle::bundled("update-nodes-with-drift").unwrap()).unwrap();
+    let mut spec = FaultSpec::none();
+    for minutes in [3, 6, 9] {
+        spec.at.push(TimedFault {
+            after: std::time::Duration::from_secs(minutes * 60),
+            fault: FaultKind::ImpairedInstance,
+        });
+    }
+    spec.window = std::time::Duration::from_secs(15 * 60);
+    spec.settle = std::time::Duration::from_secs(20 * 60);
+    let outcome = run_seed(&scenario, &Files::Bundled, &spec, 5, false).unwrap();
+    assert!(
+        outcome.passed(),
+        "{}\n{}",
+        outcome.failure_line(),
+        outcome.output
+    );
+    // Each fault named a node of the pool, and each such node was removed beside the drifted
+    // one (the summary's count of nodes removed).
+    let impaired: std::collections::BTreeSet<&str> = outcome
+        .findings
+        .injected
+        .iter()
+        .map(|i| {
+            assert_eq!(i.kind, FaultKind::ImpairedInstance);
+            i.detail
+                .split("(node ")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .unwrap_or_else(|| panic!("{}", i.detail))
+        })
+        .collect();
+    assert_eq!(impaired.len(), 3, "{:#?}", outcome.findings.injected);
+    let removed: usize = outcome
+        .output
+        .lines()
+        .find_map(|l| l.strip_prefix("Nodes removed: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", outcome.output));
+    assert_eq!(removed, 1 + impaired.len(), "{}", outcome.output);
+}
+
 /// With the controllers told to skip waiting for replacements (a test-only switch), the old
 /// node goes before its replacement is initialized: the run names `replacement-first`, and the
 /// same seed replays to the same faults and the same violation.
