@@ -75,6 +75,51 @@ pub const KNOWN_TEMPLATE_TTL: jiff::SignedDuration = jiff::SignedDuration::from_
 pub struct KnownTemplates {
     confirmed: std::sync::Mutex<BTreeMap<String, jiff::Timestamp>>,
     ensuring: tokio::sync::Mutex<()>,
+    /// The size of each class's user data as last rendered into a template created.
+    pub user_data: UserDataSizes,
+}
+
+/// EC2's limit on a launch template's user data (decoded), in bytes.
+pub const USER_DATA_MAX_BYTES: usize = 16_384;
+
+/// The size in bytes of each EC2NodeClass's user data as rendered into the last launch template
+/// created for it, and forgotten when the class is deleted (Karpenter's
+/// `karpenter_ec2nodeclasses_userdata_bytes`, measured on the create path only, as there).
+#[derive(Debug, Default, Clone)]
+pub struct UserDataSizes(Arc<std::sync::Mutex<BTreeMap<String, usize>>>);
+
+impl UserDataSizes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, usize>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes `node_class`'s user data as about to be sent to CreateLaunchTemplate, warning
+    /// when it nears EC2's limit (at 90% of it, as Karpenter warns).
+    pub fn record(&self, node_class: &str, user_data: &str) {
+        let bytes = user_data.len();
+        if bytes >= USER_DATA_MAX_BYTES * 9 / 10 {
+            tracing::info!(
+                ec2nodeclass = node_class,
+                userdata_bytes = bytes,
+                warn_threshold = USER_DATA_MAX_BYTES * 9 / 10,
+                limit = USER_DATA_MAX_BYTES,
+                "rendered user data is approaching the EC2 user data size limit"
+            );
+        }
+        self.lock().insert(node_class.to_string(), bytes);
+    }
+
+    /// Forgets a deleted class.
+    pub fn forget(&self, node_class: &str) {
+        self.lock().remove(node_class);
+    }
+
+    /// Every class's size, by name.
+    pub fn sizes(&self) -> Vec<(String, usize)> {
+        self.lock().iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
 }
 
 impl KnownTemplates {
@@ -106,12 +151,14 @@ impl KnownTemplates {
     }
 }
 
-/// Makes sure a launch template with `name` and `data` exists.
+/// Makes sure a launch template with `name` and `data` exists; `creating` is told before one
+/// is created.
 pub async fn ensure_launch_template(
     ec2: &dyn Ec2Api,
     name: &str,
     data: &LaunchTemplateData,
     tags: &[Tag],
+    creating: impl FnOnce(),
 ) -> Result<(), AwsError> {
     let described = ec2
         .describe_launch_templates(DescribeLaunchTemplatesInput {
@@ -125,6 +172,7 @@ pub async fn ensure_launch_template(
         Err(e) if e.code == codes::LAUNCH_TEMPLATE_NAME_NOT_FOUND => {}
         Err(e) => return Err(e),
     }
+    creating();
     let created = ec2
         .create_launch_template(CreateLaunchTemplateInput {
             launch_template_name: name.to_string(),
@@ -166,7 +214,16 @@ async fn make_sure_of_template(
     }
     let _one_at_a_time = known.ensuring.lock().await;
     if !known.fresh(name, now) {
-        ensure_launch_template(ec2, name, data, tags).await?;
+        ensure_launch_template(ec2, name, data, tags, || {
+            // The template's class, as its own tag names it.
+            if let Some(class) = tags
+                .iter()
+                .find(|t| t.key == "karpenter.k8s.aws/ec2nodeclass")
+            {
+                known.user_data.record(&class.value, &data.user_data);
+            }
+        })
+        .await?;
         known.confirm(name, now);
     }
     Ok(())

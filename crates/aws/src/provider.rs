@@ -175,6 +175,11 @@ impl AwsProvider {
         self.batcher_metrics.clone()
     }
 
+    /// Each class's user data size as last rendered into a template created (shared).
+    pub fn user_data_sizes(&self) -> crate::launcher::UserDataSizes {
+        self.known_templates.user_data.clone()
+    }
+
     /// The failed launches and terminations counted so far (shared: they go on counting).
     pub fn failure_counts(&self) -> Arc<crate::failure_counts::FailureCounts> {
         self.failures.clone()
@@ -298,7 +303,12 @@ impl AwsProvider {
         &self,
         class: &EC2NodeClass,
     ) -> Result<CleanupReport, AwsError> {
-        cleanup_node_class(&*self.ports.ec2, &*self.ports.iam, &self.settings, class).await
+        let report =
+            cleanup_node_class(&*self.ports.ec2, &*self.ports.iam, &self.settings, class).await?;
+        if let Some(name) = class.metadata.name.as_deref() {
+            self.known_templates.user_data.forget(name);
+        }
+        Ok(report)
     }
 
     /// What provider drift of `claim` is judged on: its stamped hashes, its instance, and

@@ -10,6 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use std::sync::Arc;
 
 use driftwood_aws::failure_counts::FailureCounts;
@@ -66,13 +67,40 @@ impl Collector for FailureCounters {
     }
 }
 
-/// The families as a metric source of a process whose provider keeps `counts` and
-/// `batchers`.
+/// `karpenter_ec2nodeclasses_userdata_bytes{nodeclass}` (Karpenter's provider after v1.14.1):
+/// each class's user data size as rendered into the last launch template created for it.
+const USER_DATA: [(&str, MetricType); 1] =
+    [("karpenter_ec2nodeclasses_userdata_bytes", MetricType::Gauge)];
+
+/// The collector over one provider's user data sizes.
+#[derive(Debug)]
+pub struct UserDataGauge(pub driftwood_aws::launcher::UserDataSizes);
+
+impl Collector for UserDataGauge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let mut family = encoder.encode_descriptor(
+            USER_DATA[0].0,
+            "Size in bytes of the rendered user data (raw, pre-base64) for the EC2NodeClass",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (class, bytes) in self.0.sizes() {
+            ConstGauge::new(i64::try_from(bytes).unwrap_or(i64::MAX))
+                .encode(family.encode_family(&[("nodeclass", class.as_str())])?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The families as a metric source of a process whose provider keeps `counts`, `batchers`
+/// and `user_data`.
 pub fn source(
     counts: Arc<FailureCounts>,
     batchers: driftwood_aws::batcher::BatcherMetrics,
+    user_data: driftwood_aws::launcher::UserDataSizes,
 ) -> crate::metrics::ExternalFamilies {
     Arc::new(move |registry| {
+        registry.collector(&USER_DATA, Box::new(UserDataGauge(user_data.clone())));
         registry.metric(
             "karpenter_cloudprovider_batcher_batch_time_seconds",
             "Duration of the batching window per batcher",
@@ -97,8 +125,8 @@ mod tests {
     fn counts_are_exported_with_karpenters_labels() {
         let counts = Arc::new(FailureCounts::default());
         let mut registry = DeclaredRegistry::new();
-        source(counts.clone(), Default::default())(&mut registry);
-        assert_eq!(registry.declared().len(), 4);
+        source(counts.clone(), Default::default(), Default::default())(&mut registry);
+        assert_eq!(registry.declared().len(), 5);
         counts.launch_failed(LaunchFailure {
             zone: "us-west-2a".into(),
             zone_id: "usw2-az1".into(),

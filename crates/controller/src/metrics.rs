@@ -97,6 +97,9 @@ pub struct Metrics {
     pub nodeclaims_initialized: Family<Labels, Counter>,
     pub nodeclaims_terminated: Family<Labels, Counter>,
     pub nodeclaims_disrupted: Family<Labels, Counter>,
+    /// `karpenter_pods_disruption_initiated_total` (Karpenter after v1.14.1): the reschedulable
+    /// pods of each NodeClaim counted in `nodeclaims_disrupted`, with its labels.
+    pub pods_disruption_initiated: Family<Labels, Counter>,
     pub nodeclaims_unhealthy_disrupted: Family<Labels, Counter>,
     pub nodeclaims_drifted: Family<Labels, Counter>,
     pub nodes_created: Family<Labels, Counter>,
@@ -261,6 +264,7 @@ impl Metrics {
             nodeclaims_initialized: Family::default(),
             nodeclaims_terminated: Family::default(),
             nodeclaims_disrupted: Family::default(),
+            pods_disruption_initiated: Family::default(),
             nodeclaims_unhealthy_disrupted: Family::default(),
             nodeclaims_drifted: Family::default(),
             nodes_created: Family::default(),
@@ -381,8 +385,16 @@ impl Metrics {
             ),
             (
                 "karpenter_nodeclaims_disrupted",
-                "NodeClaims disrupted, by reason",
+                "NodeClaims disrupted, by reason, nodepool, capacity type, consolidation policy and \
+                 termination mode",
                 &metrics.nodeclaims_disrupted,
+            ),
+            (
+                "karpenter_pods_disruption_initiated",
+                "Reschedulable pods of the NodeClaims disrupted (DaemonSet and static pods left \
+                 out), by the NodeClaim's reason, nodepool, capacity type, consolidation policy \
+                 and termination mode",
+                &metrics.pods_disruption_initiated,
             ),
             (
                 "karpenter_nodeclaims_unhealthy_disrupted",
@@ -791,6 +803,67 @@ impl Metrics {
             .and_then(|o| o.meta().labels.as_ref())
             .and_then(|l| l.get(key))
             .map_or("", String::as_str)
+    }
+
+    /// Counts NodeClaim `nodeclaim` of `nodepool` disrupted for `reason` (snake case) in
+    /// `karpenter_nodeclaims_disrupted_total`, and its reschedulable pods in
+    /// `karpenter_pods_disruption_initiated_total`, labelled as Karpenter labels both since
+    /// v1.14.1: `capacity_type`, `consolidation_policy` (the NodePool's, snake case, for the
+    /// consolidation reasons; empty otherwise) and `termination_mode` (`graceful` without a
+    /// terminationGracePeriod, `forceful` with a zero one, `eventual` otherwise).
+    pub fn count_disrupted(
+        &self,
+        snapshot: &crate::state::Snapshot,
+        nodeclaim: &str,
+        nodepool: &str,
+        reason: &str,
+    ) {
+        let claim = snapshot.store.nodeclaims.get(nodeclaim).map(AsRef::as_ref);
+        let policy = if matches!(reason, "empty" | "underutilized") {
+            snapshot
+                .store
+                .nodepools
+                .get(nodepool)
+                .map(|p| {
+                    driftwood_disruption::repair::snake_case(
+                        &p.spec.disruption.consolidation_policy,
+                    )
+                })
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let mode = match claim.and_then(|c| c.spec.termination_grace_period.as_deref()) {
+            None => "graceful",
+            Some(period) => match driftwood_api::duration::parse_go_duration(period) {
+                Ok(0) => "forceful",
+                _ => "eventual",
+            },
+        };
+        let pods = claim
+            .and_then(|c| c.status.as_ref())
+            .and_then(|s| s.node_name.as_deref())
+            .and_then(|node| snapshot.pods_by_node.get(node))
+            .map_or(0, |keys| {
+                keys.iter()
+                    .filter_map(|k| snapshot.store.pods.get(k))
+                    .filter(|p| driftwood_disruption::views::is_reschedulable(p))
+                    .count()
+            });
+        let pairs = [
+            ("reason", reason),
+            ("nodepool", nodepool),
+            (
+                "capacity_type",
+                Self::label_of(claim, driftwood_api::wellknown::LABEL_CAPACITY_TYPE),
+            ),
+            ("consolidation_policy", policy.as_str()),
+            ("termination_mode", mode),
+        ];
+        Self::inc(&self.nodeclaims_disrupted, &pairs);
+        self.pods_disruption_initiated
+            .get_or_create(&labels(&pairs))
+            .inc_by(u64::try_from(pods).unwrap_or(u64::MAX));
     }
 
     /// The `leader_election_slowpath_total` counter of driftwood's lease, for the election.

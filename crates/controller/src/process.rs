@@ -70,6 +70,7 @@ impl Process {
             .push(crate::aws_provider_metrics::source(
                 provider.failure_counts(),
                 provider.batcher_metrics(),
+                provider.user_data_sizes(),
             ));
         let metrics = Metrics::with_sources(metric_sources);
         let ctx = Context {

@@ -47,6 +47,12 @@ pub fn is_mirror_pod(pod: &CachedPod) -> bool {
     pod.shape.mirror
 }
 
+/// A pod that moves when its node goes (Karpenter's IsReschedulable): neither terminal nor
+/// terminating, nor a DaemonSet's, nor a static pod.
+pub fn is_reschedulable(pod: &CachedPod) -> bool {
+    !pod.is_terminating() && !is_terminal_pod(pod) && !is_daemonset_pod(pod) && !is_mirror_pod(pod)
+}
+
 /// Phase Succeeded or Failed.
 pub fn is_terminal_pod(pod: &CachedPod) -> bool {
     pod.is_terminal()
@@ -179,7 +185,7 @@ pub fn pod_view(pod: &CachedPod, pdbs: &[PodDisruptionBudget], now: i64) -> PodV
     };
     PodView {
         key: pod.key(),
-        reschedulable: active && !is_daemonset_pod(pod) && !is_mirror_pod(pod),
+        reschedulable: is_reschedulable(pod),
         do_not_disrupt: active && pod_do_not_disrupt(pod, now),
         pdb_exempt: !active || is_mirror_pod(pod) || tolerates_disrupted(pod),
         unhealthy_evictable: matching.len() == 1

@@ -95,6 +95,14 @@ pub struct Injector {
     /// Spot instances warned of their interruption: when EC2 reclaims each (UTC seconds), its
     /// id and its Node.
     reclaims: Vec<(i64, String, Option<String>)>,
+    /// Instances EC2 reports unhealthy (never picked again: a second report would restart the
+    /// two minutes a failed check must last).
+    impaired: BTreeSet<String>,
+    /// Instances whose status check failed: the PDBs of the pods on their Node are excused
+    /// every second while a NodeClaim holds the instance, and 5 minutes after (the forceful
+    /// drain does not wait on PDBs, whenever it comes; the instance may register its Node only
+    /// later, and pods that land on it meanwhile are its pods too).
+    failing_hosts: Vec<String>,
     /// How many of the next replacements never become Ready.
     replacement_never_ready_armed: u32,
     /// Replacements already considered for that fault.
@@ -155,6 +163,8 @@ impl Injector {
             all_involuntary_until: i64::MIN,
             terminated_instances: BTreeSet::new(),
             reclaims: Vec::new(),
+            impaired: BTreeSet::new(),
+            failing_hosts: Vec::new(),
             replacement_never_ready_armed: 0,
             replacements_seen: BTreeSet::new(),
             temporary_pdbs: 0,
@@ -251,6 +261,7 @@ impl Injector {
             self.apply_undo(undo, embedded).await;
         }
         self.reclaim_due(now, embedded, snapshot);
+        self.excuse_failing_hosts(now, snapshot);
         self.arm_new_machines(now, embedded);
         self.arm_new_replacements(embedded, snapshot);
         let Some(start) = self.started else {
@@ -517,6 +528,27 @@ impl Injector {
         }
     }
 
+    /// Excuses the PDBs of the pods on each failing host a NodeClaim still holds.
+    fn excuse_failing_hosts(&mut self, now: i64, snapshot: &Snapshot) {
+        let hosts = std::mem::take(&mut self.failing_hosts);
+        for id in hosts {
+            let claim = snapshot.store.nodeclaims.values().find(|c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .is_some_and(|p| instance_id(p) == id)
+            });
+            let Some(claim) = claim else {
+                continue;
+            };
+            if let Some(node) = claim.status.as_ref().and_then(|s| s.node_name.as_deref()) {
+                let pdbs = Self::pdbs_on_node(snapshot, node);
+                self.excuse(pdbs, now + 300);
+            }
+            self.failing_hosts.push(id);
+        }
+    }
+
     fn excuse(&mut self, pdbs: Vec<String>, until: i64) {
         for pdb in pdbs {
             let entry = self.involuntary_until.entry(pdb).or_insert(until);
@@ -608,6 +640,7 @@ impl Injector {
                     "DescribeLaunchTemplates",
                     "DescribeImages",
                     "DescribeSubnets",
+                    "DescribeInstanceStatus",
                 ];
                 let op = *pick(rng, &ops)?;
                 let calls = rng.random_range(1..6);
@@ -620,6 +653,7 @@ impl Injector {
                     "DescribeInstances",
                     "TerminateInstances",
                     "CreateTags",
+                    "DescribeInstanceStatus",
                 ];
                 let op = *pick(rng, &ops)?;
                 let code = if rng.random_bool(0.5) {
@@ -674,7 +708,10 @@ impl Injector {
             }
             FaultKind::ImpairedInstance => {
                 use driftwood_sim_aws::faults::Impairment;
-                let machines = Self::pool_machines(snapshot);
+                let machines: Vec<(String, Option<String>)> = Self::pool_machines(snapshot)
+                    .into_iter()
+                    .filter(|(id, _)| !self.impaired.contains(id))
+                    .collect();
                 let (id, node) = pick(rng, &machines)?.clone();
                 let since = jiff::Timestamp::from_second(now).ok()?;
                 let (impairment, what, forceful) = match rng.random_range(0..3) {
@@ -714,6 +751,7 @@ impl Injector {
                     }
                 };
                 aws.set_impairment(&id, Some(impairment.clone()));
+                self.impaired.insert(id.clone());
                 // A failed host takes its kubelet with it.
                 if impairment.system_check_failed_since.is_some() {
                     aws.set_node_fault(&id, Some(NodeFault::NotReady));
@@ -721,11 +759,14 @@ impl Injector {
                 // Its NodeClaim is deleted without waiting for a drift replacement (the answer
                 // to EC2, not a breach of replacement-first); a failed check is a forceful
                 // termination, which does not wait on PDBs (two minutes for the check to count,
-                // then the drain).
+                // then the drain): its Node's PDBs are excused while it is there.
                 self.terminated_instances.insert(id.clone());
-                if forceful && let Some(node) = &node {
-                    let pdbs = Self::pdbs_on_node(snapshot, node);
-                    self.excuse(pdbs, now + 900);
+                if forceful {
+                    if let Some(node) = &node {
+                        let pdbs = Self::pdbs_on_node(snapshot, node);
+                        self.excuse(pdbs, now + 300);
+                    }
+                    self.failing_hosts.push(id.clone());
                 }
                 Some(format!(
                     "instance {id} (node {}) reported unhealthy by EC2: {what}",

@@ -35,7 +35,7 @@ pub enum FaultKind {
     /// EC2's status checks report a running instance unhealthy: its system check fails (the
     /// host: its kubelet stops reporting too), its instance check fails, or an event
     /// (retirement, maintenance, reboot, stop) is scheduled for it; DescribeInstanceStatus
-    /// says so until the fault is lifted.
+    /// says so until the instance is gone (a failed host stays failed).
     ImpairedInstance,
     // API server
     /// The controllers' next writes get 409 Conflict.

@@ -154,6 +154,43 @@ fn instances_ec2_reports_unhealthy_are_replaced_with_nothing_violated() {
     assert_eq!(removed, 1 + impaired.len(), "{}", outcome.output);
 }
 
+/// `impaired-instance` on a PDB-protected workload (minAvailable 3 of 4): over four seeds EC2
+/// reports nodes unhealthy both ways — failed checks, replaced forcefully without waiting on
+/// the PDB (excused for those nodes' pods while the nodes are there), and scheduled events,
+/// drained with the PDB honoured (not excused) — and every invariant holds.
+#[test]
+fn impaired_instances_under_a_pdb_hold_every_invariant() {
+    let scenario = parse_scenario(bundle::bundled("pdb-protected").unwrap()).unwrap();
+    let mut spec = FaultSpec::none();
+    for minutes in [2, 4, 6, 8] {
+        spec.at.push(TimedFault {
+            after: std::time::Duration::from_secs(minutes * 60),
+            fault: FaultKind::ImpairedInstance,
+        });
+    }
+    spec.window = std::time::Duration::from_secs(12 * 60);
+    spec.settle = std::time::Duration::from_secs(20 * 60);
+    let mut details = Vec::new();
+    for seed in 1..=4 {
+        let outcome = run_seed(&scenario, &Files::Bundled, &spec, seed, false).unwrap();
+        assert!(
+            outcome.passed(),
+            "seed {seed}: {}\n{}",
+            outcome.failure_line(),
+            outcome.output
+        );
+        details.extend(outcome.findings.injected.into_iter().map(|i| i.detail));
+    }
+    assert!(
+        details.iter().any(|d| d.contains("status check fails")),
+        "{details:#?}"
+    );
+    assert!(
+        details.iter().any(|d| d.contains("event is scheduled")),
+        "{details:#?}"
+    );
+}
+
 /// With the controllers told to skip waiting for replacements (a test-only switch), the old
 /// node goes before its replacement is initialized: the run names `replacement-first`, and the
 /// same seed replays to the same faults and the same violation.

@@ -539,7 +539,7 @@ fn walkthrough_by_hand_with_kubectl_against_sim_serve() {
     assert!(
         metrics.lines().any(|l| l.starts_with(
             "karpenter_nodeclaims_disrupted_total{reason=\"drifted\",nodepool=\"latest-current-ami\",capacity_type=\""
-        ) && l.ends_with("\"} 1")),
+        ) && l.ends_with("\",consolidation_policy=\"\",termination_mode=\"graceful\"} 1")),
         "{metrics}"
     );
     assert!(metrics.contains("karpenter_nodeclaims_created_total{reason=\"disruption\",nodepool=\"latest-current-ami\",min_values_relaxed=\"false\"} 1"), "{metrics}");

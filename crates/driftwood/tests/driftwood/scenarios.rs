@@ -361,6 +361,19 @@ async fn a_balanced_pool_records_its_scored_moves() {
         moves.keys().all(|(_, policy)| policy == "Balanced"),
         "{moves:?}"
     );
+    // The nodes consolidated are counted with their pool's policy (Karpenter's main after
+    // v1.14.1), their pods too.
+    for family in [
+        "karpenter_nodeclaims_disrupted_total{",
+        "karpenter_pods_disruption_initiated_total{",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(family)
+                && l.contains("reason=\"underutilized\"")
+                && l.contains("consolidation_policy=\"balanced\"")),
+            "{family}\n{text}"
+        );
+    }
     let total = |m: &BTreeMap<(String, String), f64>| m.values().sum::<f64>();
     assert_eq!(total(&moves), total(&scored), "one score per move:\n{text}");
     let events: Vec<k8s_openapi::api::events::v1::Event> =

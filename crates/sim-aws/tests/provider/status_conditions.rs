@@ -214,6 +214,9 @@ async fn throttling_is_an_error_not_a_condition() {
     assert!(env.provider.resolve_node_class(&c).await.unwrap().ready);
 }
 
+/// Also Karpenter's launch template suite (after v1.14.1), "should record the rendered user
+/// data size, keyed by nodeclass" and "should delete the user data gauge when the nodeclass
+/// launch templates are deleted" (`karpenter_ec2nodeclasses_userdata_bytes`).
 #[tokio::test(start_paused = true)]
 async fn deleting_a_class_cleans_up_templates_then_the_profile() {
     use driftwood_aws::ports::{DescribeLaunchTemplatesInput, Ec2Api};
@@ -240,8 +243,15 @@ async fn deleting_a_class_cleans_up_templates_then_the_profile() {
         .clone()
         .unwrap();
 
+    let sizes = env.provider.user_data_sizes().sizes();
+    assert_eq!(sizes.len(), 1, "{sizes:?}");
+    assert_eq!(sizes[0].0, "c");
+    // The AL2 bootstrap script as rendered (plain text, before base64).
+    assert!(sizes[0].1 > 100, "{sizes:?}");
+
     let report = env.provider.cleanup_node_class(&class).await.unwrap();
     assert_eq!(report.deleted_launch_templates.len(), 1);
+    assert!(env.provider.user_data_sizes().sizes().is_empty());
     assert!(!report.done(), "an instance still runs");
     assert!(env.sim.instance_profile(&profile).is_some());
     assert!(

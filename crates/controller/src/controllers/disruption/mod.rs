@@ -906,19 +906,11 @@ impl Memory {
                             ],
                         );
                     }
-                    Metrics::inc(
-                        &ctx.metrics.nodeclaims_disrupted,
-                        &[
-                            ("reason", &reason.to_lowercase()),
-                            ("nodepool", &nodepool),
-                            (
-                                "capacity_type",
-                                Metrics::label_of(
-                                    snapshot.store.nodeclaims.get(&nodeclaim).map(AsRef::as_ref),
-                                    driftwood_api::wellknown::LABEL_CAPACITY_TYPE,
-                                ),
-                            ),
-                        ],
+                    ctx.metrics.count_disrupted(
+                        snapshot,
+                        &nodeclaim,
+                        &nodepool,
+                        &reason.to_lowercase(),
                     );
                     acted = true;
                 }

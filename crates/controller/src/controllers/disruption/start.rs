@@ -258,23 +258,11 @@ pub async fn start(ctx: &Context, snapshot: &Snapshot, start: &Start) -> Result<
     if replacements.is_empty() {
         for candidate in &start.candidates {
             delete(&api, &candidate.nodeclaim).await?;
-            Metrics::inc(
-                &ctx.metrics.nodeclaims_disrupted,
-                &[
-                    ("reason", &reason),
-                    ("nodepool", &candidate.nodepool),
-                    (
-                        "capacity_type",
-                        Metrics::label_of(
-                            snapshot
-                                .store
-                                .nodeclaims
-                                .get(&candidate.nodeclaim)
-                                .map(AsRef::as_ref),
-                            driftwood_api::wellknown::LABEL_CAPACITY_TYPE,
-                        ),
-                    ),
-                ],
+            ctx.metrics.count_disrupted(
+                snapshot,
+                &candidate.nodeclaim,
+                &candidate.nodepool,
+                &reason,
             );
         }
     }

@@ -198,14 +198,8 @@ pub(crate) async fn act(
             ],
         )
         .await;
-        Metrics::inc(
-            &ctx.metrics.nodeclaims_disrupted,
-            &[
-                ("reason", kind.label()),
-                ("nodepool", &action.nodepool),
-                ("capacity_type", &action.capacity_type),
-            ],
-        );
+        ctx.metrics
+            .count_disrupted(snapshot, &action.nodeclaim, &action.nodepool, kind.label());
     }
     true
 }

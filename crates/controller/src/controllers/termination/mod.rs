@@ -166,21 +166,8 @@ async fn execute(
                 DeleteReason::Expired => {
                     tracing::info!(%nodeclaim, reason = "expired", "disrupting nodeclaim(s) via delete");
                     let snapshot = ctx.state.snapshot();
-                    let claim = snapshot.store.nodeclaims.get(nodeclaim);
-                    Metrics::inc(
-                        &ctx.metrics.nodeclaims_disrupted,
-                        &[
-                            ("reason", "expired"),
-                            ("nodepool", nodepool),
-                            (
-                                "capacity_type",
-                                Metrics::label_of(
-                                    claim.map(AsRef::as_ref),
-                                    driftwood_api::wellknown::LABEL_CAPACITY_TYPE,
-                                ),
-                            ),
-                        ],
-                    );
+                    ctx.metrics
+                        .count_disrupted(&snapshot, nodeclaim, nodepool, "expired");
                 }
                 DeleteReason::NodeDeleted => {
                     tracing::info!(%nodeclaim, "deleting nodeclaim: its node was deleted");

@@ -407,7 +407,7 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
     // same type and label names, or a gap listed in KNOWN_GAPS.
     let table = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/karpenter-v1.14.1-metrics.tsv"
+        "/tests/data/karpenter-metrics.tsv"
     ))
     .unwrap();
     let openmetrics = ctx.metrics.scrape(
@@ -480,9 +480,12 @@ async fn karpenters_dashboards_find_every_metric_they_query() {
             new.join("\n")
         );
     }
-    assert_eq!(rows, 126, "the table holds every metric of the reference");
+    assert_eq!(
+        rows, 128,
+        "the table holds every metric of the reference, and the two of Karpenter's main branches"
+    );
     eprintln!(
-        "Karpenter v1.14.1 metrics: {} of {rows} as Karpenter has them ({with_samples} with samples checked label by label; {} more from the AWS SDK in `driftwood controller`), {} gaps",
+        "Karpenter's metrics (v1.14.1 and main): {} of {rows} as Karpenter has them ({with_samples} with samples checked label by label; {} more from the AWS SDK in `driftwood controller`), {} gaps",
         rows - KNOWN_GAPS.len() - SDK_ONLY.len(),
         SDK_ONLY.len(),
         KNOWN_GAPS.len()

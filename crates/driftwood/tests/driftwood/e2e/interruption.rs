@@ -163,7 +163,9 @@ async fn a_spot_interruption_replaces_the_node_before_ec2_reclaims_it() {
     for line in [
         "karpenter_interruption_received_messages_total{message_type=\"spot_interrupted\"} 1",
         "karpenter_interruption_deleted_messages_total 1",
-        "karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\",capacity_type=\"spot\"} 1",
+        "karpenter_nodeclaims_disrupted_total{reason=\"spot_interrupted\",nodepool=\"spot\",capacity_type=\"spot\",consolidation_policy=\"\",termination_mode=\"graceful\"} 1",
+        // Its one web pod (Karpenter's main after v1.14.1).
+        "karpenter_pods_disruption_initiated_total{reason=\"spot_interrupted\",nodepool=\"spot\",capacity_type=\"spot\",consolidation_policy=\"\",termination_mode=\"graceful\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
@@ -308,8 +310,8 @@ async fn ec2_status_checks_and_scheduled_events_replace_the_unhealthy_nodes() {
     for line in [
         "karpenter_interruption_instance_status_unhealthy_total{category=\"SystemStatus\"} 1",
         "karpenter_interruption_instance_status_unhealthy_total{category=\"EventStatus\"} 1",
-        "karpenter_nodeclaims_disrupted_total{reason=\"system_status\",nodepool=\"general\",capacity_type=\"on-demand\"} 1",
-        "karpenter_nodeclaims_disrupted_total{reason=\"event_status\",nodepool=\"general\",capacity_type=\"on-demand\"} 1",
+        "karpenter_nodeclaims_disrupted_total{reason=\"system_status\",nodepool=\"general\",capacity_type=\"on-demand\",consolidation_policy=\"\",termination_mode=\"graceful\"} 1",
+        "karpenter_nodeclaims_disrupted_total{reason=\"event_status\",nodepool=\"general\",capacity_type=\"on-demand\",consolidation_policy=\"\",termination_mode=\"graceful\"} 1",
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }

@@ -78,7 +78,7 @@ async fn a_node_that_stops_reporting_is_repaired_after_its_toleration() {
     let metrics = h.embedded.ctx().expect("controllers run").metrics.render();
     assert!(
         metrics.contains(
-            "karpenter_nodeclaims_disrupted_total{reason=\"unhealthy\",nodepool=\"general\",capacity_type=\"on-demand\"} 1"
+            "karpenter_nodeclaims_disrupted_total{reason=\"unhealthy\",nodepool=\"general\",capacity_type=\"on-demand\",consolidation_policy=\"\",termination_mode=\"graceful\"} 1"
         ),
         "{metrics}"
     );
