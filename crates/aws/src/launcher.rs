@@ -83,8 +83,10 @@ pub struct KnownTemplates {
 pub const USER_DATA_MAX_BYTES: usize = 16_384;
 
 /// The size in bytes of each EC2NodeClass's user data as rendered into the last launch template
-/// created for it, and forgotten when the class is deleted (Karpenter's
-/// `karpenter_ec2nodeclasses_userdata_bytes`, measured on the create path only, as there).
+/// made sure of for it, and forgotten when the class is deleted (Karpenter's
+/// `karpenter_ec2nodeclasses_userdata_bytes`; Karpenter measures on its create path only, and
+/// re-creates its templates when their cache entry expires, so there too the gauge follows the
+/// templates in use).
 #[derive(Debug, Default, Clone)]
 pub struct UserDataSizes(Arc<std::sync::Mutex<BTreeMap<String, usize>>>);
 
@@ -214,16 +216,26 @@ async fn make_sure_of_template(
     }
     let _one_at_a_time = known.ensuring.lock().await;
     if !known.fresh(name, now) {
-        ensure_launch_template(ec2, name, data, tags, || {
-            // The template's class, as its own tag names it.
-            if let Some(class) = tags
-                .iter()
-                .find(|t| t.key == "karpenter.k8s.aws/ec2nodeclass")
-            {
+        // The template's class, as its own tag names it.
+        let class = tags
+            .iter()
+            .find(|t| t.key == driftwood_api::wellknown::LABEL_EC2NODECLASS);
+        let record = || {
+            if let Some(class) = class {
                 known.user_data.record(&class.value, &data.user_data);
             }
+        };
+        let created = std::sync::atomic::AtomicBool::new(false);
+        ensure_launch_template(ec2, name, data, tags, || {
+            created.store(true, std::sync::atomic::Ordering::Relaxed);
+            record();
         })
         .await?;
+        // A template found holds this user data too (its name is a hash of its data): after a
+        // restart the class is measured without creating anything.
+        if !created.load(std::sync::atomic::Ordering::Relaxed) {
+            record();
+        }
         known.confirm(name, now);
     }
     Ok(())

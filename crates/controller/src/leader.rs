@@ -275,11 +275,23 @@ async fn renew(
             });
         }
     };
+    // Still ours, and in the same term: the holder, its acquire time and the transitions as
+    // we last wrote them (a process that shares our identity and took the lease since is
+    // another term, not us).
+    let term = |l: &Lease| {
+        l.spec.as_ref().map(|s| {
+            (
+                s.holder_identity.clone(),
+                s.acquire_time.clone(),
+                s.lease_transitions,
+            )
+        })
+    };
     let holder = read
         .spec
         .as_ref()
         .and_then(|s| s.holder_identity.as_deref());
-    if holder != Some(identity) {
+    if holder != Some(identity) || term(&read) != term(&held) {
         return Err(Lost::Conflict);
     }
     slowpath.inc();

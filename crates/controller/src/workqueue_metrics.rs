@@ -56,12 +56,18 @@ struct WorkerState {
     since: Option<Instant>,
 }
 
+/// Every started loop's state, by its own name.
+type Workers = BTreeMap<&'static str, WorkerState>;
+
 /// Every loop started, by its own name.
 #[derive(Clone, Default, Debug)]
-struct Running(Arc<Mutex<BTreeMap<&'static str, WorkerState>>>);
+struct Running(Arc<Mutex<Workers>>);
+
+/// A controller's workers, queued passes and running passes.
+type WorkerCounts = (i64, i64, i64);
 
 impl Running {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<&'static str, WorkerState>> {
+    fn lock(&self) -> MutexGuard<'_, Workers> {
         // A panic while the map was held leaves it usable: every write is one field set.
         self.0
             .lock()
@@ -69,8 +75,13 @@ impl Running {
     }
 
     /// Changes `worker`'s state by `change` and returns its controller's workers, queued
-    /// passes and running passes.
-    fn update(&self, worker: Worker, change: impl FnOnce(&mut WorkerState)) -> (i64, i64, i64) {
+    /// passes and running passes, with the map still locked: the caller writes the gauges
+    /// before it lets go, so two workers of one controller never write them out of order.
+    fn update(
+        &self,
+        worker: Worker,
+        change: impl FnOnce(&mut WorkerState),
+    ) -> (MutexGuard<'_, Workers>, WorkerCounts) {
         let mut all = self.lock();
         let state = all.entry(worker.name).or_insert(WorkerState {
             controller: worker.controller,
@@ -84,7 +95,7 @@ impl Running {
             counts.1 += i64::from(state.queued);
             counts.2 += i64::from(state.since.is_some());
         }
-        counts
+        (all, counts)
     }
 }
 
@@ -211,7 +222,7 @@ impl LoopMetrics {
     /// `worker` has started: its controller's workers, queue and counters are exported.
     pub fn started(&self, worker: Worker) {
         let controller = worker.controller;
-        let (workers, queued, active) = self.running.update(worker, |s| {
+        let (_held, (workers, queued, active)) = self.running.update(worker, |s| {
             s.queued = false;
             s.since = None;
         });
@@ -240,7 +251,7 @@ impl LoopMetrics {
         self.adds
             .get_or_create(&queue_labels(worker.controller))
             .inc();
-        let (_, queued, _) = self.running.update(worker, |s| s.queued = true);
+        let (_held, (_, queued, _)) = self.running.update(worker, |s| s.queued = true);
         self.depth
             .get_or_create(&depth_labels(worker.controller))
             .set(queued);
@@ -249,7 +260,7 @@ impl LoopMetrics {
     /// `worker`'s pass starts after `queued_seconds` in the queue.
     pub fn pass_started(&self, worker: Worker, queued_seconds: f64) {
         let controller = worker.controller;
-        let (_, queued, active) = self.running.update(worker, |s| {
+        let (_held, (_, queued, active)) = self.running.update(worker, |s| {
             s.queued = false;
             s.since = Some(Instant::now());
         });
@@ -267,7 +278,7 @@ impl LoopMetrics {
     /// `worker`'s pass is over after `seconds` of work; `panicked` if it panicked.
     pub fn pass_finished(&self, worker: Worker, seconds: f64, panicked: bool) {
         let controller = worker.controller;
-        let (_, _, active) = self.running.update(worker, |s| s.since = None);
+        let (_held, (_, _, active)) = self.running.update(worker, |s| s.since = None);
         self.active_workers
             .get_or_create(&controller_labels(controller))
             .set(active);

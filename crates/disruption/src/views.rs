@@ -47,8 +47,10 @@ pub fn is_mirror_pod(pod: &CachedPod) -> bool {
     pod.shape.mirror
 }
 
-/// A pod that moves when its node goes (Karpenter's IsReschedulable): neither terminal nor
-/// terminating, nor a DaemonSet's, nor a static pod.
+/// A pod that moves when its node goes: neither terminal nor terminating, nor a DaemonSet's,
+/// nor a static pod. Karpenter's IsReschedulable also takes a terminating StatefulSet pod
+/// (its replacement must wait for it to go); the planner here does not simulate pods already
+/// terminating.
 pub fn is_reschedulable(pod: &CachedPod) -> bool {
     !pod.is_terminating() && !is_terminal_pod(pod) && !is_daemonset_pod(pod) && !is_mirror_pod(pod)
 }

@@ -15,8 +15,9 @@ use futures::StreamExt as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The controller's name in logs, metrics and the per-object retries.
-const CONTROLLER: &str = "nodeclaim.consolidation";
+/// The controller's name in logs, metrics and the per-object retries: Karpenter's name for the
+/// controller whose work this loop shares with drift (its Consolidatable sub-reconciler).
+const CONTROLLER: &str = "nodeclaim.disruption";
 
 /// How many NodeClaim status writes go out at once.
 const WRITES_AT_ONCE: usize = 32;

@@ -125,6 +125,9 @@ async fn step<'a>(
                     .await;
             }
             let deleted = delete(&nodeclaims(&ctx.client), nodeclaim).await;
+            if deleted.is_ok() {
+                count_disrupted(ctx, snapshot, nodeclaim, "registration_timeout");
+            }
             (
                 nodeclaim,
                 "delete-unregistered",
@@ -243,7 +246,19 @@ async fn launch(ctx: &Context, name: &str, pool: &str, claim: &NodeClaim) -> Res
         .collect();
     tracing::warn!(nodeclaim = %name, error = %message, requirements = %requirements.join("; "), "deleting nodeclaim: no capacity to launch it");
     delete(&nodeclaims(&ctx.client), name).await?;
+    count_disrupted(ctx, &ctx.state.snapshot(), name, "insufficient_capacity");
     Ok(())
+}
+
+/// Counts NodeClaim `name` disrupted for `reason` under its NodePool (Karpenter counts the
+/// NodeClaims its lifecycle and garbage collection delete too).
+fn count_disrupted(ctx: &Context, snapshot: &crate::state::Snapshot, name: &str, reason: &str) {
+    let nodepool = crate::metrics::Metrics::label_of(
+        snapshot.store.nodeclaims.get(name).map(AsRef::as_ref),
+        driftwood_api::wellknown::LABEL_NODEPOOL,
+    );
+    ctx.metrics
+        .count_disrupted(snapshot, name, nodepool, reason);
 }
 
 /// Writes what the provider returned: labels and annotations, then status with Launched.
@@ -471,6 +486,9 @@ pub async fn collect_garbage(ctx: Context, gc: GarbageCollector) -> Outcome {
                 let result = delete(&nodeclaims(&ctx.client), &nodeclaim)
                     .await
                     .map_err(StepError::from);
+                if result.is_ok() {
+                    count_disrupted(&ctx, &snapshot, &nodeclaim, "garbage_collected");
+                }
                 (object, "delete-nodeclaim", result)
             }
         };

@@ -165,15 +165,18 @@ async fn execute(
             match reason {
                 DeleteReason::Expired => {
                     tracing::info!(%nodeclaim, reason = "expired", "disrupting nodeclaim(s) via delete");
-                    let snapshot = ctx.state.snapshot();
-                    ctx.metrics
-                        .count_disrupted(&snapshot, nodeclaim, nodepool, "expired");
                 }
                 DeleteReason::NodeDeleted => {
                     tracing::info!(%nodeclaim, "deleting nodeclaim: its node was deleted");
                 }
             }
             delete(&nodeclaims(&ctx.client), nodeclaim).await?;
+            // Counted once deleted (a failed delete is retried, not counted twice).
+            if matches!(reason, DeleteReason::Expired) {
+                let snapshot = ctx.state.snapshot();
+                ctx.metrics
+                    .count_disrupted(&snapshot, nodeclaim, nodepool, "expired");
+            }
         }
         Step::TaintForDrain { node } => {
             // The taint keeps new pods off; the label takes the node out of external load

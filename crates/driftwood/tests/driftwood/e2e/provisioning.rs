@@ -464,6 +464,26 @@ async fn a_lease_written_by_someone_else_stays_with_its_holder() {
         Some("round-2")
     );
     assert_eq!(b.slowpath_renewals(), 0);
+    // Someone hands the lease to another holder: the next renewal is refused, the read shows
+    // the lease is not ours, and the leader steps down at once (the slow path renews only its
+    // own term).
+    leases
+        .patch(
+            driftwood_controller::leader::LEASE_NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "spec": {"holderIdentity": "someone-else"}
+            })),
+        )
+        .await
+        .unwrap();
+    idle(&mut h, Duration::from_secs(5)).await;
+    assert!(!a.is_leading(), "the old holder stepped down");
+    assert_eq!(
+        a.slowpath_renewals(),
+        3,
+        "no renewal of a lease held by another"
+    );
 }
 
 /// Issue 16: the shape of a public Karpenter blueprint — 30 replicas with zone and hostname
