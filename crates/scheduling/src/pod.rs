@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use thiserror::Error;
@@ -126,101 +125,24 @@ impl PodConstraints {
             && self.preferred_anti_affinity.is_empty())
     }
 
-    /// Whether the simulation tries this pod more than one way: it has a preference, or more
-    /// than one required node-affinity term (tried one after the other).
-    pub fn has_alternatives(&self) -> bool {
+    /// Whether the pod has a preference: a preferred node-affinity term, preferred pod
+    /// affinity or anti-affinity, or a `ScheduleAnyway` spread.
+    pub fn has_preferences(&self) -> bool {
         !(self.preferred_terms.is_empty()
             && self.preferred_affinity.is_empty()
             && self.preferred_anti_affinity.is_empty()
-            && self.spreads.iter().all(|s| s.hard)
-            && self.required_terms.len() <= 1)
+            && self.spreads.iter().all(|s| s.hard))
     }
 
-    /// The ways the simulation tries this pod, in its order, each as a pod with no alternative:
-    /// every preference required (preferred pod affinity, preferred anti-affinity, the first
-    /// preferred node-affinity term, ScheduleAnyway spreads), then the preferences dropped one
-    /// at a time in that order (the node-affinity term replaced by the next one, heaviest
-    /// first), down to none. A pod placed as the first of these that fits some node is placed
-    /// as the simulation places it (the engine's profiles, `engine::profiles`, are these).
-    ///
-    /// `None` when a way cannot be written as such a pod: more than one required node-affinity
-    /// term; a preference on a topology key other than zone and hostname (which the
-    /// simulation drops, rather than refuses, when the key has too many values); or a
-    /// preferred anti-affinity term on the zone (the simulation keeps every way of such a pod
-    /// off nodes without a zone label, the ways that dropped the term included).
-    pub fn preference_levels(&self) -> Option<Vec<PodConstraints>> {
-        let well_known = |key: &str| key == LABEL_TOPOLOGY_ZONE || key == LABEL_HOSTNAME;
-        if self.required_terms.len() > 1
-            || self
-                .preferred_anti_affinity
-                .iter()
-                .any(|(_, t)| t.topology_key == LABEL_TOPOLOGY_ZONE)
-            || !self
-                .preferred_affinity
-                .iter()
-                .chain(&self.preferred_anti_affinity)
-                .all(|(_, t)| well_known(&t.topology_key))
-            || !self
-                .spreads
-                .iter()
-                .all(|s| s.hard || well_known(&s.topology_key))
-        {
-            return None;
-        }
-        let mut affinity: &[(i32, PodAffinityTerm)] = &self.preferred_affinity;
-        let mut anti: &[(i32, PodAffinityTerm)] = &self.preferred_anti_affinity;
-        let mut node = 0;
-        let soft: Vec<&TopologySpread> = self.spreads.iter().filter(|s| !s.hard).collect();
-        let mut soft: &[&TopologySpread] = &soft;
-        let mut levels = Vec::new();
-        loop {
-            let node_term = self.preferred_terms.get(node).map(|(_, r)| r);
-            let required_terms = match (self.required_terms.first(), node_term) {
-                (Some(term), Some(preferred)) => vec![term.intersection(preferred)],
-                (Some(term), None) => vec![term.clone()],
-                (None, Some(preferred)) => vec![preferred.clone()],
-                (None, None) => Vec::new(),
-            };
-            levels.push(PodConstraints {
-                required_terms,
-                preferred_terms: Vec::new(),
-                spreads: self
-                    .spreads
-                    .iter()
-                    .filter(|s| s.hard)
-                    .cloned()
-                    .chain(soft.iter().map(|s| TopologySpread {
-                        hard: true,
-                        ..(*s).clone()
-                    }))
-                    .collect(),
-                affinity: self
-                    .affinity
-                    .iter()
-                    .chain(affinity.iter().map(|(_, t)| t))
-                    .cloned()
-                    .collect(),
-                anti_affinity: self
-                    .anti_affinity
-                    .iter()
-                    .chain(anti.iter().map(|(_, t)| t))
-                    .cloned()
-                    .collect(),
-                preferred_affinity: Vec::new(),
-                preferred_anti_affinity: Vec::new(),
-                ..self.clone()
-            });
-            if let Some((_, rest)) = affinity.split_first() {
-                affinity = rest;
-            } else if let Some((_, rest)) = anti.split_first() {
-                anti = rest;
-            } else if node < self.preferred_terms.len() {
-                node += 1;
-            } else if let Some((_, rest)) = soft.split_first() {
-                soft = rest;
-            } else {
-                return Some(levels);
-            }
+    /// These constraints with every preference dropped: what kube-scheduler's filters judge
+    /// (its preferences only score), and the last way the simulation tries a pod.
+    pub fn without_preferences(&self) -> PodConstraints {
+        PodConstraints {
+            preferred_terms: Vec::new(),
+            preferred_affinity: Vec::new(),
+            preferred_anti_affinity: Vec::new(),
+            spreads: self.spreads.iter().filter(|s| s.hard).cloned().collect(),
+            ..self.clone()
         }
     }
 }

@@ -1341,69 +1341,32 @@ fn a_self_selecting_affinity_does_not_start_again_where_kube_scheduler_would_ref
 }
 
 #[test]
-fn preference_levels_are_the_ways_the_simulation_tries_a_pod() {
+fn without_preferences_keeps_what_is_required() {
     let zone = |z: &str| Requirements::from_labels(&labels(&[(LABEL_TOPOLOGY_ZONE, z)]));
     let mut p = labelled("ns/p", 100, &[("app", "p")]);
     p.constraints.preferred_affinity = vec![(50, term(LABEL_TOPOLOGY_ZONE, "app", "web"))];
     p.constraints.preferred_anti_affinity = vec![(20, term(LABEL_HOSTNAME, "app", "p"))];
-    p.constraints.preferred_terms = vec![(10, zone("z1")), (5, zone("z2"))];
-    p.constraints.spreads.push(TopologySpread {
-        topology_key: LABEL_HOSTNAME.into(),
-        max_skew: 1,
-        hard: false,
-        selector: sel("app", "p"),
-        min_domains: None,
-    });
-    assert!(p.constraints.has_alternatives());
-    let levels = p.constraints.preference_levels().unwrap();
-    // Everything required; then the pod affinity, the anti-affinity, the first node term (for
-    // the second), the second node term, and the spread dropped in turn.
-    let shape = |c: &driftwood_scheduling::PodConstraints| {
-        (
-            c.affinity.len(),
-            c.anti_affinity.len(),
-            c.required_terms.clone(),
-            c.spreads.iter().filter(|s| s.hard).count(),
-        )
-    };
-    assert_eq!(
-        levels.iter().map(shape).collect::<Vec<_>>(),
-        vec![
-            (1, 1, vec![zone("z1")], 1),
-            (0, 1, vec![zone("z1")], 1),
-            (0, 0, vec![zone("z1")], 1),
-            (0, 0, vec![zone("z2")], 1),
-            (0, 0, vec![], 1),
-            (0, 0, vec![], 0),
-        ]
-    );
-    for level in &levels {
-        assert!(!level.has_alternatives(), "{level:?}");
-        assert!(level.spreads.iter().all(|s| s.hard));
+    p.constraints.preferred_terms = vec![(10, zone("z1"))];
+    p.constraints.required_terms = vec![zone("z2")];
+    p.constraints.anti_affinity = vec![term(LABEL_HOSTNAME, "app", "p")];
+    for (hard, key) in [(false, LABEL_HOSTNAME), (true, LABEL_TOPOLOGY_ZONE)] {
+        p.constraints.spreads.push(TopologySpread {
+            topology_key: key.into(),
+            max_skew: 1,
+            hard,
+            selector: sel("app", "p"),
+            min_domains: None,
+        });
     }
-    // The simulation places the pod as the first way that fits: on n2 (z2), the only node the
-    // first three ways cannot take and the fourth can.
-    let n2 = node("n2", "z2", "4", "16Gi");
-    let mut n3 = node("n3", "z3", "4", "16Gi");
-    n3.pods.push(labelled("ns/web", 100, &[("app", "web")]));
-    let r = run(vec![p.clone()], vec![], vec![n3.clone(), n2.clone()]);
-    assert_eq!(r.existing_placements[0].node, "n2", "{r:#?}");
-    let first_way = levels.iter().position(|level| {
-        let mut way = p.clone();
-        way.constraints = level.clone().into();
-        !run(vec![way], vec![], vec![n3.clone(), n2.clone()])
-            .existing_placements
-            .is_empty()
-    });
-    assert_eq!(first_way, Some(3));
-
-    // A preference on a custom key is dropped, not refused, when the key has too many values:
-    // no pod stands for that.
-    let mut custom = pod("ns/c", 100, GIB);
-    custom.constraints.preferred_affinity = vec![(1, term("rack", "app", "web"))];
-    assert_eq!(custom.constraints.preference_levels(), None);
-    let mut two_terms = pod("ns/t", 100, GIB);
-    two_terms.constraints.required_terms = vec![zone("z1"), zone("z2")];
-    assert!(two_terms.constraints.has_alternatives());
-    assert_eq!(two_terms.constraints.preference_levels(), None);
+    assert!(p.constraints.has_preferences());
+    let required = p.constraints.without_preferences();
+    assert!(!required.has_preferences());
+    assert!(required.preferred_terms.is_empty());
+    assert!(required.preferred_affinity.is_empty() && required.preferred_anti_affinity.is_empty());
+    assert_eq!(required.required_terms, vec![zone("z2")]);
+    assert_eq!(required.anti_affinity.len(), 1);
+    assert_eq!(required.spreads.len(), 1);
+    assert_eq!(required.spreads[0].topology_key, LABEL_TOPOLOGY_ZONE);
+    assert_eq!(required.labels, p.constraints.labels);
+    assert!(!pod("ns/plain", 100, GIB).constraints.has_preferences());
 }

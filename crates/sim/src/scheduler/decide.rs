@@ -1,5 +1,6 @@
 //! The scheduler's decisions, as a pure function of the Nodes and Pods: which node each pending
-//! pod is bound to (fit by driftwood-scheduling's rules, on the node kube-scheduler's scoring
+//! pod is bound to (fit by driftwood-scheduling's rules, judged by the pod's required
+//! constraints only as kube-scheduler's filters judge it, on the node kube-scheduler's scoring
 //! prefers, then by name), and for pods that fit nowhere a kube-scheduler-style explanation.
 
 use std::borrow::Borrow;
@@ -530,6 +531,22 @@ fn part_by_part_fit(
     None
 }
 
+/// The pod as kube-scheduler's filters judge it: its required constraints (node selector and
+/// required node affinity, tolerations, DoNotSchedule spreads, required pod affinity and
+/// anti-affinity) and none of its preferences, which only score (`score`). The scheduling
+/// simulation is Karpenter's, which holds preferences as requirements while some node meets
+/// them; kube-scheduler never does, so a pod whose `ScheduleAnyway` spread or preferred
+/// affinity no admitting node meets still lands on the best-scoring node that takes it.
+fn filtered_form(sim: &SimPod) -> SimPod {
+    if !sim.constraints.has_preferences() {
+        return sim.clone();
+    }
+    SimPod {
+        constraints: sim.constraints.without_preferences().into(),
+        ..sim.clone()
+    }
+}
+
 /// Whether the pod's node requirements name hostnames while its placement depends on other
 /// pods: the simulation finds the domains of a spread by matching those requirements against
 /// nodes' labels, and a summary has no hostname (it stands for many nodes), so such a pod is
@@ -755,52 +772,44 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
                 .map(|(i, _)| i)
                 .collect()
         };
-        // A pod tried one way (no preference, at most one required node-affinity term) is
-        // placed on the first node of `order` that takes it: alone when it depends on no other
-        // pod, else a part of the order at a time with the rest summarised.
-        let every_counted = std::cell::OnceCell::new();
-        let fit = |way: &SimPod| {
-            if !anti_affinity_anywhere && !way.constraints.depends_on_other_pods() {
-                first_fit(&candidates, &order, way)
-            } else {
-                let counted = every_counted.get_or_init(|| counted(true));
-                part_by_part_fit(
-                    &candidates,
-                    interned,
-                    &order,
-                    counted,
-                    way,
-                    namespace_labels,
-                )
-            }
-        };
-        let levels = (shortcut && sim.constraints.has_alternatives())
-            .then(|| sim.constraints.preference_levels());
-        let placed = match levels {
-            _ if judging == Judging::Whole || pinned_by_hostname(&sim.constraints) => {
-                // Every node whole: those that cannot take the pod come last.
-                order.extend(counted(false).into_iter().map(|i| (f64::INFINITY, i)));
-                whole_cluster_fit(&candidates, interned, &order, &[], &sim, namespace_labels)
-            }
-            None => fit(&sim),
-            // Tried its ways in turn, each as a pod tried one way.
-            Some(Some(levels)) => levels.into_iter().find_map(|level| {
-                fit(&SimPod {
-                    constraints: level.into(),
-                    ..sim.clone()
-                })
-            }),
-            Some(None) => {
-                let others = counted(false);
-                whole_cluster_fit(
-                    &candidates,
-                    interned,
-                    &order,
-                    &others,
-                    &sim,
-                    namespace_labels,
-                )
-            }
+        // kube-scheduler filters by the pod's required constraints only; its preferences
+        // (ScheduleAnyway spreads, preferred node and pod affinity) were weighed in `order`.
+        let filtered = filtered_form(&sim);
+        let placed = if judging == Judging::Whole || pinned_by_hostname(&filtered.constraints) {
+            // Every node whole: those that cannot take the pod come last.
+            order.extend(counted(false).into_iter().map(|i| (f64::INFINITY, i)));
+            whole_cluster_fit(
+                &candidates,
+                interned,
+                &order,
+                &[],
+                &filtered,
+                namespace_labels,
+            )
+        } else if filtered.constraints.required_terms.len() > 1 {
+            // The simulation tries the terms one after the other over every admitting node.
+            let others = counted(false);
+            whole_cluster_fit(
+                &candidates,
+                interned,
+                &order,
+                &others,
+                &filtered,
+                namespace_labels,
+            )
+        } else if !anti_affinity_anywhere && !filtered.constraints.depends_on_other_pods() {
+            // Placed on the first node of `order` that takes it, judged alone.
+            first_fit(&candidates, &order, &filtered)
+        } else {
+            // A part of the order at a time, the rest summarised.
+            part_by_part_fit(
+                &candidates,
+                interned,
+                &order,
+                &counted(true),
+                &filtered,
+                namespace_labels,
+            )
         };
         match placed.and_then(|node| candidates.iter_mut().find(|c| c.node.name == node)) {
             Some(candidate) => {
@@ -1430,6 +1439,53 @@ mod tests {
         let pods = [pod("busy", "1", Some("b")), pod("new", "100m", None)];
         let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
         assert_eq!(bound_to(&decisions, "new").as_deref(), Some("b"));
+    }
+
+    /// kube-scheduler's filters never read a preference (NodeAffinity's preferred terms only
+    /// score): a pod preferring `tier: gold` goes to the plain node when the gold node's
+    /// PreferNoSchedule taint outweighs the preference (TaintToleration 3 × 100 against
+    /// NodeAffinity 2 × 100). Karpenter's simulation would hold the preference as a requirement
+    /// while the gold node meets it, and place the pod there.
+    #[test]
+    fn a_preference_only_scores_as_in_kube_scheduler() {
+        let mut gold = node(
+            "gold",
+            "4",
+            json!([{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]),
+        );
+        gold.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("tier".to_string(), "gold".to_string());
+        let nodes = [gold, node("plain", "4", json!([]))];
+        let picky: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "picky", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+                     "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                         {"weight": 1, "preference": {"matchExpressions": [
+                             {"key": "tier", "operator": "In", "values": ["gold"]}]}}]}}}
+        }))
+        .unwrap();
+        for judging in [Judging::Fastest, Judging::Whole] {
+            let decisions = decide_with(
+                &nodes,
+                std::slice::from_ref(&picky),
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+                judging,
+                &mut Memory::default(),
+            );
+            assert_eq!(
+                bound_to(&decisions, "picky").as_deref(),
+                Some("plain"),
+                "{judging:?}"
+            );
+        }
+        // Without the taint the preference wins the score.
+        let mut untainted = nodes.clone();
+        untainted[0].spec.get_or_insert_default().taints = None;
+        let decisions = decide(&untainted, &[picky], &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(bound_to(&decisions, "picky").as_deref(), Some("gold"));
     }
 
     #[test]
