@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use driftwood_api::NodeSelectorRequirementWithMinValues as Requirement;
 use driftwood_api::hash::{HashComparison, TemplateHashes, compare_stamped};
 use driftwood_api::wellknown::{DRIFT_AMI, DRIFT_NODECLASS, DRIFT_SECURITY_GROUP, DRIFT_SUBNET};
+use driftwood_scheduling::Requirements;
 
 /// What changed between the node and its class.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,26 +102,106 @@ pub struct ClassAmi {
     pub requirements: Vec<Requirement>,
 }
 
-/// Everything provider drift looks at.
+/// What provider drift compares an EC2NodeClass's nodes against: worked out once per version
+/// of the class and shared by the checks of all its NodeClaims.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DriftInputs {
-    /// The class's current static hashes and the hash version this build computes.
+pub struct ClassDrift {
+    /// The class's current static hashes.
+    pub hashes: TemplateHashes,
+    /// The AMIs its status lists, in order, each with its requirements read (or why they
+    /// cannot be read).
+    pub amis: Vec<(String, Result<Requirements, String>)>,
+    /// The subnets and security groups its status lists.
+    pub subnets: Vec<String>,
+    pub security_groups: Vec<String>,
+}
+
+impl ClassDrift {
+    /// The class's side of drift from its hashes and what its status lists.
+    pub fn new(
+        hashes: TemplateHashes,
+        amis: &[ClassAmi],
+        subnets: Vec<String>,
+        security_groups: Vec<String>,
+    ) -> Self {
+        Self {
+            hashes,
+            amis: amis
+                .iter()
+                .map(|ami| {
+                    let read = Requirements::from_api(&ami.requirements).map_err(|e| e.to_string());
+                    (ami.id.clone(), read)
+                })
+                .collect(),
+            subnets,
+            security_groups,
+        }
+    }
+}
+
+/// Everything provider drift looks at, borrowed from the class's [`ClassDrift`], the NodeClaim
+/// and its instance (a pass checks every NodeClaim: nothing is copied per NodeClaim).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriftInputs<'a> {
+    /// What the class resolves to now, and the hash version this build computes.
+    pub class: &'a ClassDrift,
+    pub current_version: &'a str,
+    /// The hash, hash version and per-field hashes stamped on the NodeClaim at launch.
+    pub stamped_hash: Option<&'a str>,
+    pub stamped_version: Option<&'a str>,
+    pub stamped_fields: Option<&'a str>,
+    /// The running instance's image, subnet and security groups.
+    pub node_image: &'a str,
+    pub node_subnet: &'a str,
+    pub node_security_groups: Vec<&'a str>,
+    /// The node's labels (instance type, arch, ...) for AMI compatibility.
+    pub node_labels: &'a BTreeMap<String, String>,
+}
+
+/// Provider drift's facts owned, as tests write them: [`DriftFacts::check`] judges them.
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DriftFacts {
     pub current: TemplateHashes,
     pub current_version: String,
-    /// The hash, hash version and per-field hashes stamped on the NodeClaim at launch.
     pub stamped_hash: Option<String>,
     pub stamped_version: Option<String>,
     pub stamped_fields: Option<String>,
-    /// The running instance's image, subnet and security groups.
     pub node_image: String,
     pub node_subnet: String,
     pub node_security_groups: Vec<String>,
-    /// The node's labels (instance type, arch, ...) for AMI compatibility.
     pub node_labels: BTreeMap<String, String>,
-    /// What the class resolves to now (its status).
     pub class_amis: Vec<ClassAmi>,
     pub class_subnets: Vec<String>,
     pub class_security_groups: Vec<String>,
+}
+
+#[cfg(test)]
+impl DriftFacts {
+    /// `judge` applied to these facts as [`DriftInputs`].
+    pub(crate) fn check<R>(&self, judge: impl FnOnce(&DriftInputs<'_>) -> R) -> R {
+        let class = ClassDrift::new(
+            self.current.clone(),
+            &self.class_amis,
+            self.class_subnets.clone(),
+            self.class_security_groups.clone(),
+        );
+        judge(&DriftInputs {
+            class: &class,
+            current_version: &self.current_version,
+            stamped_hash: self.stamped_hash.as_deref(),
+            stamped_version: self.stamped_version.as_deref(),
+            stamped_fields: self.stamped_fields.as_deref(),
+            node_image: &self.node_image,
+            node_subnet: &self.node_subnet,
+            node_security_groups: self
+                .node_security_groups
+                .iter()
+                .map(String::as_str)
+                .collect(),
+            node_labels: &self.node_labels,
+        })
+    }
 }
 
 /// Why provider drift could not be judged: the class side a check needs is not resolved (an
@@ -143,18 +224,18 @@ fn unknown(check: &'static str, reason: &str) -> DriftUnknown {
 
 /// NodeClassDrift: the class's static hash moved (same hash version; another version or no
 /// stamp re-stamps instead).
-fn nodeclass_drift(i: &DriftInputs) -> Option<ProviderDrift> {
+fn nodeclass_drift(i: &DriftInputs<'_>) -> Option<ProviderDrift> {
     let comparison = compare_stamped(
-        i.stamped_hash.as_deref(),
-        i.stamped_version.as_deref(),
-        i.stamped_fields.as_deref(),
-        &i.current,
-        &i.current_version,
+        i.stamped_hash,
+        i.stamped_version,
+        i.stamped_fields,
+        &i.class.hashes,
+        i.current_version,
     );
     match comparison {
         HashComparison::Changed { changed } => Some(ProviderDrift::NodeClass {
-            stamped_hash: i.stamped_hash.clone().unwrap_or_default(),
-            current_hash: i.current.hash.clone(),
+            stamped_hash: i.stamped_hash.unwrap_or_default().to_string(),
+            current_hash: i.class.hashes.hash.clone(),
             changed_fields: changed,
         }),
         _ => None,
@@ -163,8 +244,8 @@ fn nodeclass_drift(i: &DriftInputs) -> Option<ProviderDrift> {
 
 /// AMIDrift: the node's image is not the first AMI of the class status compatible with its
 /// instance type (as Karpenter maps status AMIs to instance types: first compatible wins).
-fn ami_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
-    if i.class_amis.is_empty() {
+fn ami_drift(i: &DriftInputs<'_>) -> Result<Option<ProviderDrift>, DriftUnknown> {
+    if i.class.amis.is_empty() {
         return Err(unknown("AMI", "the EC2NodeClass status lists no AMIs"));
     }
     if i.node_image.is_empty() {
@@ -172,58 +253,54 @@ fn ami_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
     }
     // An AMI whose requirements cannot be read leaves drift unjudged: read as "suits no
     // instance type", it would make every node running it drifted.
-    let mut compatible: Vec<String> = Vec::new();
-    for ami in &i.class_amis {
-        let requirements = driftwood_scheduling::Requirements::from_api(&ami.requirements)
-            .map_err(|e| {
-                unknown(
-                    "AMI",
-                    &format!(
-                        "the requirements of {} in the EC2NodeClass status: {e}",
-                        ami.id
-                    ),
-                )
-            })?;
-        if requirements.matches_labels(&i.node_labels) {
-            compatible.push(ami.id.clone());
+    let mut compatible: Vec<&str> = Vec::new();
+    for (id, requirements) in &i.class.amis {
+        let requirements = requirements.as_ref().map_err(|e| {
+            unknown(
+                "AMI",
+                &format!("the requirements of {id} in the EC2NodeClass status: {e}"),
+            )
+        })?;
+        if requirements.matches_labels(i.node_labels) {
+            compatible.push(id);
         }
     }
     Ok(
         (compatible.first() != Some(&i.node_image)).then(|| ProviderDrift::Ami {
-            node_image: i.node_image.clone(),
-            current_images: compatible,
+            node_image: i.node_image.to_string(),
+            current_images: compatible.into_iter().map(str::to_string).collect(),
         }),
     )
 }
 
 /// SecurityGroupDrift: the instance's security groups are not exactly the selected ones.
-fn security_group_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
-    if i.class_security_groups.is_empty() {
+fn security_group_drift(i: &DriftInputs<'_>) -> Result<Option<ProviderDrift>, DriftUnknown> {
+    if i.class.security_groups.is_empty() {
         return Err(unknown(
             "security group",
             "the EC2NodeClass status lists no security groups",
         ));
     }
-    let node: BTreeSet<&String> = i.node_security_groups.iter().collect();
-    let class: BTreeSet<&String> = i.class_security_groups.iter().collect();
+    let node: BTreeSet<&str> = i.node_security_groups.iter().copied().collect();
+    let class: BTreeSet<&str> = i.class.security_groups.iter().map(String::as_str).collect();
     Ok((node != class).then(|| ProviderDrift::SecurityGroup {
-        node_groups: node.into_iter().cloned().collect(),
-        current_groups: class.into_iter().cloned().collect(),
+        node_groups: node.into_iter().map(str::to_string).collect(),
+        current_groups: class.into_iter().map(str::to_string).collect(),
     }))
 }
 
 /// SubnetDrift: the instance's subnet is no longer selected.
-fn subnet_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
-    if i.class_subnets.is_empty() {
+fn subnet_drift(i: &DriftInputs<'_>) -> Result<Option<ProviderDrift>, DriftUnknown> {
+    if i.class.subnets.is_empty() {
         return Err(unknown(
             "subnet",
             "the EC2NodeClass status lists no subnets",
         ));
     }
     Ok(
-        (!i.class_subnets.contains(&i.node_subnet)).then(|| ProviderDrift::Subnet {
-            node_subnet: i.node_subnet.clone(),
-            current_subnets: i.class_subnets.clone(),
+        (!i.class.subnets.iter().any(|s| s == i.node_subnet)).then(|| ProviderDrift::Subnet {
+            node_subnet: i.node_subnet.to_string(),
+            current_subnets: i.class.subnets.clone(),
         }),
     )
 }
@@ -233,7 +310,7 @@ fn subnet_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> 
 /// resolved) is an error, not "no drift": the caller leaves the Drifted condition as it is.
 /// As in Karpenter, the security-group and subnet checks are both judged before either result
 /// counts, so an unresolved subnet list hides a security-group drift.
-pub fn provider_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnknown> {
+pub fn provider_drift(i: &DriftInputs<'_>) -> Result<Option<ProviderDrift>, DriftUnknown> {
     if let Some(drift) = nodeclass_drift(i) {
         return Ok(Some(drift));
     }
@@ -247,7 +324,7 @@ pub fn provider_drift(i: &DriftInputs) -> Result<Option<ProviderDrift>, DriftUnk
 
 /// Every provider drift that can be judged, in Karpenter's order (for explanations; marking
 /// uses [`provider_drift`]).
-pub fn provider_drifts(i: &DriftInputs) -> Vec<ProviderDrift> {
+pub fn provider_drifts(i: &DriftInputs<'_>) -> Vec<ProviderDrift> {
     let mut out: Vec<ProviderDrift> = nodeclass_drift(i).into_iter().collect();
     for check in [ami_drift, security_group_drift, subnet_drift] {
         out.extend(check(i).ok().flatten());
@@ -261,8 +338,8 @@ mod tests {
 
     use super::*;
 
-    fn base() -> DriftInputs {
-        DriftInputs {
+    fn base() -> DriftFacts {
+        DriftFacts {
             current: TemplateHashes {
                 hash: "h1".to_string(),
                 fields: BTreeMap::from([("userData".to_string(), "u1".to_string())]),
@@ -297,14 +374,14 @@ mod tests {
         let mut i = base();
         i.class_amis[0].requirements =
             vec![Requirement::new("kubernetes.io/arch", "Near", &["amd64"])];
-        let err = provider_drift(&i).unwrap_err();
+        let err = i.check(provider_drift).unwrap_err();
         assert_eq!(err.check, "AMI");
         assert!(err.reason.contains("ami-a"), "{err}");
     }
 
     #[test]
     fn no_drift_when_everything_matches() {
-        assert_eq!(provider_drift(&base()), Ok(None));
+        assert_eq!(base().check(provider_drift), Ok(None));
     }
 
     #[test]
@@ -314,7 +391,7 @@ mod tests {
         i.current
             .fields
             .insert("userData".to_string(), "u2".to_string());
-        let d = provider_drift(&i).unwrap().unwrap();
+        let d = i.check(provider_drift).unwrap().unwrap();
         assert_eq!(d.reason(), DRIFT_NODECLASS);
         assert!(
             d.message().contains("spec.userData changed"),
@@ -323,28 +400,28 @@ mod tests {
         );
         i.current_version = "v4".to_string();
         assert_eq!(
-            provider_drift(&i),
+            i.check(provider_drift),
             Ok(None),
             "another hash version re-stamps, never drifts"
         );
 
         let mut i = base();
         i.node_image = "ami-b".to_string(); // arm64 image on an amd64 node: not compatible
-        let d = provider_drift(&i).unwrap().unwrap();
+        let d = i.check(provider_drift).unwrap().unwrap();
         assert_eq!(d.reason(), DRIFT_AMI);
         assert!(d.message().contains("ami-b → ami-a"));
 
         let mut i = base();
         i.class_subnets = vec!["subnet-3".to_string()];
         assert_eq!(
-            provider_drift(&i).unwrap().map(|d| d.reason()),
+            i.check(provider_drift).unwrap().map(|d| d.reason()),
             Some(DRIFT_SUBNET)
         );
 
         let mut i = base();
         i.class_security_groups.push("sg-3".to_string());
         assert_eq!(
-            provider_drift(&i).unwrap().map(|d| d.reason()),
+            i.check(provider_drift).unwrap().map(|d| d.reason()),
             Some(DRIFT_SECURITY_GROUP)
         );
     }
@@ -354,7 +431,7 @@ mod tests {
         let mut i = base();
         i.stamped_hash = None;
         i.current.hash = "h2".to_string();
-        assert_eq!(provider_drift(&i), Ok(None));
+        assert_eq!(i.check(provider_drift), Ok(None));
     }
 
     #[test]
@@ -363,7 +440,8 @@ mod tests {
         i.current.hash = "h2".to_string();
         i.node_image = "ami-old".to_string();
         i.class_security_groups = vec!["sg-9".to_string()];
-        let reasons: Vec<&str> = provider_drifts(&i)
+        let reasons: Vec<&str> = i
+            .check(provider_drifts)
             .iter()
             .map(ProviderDrift::reason)
             .collect();
@@ -376,19 +454,19 @@ mod tests {
     fn empty_status_lists_cannot_be_judged() {
         let mut i = base();
         i.class_subnets.clear();
-        assert_eq!(provider_drift(&i).unwrap_err().check, "subnet");
+        assert_eq!(i.check(provider_drift).unwrap_err().check, "subnet");
         let mut i = base();
         i.class_security_groups.clear();
-        assert_eq!(provider_drift(&i).unwrap_err().check, "security group");
+        assert_eq!(i.check(provider_drift).unwrap_err().check, "security group");
         let mut i = base();
         i.class_amis.clear();
-        assert_eq!(provider_drift(&i).unwrap_err().check, "AMI");
+        assert_eq!(i.check(provider_drift).unwrap_err().check, "AMI");
         // Static drift is judged before anything that needs the status.
         let mut i = base();
         i.class_amis.clear();
         i.current.hash = "h2".to_string();
         assert_eq!(
-            provider_drift(&i).unwrap().map(|d| d.reason()),
+            i.check(provider_drift).unwrap().map(|d| d.reason()),
             Some(DRIFT_NODECLASS)
         );
     }
@@ -400,7 +478,7 @@ mod tests {
         i.class_subnets = vec!["subnet-9".to_string()];
         i.class_security_groups = vec!["sg-9".to_string()];
         assert_eq!(
-            provider_drift(&i).unwrap().map(|d| d.reason()),
+            i.check(provider_drift).unwrap().map(|d| d.reason()),
             Some(DRIFT_SECURITY_GROUP)
         );
     }
@@ -417,7 +495,7 @@ mod tests {
                 requirements: vec![Requirement::new("kubernetes.io/arch", OP_IN, &["amd64"])],
             },
         );
-        let d = provider_drift(&i).unwrap().unwrap();
+        let d = i.check(provider_drift).unwrap().unwrap();
         assert_eq!(d.reason(), DRIFT_AMI);
         assert!(d.message().contains("ami-a → ami-newer"), "{}", d.message());
     }
@@ -428,7 +506,7 @@ mod tests {
         i.current.hash = "h2".to_string();
         i.node_image = "ami-old".to_string();
         assert_eq!(
-            provider_drift(&i).unwrap().map(|d| d.reason()),
+            i.check(provider_drift).unwrap().map(|d| d.reason()),
             Some(DRIFT_NODECLASS)
         );
     }

@@ -9,7 +9,7 @@
 //!
 //! Rows marked `code:` follow Karpenter code (named) that no unit test covers.
 //!
-//! The provider tables drive the pure [`provider_drift`] with [`DriftInputs`] shaped like the
+//! The provider tables drive the pure [`provider_drift`] with inputs ([`DriftFacts`]) shaped like the
 //! Karpenter fixture. Two things differ from Karpenter's inputs:
 //! * driftwood takes the node's image from the running instance, where Karpenter reads
 //!   `nodeClaim.status.imageID`;
@@ -31,7 +31,7 @@ use driftwood_api::wellknown::{
     LABEL_INSTANCE_TYPE, LABEL_NODEPOOL,
 };
 
-use crate::drift::{ClassAmi, DriftInputs, DriftUnknown, ProviderDrift, provider_drift};
+use crate::drift::{ClassAmi, DriftFacts, DriftUnknown, ProviderDrift, provider_drift};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures (the "NodeClaim Drift" BeforeEach and the "Static Drift Detection" NodeClass)
@@ -121,9 +121,9 @@ fn class_ami(id: &str, arch: &str) -> ClassAmi {
 /// * the instance runs the amd64 AMI in subnet 1 with the one valid security group;
 /// * the class status lists both AMIs (arm64 first), both subnets and the security group;
 /// * the node's instance type is amd64.
-fn inputs() -> DriftInputs {
+fn inputs() -> DriftFacts {
     let current = ec2nodeclass_hashes(&fixture_class(), CA_BUNDLE);
-    DriftInputs {
+    DriftFacts {
         current_version: EC2NODECLASS_HASH_VERSION.to_string(),
         stamped_hash: Some(current.hash.clone()),
         stamped_version: Some(EC2NODECLASS_HASH_VERSION.to_string()),
@@ -177,7 +177,7 @@ fn check(source: &str, expect: Expect, got: &Result<Option<ProviderDrift>, Drift
 
 struct ProviderRow {
     source: &'static str,
-    change: fn(&mut DriftInputs),
+    change: fn(&mut DriftFacts),
     expect: Expect,
 }
 
@@ -200,14 +200,14 @@ fn provider_rows() -> Vec<ProviderRow> {
     vec![
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return drifted if the AMI is not valid\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.node_image = RANDOM_AMI.to_string();
             },
             expect: Expect::Drift(DRIFT_AMI),
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return drifted if there are multiple drift reasons\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.node_image = RANDOM_AMI.to_string();
                 i.node_subnet = RANDOM_SUBNET.to_string();
                 i.node_security_groups = strings(&[RANDOM_SG]);
@@ -217,26 +217,26 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return drifted if the subnet is not valid\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.node_subnet = RANDOM_SUBNET.to_string();
             },
             expect: Expect::Drift(DRIFT_SUBNET),
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return an error if subnets are empty\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_subnets.clear();
             },
             expect: Expect::Unknown("subnet"),
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should not return drifted if the NodeClaim is valid\"",
-            change: |_: &mut DriftInputs| {},
+            change: |_: &mut DriftFacts| {},
             expect: Expect::NotDrifted,
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return an error if the security groups are empty\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_security_groups.clear();
                 i.node_security_groups = strings(&[RANDOM_SG]);
             },
@@ -244,40 +244,40 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return drifted if the instance security groups doesn't match the discovered values\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.node_security_groups = strings(&[RANDOM_SG]);
             },
             expect: Expect::Drift(DRIFT_SECURITY_GROUP),
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return drifted if there are more instance security groups present than in the discovered values\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.node_security_groups = strings(&[RANDOM_SG, VALID_SG]);
             },
             expect: Expect::Drift(DRIFT_SECURITY_GROUP),
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return drifted if more security groups are present than instance security groups then discovered from nodeclass\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_security_groups = strings(&[VALID_SG, RANDOM_SG]);
             },
             expect: Expect::Drift(DRIFT_SECURITY_GROUP),
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should not return drifted if the security groups match\"",
-            change: |_: &mut DriftInputs| {},
+            change: |_: &mut DriftFacts| {},
             expect: Expect::NotDrifted,
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should error if the NodeClaim doesn't have ImageID\" (driftwood: the instance reports no image)",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.node_image = String::new();
             },
             expect: Expect::Unknown("AMI"),
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › It \"should return drifted if the AMI no longer matches the existing NodeClaims instance type\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 // amiFamily Custom, amiSelectorTerms [{id: amd}]: the status lists only the
                 // amd64 AMI. The class hash annotation is not recomputed in that test, so the
                 // static check stays quiet; `current` is left as stamped here too.
@@ -289,7 +289,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         // --- Order and set semantics (code: pkg/cloudprovider/drift.go) ---
         ProviderRow {
             source: "code: drift.go isAMIDrifted / amifamily.MapToInstanceTypes — only the first compatible status AMI is current",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_amis
                     .insert(0, class_ami("ami-amd64-newer", "amd64"));
             },
@@ -297,7 +297,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "code: drift.go areSecurityGroupsDrifted — set comparison: order and repeats do not matter",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_security_groups = strings(&["sg-b", "sg-a"]);
                 i.node_security_groups = strings(&["sg-a", "sg-b", "sg-a"]);
             },
@@ -305,7 +305,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "code: drift.go isNodeClassDrifted — SecurityGroupDrift is reported before SubnetDrift",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.node_subnet = RANDOM_SUBNET.to_string();
                 i.node_security_groups = strings(&[RANDOM_SG]);
             },
@@ -313,7 +313,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "code: drift.go isNodeClassDrifted — a subnet error aborts even when the security groups drifted",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_subnets.clear();
                 i.node_security_groups = strings(&[RANDOM_SG]);
             },
@@ -321,7 +321,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "code: drift.go isNodeClassDrifted — an AMI error comes before the security-group check",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_amis.clear();
                 i.node_security_groups = strings(&[RANDOM_SG]);
             },
@@ -329,7 +329,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "code: drift.go isNodeClassDrifted — static drift needs no status (empty AMIs, hash changed)",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.class_amis.clear();
                 i.current = hashes_with_test_tags();
             },
@@ -338,7 +338,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         // --- Hash annotations (Static Drift Detection, 44–47) ---
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › Static Drift Detection › It \"should not return drifted if karpenter.k8s.aws/ec2nodeclass-hash annotation is not present on the NodeClaim\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.stamped_hash = None;
                 i.stamped_fields = None;
                 i.current = hashes_with_test_tags();
@@ -347,7 +347,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › Static Drift Detection › It \"should not return drifted if the NodeClaim's karpenter.k8s.aws/ec2nodeclass-hash-version annotation does not match the EC2NodeClass's\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.current.hash = "test-hash-111111".to_string();
                 i.current_version = "test-hash-version-1".to_string();
                 i.stamped_hash = Some("test-hash-222222".to_string());
@@ -358,7 +358,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "CloudProvider › NodeClaim Drift › Static Drift Detection › It \"should not return drifted if karpenter.k8s.aws/ec2nodeclass-hash-version annotation is not present on the NodeClaim\"",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.stamped_hash = Some("test-hash-222222".to_string());
                 i.stamped_version = None;
                 i.stamped_fields = None;
@@ -368,7 +368,7 @@ fn provider_rows() -> Vec<ProviderRow> {
         },
         ProviderRow {
             source: "NodeClass Hash Controller › It \"should update ec2nodeclass-hash-versions on all NodeClaims when the ec2nodeclass-hash-version does not match with the controller hash version\" (a NodeClaim stamped by Karpenter's v5 is re-stamped, not drifted)",
-            change: |i: &mut DriftInputs| {
+            change: |i: &mut DriftFacts| {
                 i.stamped_hash = Some("2608468723537941485".to_string());
                 i.stamped_version = Some("v5".to_string());
                 i.stamped_fields = None;
@@ -381,14 +381,14 @@ fn provider_rows() -> Vec<ProviderRow> {
 #[test]
 fn provider_drift_table() {
     assert_eq!(
-        provider_drift(&inputs()),
+        inputs().check(provider_drift),
         Ok(None),
         "the fixture itself must not drift"
     );
     for row in provider_rows() {
         let mut i = inputs();
         (row.change)(&mut i);
-        check(row.source, row.expect, &provider_drift(&i));
+        check(row.source, row.expect, &i.check(provider_drift));
     }
 }
 
@@ -729,7 +729,7 @@ fn static_field_hash_table() {
         } else {
             Expect::NotDrifted
         };
-        check(row.source, expect, &provider_drift(&i));
+        check(row.source, expect, &i.check(provider_drift));
     }
 }
 
@@ -775,6 +775,6 @@ fn cluster_ca_bundle_change_drifts() {
     check(
         "NodeClass Hash Controller › It \"should update the drift hash when the CA bundle changes\"",
         Expect::Drift(DRIFT_NODECLASS),
-        &provider_drift(&i),
+        &i.check(provider_drift),
     );
 }

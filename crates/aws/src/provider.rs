@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use driftwood_api::condition::Conditions;
-use driftwood_api::hash::{EC2NODECLASS_HASH_VERSION, TemplateHashes, ec2nodeclass_hashes};
+use driftwood_api::hash::{EC2NODECLASS_HASH_VERSION, ec2nodeclass_hashes};
 use driftwood_api::wellknown::{
     ANNOTATION_EC2NODECLASS_FIELD_HASHES, ANNOTATION_EC2NODECLASS_HASH,
     ANNOTATION_EC2NODECLASS_HASH_VERSION, CONDITION_READY, LABEL_EC2NODECLASS, LABEL_NODEPOOL,
@@ -27,7 +27,9 @@ use super::class_view::{
     status_amis,
 };
 use super::cleanup::{CleanupReport, cleanup_node_class};
-use super::drift::{ClassAmi, DriftInputs, ProviderDrift, provider_drift, provider_drifts};
+use super::drift::{
+    ClassAmi, ClassDrift, DriftInputs, ProviderDrift, provider_drift, provider_drifts,
+};
 use super::instance_types::{CatalogData, CatalogOptions, instance_type_labels, type_labels};
 use super::launch_pacer::Admission;
 use super::launch_plan::{PlanError, plan_launch};
@@ -85,7 +87,7 @@ pub struct AwsProvider {
     /// them instead of describing each NodeClaim's instance (one call per pass, not per node).
     drift_instances: Mutex<Option<(Timestamp, InstancesById)>>,
     /// Each EC2NodeClass's hashes, by name, with the resourceVersion they were computed at.
-    class_hashes: Mutex<BTreeMap<String, (String, Arc<TemplateHashes>)>>,
+    class_drift: Mutex<BTreeMap<String, (String, Arc<ClassDrift>)>>,
     /// Failed launches (each CreateFleet error) and terminations, for the metrics.
     failures: Arc<crate::failure_counts::FailureCounts>,
     /// TerminateInstances calls made together go out as one (Karpenter's batcher).
@@ -110,7 +112,7 @@ fn class_subnet_ids(class: &EC2NodeClass) -> Vec<String> {
 type DescribedSubnets = (Timestamp, Arc<Vec<ZonalSubnet>>);
 
 /// Instances by id, shared.
-type InstancesById = Arc<BTreeMap<String, Instance>>;
+type InstancesById = Arc<BTreeMap<String, Arc<Instance>>>;
 
 /// How long the instances read for drift checks are reused.
 pub const DRIFT_INSTANCES_TTL: SignedDuration = SignedDuration::from_secs(15);
@@ -158,7 +160,7 @@ impl AwsProvider {
             subnets: Mutex::new(BTreeMap::new()),
             built_catalogs: BuiltCatalogs::default(),
             drift_instances: Mutex::new(None),
-            class_hashes: Mutex::new(BTreeMap::new()),
+            class_drift: Mutex::new(BTreeMap::new()),
             failures: Arc::default(),
             launch_pacer: crate::launch_pacer::LaunchPacer::default(),
         }
@@ -209,7 +211,7 @@ impl AwsProvider {
     /// The instance `id` for a drift check: from one DescribeInstances of the whole cluster,
     /// reused for [`DRIFT_INSTANCES_TTL`]; an instance not in it (launched since) is described
     /// on its own.
-    async fn instance_for_drift(&self, id: &str) -> Result<Instance, CloudError> {
+    async fn instance_for_drift(&self, id: &str) -> Result<Arc<Instance>, CloudError> {
         let now = self.clock.now();
         let cached = self
             .drift_instances
@@ -240,7 +242,7 @@ impl AwsProvider {
             let instances: InstancesById = Arc::new(
                 listed
                     .into_iter()
-                    .map(|i| (i.instance_id.clone(), i))
+                    .map(|i| (i.instance_id.clone(), Arc::new(i)))
                     .collect(),
             );
             *self
@@ -251,28 +253,49 @@ impl AwsProvider {
                 return Ok(instance.clone());
             }
         }
-        self.describe_instance(id).await
+        self.describe_instance(id).await.map(Arc::new)
     }
 
-    /// `class`'s hashes, computed once per resourceVersion.
-    fn class_hashes(&self, class: &EC2NodeClass) -> Arc<TemplateHashes> {
-        let name = class.metadata.name.clone().unwrap_or_default();
-        let version = class.metadata.resource_version.clone();
+    /// `class`'s side of provider drift (its hashes, and the AMIs, subnets and security
+    /// groups its status lists, the AMIs' requirements read), worked out once per
+    /// resourceVersion.
+    fn class_drift(&self, class: &EC2NodeClass) -> Arc<ClassDrift> {
+        let name = class.metadata.name.as_deref().unwrap_or_default();
+        let version = class.metadata.resource_version.as_deref();
         let mut cache = self
-            .class_hashes
+            .class_drift
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(version) = &version
-            && let Some((seen, hashes)) = cache.get(&name)
+        if let Some(version) = version
+            && let Some((seen, known)) = cache.get(name)
             && seen == version
         {
-            return hashes.clone();
+            return known.clone();
         }
-        let hashes = Arc::new(ec2nodeclass_hashes(class, &self.settings.cluster_ca_bundle));
+        let no_status = Default::default();
+        let status = class.status.as_ref().unwrap_or(&no_status);
+        let amis: Vec<ClassAmi> = status
+            .amis
+            .iter()
+            .map(|a| ClassAmi {
+                id: a.id.clone(),
+                requirements: a.requirements.clone(),
+            })
+            .collect();
+        let known = Arc::new(ClassDrift::new(
+            ec2nodeclass_hashes(class, &self.settings.cluster_ca_bundle),
+            &amis,
+            status.subnets.iter().map(|s| s.id.clone()).collect(),
+            status
+                .security_groups
+                .iter()
+                .map(|g| g.id.clone())
+                .collect(),
+        ));
         if let Some(version) = version {
-            cache.insert(name, (version, hashes.clone()));
+            cache.insert(name.to_string(), (version.to_string(), known.clone()));
         }
-        hashes
+        known
     }
 
     /// The provider's settings.
@@ -311,9 +334,13 @@ impl AwsProvider {
         Ok(report)
     }
 
-    /// What provider drift of `claim` is judged on: its stamped hashes, its instance, and
-    /// its class's current hashes and status.
-    pub async fn drift_inputs(&self, claim: &NodeClaim) -> Result<DriftInputs, CloudError> {
+    /// `judge` applied to what provider drift of `claim` is judged on: its stamped hashes,
+    /// its instance, and its class's current hashes and status (borrowed, nothing copied).
+    async fn judge_drift<R>(
+        &self,
+        claim: &NodeClaim,
+        judge: impl FnOnce(&DriftInputs<'_>) -> R,
+    ) -> Result<R, CloudError> {
         let class_name = &claim.spec.node_class_ref.name;
         let class =
             self.classes
@@ -324,51 +351,36 @@ impl AwsProvider {
                 })?;
         let id = claim_provider_instance(claim)?;
         let inst = self.instance_for_drift(&id).await?;
-        let no_status = Default::default();
-        let status = class.status.as_ref().unwrap_or(&no_status);
+        let class = self.class_drift(&class);
         let stamped = |key: &str| {
             claim
                 .metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(key))
-                .cloned()
+                .map(String::as_str)
         };
-        let inputs = DriftInputs {
-            current: (*self.class_hashes(&class)).clone(),
-            current_version: EC2NODECLASS_HASH_VERSION.to_string(),
+        let no_labels = BTreeMap::new();
+        Ok(judge(&DriftInputs {
+            class: &class,
+            current_version: EC2NODECLASS_HASH_VERSION,
             stamped_hash: stamped(ANNOTATION_EC2NODECLASS_HASH),
             stamped_version: stamped(ANNOTATION_EC2NODECLASS_HASH_VERSION),
             stamped_fields: stamped(ANNOTATION_EC2NODECLASS_FIELD_HASHES),
-            node_image: inst.image_id.clone(),
-            node_subnet: inst.subnet_id.clone(),
+            node_image: &inst.image_id,
+            node_subnet: &inst.subnet_id,
             node_security_groups: inst
                 .security_groups
                 .iter()
-                .map(|g| g.group_id.clone())
+                .map(|g| g.group_id.as_str())
                 .collect(),
-            node_labels: claim.metadata.labels.clone().unwrap_or_default(),
-            class_amis: status
-                .amis
-                .iter()
-                .map(|a| ClassAmi {
-                    id: a.id.clone(),
-                    requirements: a.requirements.clone(),
-                })
-                .collect(),
-            class_subnets: status.subnets.iter().map(|s| s.id.clone()).collect(),
-            class_security_groups: status
-                .security_groups
-                .iter()
-                .map(|g| g.id.clone())
-                .collect(),
-        };
-        Ok(inputs)
+            node_labels: claim.metadata.labels.as_ref().unwrap_or(&no_labels),
+        }))
     }
 
     /// Every provider drift of `claim`, in order (the first is what `is_drifted` reports).
     pub async fn all_drifts(&self, claim: &NodeClaim) -> Result<Vec<ProviderDrift>, CloudError> {
-        Ok(provider_drifts(&self.drift_inputs(claim).await?))
+        self.judge_drift(claim, provider_drifts).await
     }
 
     /// The interruption queue `AwsSettings::interruption_queue` names, over the SQS port; none
@@ -596,7 +608,8 @@ impl AwsProvider {
         &self,
         claim: &NodeClaim,
     ) -> Result<Option<ProviderDrift>, CloudError> {
-        provider_drift(&self.drift_inputs(claim).await?)
+        self.judge_drift(claim, provider_drift)
+            .await?
             .map_err(|unknown| CloudError::Unresolved(unknown.to_string()))
     }
 

@@ -22,22 +22,29 @@ pub const NO_COMPATIBLE_INSTANCE_TYPES: &str =
     "its requirements filtered out every instance type with an available offering";
 
 /// The pods bound to `node` as the simulation sees them (converted when each pod was last
-/// seen; a pod that does not convert is left out, as logged then).
-fn sim_pods(snapshot: &Snapshot, node: &str) -> Vec<SimPod> {
-    snapshot
-        .pods_by_node
-        .get(node)
-        .into_iter()
-        .flatten()
-        .filter(|key| {
-            snapshot
-                .store
-                .pods
-                .get(*key)
-                .is_some_and(|p| !p.is_terminating() && !p.is_terminal())
-        })
-        .filter_map(|key| snapshot.sim_pod(key)?.as_ref().ok().cloned())
-        .collect()
+/// seen; a pod that does not convert is left out, as logged then): the running ones, and the
+/// ones being deleted, which hold their requests until they are terminal (Karpenter's cluster
+/// state releases a pod's requests only then) but count for no other pod's topology.
+fn sim_pods(snapshot: &Snapshot, node: &str) -> (Vec<SimPod>, Vec<SimPod>) {
+    let mut running = Vec::new();
+    let mut terminating = Vec::new();
+    for key in snapshot.pods_by_node.get(node).into_iter().flatten() {
+        let Some(pod) = snapshot.store.pods.get(key) else {
+            continue;
+        };
+        if pod.is_terminal() {
+            continue;
+        }
+        let Some(sim) = snapshot.sim_pod(key).and_then(|s| s.as_ref().ok()) else {
+            continue;
+        };
+        if pod.is_terminating() {
+            terminating.push(sim.clone());
+        } else {
+            running.push(sim.clone());
+        }
+    }
+    (running, terminating)
 }
 
 /// Every Node with its pods; with `include_inflight` (provisioning), also NodeClaims launched
@@ -58,8 +65,10 @@ pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Existi
         {
             continue;
         }
-        match ExistingNode::from_node(node, sim_pods(snapshot, name)) {
+        let (running, terminating) = sim_pods(snapshot, name);
+        match ExistingNode::from_node(node, running) {
             Ok(mut existing) => {
+                existing.terminating = terminating;
                 if let Some(claim) = snapshot.nodeclaim_of(node) {
                     existing.initialized =
                         claim.is_true(driftwood_api::wellknown::CONDITION_INITIALIZED);
@@ -168,6 +177,7 @@ fn inflight_node(name: &str, claim: &NodeClaim) -> ExistingNode {
             .collect(),
         allocatable,
         pods: Vec::new(),
+        terminating: Vec::new(),
         going_away: false,
         initialized: false,
     }
@@ -511,5 +521,44 @@ mod tests {
             node.allocatable.get(driftwood_scheduling::resources::CPU),
             3920
         );
+    }
+
+    /// Karpenter's cluster state holds a pod's requests until the pod is terminal ("should not
+    /// add requests if the pod is terminal"), and its topology leaves a pod being deleted out of
+    /// every count (`IgnoredForTopology`): a node's pods being deleted are handed to the
+    /// simulation apart from its running ones, and its finished pods not at all.
+    #[test]
+    fn a_nodes_pods_being_deleted_are_apart_and_its_finished_pods_gone() {
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "29"}}
+        }))
+        .expect("node");
+        let pod = |name: &str, deleting: bool, phase: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default", "uid": name,
+                             "deletionTimestamp": deleting.then_some("2024-01-01T00:00:00Z")},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "pause",
+                         "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": phase}
+            }))
+            .expect("pod")
+        };
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("n1".into(), Arc::new(node));
+        for (name, deleting, phase) in [
+            ("running", false, "Running"),
+            ("leaving", true, "Running"),
+            ("done", false, "Succeeded"),
+        ] {
+            snapshot.apply(
+                format!("default/{name}"),
+                Arc::new(pod(name, deleting, phase)),
+            );
+        }
+        let nodes = existing_nodes(&snapshot, false);
+        let keys = |pods: &[SimPod]| pods.iter().map(|p| p.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&nodes[0].pods), ["default/running"]);
+        assert_eq!(keys(&nodes[0].terminating), ["default/leaving"]);
     }
 }

@@ -5,7 +5,9 @@
 //! consolidated, so multi-node consolidation's binary search and single-node consolidation's
 //! walk over every candidate both run to the end — the pass a settled cluster meets whenever it
 //! changes. `steady_mixed` gives every node a different pod mix (no two nodes alike, so every
-//! candidate is simulated). `scaled_down` fleets run 3 pods a node: multi-node consolidation
+//! candidate is simulated). `steady_spread` fleets are `steady` with each pod of one of five
+//! Deployments spread over zones (DoNotSchedule): no candidate is like another and each is
+//! simulated against the whole cluster. `scaled_down` fleets run 3 pods a node: multi-node consolidation
 //! finds its command (the largest prefix, at most 101 nodes).
 
 #![allow(clippy::unwrap_used)]
@@ -17,33 +19,70 @@ use driftwood_disruption::consolidation::{
     ConsolidationInput, MethodOutcome, plan_emptiness, plan_multi_node, plan_single_node,
 };
 use driftwood_disruption::world::PassWorld;
+use driftwood_scheduling::pod::TopologySpread;
 use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
 use driftwood_scheduling::testkit::{self, GIB};
-use driftwood_scheduling::{ExistingNode, Resources, SimulationInput};
+use driftwood_scheduling::{
+    ExistingNode, PodConstraints, Requirements, Resources, Shared, SimulationInput,
+};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 const ZONES: [&str; 3] = ["test-zone-1", "test-zone-2", "test-zone-3"];
 
-/// `nodes` Consolidatable fake-it-15 nodes (16 cores) with `pods_per_node` 1-core pods each
-/// (`mixed`: sizes differing per node, 940–1,000 millicores).
+/// How the pods of a fleet differ.
+#[derive(Clone, Copy, PartialEq)]
+enum Pods {
+    /// 1 core each.
+    Same,
+    /// Sizes differing per node, 940–1,000 millicores.
+    Mixed,
+    /// 1 core each, of five Deployments with a zone spread (DoNotSchedule): every candidate is
+    /// simulated against the whole cluster.
+    Spread,
+}
+
+/// `nodes` Consolidatable fake-it-15 nodes (16 cores) with `pods_per_node` pods each.
 fn fleet(
     nodes: usize,
     pods_per_node: usize,
-    mixed: bool,
+    shape: Pods,
 ) -> (Vec<NodeView>, SimulationInput, Vec<NodePool>) {
+    let deployments: Vec<Shared<PodConstraints>> = (0..5)
+        .map(|d| {
+            let app = format!("app-{d}");
+            let selector = Requirements::from_labels(&testkit::labels(&[("app", &app)]));
+            Shared::new(PodConstraints {
+                namespace: "default".into(),
+                labels: testkit::labels(&[("app", &app)]),
+                spreads: vec![TopologySpread {
+                    topology_key: "topology.kubernetes.io/zone".into(),
+                    max_skew: 1,
+                    hard: true,
+                    selector: Some(selector),
+                    min_domains: None,
+                }],
+                ..PodConstraints::default()
+            })
+        })
+        .collect();
     let mut views = Vec::with_capacity(nodes);
     let mut existing = Vec::with_capacity(nodes);
     for i in 0..nodes {
         let name = format!("node-{i:05}");
         let pods: Vec<_> = (0..pods_per_node)
             .map(|p| {
-                let cpu = if mixed {
+                let cpu = if shape == Pods::Mixed {
                     940 + ((i * 7 + p) % 61) as i64
                 } else {
                     1000
                 };
-                testkit::pod(&format!("default/{name}-{p}"), cpu, 2 * GIB)
+                let mut pod = testkit::pod(&format!("default/{name}-{p}"), cpu, 2 * GIB);
+                if shape == Pods::Spread {
+                    // One copy per Deployment, as the controller's cache shares them.
+                    pod.constraints = deployments[(i + p) % deployments.len()].clone();
+                }
+                pod
             })
             .collect();
         views.push(NodeView {
@@ -132,13 +171,14 @@ fn bench(c: &mut Criterion) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(10))
         .warm_up_time(Duration::from_secs(1));
-    for (shape, pods, mixed, sizes) in [
-        ("steady", 15, false, &[1000, 5000][..]),
-        ("steady_mixed", 15, true, &[1000][..]),
-        ("scaled_down", 3, false, &[1000, 5000][..]),
+    for (shape, pods, kind, sizes) in [
+        ("steady", 15, Pods::Same, &[1000, 5000][..]),
+        ("steady_mixed", 15, Pods::Mixed, &[1000][..]),
+        ("steady_spread", 15, Pods::Spread, &[250, 500][..]),
+        ("scaled_down", 3, Pods::Same, &[1000, 5000][..]),
     ] {
         for &nodes in sizes {
-            let (views, world, pools) = fleet(nodes, pods, mixed);
+            let (views, world, pools) = fleet(nodes, pods, kind);
             let outcome = pass(&views, &world, &pools);
             println!(
                 "consolidation/{shape}/{nodes}: {} eligible, command {:?}",

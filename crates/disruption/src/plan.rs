@@ -1109,7 +1109,7 @@ mod tests {
 
     /// Topology-aware planning is exact: on generated fleets in three zones whose pods carry
     /// zone and hostname spread, pod affinity and anti-affinity (and some nodes that can receive
-    /// pods, some leaving, some not initialized, DaemonSet pods), simulating each candidate
+    /// pods, some leaving, some not initialized, DaemonSet pods, pods being deleted), simulating each candidate
     /// against the receiving nodes and summaries of the others plans the same commands (the same
     /// decisions, NodeClaims and pods) and blocks the same nodes as simulating it against every
     /// node of the cluster. The reasons of pods that fit nowhere count the summarised nodes by
@@ -1146,6 +1146,12 @@ mod tests {
                         std::sync::Arc::make_mut(&mut pod.requests)
                             .set(driftwood_scheduling::resources::CPU, 500);
                     }
+                }
+                // Now and then a pod being deleted: it holds its requests and keeps its own
+                // anti-affinity, and counts for no other pod's topology.
+                if !node.pods.is_empty() && next(5) == 0 {
+                    let pod = node.pods.remove(0);
+                    node.terminating.push(pod);
                 }
                 if next(4) == 0 {
                     let mut ds = testkit::pod(&format!("kube-system/ds-{name}"), 100, GIB / 8);

@@ -15,11 +15,13 @@ use driftwood_scheduling::{
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// A summarised node: its summary, and for each of its pods the summary entry it counts in and
-/// whether a DaemonSet owns it (such pods stay when the node's other pods leave).
+/// A summarised node: its summary, for each of its pods the summary entry it counts in and
+/// whether a DaemonSet owns it (such pods stay when the node's other pods leave), and the
+/// entries of its pods being deleted that count (in the summary's `terminating`).
 struct Member {
     summary: usize,
     pods: Vec<(usize, bool)>,
+    terminating: Vec<usize>,
 }
 
 /// The receiving nodes of a pass and the summaries of the others, kept current as candidates
@@ -62,8 +64,9 @@ impl SummarizedWorld {
             world
                 .existing_nodes
                 .iter()
-                .flat_map(|n| n.pods.iter().map(|p| &*p.constraints))
-                .chain(world.pods.iter().map(|p| &*p.constraints)),
+                .flat_map(|n| n.pods.iter().chain(&n.terminating))
+                .chain(world.pods.iter())
+                .map(|p| &*p.constraints),
             &mut selector_keys,
         );
         let mut out = Self {
@@ -110,6 +113,7 @@ impl SummarizedWorld {
                         taints,
                         nodes: 0,
                         pods: Vec::new(),
+                        terminating: Vec::new(),
                     });
                     out.entries.push(HashMap::new());
                     out.seen.push(HashMap::new());
@@ -122,7 +126,21 @@ impl SummarizedWorld {
                 .iter()
                 .map(|p| (out.count(summary, &p.constraints), p.is_daemonset))
                 .collect();
-            out.members.insert(i, Member { summary, pods });
+            let counts_for_affinity = world.options.terminating_pods_count_for_pod_affinity;
+            let terminating = node
+                .terminating
+                .iter()
+                .filter(|p| counts_for_affinity || !p.constraints.anti_affinity.is_empty())
+                .map(|p| out.count_terminating(summary, &p.constraints))
+                .collect();
+            out.members.insert(
+                i,
+                Member {
+                    summary,
+                    pods,
+                    terminating,
+                },
+            );
         }
         out.always = out.weighing_always(world);
         out
@@ -133,7 +151,7 @@ impl SummarizedWorld {
         let anti_selectors: Vec<&Requirements> = world
             .existing_nodes
             .iter()
-            .flat_map(|n| n.pods.iter())
+            .flat_map(|n| n.pods.iter().chain(&n.terminating))
             .chain(world.pods.iter())
             .flat_map(|p| p.constraints.anti_affinity.iter())
             .filter_map(|t| t.selector.as_ref())
@@ -248,6 +266,18 @@ impl SummarizedWorld {
         entry
     }
 
+    /// Counts one more pod being deleted with constraints `c` in `summary` (every such pod is
+    /// kept whole and weighs in every simulation: there are few); returns its entry.
+    fn count_terminating(&mut self, summary: usize, c: &PodConstraints) -> usize {
+        let entries = &mut self.input.summaries[summary].terminating;
+        if let Some(entry) = entries.iter().position(|(known, _)| known == c) {
+            entries[entry].1 += 1;
+            return entry;
+        }
+        entries.push((c.clone(), 1));
+        entries.len() - 1
+    }
+
     /// Adds (`sign` 1) or removes (-1) the summarised node at world position `i` and its pods.
     fn shift(&mut self, i: usize, sign: i32, only_movable: bool) {
         let Some(member) = self.members.get(&i) else {
@@ -256,6 +286,10 @@ impl SummarizedWorld {
         let summary = &mut self.input.summaries[member.summary];
         if !only_movable {
             summary.nodes = summary.nodes.saturating_add_signed(sign as isize);
+            for entry in &member.terminating {
+                let count = &mut summary.terminating[*entry].1;
+                *count = count.saturating_add_signed(sign);
+            }
         }
         for (entry, daemonset) in &member.pods {
             if only_movable && *daemonset {

@@ -54,7 +54,7 @@ impl PassWorld {
         let independent = !world
             .existing_nodes
             .iter()
-            .flat_map(|n| &n.pods)
+            .flat_map(|n| n.pods.iter().chain(&n.terminating))
             .any(|p| p.constraints.depends_on_other_pods());
         Self {
             world,

@@ -33,6 +33,13 @@ pub struct ExistingNode {
     pub allocatable: Resources,
     /// Pods bound to it (their requests use capacity; they count for topology).
     pub pods: Vec<SimPod>,
+    /// Pods bound to it that are being deleted: they hold their requests and host ports until
+    /// they are gone, and are never moved. For topology, a pod being deleted is not counted
+    /// by a topology spread (kube-scheduler and Karpenter both skip it), still keeps away the
+    /// pods its required anti-affinity selects, and is counted by other pods' pod affinity and
+    /// anti-affinity only when [`SimulationOptions::terminating_pods_count_for_pod_affinity`]
+    /// says so.
+    pub terminating: Vec<SimPod>,
     /// The node is leaving: its non-daemonset pods are placed elsewhere and nothing lands on it.
     pub going_away: bool,
     /// Whether the node is initialized. While not, its startup taints and the ephemeral
@@ -130,6 +137,7 @@ impl ExistingNode {
             startup_taints: Vec::new(),
             allocatable,
             pods,
+            terminating: Vec::new(),
             going_away: false,
             initialized,
         })
@@ -169,6 +177,10 @@ pub struct SimulationOptions {
     /// Told of every simulation of this input and of the inputs derived from it (a planner's
     /// reduced and summarised worlds): the metrics of the controller whose pass runs them.
     pub observer: Observer,
+    /// Whether pods being deleted ([`ExistingNode::terminating`]) count for other pods' pod
+    /// affinity and anti-affinity. kube-scheduler counts them (a pod is on its node until it is
+    /// gone); Karpenter's simulation does not (`IgnoredForTopology`), which is the default.
+    pub terminating_pods_count_for_pod_affinity: bool,
 }
 
 impl Default for SimulationOptions {
@@ -177,6 +189,7 @@ impl Default for SimulationOptions {
             max_instance_types: DEFAULT_MAX_INSTANCE_TYPES,
             exhaustive: false,
             observer: Observer::default(),
+            terminating_pods_count_for_pod_affinity: false,
         }
     }
 }
@@ -241,6 +254,8 @@ pub struct NodeSummary {
     pub nodes: usize,
     /// The constraints of the nodes' pods, each with how many of their pods have them.
     pub pods: Vec<(PodConstraints, u32)>,
+    /// The same for the nodes' pods being deleted (counted as [`ExistingNode::terminating`]).
+    pub terminating: Vec<(PodConstraints, u32)>,
 }
 
 /// Everything the simulation looks at.

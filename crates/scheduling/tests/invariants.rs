@@ -313,9 +313,12 @@ proptest! {
     }
 }
 
-/// Nodes no pod to place tolerates (taint `gone`), with bound pods of the generated shapes, so
-/// they weigh in the topology groups of the pods to place.
-fn gone_nodes(spec: &[(usize, Vec<(usize, Constraint)>)]) -> Vec<ExistingNode> {
+/// A bound pod as generated: its app, its constraint, and whether it is being deleted.
+type BoundPod = (usize, Constraint, bool);
+
+/// Nodes no pod to place tolerates (taint `gone`), with bound pods of the generated shapes
+/// (some being deleted), so they weigh in the topology groups of the pods to place.
+fn gone_nodes(spec: &[(usize, Vec<BoundPod>)]) -> Vec<ExistingNode> {
     spec.iter()
         .enumerate()
         .map(|(i, (zone, pods))| {
@@ -329,15 +332,8 @@ fn gone_nodes(spec: &[(usize, Vec<(usize, Constraint)>)]) -> Vec<ExistingNode> {
                     ("memory", 64 * GIB * 1000),
                     ("pods", 110_000),
                 ]),
-                pods: pods
-                    .iter()
-                    .enumerate()
-                    .map(|(b, (app, c))| {
-                        let mut p = build_pod(b, 100, 64, *app, c);
-                        p.key = format!("bound/{name}-{b}");
-                        p
-                    })
-                    .collect(),
+                pods: bound(&name, pods, false),
+                terminating: bound(&name, pods, true),
                 initialized: true,
                 ..ExistingNode::default()
             }
@@ -345,8 +341,21 @@ fn gone_nodes(spec: &[(usize, Vec<(usize, Constraint)>)]) -> Vec<ExistingNode> {
         .collect()
 }
 
+/// The pods of `spec` bound to node `name` that are being deleted or not (`terminating`).
+fn bound(name: &str, spec: &[BoundPod], terminating: bool) -> Vec<SimPod> {
+    spec.iter()
+        .enumerate()
+        .filter(|(_, (_, _, t))| *t == terminating)
+        .map(|(b, (app, c, _))| {
+            let mut p = build_pod(b, 100, 64, *app, c);
+            p.key = format!("bound/{name}-{b}");
+            p
+        })
+        .collect()
+}
+
 /// The nodes summarised as a caller does: grouped by their labels without the hostname and by
-/// their taints, each pod's constraints counted.
+/// their taints, each pod's constraints counted (those being deleted apart).
 fn summarise(nodes: &[ExistingNode]) -> Vec<driftwood_scheduling::NodeSummary> {
     let mut out: Vec<driftwood_scheduling::NodeSummary> = Vec::new();
     for n in nodes {
@@ -368,10 +377,15 @@ fn summarise(nodes: &[ExistingNode]) -> Vec<driftwood_scheduling::NodeSummary> {
         };
         let summary = &mut out[at];
         summary.nodes += 1;
-        for p in &n.pods {
-            match summary.pods.iter_mut().find(|(c, _)| *c == *p.constraints) {
-                Some((_, count)) => *count += 1,
-                None => summary.pods.push(((*p.constraints).clone(), 1)),
+        for (pods, entries) in [
+            (&n.pods, &mut summary.pods),
+            (&n.terminating, &mut summary.terminating),
+        ] {
+            for p in pods {
+                match entries.iter_mut().find(|(c, _)| *c == *p.constraints) {
+                    Some((_, count)) => *count += 1,
+                    None => entries.push(((*p.constraints).clone(), 1)),
+                }
             }
         }
     }
@@ -383,15 +397,17 @@ proptest! {
 
     /// Summarising the nodes that receive nothing (what a disruption pass does with drifted
     /// nodes) changes no placement, no new NodeClaim and no unschedulable pod: their pods count
-    /// in the same topology domains.
+    /// in the same topology domains, those being deleted as the options say.
     #[test]
     fn summarised_nodes_count_as_the_nodes_they_stand_for(
-        input in arb_input(),
+        mut input in arb_input(),
         gone in prop::collection::vec(
-            (0usize..3, prop::collection::vec((0usize..2, arb_constraint()), 0..6)),
+            (0usize..3, prop::collection::vec((0usize..2, arb_constraint(), any::<bool>()), 0..6)),
             1..8,
         ),
+        terminating_counted_for_affinity in any::<bool>(),
     ) {
+        input.options.terminating_pods_count_for_pod_affinity = terminating_counted_for_affinity;
         let nodes = gone_nodes(&gone);
         let mut whole = input.clone();
         whole.existing_nodes.extend(nodes.iter().cloned());

@@ -1370,3 +1370,118 @@ fn without_preferences_keeps_what_is_required() {
     assert_eq!(required.labels, p.constraints.labels);
     assert!(!pod("ns/plain", 100, GIB).constraints.has_preferences());
 }
+
+/// A zone spread of `app: web`, at most one apart, refusing otherwise.
+fn web_spread(key: &str, cpu: i64) -> SimPod {
+    let mut p = labelled(key, cpu, &[("app", "web")]);
+    p.constraints.spreads.push(TopologySpread {
+        topology_key: LABEL_TOPOLOGY_ZONE.into(),
+        max_skew: 1,
+        hard: true,
+        selector: sel("app", "web"),
+        min_domains: None,
+    });
+    p
+}
+
+fn with_terminating_pods_counted(
+    pods: Vec<SimPod>,
+    pools: Vec<NodePoolSpec>,
+    nodes: Vec<ExistingNode>,
+    counted_for_affinity: bool,
+) -> SimulationResult {
+    schedule(&SimulationInput {
+        pods,
+        nodepools: pools,
+        existing_nodes: nodes,
+        options: SimulationOptions {
+            terminating_pods_count_for_pod_affinity: counted_for_affinity,
+            ..SimulationOptions::default()
+        },
+        ..SimulationInput::default()
+    })
+    .unwrap()
+}
+
+/// After Karpenter's topology suite, "should only count running/scheduled pods with matching
+/// labels scheduled to nodes with a corresponding domain" (its pod being deleted is ignored),
+/// and its cluster state, which releases a pod's requests only once the pod is terminal.
+/// kube-scheduler's PodTopologySpread skips pods being deleted too, so both ways of counting
+/// them agree here.
+#[test]
+fn a_terminating_pod_holds_its_requests_but_counts_for_no_spread() {
+    // z1: two web pods being deleted (3 of 4 cores held); z2: one running web pod.
+    let mut a = node("a", "z1", "4", "16Gi");
+    a.terminating
+        .push(labelled("ns/old-0", 1500, &[("app", "web")]));
+    a.terminating
+        .push(labelled("ns/old-1", 1500, &[("app", "web")]));
+    let mut b = node("b", "z2", "4", "16Gi");
+    b.pods.push(labelled("ns/web-0", 1500, &[("app", "web")]));
+    for counted_for_affinity in [false, true] {
+        // Counting the pods being deleted, z1 would hold 2 and the pod would have to go to z2;
+        // uncounted, z1 holds 0, z2 holds 1, and only z1 keeps the skew at 1. The core left on
+        // `a` takes it.
+        let r = with_terminating_pods_counted(
+            vec![web_spread("ns/new", 1000)],
+            vec![pool()],
+            vec![a.clone(), b.clone()],
+            counted_for_affinity,
+        );
+        assert_eq!(r.existing_placements.len(), 1, "{r:#?}");
+        assert_eq!(r.existing_placements[0].node, "a", "{r:#?}");
+        // A pod larger than that core needs a new node in z1: the pods being deleted still
+        // hold their requests.
+        let r = with_terminating_pods_counted(
+            vec![web_spread("ns/big", 1500)],
+            vec![pool()],
+            vec![a.clone(), b.clone()],
+            counted_for_affinity,
+        );
+        assert!(r.existing_placements.is_empty(), "{r:#?}");
+        assert_eq!(r.new_nodeclaims.len(), 1, "{r:#?}");
+        assert_eq!(zone_of(&r.new_nodeclaims[0]), "z1", "{r:#?}");
+    }
+}
+
+/// Karpenter's simulation ignores a pod being deleted for the incoming pod's anti-affinity
+/// (`IgnoredForTopology`); kube-scheduler's InterPodAffinity does not (the pod is on its node
+/// until it is gone). Either way the pod being deleted still keeps away the pods its own
+/// required anti-affinity selects (Karpenter's cluster state keeps it among the pods with
+/// anti-affinity until it is terminal).
+#[test]
+fn a_terminating_pod_counts_for_pod_affinity_only_where_kube_scheduler_counts_it() {
+    let mut n = node("n1", "z1", "4", "16Gi");
+    n.terminating
+        .push(labelled("ns/db-old", 100, &[("app", "db")]));
+    let mut avoids_db = labelled("ns/web", 100, &[("app", "web")]);
+    avoids_db
+        .constraints
+        .anti_affinity
+        .push(term(LABEL_HOSTNAME, "app", "db"));
+    let karpenter =
+        with_terminating_pods_counted(vec![avoids_db.clone()], vec![], vec![n.clone()], false);
+    assert_eq!(karpenter.existing_placements.len(), 1, "{karpenter:#?}");
+    let kube_scheduler = with_terminating_pods_counted(vec![avoids_db], vec![], vec![n], true);
+    assert!(
+        reason(&kube_scheduler, "ns/web").contains("anti-affinity"),
+        "{kube_scheduler:#?}"
+    );
+
+    let mut guarded = node("n2", "z1", "4", "16Gi");
+    let mut guard = labelled("ns/guard-old", 100, &[("app", "guard")]);
+    guard
+        .constraints
+        .anti_affinity
+        .push(term(LABEL_HOSTNAME, "app", "web"));
+    guarded.terminating.push(guard);
+    for counted_for_affinity in [false, true] {
+        let r = with_terminating_pods_counted(
+            vec![labelled("ns/web", 100, &[("app", "web")])],
+            vec![],
+            vec![guarded.clone()],
+            counted_for_affinity,
+        );
+        assert!(reason(&r, "ns/web").contains("anti-affinity"), "{r:#?}");
+    }
+}

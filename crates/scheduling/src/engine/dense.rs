@@ -11,6 +11,9 @@ pub struct ResourceTable {
     index: BTreeMap<String, usize>,
 }
 
+/// The names every table numbers first, in this order.
+const FIRST: [&str; 3] = [CPU, MEMORY, PODS];
+
 /// Amounts in milli-units, one per resource of the table.
 pub type Dense = Vec<i64>;
 
@@ -22,12 +25,18 @@ impl ResourceTable {
             names: Vec::new(),
             index: BTreeMap::new(),
         };
-        for name in [CPU, MEMORY, PODS] {
+        for name in FIRST {
             table.insert(name);
         }
-        let mut extra: Vec<&str> = names.into_iter().collect();
+        // Nearly every name given is one of the three (each pod's requests name them); the
+        // others are few, so a list finds them without collecting and sorting every name.
+        let mut extra: Vec<&str> = Vec::new();
+        for name in names {
+            if !FIRST.contains(&name) && !extra.contains(&name) {
+                extra.push(name);
+            }
+        }
         extra.sort_unstable();
-        extra.dedup();
         for name in extra {
             table.insert(name);
         }
@@ -55,11 +64,21 @@ impl ResourceTable {
     pub fn dense(&self, r: &Resources) -> Dense {
         let mut out = vec![0; self.names.len()];
         for (name, value) in &r.0 {
-            if let Some(i) = self.index.get(name) {
-                out[*i] = *value;
+            if let Some(i) = self.position(name) {
+                out[i] = *value;
             }
         }
         out
+    }
+
+    /// Adds `r` to the dense `sum` (names missing from the table are dropped), without
+    /// building its dense form.
+    pub fn add_to_dense(&self, sum: &mut [i64], r: &Resources) {
+        for (name, value) in &r.0 {
+            if let Some(slot) = self.position(name).and_then(|i| sum.get_mut(i)) {
+                *slot = slot.saturating_add(*value);
+            }
+        }
     }
 
     /// Dense form of a limit list: names absent from `r` are unlimited.
@@ -84,9 +103,13 @@ impl ResourceTable {
         out
     }
 
-    /// Position of resource `name`, when the table holds it.
+    /// Position of resource `name`, when the table holds it (cpu, memory and pods, the names
+    /// nearly every list has, without a lookup).
     pub fn position(&self, name: &str) -> Option<usize> {
-        self.index.get(name).copied()
+        match FIRST.iter().position(|first| *first == name) {
+            Some(i) => Some(i),
+            None => self.index.get(name).copied(),
+        }
     }
 
     /// Resource name at position `i`.

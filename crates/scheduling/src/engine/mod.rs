@@ -14,7 +14,7 @@ mod progress;
 mod state;
 mod zones;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use driftwood_api::wellknown::{LABEL_INSTANCE_TYPE, LABEL_TOPOLOGY_ZONE};
 
@@ -22,7 +22,7 @@ use crate::model::{
     ExistingPlacement, NewNodeClaim, NodeSummary, SimulationError, SimulationInput,
     SimulationResult, UnschedulablePod,
 };
-use crate::pod::SimPod;
+use crate::pod::{PodConstraints, SimPod};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{CPU, MEMORY, Resources};
 
@@ -30,7 +30,7 @@ use dense::{Dense, ResourceTable, add_into, fits, sub_into};
 pub use effective_zone::{FLEXIBLE_ZONE, NO_ZONE};
 use labels::LabelKeys;
 pub use pool_cache::PoolCache;
-use profiles::{Catalog, TopoKey};
+use profiles::{Catalog, GroupKind, TopoKey};
 pub use progress::SolveProgress;
 use state::{Bin, BinKind, Claim, Pool, min_values_shortfall};
 use zones::{MAX_ZONES, ZoneTable, bit};
@@ -214,6 +214,33 @@ pub fn schedule_observed(
     Ok(engine.result())
 }
 
+/// How a pod that stays where it is counts in the groups that select it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    /// By every group.
+    Running,
+    /// Being deleted: by no topology spread, and by pod affinity and anti-affinity when
+    /// `affinity` (the pods' own required anti-affinity still holds either way).
+    Terminating { affinity: bool },
+}
+
+impl Counted {
+    /// How the input's pods being deleted count.
+    fn terminating(options: &crate::SimulationOptions) -> Self {
+        Self::Terminating {
+            affinity: options.terminating_pods_count_for_pod_affinity,
+        }
+    }
+
+    /// Whether a group of `kind` counts the pod.
+    fn by(self, kind: GroupKind) -> bool {
+        match self {
+            Self::Running => true,
+            Self::Terminating { affinity } => affinity && kind != GroupKind::Spread,
+        }
+    }
+}
+
 fn pod_node_requirements(p: &SimPod) -> Requirements {
     let mut r = p.constraints.node_selector.clone();
     if let Some(first) = p.constraints.required_terms.first() {
@@ -230,12 +257,18 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|np| cache.catalog_names(&np.instance_types))
             .collect();
+        // The names that can decide a fit: what the pods to place and the daemonsets request,
+        // what nodes and instance types offer, what limits cap. A name only pods that stay
+        // where they are request, and nothing offers, constrains nothing: it is left out, so
+        // the table is built without reading every bound pod.
         let mut lists: Vec<&Resources> = Vec::new();
         lists.extend(input.pods.iter().map(|p| p.requests.as_ref()));
         lists.extend(input.daemonsets.iter().map(|p| p.requests.as_ref()));
         for n in &input.existing_nodes {
             lists.push(&n.allocatable);
-            lists.extend(n.pods.iter().map(|p| p.requests.as_ref()));
+            if n.going_away {
+                lists.extend(n.pods.iter().map(|p| p.requests.as_ref()));
+            }
         }
         for np in &input.nodepools {
             lists.extend(np.remaining_limits.iter());
@@ -291,20 +324,29 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|l| l.map(|l| table.dense_limits(l)))
             .collect();
-        // Every pod that stays where it is (bound to a staying node, or summarised), and the
-        // labels of the staying nodes (existing ones first, then the summaries).
-        let staying_constraints = || {
-            input
-                .existing_nodes
+        // The distinct constraints of the pods to place and of every pod that stays where it
+        // is (bound to a staying node, or summarised; being deleted or not): pods sharing one
+        // copy (a workload's) are looked at once. And the labels of the staying nodes (existing
+        // ones first, then the summaries).
+        let mut distinct: Vec<&PodConstraints> = Vec::new();
+        let mut seen: HashSet<usize> = HashSet::new();
+        let bound = input
+            .existing_nodes
+            .iter()
+            .filter(|n| !n.going_away)
+            .flat_map(|n| n.pods.iter().chain(&n.terminating));
+        for p in to_place.iter().copied().chain(bound) {
+            if seen.insert(p.constraints.address()) {
+                distinct.push(&p.constraints);
+            }
+        }
+        distinct.extend(summaries.iter().flat_map(|s| {
+            s.pods
                 .iter()
-                .filter(|n| !n.going_away)
-                .flat_map(|n| n.pods.iter().map(|p| &*p.constraints))
-                .chain(
-                    summaries
-                        .iter()
-                        .flat_map(|s| s.pods.iter().filter(|(_, n)| *n > 0).map(|(c, _)| c)),
-                )
-        };
+                .chain(&s.terminating)
+                .filter(|(_, n)| *n > 0)
+                .map(|(c, _)| c)
+        }));
         let staying_labels: Vec<&BTreeMap<String, String>> = input
             .existing_nodes
             .iter()
@@ -313,23 +355,13 @@ impl<'a> Engine<'a> {
             .chain(summaries.iter().map(|s| &s.labels))
             .collect();
         let labels = LabelKeys::new(
-            labels::topology_keys(
-                to_place
-                    .iter()
-                    .map(|p| &*p.constraints)
-                    .chain(staying_constraints()),
-            ),
+            labels::topology_keys(distinct.iter().copied()),
             &pools,
             &staying_labels,
         );
 
         let mut catalog = Catalog::default();
-        catalog.collect_selector_keys(
-            to_place
-                .iter()
-                .map(|p| &*p.constraints)
-                .chain(staying_constraints()),
-        );
+        catalog.collect_selector_keys(distinct.iter().copied());
         let mut queue = Vec::with_capacity(to_place.len());
         let mut size_index: BTreeMap<Dense, u32> = BTreeMap::new();
         for p in to_place {
@@ -345,15 +377,17 @@ impl<'a> Engine<'a> {
                 req_class,
             });
         }
+        // Each staying node's pods' classes, then its terminating pods' (the same for each
+        // summary, with their counts).
         let mut bound_classes = Vec::new();
         for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
-            for p in &n.pods {
+            for p in n.pods.iter().chain(&n.terminating) {
                 bound_classes.push(catalog.class_of_shared(&p.constraints));
             }
         }
         let mut summary_classes = Vec::new();
         for s in &summaries {
-            for (c, count) in s.pods.iter().filter(|(_, n)| *n > 0) {
+            for (c, count) in s.pods.iter().chain(&s.terminating).filter(|(_, n)| *n > 0) {
                 summary_classes.push((catalog.class_of(c), *count));
             }
         }
@@ -422,6 +456,7 @@ impl<'a> Engine<'a> {
 
     fn add_existing_bins(&mut self, bound_classes: &[u32]) {
         let mut bound = bound_classes.iter();
+        let terminating = Counted::terminating(&self.input.options);
         for (ni, node) in self.input.existing_nodes.iter().enumerate() {
             if node.going_away {
                 continue;
@@ -443,11 +478,12 @@ impl<'a> Engine<'a> {
                 pods: Vec::new(),
                 closed: false,
             };
-            for p in &node.pods {
+            let pods = node.pods.iter().map(|p| (p, Counted::Running));
+            for (p, counted) in pods.chain(node.terminating.iter().map(|p| (p, terminating))) {
                 let class = bound.next().copied().unwrap_or(0);
-                add_into(&mut bin.used, &self.table.dense(&p.requests));
+                self.table.add_to_dense(&mut bin.used, &p.requests);
                 bin.ports.extend(p.constraints.host_ports.iter().cloned());
-                Self::record_topology(&mut self.catalog, &mut bin, class);
+                Self::record_topology(&mut self.catalog, &mut bin, class, counted);
             }
             bin.closed = !fits(&self.suffix_min[0], &bin.headroom());
             self.bins.push(bin);
@@ -458,6 +494,7 @@ impl<'a> Engine<'a> {
     /// the summaries' labels (`classes`: each summary's pod classes with their counts, in order).
     fn count_summaries(&mut self, summaries: &[&NodeSummary], classes: &[(u32, u32)]) {
         let mut classes = classes.iter();
+        let terminating = Counted::terminating(&self.input.options);
         for s in summaries {
             let zone = s
                 .labels
@@ -468,26 +505,32 @@ impl<'a> Engine<'a> {
                 TopoKey::Label(id) => decided.iter().find(|(k, _)| *k == id).map(|(_, d)| *d),
                 TopoKey::Zone | TopoKey::Hostname => zone,
             };
-            for _ in s.pods.iter().filter(|(_, n)| *n > 0) {
+            let pods = s.pods.iter().map(|p| (p, Counted::Running));
+            let all = pods.chain(s.terminating.iter().map(|p| (p, terminating)));
+            for (_, counted) in all.filter(|((_, n), _)| *n > 0) {
                 let Some(&(class, count)) = classes.next() else {
                     return;
                 };
-                Self::count_in_groups(&mut self.catalog, class, domain, count);
+                Self::count_in_groups(&mut self.catalog, class, domain, count, counted);
             }
         }
     }
 
-    /// Adds `count` pods of `class` to the groups that select or are owned by it, in the
-    /// domain `domain` gives for each group's key.
+    /// Adds `count` pods of `class` to the groups that select (as `counted` allows) or are
+    /// owned by it, in the domain `domain` gives for each group's key.
     fn count_in_groups(
         catalog: &mut Catalog,
         class: u32,
         domain: impl Fn(TopoKey) -> Option<usize>,
         count: u32,
+        counted: Counted,
     ) {
         let c = &catalog.classes[class as usize];
         for g in &c.member_of {
             let group = &mut catalog.groups[*g as usize];
+            if !counted.by(group.key.kind) {
+                continue;
+            }
             group.total_matched += u64::from(count);
             if let Some(d) = domain(group.key.key)
                 && let Some(slot) = group.domain_matched.get_mut(d)
@@ -505,16 +548,18 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn record_topology(catalog: &mut Catalog, bin: &mut Bin, class: u32) {
+    fn record_topology(catalog: &mut Catalog, bin: &mut Bin, class: u32, counted: Counted) {
         // The bin's domain for a group's key: its zone, except for custom keys.
         let domain = |key: TopoKey| match key {
             TopoKey::Label(id) => bin.label_domain(id),
             TopoKey::Zone | TopoKey::Hostname => bin.zone,
         };
-        Self::count_in_groups(catalog, class, domain, 1);
+        Self::count_in_groups(catalog, class, domain, 1, counted);
         let c = &catalog.classes[class as usize];
         for g in &c.member_of {
-            bin.topo_add(*g, 1, 0);
+            if counted.by(catalog.groups[*g as usize].key.kind) {
+                bin.topo_add(*g, 1, 0);
+            }
         }
         for g in &c.owner_of {
             bin.topo_add(*g, 0, 1);
@@ -691,7 +736,12 @@ impl<'a> Engine<'a> {
                 add_into(remaining, &released);
             }
         }
-        Self::record_topology(&mut self.catalog, &mut self.bins[b], class);
+        Self::record_topology(
+            &mut self.catalog,
+            &mut self.bins[b],
+            class,
+            Counted::Running,
+        );
         let bin = &mut self.bins[b];
         bin.closed = !fits(&self.suffix_min[qi + 1], &bin.headroom());
         self.placed_on[qi] = Some(b);

@@ -12,7 +12,7 @@ use driftwood_scheduling::resources::PODS;
 use driftwood_scheduling::taints::first_untolerated;
 use driftwood_scheduling::{
     ExistingNode, NodeSummary, PodConstraints, PodConversionError, Resources, Shared, SimPod,
-    SimulationInput, Taint, schedule,
+    SimulationInput, SimulationOptions, Taint, schedule,
 };
 
 use super::score;
@@ -198,6 +198,8 @@ struct Candidate {
     /// The kinds of its pods (as [`Interned::kinds`]), with how many pods are of each (kept as
     /// pods are placed): what it weighs in its summary.
     kinds: Vec<(usize, u32)>,
+    /// The same for its pods being deleted.
+    terminating_kinds: Vec<(usize, u32)>,
     /// Whether a pod was placed on it in this pass (it is then not remembered).
     placed_on: bool,
 }
@@ -263,6 +265,7 @@ impl Candidate {
         let used = node
             .pods
             .iter()
+            .chain(&node.terminating)
             .fold(Resources::new(), |sum, p| sum.add(&p.requests));
         let free = node.allocatable.sub(&used);
         let group = interned.group(&node);
@@ -273,21 +276,27 @@ impl Candidate {
             free,
             group,
             kinds: Vec::new(),
+            terminating_kinds: Vec::new(),
             placed_on: false,
         };
         for i in 0..candidate.node.pods.len() {
             candidate.count(i, interned);
+        }
+        for pod in &candidate.node.terminating {
+            tally_kind(
+                &mut candidate.terminating_kinds,
+                interned.kind(&pod.constraints),
+            );
         }
         candidate
     }
 
     /// Counts the pod at `i` of the node's pods among its kinds.
     fn count(&mut self, i: usize, interned: &mut Interned) {
-        let kind = interned.kind(&self.node.pods[i].constraints);
-        match self.kinds.iter_mut().find(|(k, _)| *k == kind) {
-            Some((_, n)) => *n += 1,
-            None => self.kinds.push((kind, 1)),
-        }
+        tally_kind(
+            &mut self.kinds,
+            interned.kind(&self.node.pods[i].constraints),
+        );
     }
 
     fn place(&mut self, pod: SimPod, interned: &mut Interned) {
@@ -311,6 +320,14 @@ impl Candidate {
                     .required_terms
                     .iter()
                     .any(|t| t.matches_labels(&self.node.labels)))
+    }
+}
+
+/// Counts one more pod of `kind` in `kinds`.
+fn tally_kind(kinds: &mut Vec<(usize, u32)>, kind: usize) {
+    match kinds.iter_mut().find(|(k, _)| *k == kind) {
+        Some((_, n)) => *n += 1,
+        None => kinds.push((kind, 1)),
     }
 }
 
@@ -398,6 +415,7 @@ fn shape_of(sim: &SimPod) -> Shape {
 struct Tally {
     nodes: Vec<usize>,
     pods: Vec<BTreeMap<usize, u32>>,
+    terminating: Vec<BTreeMap<usize, u32>>,
 }
 
 impl Tally {
@@ -405,6 +423,7 @@ impl Tally {
         let mut tally = Self {
             nodes: vec![0; interned.groups.len()],
             pods: vec![BTreeMap::new(); interned.groups.len()],
+            terminating: vec![BTreeMap::new(); interned.groups.len()],
         };
         for i in members {
             tally.add(&candidates[*i]);
@@ -417,16 +436,24 @@ impl Tally {
         for (kind, count) in &candidate.kinds {
             *self.pods[candidate.group].entry(*kind).or_default() += count;
         }
+        for (kind, count) in &candidate.terminating_kinds {
+            *self.terminating[candidate.group].entry(*kind).or_default() += count;
+        }
     }
 
     fn remove(&mut self, candidate: &Candidate) {
         self.nodes[candidate.group] = self.nodes[candidate.group].saturating_sub(1);
-        let pods = &mut self.pods[candidate.group];
-        for (kind, count) in &candidate.kinds {
-            if let Some(n) = pods.get_mut(kind) {
-                *n = n.saturating_sub(*count);
-                if *n == 0 {
-                    pods.remove(kind);
+        let group = candidate.group;
+        for (pods, kinds) in [
+            (&mut self.pods[group], &candidate.kinds),
+            (&mut self.terminating[group], &candidate.terminating_kinds),
+        ] {
+            for (kind, count) in kinds {
+                if let Some(n) = pods.get_mut(kind) {
+                    *n = n.saturating_sub(*count);
+                    if *n == 0 {
+                        pods.remove(kind);
+                    }
                 }
             }
         }
@@ -442,6 +469,10 @@ impl Tally {
                 taints: interned.groups[g].1.clone(),
                 nodes: *n,
                 pods: self.pods[g]
+                    .iter()
+                    .map(|(kind, count)| (interned.kinds[*kind].clone(), *count))
+                    .collect(),
+                terminating: self.terminating[g]
                     .iter()
                     .map(|(kind, count)| (interned.kinds[*kind].clone(), *count))
                     .collect(),
@@ -463,6 +494,11 @@ fn simulate(
         summaries,
         pods: vec![sim.clone()],
         namespace_labels: namespace_labels.clone(),
+        options: SimulationOptions {
+            // A pod is on its node until it is gone, for kube-scheduler's InterPodAffinity.
+            terminating_pods_count_for_pod_affinity: true,
+            ..SimulationOptions::default()
+        },
         ..SimulationInput::default()
     };
     schedule(&input)
@@ -675,10 +711,23 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
             versions.push(Some(version));
             continue;
         }
-        let sims = bound.iter().filter_map(|p| known.of(p).ok()).collect();
-        let Ok(mut existing) = ExistingNode::from_node(node, sims) else {
+        // Pods being deleted hold their requests and ports, and count for pod affinity but
+        // not for topology spread, until they are gone (kube-scheduler's NodeInfo keeps them;
+        // its PodTopologySpread skips them).
+        let mut running = Vec::new();
+        let mut terminating = Vec::new();
+        for pod in &bound {
+            if let Ok(sim) = known.of(pod) {
+                match pod.metadata.deletion_timestamp {
+                    Some(_) => terminating.push(sim),
+                    None => running.push(sim),
+                }
+            }
+        }
+        let Ok(mut existing) = ExistingNode::from_node(node, running) else {
             continue;
         };
+        existing.terminating = terminating;
         // kube-scheduler honours every taint, whatever Karpenter would expect to go away.
         existing.initialized = true;
         let unschedulable = node
@@ -709,6 +758,7 @@ fn decide_with<N: Borrow<Node>, P: Borrow<Pod>>(
         && (candidates.iter().any(|c| {
             c.kinds
                 .iter()
+                .chain(&c.terminating_kinds)
                 .any(|(kind, _)| !interned.kinds[*kind].anti_affinity.is_empty())
         }) || pending.iter().any(|p| {
             known
@@ -975,7 +1025,7 @@ mod tests {
 
     /// Generated clusters in two zones whose pods carry zone spread (DoNotSchedule and
     /// ScheduleAnyway), hostname anti-affinity and zone affinity, on nodes of several sizes,
-    /// some tainted or cordoned: judging a pending pod against the nodes that admit it whole and
+    /// some tainted or cordoned, some bound pods being deleted: judging a pending pod against the nodes that admit it whole and
     /// the others summarised binds every pod where the whole-cluster simulation binds it.
     #[test]
     fn summarising_the_nodes_a_pod_cannot_use_decides_as_the_whole_cluster() {
@@ -1054,7 +1104,12 @@ mod tests {
                     if next(4) == 0 {
                         spec["tolerations"] = json!([{"key": "dedicated", "operator": "Exists"}]);
                     }
-                    let meta = json!({"name": format!("p{i:02}"), "namespace": "default", "labels": {"app": app}});
+                    let mut meta = json!({"name": format!("p{i:02}"), "namespace": "default", "labels": {"app": app}});
+                    // Now and then a bound pod being deleted: it holds its room and counts for
+                    // pod affinity, not for topology spread.
+                    if bound.is_some() && next(5) == 0 {
+                        meta["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                    }
                     serde_json::from_value(json!({"metadata": meta, "spec": spec})).unwrap()
                 })
                 .collect();
@@ -1609,6 +1664,79 @@ mod tests {
         placed.sort();
         assert_eq!(placed, vec!["a", "b"]);
         assert!(message_for(&decisions, "r3").is_some_and(|m| m.starts_with("0/2 nodes are available: 2 node(s) didn't satisfy")));
+    }
+
+    /// A web pod of a DoNotSchedule zone spread, being deleted from `node` when `deleting`.
+    fn web_replica(name: &str, cpu: &str, node: Option<&str>, deleting: bool) -> Pod {
+        let deleted = deleting.then_some("2026-01-01T00:00:00Z");
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+                         "deletionTimestamp": deleted},
+            "spec": {"nodeName": node,
+                     "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
+                     "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]}
+        }))
+        .unwrap()
+    }
+
+    /// kube-scheduler keeps a pod being deleted on its node (NodeInfo) until it is gone: its
+    /// requests hold the room and InterPodAffinity counts it, but PodTopologySpread skips it. A
+    /// replacement replica goes to the zone its terminating predecessors are leaving, when the
+    /// room they leave is enough.
+    #[test]
+    fn a_pod_being_deleted_holds_its_room_and_counts_for_no_spread() {
+        let nodes = [
+            zonal_node("a", "a", "4", json!([])),
+            zonal_node("b", "b", "4", json!([])),
+        ];
+        let bound = vec![
+            web_replica("old-0", "1500m", Some("a"), true),
+            web_replica("old-1", "1500m", Some("a"), true),
+            web_replica("web-0", "1500m", Some("b"), false),
+        ];
+        for judging in [Judging::Fastest, Judging::Whole] {
+            // Zone a counts 0 replicas, b counts 1: only a keeps the skew at 1.
+            let mut pods = bound.clone();
+            pods.push(web_replica("web-1", "1", None, false));
+            let decisions = decide_with(
+                &nodes,
+                &pods,
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+                judging,
+                &mut Memory::default(),
+            );
+            assert_eq!(bound_to(&decisions, "web-1").as_deref(), Some("a"));
+            // A replica larger than the core the pods being deleted leave waits for them.
+            let mut pods = bound.clone();
+            pods.push(web_replica("web-2", "1500m", None, false));
+            let decisions = decide_with(
+                &nodes,
+                &pods,
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+                judging,
+                &mut Memory::default(),
+            );
+            assert_eq!(bound_to(&decisions, "web-2"), None);
+            let message = message_for(&decisions, "web-2").unwrap_or_default();
+            assert!(message.contains("Insufficient cpu"), "{message}");
+        }
+
+        // Required anti-affinity against a pod being deleted keeps a pod off its node.
+        let mut avoids: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "avoids", "namespace": "default", "labels": {"app": "other"}},
+            "spec": {"containers": [{"name": "c", "image": "pause"}],
+                     "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}}}
+        }))
+        .unwrap();
+        avoids.spec.as_mut().unwrap().node_name = None;
+        let mut pods = bound.clone();
+        pods.push(avoids);
+        let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
+        assert_eq!(bound_to(&decisions, "avoids"), None);
     }
 
     #[test]

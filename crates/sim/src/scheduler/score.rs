@@ -62,16 +62,25 @@ fn reverse_normalized(raw: &[f64]) -> Vec<f64> {
 }
 
 /// For each node, how many pods that `counted` accepts run in the node's domain of
-/// `topology_key` (None for a node without that label), and how many domains there are.
+/// `topology_key` (None for a node without that label), and how many domains there are; pods
+/// being deleted are counted `with_terminating` (kube-scheduler's PodTopologySpread skips them,
+/// its InterPodAffinity does not).
 fn per_domain(
     nodes: &[Scorable<'_>],
     topology_key: &str,
+    with_terminating: bool,
     counted: impl Fn(&SimPod) -> bool,
 ) -> (Vec<Option<usize>>, usize) {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for scorable in nodes {
         if let Some(domain) = scorable.node.labels.get(topology_key) {
-            let matching = scorable.node.pods.iter().filter(|p| counted(p)).count();
+            let terminating = if with_terminating {
+                scorable.node.terminating.as_slice()
+            } else {
+                &[]
+            };
+            let pods = scorable.node.pods.iter().chain(terminating);
+            let matching = pods.filter(|p| counted(p)).count();
             *counts.entry(domain.as_str()).or_default() += matching;
         }
     }
@@ -99,7 +108,7 @@ fn topology_spread(nodes: &[Scorable<'_>], pod: &SimPod) -> Vec<f64> {
         let Some(selector) = &spread.selector else {
             continue;
         };
-        let (counts, domains) = per_domain(nodes, &spread.topology_key, |p| {
+        let (counts, domains) = per_domain(nodes, &spread.topology_key, false, |p| {
             p.constraints.namespace == pod.constraints.namespace
                 && selector.matches_labels(&p.constraints.labels)
         });
@@ -198,7 +207,7 @@ fn inter_pod_affinity(
         let Some(selector) = &term.selector else {
             continue;
         };
-        let (counts, _) = per_domain(nodes, &term.topology_key, |p| {
+        let (counts, _) = per_domain(nodes, &term.topology_key, true, |p| {
             term_namespace(
                 term,
                 &constraints.namespace,
