@@ -85,8 +85,8 @@ impl ResourceTable {
     pub fn dense_limits(&self, r: &Resources) -> Dense {
         let mut out = vec![i64::MAX; self.names.len()];
         for (name, value) in &r.0 {
-            if let Some(i) = self.index.get(name) {
-                out[*i] = *value;
+            if let Some(i) = self.position(name) {
+                out[i] = *value;
             }
         }
         out

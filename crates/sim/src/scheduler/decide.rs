@@ -1725,14 +1725,13 @@ mod tests {
         }
 
         // Required anti-affinity against a pod being deleted keeps a pod off its node.
-        let mut avoids: Pod = serde_json::from_value(json!({
+        let avoids: Pod = serde_json::from_value(json!({
             "metadata": {"name": "avoids", "namespace": "default", "labels": {"app": "other"}},
             "spec": {"containers": [{"name": "c", "image": "pause"}],
                      "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                         {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}}}]}}}
         }))
         .unwrap();
-        avoids.spec.as_mut().unwrap().node_name = None;
         let mut pods = bound.clone();
         pods.push(avoids);
         let decisions = decide(&nodes, &pods, &BTreeMap::new(), &BTreeMap::new());
