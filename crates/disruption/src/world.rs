@@ -6,8 +6,8 @@
 use crate::candidate::{Blocked, NodeView};
 use driftwood_api::wellknown::TAINT_DISRUPTED_KEY;
 use driftwood_scheduling::{
-    ExistingNode, PoolCache, SimPod, SimulationInput, SimulationResult, Taint, TaintEffect,
-    schedule, schedule_cached,
+    ExistingNode, PoolCache, Removals, SimPod, SimulationInput, SimulationResult, Taint,
+    TaintEffect, schedule, schedule_cached,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,44 +75,79 @@ impl PassWorld {
     /// Simulates removing the nodes at `candidates` (positions) at once: their movable pods are
     /// placed on the nodes that can receive pods or on new NodeClaims. Nothing is applied.
     pub fn simulate_removal(&mut self, candidates: &[usize]) -> Result<SimulationResult, Blocked> {
+        self.simulations().simulate_removal(candidates)
+    }
+
+    /// The simulations of removing one set of candidates after another from this world
+    /// ([`Simulations`]).
+    pub fn simulations(&mut self) -> Simulations<'_> {
         // The reduced world is built by cloning every node in it (pods and all): worth it only
         // when it leaves out many nodes. When most nodes can receive pods (a settled fleet),
-        // the whole world, marked in place, is cheaper — a profile of a 5,000-node pass spent
-        // about 40% cloning and dropping the reduced worlds' nodes.
+        // the whole world is cheaper — a profile of a 5,000-node pass spent about 40% cloning
+        // and dropping the reduced worlds' nodes.
         let targets = self
             .world
             .existing_nodes
             .iter()
             .filter(|n| is_target(n))
             .count();
-        let reduce = self.independent && targets * 2 < self.world.existing_nodes.len();
-        let result = if reduce {
-            // Only the candidates and the nodes that can receive pods affect the outcome.
-            let reduced: Vec<ExistingNode> = self
-                .world
-                .existing_nodes
-                .iter()
-                .enumerate()
-                .filter(|(j, n)| candidates.contains(j) || is_target(n))
-                .map(|(j, n)| {
-                    let mut n = n.clone();
-                    n.going_away = candidates.contains(&j);
-                    n
-                })
-                .collect();
-            let whole = std::mem::replace(&mut self.world.existing_nodes, reduced);
-            let result = schedule_cached(&self.world, &mut self.pools);
-            self.world.existing_nodes = whole;
-            result
-        } else {
-            for &i in candidates {
-                self.world.existing_nodes[i].going_away = true;
+        if self.independent && targets * 2 < self.world.existing_nodes.len() {
+            return Simulations::Reduced(self);
+        }
+        let PassWorld { world, pools, .. } = self;
+        Simulations::Whole {
+            removals: Removals::new(world),
+            pools,
+        }
+    }
+}
+
+/// The simulations of removing one set of candidates after another from a pass's world
+/// ([`PassWorld::simulations`]).
+pub enum Simulations<'w> {
+    /// No pod depends on another and most nodes cannot receive pods: each simulation sees only
+    /// its candidates and the nodes that can receive pods.
+    Reduced(&'w mut PassWorld),
+    /// Each simulation sees the whole world, whose bound pods are read once for all of them.
+    Whole {
+        removals: Removals<'w>,
+        pools: &'w mut PoolCache,
+    },
+}
+
+impl Simulations<'_> {
+    /// The world the candidates are removed from.
+    pub fn world(&self) -> &SimulationInput {
+        match self {
+            Self::Reduced(pass) => &pass.world,
+            Self::Whole { removals, .. } => removals.input(),
+        }
+    }
+
+    /// Simulates removing the nodes at `candidates` (positions) at once: their movable pods are
+    /// placed on the nodes that can receive pods or on new NodeClaims. Nothing is applied.
+    pub fn simulate_removal(&mut self, candidates: &[usize]) -> Result<SimulationResult, Blocked> {
+        let result = match self {
+            Self::Reduced(pass) => {
+                // Only the candidates and the nodes that can receive pods affect the outcome.
+                let reduced: Vec<ExistingNode> = pass
+                    .world
+                    .existing_nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, n)| candidates.contains(j) || is_target(n))
+                    .map(|(j, n)| {
+                        let mut n = n.clone();
+                        n.going_away = candidates.contains(&j);
+                        n
+                    })
+                    .collect();
+                let whole = std::mem::replace(&mut pass.world.existing_nodes, reduced);
+                let result = schedule_cached(&pass.world, &mut pass.pools);
+                pass.world.existing_nodes = whole;
+                result
             }
-            let result = schedule_cached(&self.world, &mut self.pools);
-            for &i in candidates {
-                self.world.existing_nodes[i].going_away = false;
-            }
-            result
+            Self::Whole { removals, pools } => removals.simulate(candidates, pools),
         };
         result.map_err(|e| Blocked::Simulation {
             error: e.to_string(),

@@ -44,7 +44,7 @@ pub mod taints;
 pub mod testkit;
 
 pub use engine::{
-    FLEXIBLE_ZONE, NO_ZONE, PoolCache, SolveProgress, packing_efficiency, schedule,
+    FLEXIBLE_ZONE, NO_ZONE, PoolCache, Removals, SolveProgress, packing_efficiency, schedule,
     schedule_cached, schedule_observed,
 };
 pub use instance_type::{InstanceType, Offering, Overhead};

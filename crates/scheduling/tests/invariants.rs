@@ -9,8 +9,8 @@ use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 use driftwood_scheduling::pod::{HostPort, NamespaceSelection, PodAffinityTerm, TopologySpread};
 use driftwood_scheduling::testkit::{GIB, MIB, instance_type, labels, nodepool, pod};
 use driftwood_scheduling::{
-    ExistingNode, NodePoolSpec, Requirements, Resources, SimPod, SimulationInput, Taint,
-    TaintEffect, Toleration, schedule,
+    ExistingNode, NodePoolSpec, PoolCache, Removals, Requirements, Resources, Shared, SimPod,
+    SimulationInput, Taint, TaintEffect, Toleration, schedule,
 };
 use proptest::prelude::*;
 
@@ -421,5 +421,98 @@ proptest! {
             r.unschedulable.iter().map(|u| u.pod.clone()).collect()
         };
         prop_assert_eq!(keys(&a), keys(&b));
+    }
+}
+
+/// Receiving nodes (no taint), each with bound pods of the generated shapes, some being
+/// deleted. Pods of one app and shape carry one shared copy of their constraints, as the
+/// controller's cache shares a workload's.
+fn shared_nodes(spec: &[(usize, Vec<BoundPod>)]) -> Vec<ExistingNode> {
+    let mut copies: BTreeMap<String, Shared<driftwood_scheduling::PodConstraints>> =
+        BTreeMap::new();
+    let mut share = |app: usize, c: &Constraint, mut p: SimPod| {
+        let copy = copies
+            .entry(format!("{app}/{c:?}"))
+            .or_insert_with(|| p.constraints.clone());
+        p.constraints = copy.clone();
+        p
+    };
+    spec.iter()
+        .enumerate()
+        .map(|(i, (zone, pods))| {
+            let name = format!("s{i}");
+            let mut node = ExistingNode {
+                name: name.clone(),
+                labels: labels(&[(LABEL_HOSTNAME, &name), (LABEL_TOPOLOGY_ZONE, ZONES[*zone])]),
+                allocatable: Resources::from_milli([
+                    ("cpu", 4_000),
+                    ("memory", 8 * GIB * 1000),
+                    ("pods", 110_000),
+                ]),
+                initialized: true,
+                ..ExistingNode::default()
+            };
+            for (b, (app, c, terminating)) in pods.iter().enumerate() {
+                let mut p = build_pod(b, 700, 900, *app, c);
+                p.key = format!("bound/{name}-{b}");
+                let p = share(*app, c, p);
+                if *terminating {
+                    node.terminating.push(p);
+                } else {
+                    node.pods.push(p);
+                }
+            }
+            node
+        })
+        .collect()
+}
+
+/// `input` with every pod's constraints copied apart (no two pods share a copy).
+fn unshared(input: &SimulationInput) -> SimulationInput {
+    let mut out = input.clone();
+    for n in &mut out.existing_nodes {
+        for p in n.pods.iter_mut().chain(n.terminating.iter_mut()) {
+            p.constraints = Shared::new((*p.constraints).clone());
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The simulations of one world's removals (a consolidation pass trying its candidates one
+    /// by one, and some at once) each come out as the world with those nodes marked going away
+    /// simulated afresh, whatever was simulated before them; and pods sharing one copy of
+    /// their constraints come out as pods with copies of their own.
+    #[test]
+    fn removals_from_one_world_match_each_world_simulated_afresh(
+        mut input in arb_input(),
+        nodes in prop::collection::vec(
+            (0usize..3, prop::collection::vec((0usize..2, arb_constraint(), any::<bool>()), 0..7)),
+            1..7,
+        ),
+        pairs in prop::collection::vec((0usize..12, 0usize..12), 0..3),
+        terminating_counted_for_affinity in any::<bool>(),
+    ) {
+        input.options.terminating_pods_count_for_pod_affinity = terminating_counted_for_affinity;
+        input.existing_nodes.extend(shared_nodes(&nodes));
+        let count = input.existing_nodes.len();
+        let mut sets: Vec<Vec<usize>> = (0..count).map(|i| vec![i]).collect();
+        sets.extend(pairs.iter().map(|(a, b)| vec![a % count, b % count]));
+        sets.push(Vec::new());
+        let removals = Removals::new(&input);
+        let mut cache = PoolCache::default();
+        for leaving in &sets {
+            let mut marked = input.clone();
+            for &i in leaving {
+                marked.existing_nodes[i].going_away = true;
+            }
+            let afresh = schedule(&marked);
+            let reused = removals.simulate(leaving, &mut cache);
+            prop_assert_eq!(&reused, &afresh, "removing {:?}", leaving);
+            let apart = schedule(&unshared(&marked));
+            prop_assert_eq!(&apart, &afresh, "removing {:?}, constraints copied apart", leaving);
+        }
     }
 }

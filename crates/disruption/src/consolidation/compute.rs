@@ -5,7 +5,7 @@
 
 use super::candidates::Candidate;
 use super::price::{keep_cheaper_than, launch_price, min_types_for_min_values, priced_options};
-use crate::world::PassWorld;
+use crate::world::Simulations;
 use driftwood_api::wellknown::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_CAPACITY_TYPE};
 use driftwood_scheduling::{NewNodeClaim, Requirement};
 
@@ -31,12 +31,12 @@ impl Computed {
 
 /// Consolidates `candidates` together, or says why not (the Unconsolidatable message).
 pub fn compute(
-    world: &mut PassWorld,
+    sims: &mut Simulations<'_>,
     candidates: &[&Candidate<'_>],
     spot_to_spot: bool,
 ) -> Result<Computed, String> {
     let positions: Vec<usize> = candidates.iter().map(|c| c.position).collect();
-    let result = world
+    let result = sims
         .simulate_removal(&positions)
         .map_err(|b| b.to_string())?;
     if !result.unschedulable.is_empty() {
@@ -63,8 +63,8 @@ pub fn compute(
         ));
     }
     let mut claim = claims.remove(0);
-    let Some(pool) = world
-        .world
+    let Some(pool) = sims
+        .world()
         .nodepools
         .iter()
         .find(|p| p.name == claim.nodepool)

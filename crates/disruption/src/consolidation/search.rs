@@ -11,7 +11,7 @@ use super::{
 };
 use crate::world::PassWorld;
 use driftwood_api::wellknown::LABEL_HOSTNAME;
-use driftwood_scheduling::{PodConstraints, Resources, Shared, Taint};
+use driftwood_scheduling::{PodConstraints, Resources, Shared, SimulationInput, Taint};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Multi-node consolidation looks at no more than this many candidates at once (Karpenter's
@@ -53,6 +53,7 @@ pub fn plan_multi_node(
         unconsolidatable,
     } = prepare(input, Method::MultiNode);
     let pool_totals = totals(nodes, &world);
+    let mut sims = world.simulations();
     sort_by_value(&mut candidates);
     let eligible = candidates.len();
     let mut allowed = allowance(&budgets);
@@ -98,9 +99,9 @@ pub fn plan_multi_node(
         }
         let mid = (lo + hi) / 2;
         let prefix = &within[..=mid];
-        let valid = compute(&mut world, prefix, spot_to_spot)
+        let valid = compute(&mut sims, prefix, spot_to_spot)
             .ok()
-            .and_then(|computed| keep_distinct_from(computed, prefix, &world))
+            .and_then(|computed| keep_distinct_from(computed, prefix, sims.world()))
             .and_then(|computed| {
                 let scored = ScoredMove::new(
                     MoveKind::Multi,
@@ -137,7 +138,7 @@ pub fn plan_multi_node(
 fn keep_distinct_from(
     mut computed: Computed,
     candidates: &[&Candidate<'_>],
-    world: &PassWorld,
+    world: &SimulationInput,
 ) -> Option<Computed> {
     let Some(replacement) = computed.replacement.as_mut() else {
         return Some(computed);
@@ -160,7 +161,6 @@ fn keep_distinct_from(
         .map(|t| price_of.get(t.as_str()).copied().unwrap_or(0.0))
         .fold(f64::MAX, f64::min);
     let pool = world
-        .world
         .nodepools
         .iter()
         .find(|p| p.name == replacement.nodepool)?;
@@ -200,6 +200,8 @@ pub(super) fn single_node(
         unconsolidatable,
     } = prepare(input, Method::SingleNode);
     let pool_totals = totals(nodes, &world);
+    let memoize = memoize && world.independent;
+    let mut sims = world.simulations();
     sort_by_value(&mut candidates);
     let ordered = interleave(&candidates, unseen_first);
     let mut unseen: BTreeSet<String> = ordered.iter().map(|c| c.view.nodepool.clone()).collect();
@@ -225,8 +227,8 @@ pub(super) fn single_node(
         if !can_pass(candidate, &pool_totals) {
             continue;
         }
-        let shape = (memoize && world.independent)
-            .then(|| node_shape(&world, candidate))
+        let shape = memoize
+            .then(|| node_shape(sims.world(), candidate))
             .flatten();
         if let Some((first, why)) = shape.as_ref().and_then(|s| failed.get(s)) {
             outcome.unconsolidatable.push((
@@ -235,7 +237,7 @@ pub(super) fn single_node(
             ));
             continue;
         }
-        let computed = match compute(&mut world, &[candidate], spot_to_spot) {
+        let computed = match compute(&mut sims, &[candidate], spot_to_spot) {
             Ok(computed) => computed,
             Err(why) => {
                 if let Some(shape) = shape {
@@ -278,8 +280,8 @@ type NodeShape = (
 );
 
 /// `candidate`'s shape, or None when a pod names a hostname (then no two nodes are alike).
-fn node_shape(world: &PassWorld, candidate: &Candidate<'_>) -> Option<NodeShape> {
-    let node = &world.world.existing_nodes[candidate.position];
+fn node_shape(world: &SimulationInput, candidate: &Candidate<'_>) -> Option<NodeShape> {
+    let node = &world.existing_nodes[candidate.position];
     let mut pods = Vec::new();
     for pod in node.pods.iter().filter(|p| !p.is_daemonset) {
         let c = &pod.constraints;

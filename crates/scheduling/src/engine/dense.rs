@@ -71,11 +71,13 @@ impl ResourceTable {
         out
     }
 
-    /// Adds `r` to the dense `sum` (names missing from the table are dropped), without
-    /// building its dense form.
-    pub fn add_to_dense(&self, sum: &mut [i64], r: &Resources) {
-        for (name, value) in &r.0 {
-            if let Some(slot) = self.position(name).and_then(|i| sum.get_mut(i)) {
+    /// Adds `r` to the dense `sum` (names missing from the table are dropped).
+    pub fn add_split(&self, sum: &mut [i64], r: &SplitResources<'_>) {
+        for (slot, value) in sum.iter_mut().zip(r.first) {
+            *slot = slot.saturating_add(value);
+        }
+        for (name, value) in &r.others {
+            if let Some(slot) = self.index.get(*name).and_then(|i| sum.get_mut(*i)) {
                 *slot = slot.saturating_add(*value);
             }
         }
@@ -115,6 +117,41 @@ impl ResourceTable {
     /// Resource name at position `i`.
     pub fn name(&self, i: usize) -> &str {
         self.names.get(i).map_or("", String::as_str)
+    }
+}
+
+/// A resource list split for adding into dense vectors many times: cpu, memory and pods by
+/// their fixed positions, the other names as given.
+#[derive(Debug, Clone, Default)]
+pub struct SplitResources<'a> {
+    pub first: [i64; 3],
+    pub others: Vec<(&'a str, i64)>,
+}
+
+impl<'a> SplitResources<'a> {
+    /// Adds `value` of `name` (saturating, as dense sums are).
+    pub fn add(&mut self, name: &'a str, value: i64) {
+        let slot = match FIRST.iter().position(|first| *first == name) {
+            Some(i) => &mut self.first[i],
+            None => match self.others.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, sum)) => sum,
+                None => {
+                    self.others.push((name, 0));
+                    let last = self.others.len() - 1;
+                    &mut self.others[last].1
+                }
+            },
+        };
+        *slot = slot.saturating_add(value);
+    }
+
+    /// `r`, split.
+    pub fn of(r: &'a Resources) -> Self {
+        let mut out = Self::default();
+        for (name, value) in &r.0 {
+            out.add(name, *value);
+        }
+        out
     }
 }
 

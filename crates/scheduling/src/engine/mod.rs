@@ -2,6 +2,7 @@
 //! from the NodePools, first fit in a deterministic order, with per-class cursors so that bins
 //! known to reject a class are not looked at again.
 
+mod bound;
 mod dense;
 mod effective_zone;
 mod explain;
@@ -26,6 +27,8 @@ use crate::pod::{PodConstraints, SimPod};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::{CPU, MEMORY, Resources};
 
+use bound::BoundNodes;
+pub use bound::Removals;
 use dense::{Dense, ResourceTable, add_into, fits, sub_into};
 pub use effective_zone::{FLEXIBLE_ZONE, NO_ZONE};
 use labels::LabelKeys;
@@ -127,7 +130,6 @@ struct Engine<'a> {
     cursor_size: HashMap<(u32, u32), usize>,
     pool_cache: HashMap<(u32, usize), PoolStatics>,
     placed_on: Vec<Option<usize>>,
-    claim_count: usize,
 }
 
 /// Runs the simulation. Same input, same output.
@@ -183,10 +185,8 @@ pub fn schedule_cached(
         let watch = observer.started();
         return schedule_observed(input, cache, watch.progress());
     }
-    // Nobody watches: the effective-zone counts are skipped.
-    let mut engine = Engine::new(input, cache)?;
-    engine.run(&SolveProgress::default());
-    Ok(engine.result())
+    let gone: Vec<bool> = input.existing_nodes.iter().map(|n| n.going_away).collect();
+    bound::solve(input, cache, &BoundNodes::of(input), &gone, None)
 }
 
 /// [`schedule_cached`], telling `progress` how many pods it has still to try as it goes (all
@@ -197,21 +197,8 @@ pub fn schedule_observed(
     cache: &mut PoolCache,
     progress: &SolveProgress,
 ) -> Result<SimulationResult, SimulationError> {
-    // Every pod to place waits while the NodePools are prepared: the given ones and the movable
-    // pods of the nodes going away.
-    let moving: usize = input
-        .existing_nodes
-        .iter()
-        .filter(|n| n.going_away)
-        .map(|n| n.pods.iter().filter(|p| !p.is_daemonset).count())
-        .sum();
-    progress.set_queue_depth(input.pods.len() + moving);
-    let mut engine = Engine::new(input, cache)?;
-    // As the topology stands before any pod is placed; told once the simulation is done.
-    let by_zone = engine.pending_by_effective_zone();
-    engine.run(progress);
-    progress.set_pending_by_effective_zone(by_zone);
-    Ok(engine.result())
+    let gone: Vec<bool> = input.existing_nodes.iter().map(|n| n.going_away).collect();
+    bound::solve(input, cache, &BoundNodes::of(input), &gone, Some(progress))
 }
 
 /// How a pod that stays where it is counts in the groups that select it.
@@ -250,7 +237,31 @@ fn pod_node_requirements(p: &SimPod) -> Requirements {
 }
 
 impl<'a> Engine<'a> {
-    fn new(input: &'a SimulationInput, cache: &mut PoolCache) -> Result<Self, SimulationError> {
+    /// The engine for `input` with the existing nodes `gone` says (by position) leaving, the
+    /// staying nodes' bound pods read from `bound` (folded from `input`).
+    fn new(
+        input: &'a SimulationInput,
+        cache: &mut PoolCache,
+        bound: &BoundNodes<'_>,
+        gone: &[bool],
+    ) -> Result<Self, SimulationError> {
+        let staying = || {
+            input
+                .existing_nodes
+                .iter()
+                .zip(bound.nodes.iter())
+                .zip(gone)
+                .filter(|(_, gone)| !**gone)
+                .map(|(pair, _)| pair)
+        };
+        let leaving = || {
+            input
+                .existing_nodes
+                .iter()
+                .zip(gone)
+                .filter(|(_, gone)| **gone)
+                .map(|(n, _)| n)
+        };
         // Resource names (a catalog's found once per pass: `cache`).
         let catalogs: Vec<_> = input
             .nodepools
@@ -264,11 +275,8 @@ impl<'a> Engine<'a> {
         let mut lists: Vec<&Resources> = Vec::new();
         lists.extend(input.pods.iter().map(|p| p.requests.as_ref()));
         lists.extend(input.daemonsets.iter().map(|p| p.requests.as_ref()));
-        for n in &input.existing_nodes {
-            lists.push(&n.allocatable);
-            if n.going_away {
-                lists.extend(n.pods.iter().map(|p| p.requests.as_ref()));
-            }
+        for n in leaving() {
+            lists.extend(n.pods.iter().map(|p| p.requests.as_ref()));
         }
         for np in &input.nodepools {
             lists.extend(np.remaining_limits.iter());
@@ -277,6 +285,7 @@ impl<'a> Engine<'a> {
             lists
                 .iter()
                 .flat_map(|list| list.0.keys().map(String::as_str))
+                .chain(bound.allocatable_names.iter().copied())
                 .chain(
                     catalogs
                         .iter()
@@ -286,13 +295,12 @@ impl<'a> Engine<'a> {
 
         // Zones.
         let summaries: Vec<&NodeSummary> = input.summaries.iter().filter(|s| s.nodes > 0).collect();
-        let mut zone_names: BTreeSet<&str> = input
-            .existing_nodes
-            .iter()
-            .map(|n| &n.labels)
-            .chain(summaries.iter().map(|s| &s.labels))
-            .filter_map(|l| l.get(LABEL_TOPOLOGY_ZONE).map(String::as_str))
-            .collect();
+        let mut zone_names: BTreeSet<&str> = bound.zones.clone();
+        zone_names.extend(
+            summaries
+                .iter()
+                .filter_map(|s| s.labels.get(LABEL_TOPOLOGY_ZONE).map(String::as_str)),
+        );
         for names in &catalogs {
             zone_names.extend(names.zones.iter().map(String::as_str));
         }
@@ -306,7 +314,7 @@ impl<'a> Engine<'a> {
 
         // Pods to place: the given ones plus the movable pods of nodes going away.
         let mut to_place: Vec<&SimPod> = input.pods.iter().collect();
-        for n in input.existing_nodes.iter().filter(|n| n.going_away) {
+        for n in leaving() {
             to_place.extend(n.pods.iter().filter(|p| !p.is_daemonset));
         }
 
@@ -330,14 +338,24 @@ impl<'a> Engine<'a> {
         // ones first, then the summaries).
         let mut distinct: Vec<&PodConstraints> = Vec::new();
         let mut seen: HashSet<usize> = HashSet::new();
-        let bound = input
-            .existing_nodes
-            .iter()
-            .filter(|n| !n.going_away)
-            .flat_map(|n| n.pods.iter().chain(&n.terminating));
-        for p in to_place.iter().copied().chain(bound) {
+        for p in &to_place {
             if seen.insert(p.constraints.address()) {
                 distinct.push(&p.constraints);
+            }
+        }
+        // The staying nodes' shared copies by their number: each looked up once.
+        let mut seen_bound = vec![false; bound.distinct];
+        for (_, folded) in staying() {
+            for f in &folded.constraints {
+                let Some(first) = seen_bound.get_mut(f.id as usize) else {
+                    continue;
+                };
+                if !*first {
+                    *first = true;
+                    if seen.insert(f.constraints.address()) {
+                        distinct.push(f.constraints);
+                    }
+                }
             }
         }
         distinct.extend(summaries.iter().flat_map(|s| {
@@ -347,11 +365,8 @@ impl<'a> Engine<'a> {
                 .filter(|(_, n)| *n > 0)
                 .map(|(c, _)| c)
         }));
-        let staying_labels: Vec<&BTreeMap<String, String>> = input
-            .existing_nodes
-            .iter()
-            .filter(|n| !n.going_away)
-            .map(|n| &n.labels)
+        let staying_labels: Vec<&BTreeMap<String, String>> = staying()
+            .map(|(n, _)| &n.labels)
             .chain(summaries.iter().map(|s| &s.labels))
             .collect();
         let labels = LabelKeys::new(
@@ -377,12 +392,21 @@ impl<'a> Engine<'a> {
                 req_class,
             });
         }
-        // Each staying node's pods' classes, then its terminating pods' (the same for each
-        // summary, with their counts).
+        // Each staying node's pods' classes, with how many of its pods run and how many are
+        // being deleted (the same for each summary, with their counts).
         let mut bound_classes = Vec::new();
-        for n in input.existing_nodes.iter().filter(|n| !n.going_away) {
-            for p in n.pods.iter().chain(&n.terminating) {
-                bound_classes.push(catalog.class_of_shared(&p.constraints));
+        let mut class_of_id = vec![u32::MAX; bound.distinct];
+        for (_, folded) in staying() {
+            for f in &folded.constraints {
+                let class = match class_of_id.get_mut(f.id as usize) {
+                    Some(known) if *known != u32::MAX => *known,
+                    Some(unknown) => {
+                        *unknown = catalog.class_of_shared(f.constraints);
+                        *unknown
+                    }
+                    None => catalog.class_of_shared(f.constraints),
+                };
+                bound_classes.push((class, f.running, f.terminating));
             }
         }
         let mut summary_classes = Vec::new();
@@ -419,10 +443,13 @@ impl<'a> Engine<'a> {
         }
 
         let mut zone_universe = 0;
-        for labels in &staying_labels {
-            if let Some(z) = labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| zones.get(z)) {
-                zone_universe |= bit(z);
-            }
+        let staying_zones = staying().filter_map(|(_, folded)| folded.zone).chain(
+            summaries
+                .iter()
+                .filter_map(|s| s.labels.get(LABEL_TOPOLOGY_ZONE).map(String::as_str)),
+        );
+        for z in staying_zones.filter_map(|z| zones.get(z)) {
+            zone_universe |= bit(z);
         }
         for pool in pools.iter() {
             zone_universe |= pool.zone_mask;
@@ -446,46 +473,67 @@ impl<'a> Engine<'a> {
             cursor_size: HashMap::new(),
             pool_cache: HashMap::new(),
             placed_on: Vec::new(),
-            claim_count: 0,
         };
         engine.placed_on = vec![None; engine.queue.len()];
-        engine.add_existing_bins(&bound_classes);
+        engine.add_existing_bins(bound, gone, &bound_classes);
         engine.count_summaries(&summaries, &summary_classes);
         Ok(engine)
     }
 
-    fn add_existing_bins(&mut self, bound_classes: &[u32]) {
-        let mut bound = bound_classes.iter();
+    /// Adds a bin for each staying node, with its bound pods' requests, host ports and
+    /// topology counts (`bound_classes`: each staying node's distinct constraints' classes
+    /// with their running and terminating counts, in order).
+    fn add_existing_bins(
+        &mut self,
+        bound: &BoundNodes<'_>,
+        gone: &[bool],
+        bound_classes: &[(u32, u32, u32)],
+    ) {
+        let mut at = 0;
         let terminating = Counted::terminating(&self.input.options);
-        for (ni, node) in self.input.existing_nodes.iter().enumerate() {
-            if node.going_away {
+        let dims = self.table.len();
+        self.bins.reserve(bound.nodes.len());
+        let nodes = self.input.existing_nodes.iter().zip(&bound.nodes).zip(gone);
+        for (ni, ((node, folded), gone)) in nodes.enumerate() {
+            if *gone {
                 continue;
             }
-            let zone = node
-                .labels
-                .get(LABEL_TOPOLOGY_ZONE)
-                .and_then(|z| self.zones.get(z));
+            let end = (at + folded.constraints.len()).min(bound_classes.len());
+            let classes = &bound_classes[at..end];
+            at = end;
+            // At most one entry per group a class counts in or owns.
+            let room: usize = classes
+                .iter()
+                .map(|(class, _, _)| {
+                    let c = &self.catalog.classes[*class as usize];
+                    c.member_of.len() + c.owner_of.len()
+                })
+                .sum();
             let mut bin = Bin {
                 kind: BinKind::Existing(ni),
-                name: node.name.clone(),
-                zone,
+                zone: folded.zone.and_then(|z| self.zones.get(z)),
                 labels: self.labels.decided_by_labels(&node.labels),
-                taints: node.effective_taints(),
-                alloc: self.table.dense(&node.allocatable),
-                used: vec![0; self.table.len()],
-                ports: Vec::new(),
-                topo: Vec::new(),
+                taints: folded.taints.clone(),
+                alloc: vec![0; dims],
+                used: vec![0; dims],
+                ports: folded.ports.clone(),
+                topo: Vec::with_capacity(room),
                 pods: Vec::new(),
                 closed: false,
             };
-            let pods = node.pods.iter().map(|p| (p, Counted::Running));
-            for (p, counted) in pods.chain(node.terminating.iter().map(|p| (p, terminating))) {
-                let class = bound.next().copied().unwrap_or(0);
-                self.table.add_to_dense(&mut bin.used, &p.requests);
-                bin.ports.extend(p.constraints.host_ports.iter().cloned());
-                Self::record_topology(&mut self.catalog, &mut bin, class, counted);
+            self.table.add_split(&mut bin.alloc, &folded.allocatable);
+            self.table.add_split(&mut bin.used, &folded.requests);
+            for &(class, running, terminating_count) in classes {
+                for (count, counted) in [
+                    (running, Counted::Running),
+                    (terminating_count, terminating),
+                ] {
+                    if count > 0 {
+                        Self::record_topology(&mut self.catalog, &mut bin, class, count, counted);
+                    }
+                }
             }
-            bin.closed = !fits(&self.suffix_min[0], &bin.headroom());
+            bin.closed = !bin.has_room_for(&self.suffix_min[0]);
             self.bins.push(bin);
         }
     }
@@ -548,21 +596,29 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn record_topology(catalog: &mut Catalog, bin: &mut Bin, class: u32, counted: Counted) {
+    /// Counts `count` pods of `class` on `bin`, in the groups that select them (as `counted`
+    /// allows) or are owned by them.
+    fn record_topology(
+        catalog: &mut Catalog,
+        bin: &mut Bin,
+        class: u32,
+        count: u32,
+        counted: Counted,
+    ) {
         // The bin's domain for a group's key: its zone, except for custom keys.
         let domain = |key: TopoKey| match key {
             TopoKey::Label(id) => bin.label_domain(id),
             TopoKey::Zone | TopoKey::Hostname => bin.zone,
         };
-        Self::count_in_groups(catalog, class, domain, 1, counted);
+        Self::count_in_groups(catalog, class, domain, count, counted);
         let c = &catalog.classes[class as usize];
         for g in &c.member_of {
             if counted.by(catalog.groups[*g as usize].key.kind) {
-                bin.topo_add(*g, 1, 0);
+                bin.topo_add(*g, count, 0);
             }
         }
         for g in &c.owner_of {
-            bin.topo_add(*g, 0, 1);
+            bin.topo_add(*g, 0, count);
         }
     }
 
@@ -669,11 +725,8 @@ impl<'a> Engine<'a> {
         let p = &self.pools[pool];
         // The pool types' `alloc` already excludes daemonsets: track only pod usage.
         let used = vec![0; dims];
-        self.claim_count += 1;
-        let name = format!("nodeclaim-{}-{}", p.name, self.claim_count);
         self.bins.push(Bin {
             kind: BinKind::Claim(Box::new(claim)),
-            name,
             zone,
             labels,
             taints: p.taints.clone(),
@@ -740,10 +793,11 @@ impl<'a> Engine<'a> {
             &mut self.catalog,
             &mut self.bins[b],
             class,
+            1,
             Counted::Running,
         );
         let bin = &mut self.bins[b];
-        bin.closed = !fits(&self.suffix_min[qi + 1], &bin.headroom());
+        bin.closed = !bin.has_room_for(&self.suffix_min[qi + 1]);
         self.placed_on[qi] = Some(b);
     }
 
@@ -754,10 +808,12 @@ impl<'a> Engine<'a> {
         for (qi, q) in self.queue.iter().enumerate() {
             match self.placed_on[qi] {
                 Some(b) => {
-                    if let BinKind::Existing(_) = self.bins[b].kind {
+                    if let BinKind::Existing(ni) = self.bins[b].kind
+                        && let Some(node) = self.input.existing_nodes.get(ni)
+                    {
                         out.existing_placements.push(ExistingPlacement {
                             pod: q.pod.key.clone(),
-                            node: self.bins[b].name.clone(),
+                            node: node.name.clone(),
                         });
                     }
                 }

@@ -282,7 +282,6 @@ pub enum BinKind {
 #[derive(Debug, Clone)]
 pub struct Bin {
     pub kind: BinKind,
-    pub name: String,
     /// Decided zone, if any.
     pub zone: Option<usize>,
     /// Decided domains of custom topology keys, as (key id, domain).
@@ -327,15 +326,15 @@ impl Bin {
         }
     }
 
-    /// Per-resource headroom: what the largest remaining type (claims) or the node has left.
-    pub fn headroom(&self) -> Dense {
+    /// Whether `need` fits in the bin's headroom, per resource: what the largest remaining type
+    /// (claims) or the node has left.
+    pub fn has_room_for(&self, need: &[i64]) -> bool {
         let cap = match &self.kind {
             BinKind::Existing(_) => &self.alloc,
             BinKind::Claim(c) => &c.max_alloc,
         };
-        cap.iter()
-            .zip(&self.used)
-            .map(|(c, u)| c.saturating_sub(*u))
-            .collect()
+        need.iter()
+            .zip(cap.iter().zip(&self.used))
+            .all(|(n, (c, u))| *n <= c.saturating_sub(*u))
     }
 }
