@@ -2,6 +2,7 @@
 //! host ports gathered — so that the simulations of one pass that keep a node read a few
 //! entries instead of going over its pods again ([`Removals`]).
 
+use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap};
 
 use driftwood_api::wellknown::LABEL_TOPOLOGY_ZONE;
@@ -11,20 +12,21 @@ use crate::pod::{HostPort, PodConstraints};
 use crate::shared::Shared;
 use crate::taints::Taint;
 
-use super::dense::SplitResources;
+use super::dense::{NumberedResources, ResourceNames, add_numbered};
 use super::{Engine, PoolCache, SolveProgress};
 
 /// One existing node's bound pods (running and being deleted), folded, with what the engine
 /// reads of the node itself.
 pub(super) struct BoundNode<'a> {
-    /// The pods' requests summed per name (saturating, as the engine adds them).
-    pub requests: SplitResources<'a>,
-    /// The node's allocatable.
-    pub allocatable: SplitResources<'a>,
+    /// The pods' requests summed per name (saturating, as the engine adds them), by the
+    /// numbers of [`BoundNodes::names`].
+    pub requests: NumberedResources,
+    /// The node's allocatable, numbered the same way.
+    pub allocatable: NumberedResources,
     /// The taints pods must tolerate now ([`ExistingNode::effective_taints`]).
     pub taints: Vec<Taint>,
-    /// The node's zone label.
-    pub zone: Option<&'a str>,
+    /// The node's zone label, by its place in [`BoundNodes::zones`].
+    pub zone: Option<usize>,
     /// The pods' host ports, in pod order (running pods, then those being deleted).
     pub ports: Vec<HostPort>,
     /// The pods' distinct shared constraints in order of first appearance (running pods, then
@@ -44,20 +46,32 @@ pub(super) struct FoldedConstraints<'a> {
 }
 
 impl<'a> BoundNode<'a> {
-    /// `node` folded, the shared constraints numbered in `ids` (by address).
-    fn of(node: &'a ExistingNode, ids: &mut HashMap<usize, u32>) -> Self {
+    /// `node` folded, its resource names numbered in `names`, its zone found in `zones`, the
+    /// shared constraints numbered in `ids` (by address).
+    fn of(
+        node: &'a ExistingNode,
+        names: &mut ResourceNames<'a>,
+        zones: &[&str],
+        ids: &mut HashMap<usize, u32>,
+    ) -> Self {
         let mut out = Self {
-            requests: SplitResources::default(),
-            allocatable: SplitResources::of(&node.allocatable),
+            requests: Vec::new(),
+            allocatable: Vec::new(),
             taints: node.effective_taints(),
-            zone: node.labels.get(LABEL_TOPOLOGY_ZONE).map(String::as_str),
+            zone: node
+                .labels
+                .get(LABEL_TOPOLOGY_ZONE)
+                .and_then(|z| zones.binary_search(&z.as_str()).ok()),
             ports: Vec::new(),
             constraints: Vec::new(),
         };
+        for (name, value) in &node.allocatable.0 {
+            add_numbered(&mut out.allocatable, names.id(name), *value);
+        }
         let running = node.pods.iter().map(|p| (p, true));
         for (pod, is_running) in running.chain(node.terminating.iter().map(|p| (p, false))) {
             for (name, value) in &pod.requests.0 {
-                out.requests.add(name, *value);
+                add_numbered(&mut out.requests, names.id(name), *value);
             }
             out.ports.extend(pod.constraints.host_ports.iter().cloned());
             let address = pod.constraints.address();
@@ -90,15 +104,18 @@ impl<'a> BoundNode<'a> {
 }
 
 /// Every existing node of an input folded ([`BoundNode`]), with what the engine reads of all
-/// of them whichever stay: their allocatable resource names and their zones.
+/// of them whichever stay: their resource names and their zones.
 pub(super) struct BoundNodes<'a> {
     pub nodes: Vec<BoundNode<'a>>,
     /// How many distinct shared constraints the nodes' pods carry ([`FoldedConstraints::id`]).
     pub distinct: usize,
+    /// The resource names the nodes offer and their pods request, numbered.
+    pub names: ResourceNames<'a>,
     /// The names of every existing node's allocatable, each once.
     pub allocatable_names: Vec<&'a str>,
-    /// The zones of every existing node (leaving or not: the zone numbering counts them all).
-    pub zones: BTreeSet<&'a str>,
+    /// The zones of every existing node (leaving or not: the zone numbering counts them all),
+    /// in order.
+    pub zones: Vec<&'a str>,
 }
 
 impl<'a> BoundNodes<'a> {
@@ -115,15 +132,18 @@ impl<'a> BoundNodes<'a> {
                 zones.insert(z.as_str());
             }
         }
+        let zones: Vec<&str> = zones.into_iter().collect();
+        let mut names = ResourceNames::default();
         let mut ids = HashMap::new();
         let nodes = input
             .existing_nodes
             .iter()
-            .map(|n| BoundNode::of(n, &mut ids))
+            .map(|n| BoundNode::of(n, &mut names, &zones, &mut ids))
             .collect();
         Self {
             nodes,
             distinct: ids.len(),
+            names,
             allocatable_names,
             zones,
         }
@@ -136,16 +156,17 @@ impl<'a> BoundNodes<'a> {
 /// by one builds each simulation without going over every staying node's pods again.
 pub struct Removals<'a> {
     input: &'a SimulationInput,
-    bound: BoundNodes<'a>,
+    /// Folded at the first simulation (a pass may have nothing to simulate).
+    bound: OnceCell<BoundNodes<'a>>,
 }
 
 impl<'a> Removals<'a> {
-    /// Reads `input`'s bound pods once. Nodes already marked going away in `input` are gone in
-    /// every simulation.
+    /// The removals from `input`, whose bound pods are read once, at the first simulation.
+    /// Nodes already marked going away in `input` are gone in every simulation.
     pub fn new(input: &'a SimulationInput) -> Self {
         Self {
             input,
-            bound: BoundNodes::of(input),
+            bound: OnceCell::new(),
         }
     }
 
@@ -169,18 +190,13 @@ impl<'a> Removals<'a> {
             .enumerate()
             .map(|(i, n)| n.going_away || leaving.contains(&i))
             .collect();
+        let bound = self.bound.get_or_init(|| BoundNodes::of(self.input));
         match self.input.options.observer.0.as_deref() {
             Some(observer) => {
                 let watch = observer.started();
-                solve(
-                    self.input,
-                    cache,
-                    &self.bound,
-                    &gone,
-                    Some(watch.progress()),
-                )
+                solve(self.input, cache, bound, &gone, Some(watch.progress()))
             }
-            None => solve(self.input, cache, &self.bound, &gone, None),
+            None => solve(self.input, cache, bound, &gone, None),
         }
     }
 }

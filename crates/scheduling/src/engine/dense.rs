@@ -71,18 +71,6 @@ impl ResourceTable {
         out
     }
 
-    /// Adds `r` to the dense `sum` (names missing from the table are dropped).
-    pub fn add_split(&self, sum: &mut [i64], r: &SplitResources<'_>) {
-        for (slot, value) in sum.iter_mut().zip(r.first) {
-            *slot = slot.saturating_add(value);
-        }
-        for (name, value) in &r.others {
-            if let Some(slot) = self.index.get(*name).and_then(|i| sum.get_mut(*i)) {
-                *slot = slot.saturating_add(*value);
-            }
-        }
-    }
-
     /// Dense form of a limit list: names absent from `r` are unlimited.
     pub fn dense_limits(&self, r: &Resources) -> Dense {
         let mut out = vec![i64::MAX; self.names.len()];
@@ -120,38 +108,61 @@ impl ResourceTable {
     }
 }
 
-/// A resource list split for adding into dense vectors many times: cpu, memory and pods by
-/// their fixed positions, the other names as given.
-#[derive(Debug, Clone, Default)]
-pub struct SplitResources<'a> {
-    pub first: [i64; 3],
-    pub others: Vec<(&'a str, i64)>,
+/// Resource names numbered once for the tables of many simulations: cpu, memory and pods 0, 1
+/// and 2 (as every table numbers them), the others from 3 in the order met.
+#[derive(Debug, Default)]
+pub struct ResourceNames<'a> {
+    others: Vec<&'a str>,
 }
 
-impl<'a> SplitResources<'a> {
-    /// Adds `value` of `name` (saturating, as dense sums are).
-    pub fn add(&mut self, name: &'a str, value: i64) {
-        let slot = match FIRST.iter().position(|first| *first == name) {
-            Some(i) => &mut self.first[i],
-            None => match self.others.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, sum)) => sum,
-                None => {
-                    self.others.push((name, 0));
-                    let last = self.others.len() - 1;
-                    &mut self.others[last].1
-                }
-            },
+impl<'a> ResourceNames<'a> {
+    /// The number of `name`, numbering it if new.
+    pub fn id(&mut self, name: &'a str) -> u32 {
+        if let Some(i) = FIRST.iter().position(|first| *first == name) {
+            return i as u32;
+        }
+        let at = match self.others.iter().position(|n| *n == name) {
+            Some(at) => at,
+            None => {
+                self.others.push(name);
+                self.others.len() - 1
+            }
         };
-        *slot = slot.saturating_add(value);
+        (FIRST.len() + at) as u32
     }
 
-    /// `r`, split.
-    pub fn of(r: &'a Resources) -> Self {
-        let mut out = Self::default();
-        for (name, value) in &r.0 {
-            out.add(name, *value);
+    /// Each numbered name's position in `table`, by number (None where the table lacks it).
+    pub fn positions(&self, table: &ResourceTable) -> Vec<Option<usize>> {
+        (0..FIRST.len())
+            .map(Some)
+            .chain(self.others.iter().map(|n| table.position(n)))
+            .collect()
+    }
+}
+
+/// A resource list by name number ([`ResourceNames`]), each number once.
+pub type NumberedResources = Vec<(u32, i64)>;
+
+/// Adds `value` of name number `id` to `list` (saturating, as dense sums are).
+pub fn add_numbered(list: &mut NumberedResources, id: u32, value: i64) {
+    match list.iter_mut().find(|(n, _)| *n == id) {
+        Some((_, sum)) => *sum = sum.saturating_add(value),
+        None => list.push((id, value)),
+    }
+}
+
+/// Adds `r` to the dense `sum`, `positions` giving each name number's position (names the
+/// table lacks are dropped).
+pub fn add_numbered_into(sum: &mut [i64], r: &[(u32, i64)], positions: &[Option<usize>]) {
+    for (id, value) in r {
+        if let Some(slot) = positions
+            .get(*id as usize)
+            .copied()
+            .flatten()
+            .and_then(|i| sum.get_mut(i))
+        {
+            *slot = slot.saturating_add(*value);
         }
-        out
     }
 }
 

@@ -29,7 +29,7 @@ use crate::resources::{CPU, MEMORY, Resources};
 
 use bound::BoundNodes;
 pub use bound::Removals;
-use dense::{Dense, ResourceTable, add_into, fits, sub_into};
+use dense::{Dense, ResourceTable, add_into, add_numbered_into, fits, sub_into};
 pub use effective_zone::{FLEXIBLE_ZONE, NO_ZONE};
 use labels::LabelKeys;
 pub use pool_cache::PoolCache;
@@ -295,7 +295,7 @@ impl<'a> Engine<'a> {
 
         // Zones.
         let summaries: Vec<&NodeSummary> = input.summaries.iter().filter(|s| s.nodes > 0).collect();
-        let mut zone_names: BTreeSet<&str> = bound.zones.clone();
+        let mut zone_names: BTreeSet<&str> = bound.zones.iter().copied().collect();
         zone_names.extend(
             summaries
                 .iter()
@@ -442,13 +442,17 @@ impl<'a> Engine<'a> {
                 .collect();
         }
 
+        // The existing nodes' zones by their place in `bound.zones`.
+        let node_zones: Vec<Option<usize>> = bound.zones.iter().map(|z| zones.get(z)).collect();
         let mut zone_universe = 0;
-        let staying_zones = staying().filter_map(|(_, folded)| folded.zone).chain(
-            summaries
-                .iter()
-                .filter_map(|s| s.labels.get(LABEL_TOPOLOGY_ZONE).map(String::as_str)),
-        );
-        for z in staying_zones.filter_map(|z| zones.get(z)) {
+        let staying_zones = staying()
+            .filter_map(|(_, folded)| node_zones.get(folded.zone?).copied().flatten())
+            .chain(
+                summaries
+                    .iter()
+                    .filter_map(|s| s.labels.get(LABEL_TOPOLOGY_ZONE).and_then(|z| zones.get(z))),
+            );
+        for z in staying_zones {
             zone_universe |= bit(z);
         }
         for pool in pools.iter() {
@@ -475,20 +479,23 @@ impl<'a> Engine<'a> {
             placed_on: Vec::new(),
         };
         engine.placed_on = vec![None; engine.queue.len()];
-        engine.add_existing_bins(bound, gone, &bound_classes);
+        engine.add_existing_bins(bound, gone, &bound_classes, &node_zones);
         engine.count_summaries(&summaries, &summary_classes);
         Ok(engine)
     }
 
     /// Adds a bin for each staying node, with its bound pods' requests, host ports and
     /// topology counts (`bound_classes`: each staying node's distinct constraints' classes
-    /// with their running and terminating counts, in order).
+    /// with their running and terminating counts, in order; `node_zones`: the zone of each
+    /// place in `bound.zones`).
     fn add_existing_bins(
         &mut self,
         bound: &BoundNodes<'_>,
         gone: &[bool],
         bound_classes: &[(u32, u32, u32)],
+        node_zones: &[Option<usize>],
     ) {
+        let positions = bound.names.positions(&self.table);
         let mut at = 0;
         let terminating = Counted::terminating(&self.input.options);
         let dims = self.table.len();
@@ -511,7 +518,9 @@ impl<'a> Engine<'a> {
                 .sum();
             let mut bin = Bin {
                 kind: BinKind::Existing(ni),
-                zone: folded.zone.and_then(|z| self.zones.get(z)),
+                zone: folded
+                    .zone
+                    .and_then(|z| node_zones.get(z).copied().flatten()),
                 labels: self.labels.decided_by_labels(&node.labels),
                 taints: folded.taints.clone(),
                 alloc: vec![0; dims],
@@ -521,8 +530,8 @@ impl<'a> Engine<'a> {
                 pods: Vec::new(),
                 closed: false,
             };
-            self.table.add_split(&mut bin.alloc, &folded.allocatable);
-            self.table.add_split(&mut bin.used, &folded.requests);
+            add_numbered_into(&mut bin.alloc, &folded.allocatable, &positions);
+            add_numbered_into(&mut bin.used, &folded.requests, &positions);
             for &(class, running, terminating_count) in classes {
                 for (count, counted) in [
                     (running, Counted::Running),
