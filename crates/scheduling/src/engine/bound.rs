@@ -47,12 +47,15 @@ pub(super) struct FoldedConstraints<'a> {
 
 impl<'a> BoundNode<'a> {
     /// `node` folded, its resource names numbered in `names`, its zone found in `zones`, the
-    /// shared constraints numbered in `ids` (by address).
+    /// shared constraints numbered in `ids` (by address; `seen[id]` is the last node, by its
+    /// `position`, that carried copy `id`, and where in that node's list).
     fn of(
         node: &'a ExistingNode,
+        position: usize,
         names: &mut ResourceNames<'a>,
         zones: &[&str],
         ids: &mut HashMap<usize, u32>,
+        seen: &mut Vec<(usize, usize)>,
     ) -> Self {
         let mut out = Self {
             requests: Vec::new(),
@@ -74,23 +77,24 @@ impl<'a> BoundNode<'a> {
                 add_numbered(&mut out.requests, names.id(name), *value);
             }
             out.ports.extend(pod.constraints.host_ports.iter().cloned());
-            let address = pod.constraints.address();
-            let at = match out
-                .constraints
-                .iter()
-                .position(|f| f.constraints.address() == address)
-            {
-                Some(at) => at,
-                None => {
-                    let next = ids.len() as u32;
+            let next = ids.len() as u32;
+            let id = *ids.entry(pod.constraints.address()).or_insert(next);
+            if id as usize == seen.len() {
+                seen.push((usize::MAX, 0));
+            }
+            let at = match seen.get_mut(id as usize) {
+                Some((last, at)) if *last == position => *at,
+                Some(slot) => {
                     out.constraints.push(FoldedConstraints {
                         constraints: &pod.constraints,
-                        id: *ids.entry(address).or_insert(next),
+                        id,
                         running: 0,
                         terminating: 0,
                     });
-                    out.constraints.len() - 1
+                    *slot = (position, out.constraints.len() - 1);
+                    slot.1
                 }
+                None => continue,
             };
             let entry = &mut out.constraints[at];
             if is_running {
@@ -135,10 +139,12 @@ impl<'a> BoundNodes<'a> {
         let zones: Vec<&str> = zones.into_iter().collect();
         let mut names = ResourceNames::default();
         let mut ids = HashMap::new();
+        let mut seen = Vec::new();
         let nodes = input
             .existing_nodes
             .iter()
-            .map(|n| BoundNode::of(n, &mut names, &zones, &mut ids))
+            .enumerate()
+            .map(|(i, n)| BoundNode::of(n, i, &mut names, &zones, &mut ids, &mut seen))
             .collect();
         Self {
             nodes,
