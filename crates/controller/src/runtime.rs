@@ -84,10 +84,18 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
         )),
         tokio::spawn(drive(
             ctx.clone(),
-            // Karpenter's nodepool.hash and nodeclass.hash.
+            // Karpenter's nodepool.hash and nodeclass.hash: woken by changes to the kinds it
+            // reads, never by pod events.
             for_(
                 "nodepool.hash",
-                spec("hash", Duration::from_secs(60), on_change(debounce)),
+                spec(
+                    "hash",
+                    Duration::from_secs(60),
+                    Wake::Signal {
+                        probe: Arc::new(hash::wake_signature),
+                        look_every: debounce,
+                    },
+                ),
             ),
             cancel.clone(),
             hash::pass,

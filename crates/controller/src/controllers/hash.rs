@@ -6,7 +6,7 @@
 use super::Outcome;
 use crate::api::modify;
 use crate::context::Context;
-use crate::state::Snapshot;
+use crate::state::{Kind, Snapshot};
 use driftwood_api::hash::{
     EC2NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION, TemplateHashes, ec2nodeclass_hashes,
     nodepool_hashes,
@@ -110,6 +110,16 @@ pub fn decide(snapshot: &Snapshot, cluster_ca_bundle: &str) -> Vec<Stamp> {
         }
     }
     stamps
+}
+
+/// What wakes the hash controller before its period: a change to a NodePool, an EC2NodeClass
+/// or a NodeClaim — the only kinds [`decide`] reads. O(1): during a rollout pods change many
+/// times a second, and a pass on each re-hashed every NodePool and walked every NodeClaim.
+pub fn wake_signature(snapshot: &Snapshot) -> Vec<u64> {
+    [Kind::NodePool, Kind::EC2NodeClass, Kind::NodeClaim]
+        .into_iter()
+        .map(|kind| snapshot.changes_of(kind))
+        .collect()
 }
 
 /// One pass: decide, then write each stamp as a patch.
@@ -276,6 +286,32 @@ mod tests {
             None,
         );
         assert!(stamped(&decide(&s, ""), Target::NodePool).is_empty());
+    }
+
+    /// The controller wakes for a NodePool, EC2NodeClass or NodeClaim change (a NodeClaim
+    /// adopted under another hash version is one), and not for pods, which it never reads.
+    #[test]
+    fn wakes_for_the_kinds_it_reads_and_not_for_pods() {
+        let mut s = snapshot(pool(json!({})), None);
+        let before = wake_signature(&s);
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n"}
+        }))
+        .unwrap();
+        s.apply("default/p".into(), Arc::new(pod));
+        assert_eq!(wake_signature(&s), before);
+        s.apply(
+            "default-abcde".into(),
+            claim(json!({ANNOTATION_NODEPOOL_HASH_VERSION: "v1"}), false),
+        );
+        assert_ne!(wake_signature(&s), before);
+        let with_claim = wake_signature(&s);
+        s.apply("default".into(), pool(json!({"changed": "yes"})));
+        assert_ne!(wake_signature(&s), with_claim);
+        let with_pool = wake_signature(&s);
+        s.apply("default".into(), class());
+        assert_ne!(wake_signature(&s), with_pool);
     }
 
     #[test]

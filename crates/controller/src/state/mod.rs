@@ -71,6 +71,11 @@ impl Kind {
         Kind::VolumeAttachment,
         Kind::PersistentVolumeClaim,
     ];
+
+    /// This kind's position in [`Kind::ALL`].
+    pub const fn position(self) -> usize {
+        self as usize
+    }
 }
 
 /// The shared, watch-fed store. Cheap to clone (an `Arc`).

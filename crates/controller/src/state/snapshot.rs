@@ -57,6 +57,10 @@ pub struct Snapshot {
     /// One copy of each distinct list of requests the cached pods' scheduling facts carry,
     /// with how many pods hold it.
     pub pod_requests: imbl::HashMap<Arc<Resources>, usize>,
+    /// How many changes (an object stored, replaced or removed) each kind has seen, by
+    /// [`Kind::position`]: a controller that reads only some kinds wakes when theirs move, in
+    /// O(1), not on every pod event.
+    pub changes: [u64; Kind::ALL.len()],
 }
 
 /// The pods on one node whose coming and going is a pod event: how many, and the wrapping sum
@@ -311,6 +315,7 @@ impl Snapshot {
     }
 
     fn apply_stored<K: Cached>(&mut self, key: ObjectKey, object: Arc<K::Stored>) {
+        self.changes[K::KIND.position()] += 1;
         let was_provisionable = self.provisionable_pods.contains(&key);
         let old = K::objects_mut(&mut self.store).insert(key.clone(), object.clone());
         if let Some(old) = old {
@@ -348,8 +353,15 @@ impl Snapshot {
     /// Forgets the object under `key` and its index entries.
     pub fn delete<K: Cached>(&mut self, key: &str) {
         if let Some(old) = K::objects_mut(&mut self.store).remove(key) {
+            self.changes[K::KIND.position()] += 1;
             K::index(self, key, &old, false);
         }
+    }
+
+    /// How many changes objects of `kind` have seen in this cache (stored, replaced, removed,
+    /// relisted): equal numbers, no change.
+    pub fn changes_of(&self, kind: Kind) -> u64 {
+        self.changes[kind.position()]
     }
 
     /// Replaces every object of kind `K` (after a relist).
@@ -369,6 +381,7 @@ impl Snapshot {
     }
 
     fn clear<K: Cached>(&mut self) {
+        self.changes[K::KIND.position()] += 1;
         let old = std::mem::take(K::objects_mut(&mut self.store));
         for (key, object) in &old {
             K::index(self, key, object, false);
@@ -629,6 +642,37 @@ mod tests {
         assert!(s.store.pods.is_empty());
         assert!(s.pod_constraints.is_empty() && s.pod_shapes.is_empty());
         assert!(s.pod_requests.is_empty());
+    }
+
+    /// Each kind counts its own changes: storing, replacing and removing an object moves its
+    /// kind's count and no other's; removing what is not there, or a relist, is counted as the
+    /// cache saw it.
+    #[test]
+    fn each_kind_counts_only_its_own_changes() {
+        assert!(
+            Kind::ALL
+                .iter()
+                .enumerate()
+                .all(|(at, kind)| kind.position() == at)
+        );
+        let mut s = Snapshot::default();
+        s.apply("default/p".into(), pod("p", Some("n1"), "Running"));
+        s.apply("default/p".into(), pod("p", Some("n1"), "Succeeded"));
+        assert_eq!(s.changes_of(Kind::Pod), 2);
+        assert_eq!(s.changes_of(Kind::NodeClaim), 0);
+        s.apply("c1".into(), claim("c1", "default", Some("aws:///z/i-1")));
+        assert_eq!(
+            (s.changes_of(Kind::Pod), s.changes_of(Kind::NodeClaim)),
+            (2, 1)
+        );
+        s.delete::<NodeClaim>("c1");
+        s.delete::<NodeClaim>("c1");
+        assert_eq!(s.changes_of(Kind::NodeClaim), 2);
+        s.delete::<Pod>("default/p");
+        assert_eq!(s.changes_of(Kind::Pod), 3);
+        s.reset::<NodeClaim>(Objects::default());
+        assert_eq!(s.changes_of(Kind::NodeClaim), 3);
+        assert_eq!(s.changes_of(Kind::Node), 0);
     }
 
     /// Instances are found by the ID an interruption message names; a NodeClaim being deleted

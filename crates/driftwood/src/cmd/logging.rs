@@ -33,8 +33,11 @@ pub fn init(format: LogFormat, level: &str) {
         format!("{level},kube=warn,hyper=warn,tower=warn")
     };
     let filter = EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only on a terminal: a log redirected to a file or read by `kubectl logs` would
+    // carry the escape codes.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Json => builder.event_format(KarpenterJson).try_init(),

@@ -646,13 +646,14 @@ fn kustomization_renders_the_controller_deployment() {
 
 /// Starts `driftwood sim serve` with `extra` arguments, writing its kubeconfig to `kubeconfig`.
 pub fn sim_serve(kubeconfig: &Path, extra: &[&str]) -> Server {
+    let log = std::fs::File::create(sim_serve_log(kubeconfig)).expect("sim serve's log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_driftwood"))
-        .args(["sim", "serve", "--port", "0", "--log-level", "warn"])
+        .args(["sim", "serve", "--port", "0", "--log-level", "info"])
         .args(extra)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("sim serve starts");
     let stdout = child.stdout.take().unwrap();
@@ -665,6 +666,12 @@ pub fn sim_serve(kubeconfig: &Path, extra: &[&str]) -> Server {
         .expect("export line");
     std::thread::spawn(move || lines.for_each(drop));
     server
+}
+
+/// Where [`sim_serve`] writes the server's log (info level): beside `kubeconfig`, for a failing
+/// test to show.
+pub fn sim_serve_log(kubeconfig: &Path) -> std::path::PathBuf {
+    kubeconfig.with_file_name("sim-serve.log")
 }
 
 #[test]

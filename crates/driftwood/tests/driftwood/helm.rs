@@ -6,7 +6,7 @@
 //! server-side apply), with the installed controller's pods Running on nodes driftwood launched.
 
 use super::blueprints;
-use super::deploy::{deployed_grants, role_grants, sim_serve};
+use super::deploy::{deployed_grants, role_grants, sim_serve, sim_serve_log};
 use super::kubectl::{kubectl, kubectl_binary};
 use super::repo_root;
 use driftwood_controller::rbac::Scope;
@@ -419,7 +419,42 @@ fn rendered_chart_applies_with_server_dry_run_against_sim_serve() {
     assert_eq!(applied, manifests.len(), "{stdout}");
 }
 
-/// Polls `kubectl args` (wall time) until `done`.
+/// What a failed wait shows: the pods described, the NodeClaims and Nodes, the events, and the
+/// end of the server's log.
+fn cluster_state(kubeconfig: &Path) -> String {
+    let show = |args: &[&str]| {
+        let out = Command::new(kubectl_binary())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .output()
+            .map(|o| {
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            })
+            .unwrap_or_else(|e| format!("kubectl did not run: {e}"));
+        format!("--- kubectl {}\n{out}", args.join(" "))
+    };
+    let log = std::fs::read_to_string(sim_serve_log(kubeconfig)).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(200).collect();
+    [
+        show(&["describe", "pods", "-n", "kube-system"]),
+        show(&["get", "nodeclaims,nodes", "-o", "wide"]),
+        show(&["get", "ec2nodeclasses", "-o", "yaml"]),
+        show(&["get", "events", "-A", "--sort-by=.lastTimestamp"]),
+        format!(
+            "--- the server's log, last {} lines\n{}",
+            tail.len(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ),
+    ]
+    .join("\n")
+}
+
+/// Polls `kubectl args` (wall time) until `done`; on timeout, fails with the cluster's state.
 fn wait_for(kubeconfig: &Path, args: &[&str], limit: Duration, done: impl Fn(&str) -> bool) {
     let start = Instant::now();
     loop {
@@ -429,7 +464,8 @@ fn wait_for(kubeconfig: &Path, args: &[&str], limit: Duration, done: impl Fn(&st
         }
         assert!(
             start.elapsed() < limit,
-            "kubectl {args:?} never satisfied the condition within {limit:?}; last output:\n{out}"
+            "kubectl {args:?} never satisfied the condition within {limit:?}; last output:\n{out}\n{}",
+            cluster_state(kubeconfig)
         );
         std::thread::sleep(Duration::from_millis(500));
     }

@@ -937,6 +937,68 @@ mod tests {
         })
     }
 
+    /// A pod like one that fit nowhere is tried again after a placement: here a smaller pod of
+    /// its zone spread lands in the other zone, the least-loaded domain rises, and the next pod
+    /// like the one that failed fits where the skew kept it out. A placement of another app
+    /// leaves it failing, with the message the nodes give after that placement. Judged whole,
+    /// the same.
+    #[test]
+    fn a_failed_pod_is_tried_again_after_a_placement_its_spread_counts() {
+        let zoned = |name: &str, zone: &str, cpu: &str| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}},
+                "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}
+            }))
+            .unwrap()
+        };
+        let web = |name: &str, cpu: &str, node: Option<&str>| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+                "spec": {"nodeName": node,
+                         "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
+                         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                             "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}]}
+            }))
+            .unwrap()
+        };
+        let nodes = vec![zoned("na", "a", "4"), zoned("nb", "b", "1")];
+        let pods = vec![
+            web("a-bound", "100m", Some("na")),
+            // Zone a would be 2 against 0; zone b has no room for 2 cpu.
+            web("b-big", "2", None),
+            // Another app takes room: the big pod still fits nowhere.
+            pod("c-other", "100m", None),
+            web("d-big", "2", None),
+            // A web pod in zone b: 1 against 1, so a second pod in zone a is within the skew.
+            web("e-small", "500m", None),
+            web("f-big", "2", None),
+        ];
+        let (labels, assumed) = (BTreeMap::new(), BTreeMap::new());
+        let fastest = decide_with(
+            &nodes,
+            &pods,
+            &labels,
+            &assumed,
+            Judging::Fastest,
+            &mut Memory::default(),
+        );
+        assert_eq!(bound_to(&fastest, "b-big"), None);
+        assert!(bound_to(&fastest, "c-other").is_some());
+        assert_eq!(bound_to(&fastest, "d-big"), None);
+        assert_eq!(bound_to(&fastest, "e-small").as_deref(), Some("nb"));
+        assert_eq!(bound_to(&fastest, "f-big").as_deref(), Some("na"));
+        assert!(message_for(&fastest, "d-big").is_some());
+        let whole = decide_with(
+            &nodes,
+            &pods,
+            &labels,
+            &assumed,
+            Judging::Whole,
+            &mut Memory::default(),
+        );
+        assert_eq!(fastest, whole);
+    }
+
     /// Generated clusters: nodes of several sizes, zones, labels and taints, some cordoned;
     /// pods bound and pending with selectors, tolerations and preferred node affinity. The
     /// node-by-node shortcut decides exactly what the whole-cluster simulation decides.
