@@ -930,6 +930,19 @@ mod tests {
         })
     }
 
+    /// [`decide_with`] judging `judging`, with no namespace labels, no binding assumed and
+    /// nothing remembered.
+    fn judged(nodes: &[Node], pods: &[Pod], judging: Judging) -> Vec<Decision> {
+        decide_with(
+            nodes,
+            pods,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            judging,
+            &mut Memory::default(),
+        )
+    }
+
     fn message_for(decisions: &[Decision], pod: &str) -> Option<String> {
         decisions.iter().find_map(|d| match d {
             Decision::Unschedulable { name, message, .. } if name == pod => Some(message.clone()),
@@ -973,29 +986,14 @@ mod tests {
             web("e-small", "500m", None),
             web("f-big", "2", None),
         ];
-        let (labels, assumed) = (BTreeMap::new(), BTreeMap::new());
-        let fastest = decide_with(
-            &nodes,
-            &pods,
-            &labels,
-            &assumed,
-            Judging::Fastest,
-            &mut Memory::default(),
-        );
+        let fastest = judged(&nodes, &pods, Judging::Fastest);
         assert_eq!(bound_to(&fastest, "b-big"), None);
         assert!(bound_to(&fastest, "c-other").is_some());
         assert_eq!(bound_to(&fastest, "d-big"), None);
         assert_eq!(bound_to(&fastest, "e-small").as_deref(), Some("nb"));
         assert_eq!(bound_to(&fastest, "f-big").as_deref(), Some("na"));
         assert!(message_for(&fastest, "d-big").is_some());
-        let whole = decide_with(
-            &nodes,
-            &pods,
-            &labels,
-            &assumed,
-            Judging::Whole,
-            &mut Memory::default(),
-        );
+        let whole = judged(&nodes, &pods, Judging::Whole);
         assert_eq!(fastest, whole);
     }
 
@@ -1061,25 +1059,9 @@ mod tests {
                     serde_json::from_value(json!({"metadata": meta, "spec": spec})).unwrap()
                 })
                 .collect();
-            let labels = BTreeMap::new();
-            let assumed = BTreeMap::new();
             assert_eq!(
-                decide_with(
-                    &nodes,
-                    &pods,
-                    &labels,
-                    &assumed,
-                    Judging::Fastest,
-                    &mut Memory::default()
-                ),
-                decide_with(
-                    &nodes,
-                    &pods,
-                    &labels,
-                    &assumed,
-                    Judging::Whole,
-                    &mut Memory::default()
-                ),
+                judged(&nodes, &pods, Judging::Fastest),
+                judged(&nodes, &pods, Judging::Whole),
                 "case {case}"
             );
         }
@@ -1175,24 +1157,8 @@ mod tests {
                     serde_json::from_value(json!({"metadata": meta, "spec": spec})).unwrap()
                 })
                 .collect();
-            let labels = BTreeMap::new();
-            let assumed = BTreeMap::new();
-            let fastest = decide_with(
-                &nodes,
-                &pods,
-                &labels,
-                &assumed,
-                Judging::Fastest,
-                &mut Memory::default(),
-            );
-            let whole = decide_with(
-                &nodes,
-                &pods,
-                &labels,
-                &assumed,
-                Judging::Whole,
-                &mut Memory::default(),
-            );
+            let fastest = judged(&nodes, &pods, Judging::Fastest);
+            let whole = judged(&nodes, &pods, Judging::Whole);
             let binds = |d: &[Decision]| -> Vec<(String, Option<String>)> {
                 d.iter()
                     .map(|d| match d {
@@ -1584,14 +1550,7 @@ mod tests {
         }))
         .unwrap();
         for judging in [Judging::Fastest, Judging::Whole] {
-            let decisions = decide_with(
-                &nodes,
-                std::slice::from_ref(&picky),
-                &BTreeMap::new(),
-                &BTreeMap::new(),
-                judging,
-                &mut Memory::default(),
-            );
+            let decisions = judged(&nodes, std::slice::from_ref(&picky), judging);
             assert_eq!(
                 bound_to(&decisions, "picky").as_deref(),
                 Some("plain"),
@@ -1761,26 +1720,12 @@ mod tests {
             // Zone a counts 0 replicas, b counts 1: only a keeps the skew at 1.
             let mut pods = bound.clone();
             pods.push(web_replica("web-1", "1", None, false));
-            let decisions = decide_with(
-                &nodes,
-                &pods,
-                &BTreeMap::new(),
-                &BTreeMap::new(),
-                judging,
-                &mut Memory::default(),
-            );
+            let decisions = judged(&nodes, &pods, judging);
             assert_eq!(bound_to(&decisions, "web-1").as_deref(), Some("a"));
             // A replica larger than the core the pods being deleted leave waits for them.
             let mut pods = bound.clone();
             pods.push(web_replica("web-2", "1500m", None, false));
-            let decisions = decide_with(
-                &nodes,
-                &pods,
-                &BTreeMap::new(),
-                &BTreeMap::new(),
-                judging,
-                &mut Memory::default(),
-            );
+            let decisions = judged(&nodes, &pods, judging);
             assert_eq!(bound_to(&decisions, "web-2"), None);
             let message = message_for(&decisions, "web-2").unwrap_or_default();
             assert!(message.contains("Insufficient cpu"), "{message}");
