@@ -66,6 +66,7 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
     let for_ = |controller, spec: LoopSpec| LoopSpec { controller, ..spec };
     let debounce = Duration::from_millis(200);
     let checks = drift::InstanceTypeChecks::default();
+    let drift_memory = drift::DriftMemory::default();
     let disruption_loop = disruption::DisruptionController::default();
     let marker_memory = consolidatable::MarkerMemory::default();
     let nodeclass_loop = nodeclass::NodeClassController::default();
@@ -121,12 +122,21 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
         tokio::spawn(drive(
             ctx.clone(),
             // Drift and the Consolidatable marker are nodeclaim.disruption's two workers.
+            // Woken by the kinds a verdict depends on, never by pod events; each pass judges
+            // again only what changed (drift::DriftMemory).
             for_(
                 "nodeclaim.disruption",
-                spec("drift", s.drift_interval, on_change(Duration::from_secs(1))),
+                spec(
+                    "drift",
+                    s.drift_interval,
+                    Wake::Signal {
+                        probe: Arc::new(drift::wake_signature),
+                        look_every: Duration::from_secs(1),
+                    },
+                ),
             ),
             cancel.clone(),
-            move |ctx| drift::pass(ctx, checks.clone()),
+            move |ctx| drift::pass(ctx, checks.clone(), drift_memory.clone()),
         )),
         // Pod events and Consolidatable: woken by any change (a pod bound or leaving), and when
         // the next NodeClaim's consolidateAfter runs out.

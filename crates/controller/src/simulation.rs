@@ -14,6 +14,7 @@ use driftwood_scheduling::{
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Why a NodePool is left out of a simulation when no instance type meets its template's
 /// requirements with an offering available (Karpenter skips such a pool and emits
@@ -51,7 +52,7 @@ fn sim_pods(snapshot: &Snapshot, node: &str) -> (Vec<SimPod>, Vec<SimPod>) {
 /// or launching without a Node yet (as uninitialized capacity), so provisioning does not launch
 /// twice, and without the Nodes whose NodeClaim is being deleted (Karpenter's active nodes:
 /// their pods are placed elsewhere, by the provisioner).
-pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<ExistingNode> {
+pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Arc<ExistingNode>> {
     let mut out = Vec::new();
     for (name, node) in &snapshot.store.nodes {
         if node.metadata.deletion_timestamp.is_some() {
@@ -82,7 +83,7 @@ pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Existi
                         with_nodeclaim_view(&mut existing, claim);
                     }
                 }
-                out.push(existing);
+                out.push(Arc::new(existing));
             }
             Err(error) => tracing::debug!(%error, "node skipped in simulation"),
         }
@@ -92,7 +93,7 @@ pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Existi
             if claim.metadata.deletion_timestamp.is_some() || snapshot.node_of(claim).is_some() {
                 continue;
             }
-            out.push(inflight_node(name, claim));
+            out.push(Arc::new(inflight_node(name, claim)));
         }
     }
     out

@@ -26,6 +26,7 @@ use driftwood_scheduling::{
     ExistingNode, PodConstraints, Requirements, Resources, Shared, SimulationInput,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 const ZONES: [&str; 3] = ["test-zone-1", "test-zone-2", "test-zone-3"];
@@ -130,7 +131,7 @@ fn fleet(
         driftwood_scheduling::Requirement::is_in(["on-demand"]),
     );
     let world = SimulationInput {
-        existing_nodes: existing,
+        existing_nodes: existing.into_iter().map(Arc::new).collect(),
         nodepools: vec![spec],
         ..Default::default()
     };

@@ -21,6 +21,7 @@ use driftwood_scheduling::{
     ExistingNode, Requirements, Resources, SimulationInput, TopologySpread,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 const ZONES: [&str; 3] = ["test-zone-1", "test-zone-2", "test-zone-3"];
@@ -122,7 +123,7 @@ fn fleet(
     let mut spec = testkit::nodepool("default", testkit::fake_instance_types(400));
     spec.labels = testkit::labels(&[("karpenter.sh/nodepool", "default")]);
     let world = SimulationInput {
-        existing_nodes: existing,
+        existing_nodes: existing.into_iter().map(Arc::new).collect(),
         nodepools: vec![spec],
         ..Default::default()
     };

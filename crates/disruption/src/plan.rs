@@ -7,7 +7,7 @@
 use crate::budget::AllowedDisruptions;
 use crate::candidate::{Blocked, NodeView, check_candidate};
 use crate::summary::SummarizedWorld;
-use crate::world::{PassWorld, is_target};
+use crate::world::{PassWorld, going_away, is_target};
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::REASON_DRIFTED;
 use driftwood_scheduling::{
@@ -15,6 +15,7 @@ use driftwood_scheduling::{
     schedule_cached,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 /// What to do with one chosen candidate.
 #[derive(Debug, Clone, PartialEq)]
@@ -341,7 +342,9 @@ pub(crate) fn plan_method(
         };
         if let Some(i) = world_index {
             // The candidate is gone for every later simulation.
-            world.existing_nodes[i].pods.retain(|p| p.is_daemonset);
+            Arc::make_mut(&mut world.existing_nodes[i])
+                .pods
+                .retain(|p| p.is_daemonset);
             if let Some(summary) = summarized.as_mut() {
                 summary.empty(i);
             }
@@ -411,27 +414,24 @@ fn simulate_removal_of(
     pools: &mut PoolCache,
 ) -> Result<SimulationResult, driftwood_scheduling::SimulationError> {
     if independent {
-        // The reduced world borrows everything but the nodes from the whole one: the NodePools
-        // (with their instance types) are not copied per candidate.
+        // The reduced world borrows everything but the nodes from the whole one (the NodePools
+        // with their instance types are not copied per candidate), and shares those: only the
+        // candidate is copied, to mark it.
         let reduced: Vec<_> = world
             .existing_nodes
             .iter()
             .enumerate()
             .filter(|(j, n)| *j == i || is_target(n))
-            .map(|(j, n)| {
-                let mut n = n.clone();
-                n.going_away = j == i;
-                n
-            })
+            .map(|(j, n)| going_away(n, j == i))
             .collect();
         let whole = std::mem::replace(&mut world.existing_nodes, reduced);
         let result = schedule_cached(world, pools);
         world.existing_nodes = whole;
         result
     } else {
-        world.existing_nodes[i].going_away = true;
+        Arc::make_mut(&mut world.existing_nodes[i]).going_away = true;
         let result = schedule_cached(world, pools);
-        world.existing_nodes[i].going_away = false;
+        Arc::make_mut(&mut world.existing_nodes[i]).going_away = false;
         result
     }
 }
@@ -466,7 +466,9 @@ fn apply_move(
     let mut placed = Vec::new();
     for placement in &result.existing_placements {
         if let (Some(pod), Some(&j)) = (moving.get(&placement.pod), index.get(&placement.node)) {
-            world.existing_nodes[j].pods.push(pod.clone());
+            Arc::make_mut(&mut world.existing_nodes[j])
+                .pods
+                .push(pod.clone());
             placed.push((j, pod.clone()));
         }
     }
@@ -630,7 +632,7 @@ mod tests {
             let sim_pods: Vec<_> = (0..pods)
                 .map(|i| testkit::pod(&format!("default/{name}-{i}"), 1000, GIB))
                 .collect();
-            self.world.existing_nodes.push(ExistingNode {
+            self.world.existing_nodes.push(Arc::new(ExistingNode {
                 name: name.into(),
                 labels: testkit::labels(&[
                     ("kubernetes.io/hostname", name),
@@ -649,7 +651,7 @@ mod tests {
                 pods: sim_pods.clone(),
                 initialized: true,
                 ..Default::default()
-            });
+            }));
             self.views.push(NodeView {
                 nodeclaim: format!("nc-{name}"),
                 node: Some(name.into()),
@@ -823,7 +825,7 @@ mod tests {
         let mut cluster = Cluster::new();
         cluster.node("old", "default", 2, Some(100));
         cluster.node("stuck", "default", 0, None);
-        cluster.world.existing_nodes[1].initialized = false;
+        Arc::make_mut(&mut cluster.world.existing_nodes[1]).initialized = false;
         cluster.views[1].initialized = false;
         let plan = cluster.plan();
         assert_eq!(chosen(&plan), ["nc-old"]);
@@ -833,7 +835,7 @@ mod tests {
             plan.commands[0].decision
         );
         // Once it initialized, it is a destination and the pods just move: Delete.
-        cluster.world.existing_nodes[1].initialized = true;
+        Arc::make_mut(&mut cluster.world.existing_nodes[1]).initialized = true;
         cluster.views[1].initialized = true;
         assert_eq!(cluster.plan().commands[0].decision, Decision::Delete);
     }
@@ -985,7 +987,7 @@ mod tests {
         cluster.node("a", "default", 1, Some(1));
         cluster.node("b", "default", 1, Some(2));
         // a's pod needs a label no NodePool offers.
-        let pod = &mut cluster.world.existing_nodes[0].pods[0];
+        let pod = &mut Arc::make_mut(&mut cluster.world.existing_nodes[0]).pods[0];
         pod.constraints.node_selector =
             Requirements::from_labels(&testkit::labels(&[("example.com/special", "yes")]));
         let plan = cluster.plan();
@@ -1016,7 +1018,7 @@ mod tests {
                 let pods = next(4) as usize;
                 let drifted = (next(4) != 0).then_some(i as i64);
                 cluster.node(&format!("n{i:02}"), "default", pods, drifted);
-                let node = cluster.world.existing_nodes.last_mut().unwrap();
+                let node = Arc::make_mut(cluster.world.existing_nodes.last_mut().unwrap());
                 for pod in &mut node.pods {
                     match next(5) {
                         0 => std::sync::Arc::make_mut(&mut pod.requests)
@@ -1130,7 +1132,7 @@ mod tests {
                 let drifted = (next(5) != 0).then_some(i as i64);
                 cluster.node(&name, "default", next(4) as usize, drifted);
                 let zone = zones[next(3) as usize];
-                let node = cluster.world.existing_nodes.last_mut().unwrap();
+                let node = Arc::make_mut(cluster.world.existing_nodes.last_mut().unwrap());
                 node.labels
                     .insert("topology.kubernetes.io/zone".into(), zone.into());
                 for pod in &mut node.pods {
@@ -1163,7 +1165,8 @@ mod tests {
                     0 => cluster.views.last_mut().unwrap().deleting = true,
                     1 => {
                         cluster.views.last_mut().unwrap().initialized = false;
-                        cluster.world.existing_nodes.last_mut().unwrap().initialized = false;
+                        Arc::make_mut(cluster.world.existing_nodes.last_mut().unwrap())
+                            .initialized = false;
                     }
                     _ => {}
                 }
@@ -1228,7 +1231,7 @@ mod tests {
                 effect: TaintEffect::NoSchedule,
             };
             for n in world.existing_nodes.iter_mut().take(drifted) {
-                n.taints.push(taint.clone());
+                Arc::make_mut(n).taints.push(taint.clone());
             }
             let index = node_index(&world);
             for i in 0..world.existing_nodes.len() {

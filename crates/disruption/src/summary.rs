@@ -5,7 +5,7 @@
 //! and pod of the cluster; the outcome is the same (the scheduling crate's property test
 //! `summarised_nodes_count_as_the_nodes_they_stand_for` and this crate's differential test).
 
-use crate::world::is_target;
+use crate::world::{going_away, is_target};
 use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 use driftwood_scheduling::pod::collect_selector_label_keys;
 use driftwood_scheduling::taints::first_untolerated;
@@ -14,6 +14,7 @@ use driftwood_scheduling::{
     SimulationResult, schedule_cached,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// A summarised node: its summary, for each of its pods the summary entry it counts in and
 /// whether a DaemonSet owns it (such pods stay when the node's other pods leave), and the
@@ -322,18 +323,16 @@ impl SummarizedWorld {
         let weighing = self.weighing(&moving);
         let result = if let Some(&r) = self.receiving.get(&i) {
             let saved = self.leave_out(&weighing);
-            self.input.existing_nodes[r].going_away = true;
+            Arc::make_mut(&mut self.input.existing_nodes[r]).going_away = true;
             let result = schedule_cached(&self.input, &mut self.pools);
-            self.input.existing_nodes[r].going_away = false;
+            Arc::make_mut(&mut self.input.existing_nodes[r]).going_away = false;
             self.put_back(saved);
             result
         } else {
             self.members.get(&i)?;
             self.shift(i, -1, false);
             let saved = self.leave_out(&weighing);
-            let mut leaving = node.clone();
-            leaving.going_away = true;
-            self.input.existing_nodes.push(leaving);
+            self.input.existing_nodes.push(going_away(node, true));
             let result = schedule_cached(&self.input, &mut self.pools);
             self.input.existing_nodes.pop();
             self.put_back(saved);
@@ -347,7 +346,9 @@ impl SummarizedWorld {
     /// whole world was simulated for a pod that tolerates the disrupted taint) a summarised one.
     pub(crate) fn place(&mut self, j: usize, pod: SimPod) {
         if let Some(&r) = self.receiving.get(&j) {
-            self.input.existing_nodes[r].pods.push(pod);
+            Arc::make_mut(&mut self.input.existing_nodes[r])
+                .pods
+                .push(pod);
             return;
         }
         let Some(summary) = self.members.get(&j).map(|m| m.summary) else {
@@ -368,7 +369,9 @@ impl SummarizedWorld {
     /// chosen: its other pods are leaving).
     pub(crate) fn empty(&mut self, i: usize) {
         if let Some(&r) = self.receiving.get(&i) {
-            self.input.existing_nodes[r].pods.retain(|p| p.is_daemonset);
+            Arc::make_mut(&mut self.input.existing_nodes[r])
+                .pods
+                .retain(|p| p.is_daemonset);
         }
         self.shift(i, -1, true);
         if let Some(member) = self.members.get_mut(&i) {

@@ -10,6 +10,7 @@ use driftwood_scheduling::{
     TaintEffect, schedule, schedule_cached,
 };
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The world of one pass, with each node's position (positions never change within a pass;
 /// only pods move). Prepared once per pass and cloned for each method that searches it.
@@ -41,14 +42,16 @@ impl PassWorld {
             .filter(|n| n.drift.is_some() || n.deleting || n.disrupting)
         {
             if let Some(&i) = view.node.as_ref().and_then(|n| index.get(n)) {
-                world.existing_nodes[i].taints.push(disrupted.clone());
+                Arc::make_mut(&mut world.existing_nodes[i])
+                    .taints
+                    .push(disrupted.clone());
                 if view.deleting || view.disrupting {
                     leaving.push(i);
                 }
             }
         }
         for node in world.existing_nodes.iter_mut().filter(|n| !n.initialized) {
-            node.taints.push(disrupted.clone());
+            Arc::make_mut(node).taints.push(disrupted.clone());
         }
         let nominated = reserve_room(&mut world, &index, pending, &leaving);
         let independent = !world
@@ -130,17 +133,14 @@ impl Simulations<'_> {
         let result = match self {
             Self::Reduced(pass) => {
                 // Only the candidates and the nodes that can receive pods affect the outcome.
-                let reduced: Vec<ExistingNode> = pass
+                // Shared with the pass's world: only the candidates are copied, to mark them.
+                let reduced: Vec<Arc<ExistingNode>> = pass
                     .world
                     .existing_nodes
                     .iter()
                     .enumerate()
                     .filter(|(j, n)| candidates.contains(j) || is_target(n))
-                    .map(|(j, n)| {
-                        let mut n = n.clone();
-                        n.going_away = candidates.contains(&j);
-                        n
-                    })
+                    .map(|(j, n)| going_away(n, candidates.contains(&j)))
                     .collect();
                 let whole = std::mem::replace(&mut pass.world.existing_nodes, reduced);
                 let result = schedule_cached(&pass.world, &mut pass.pools);
@@ -185,7 +185,7 @@ pub(crate) fn reserve_room(
     let mut input = world.clone();
     input.pods = pending;
     for &i in leaving {
-        input.existing_nodes[i].going_away = true;
+        Arc::make_mut(&mut input.existing_nodes[i]).going_away = true;
     }
     let Ok(result) = schedule(&input) else {
         return nominated;
@@ -203,15 +203,29 @@ pub(crate) fn reserve_room(
         )
         .map(|p| (p.key.clone(), p))
         .collect();
+    // The world's nodes are no longer shared with `input`: a placement changes its node in place.
+    drop(input);
     for placement in &result.existing_placements {
         if let (Some(pod), Some(&j)) = (moving.get(&placement.pod), index.get(&placement.node))
             && is_target(&world.existing_nodes[j])
         {
-            world.existing_nodes[j].pods.push(pod.clone());
+            Arc::make_mut(&mut world.existing_nodes[j])
+                .pods
+                .push(pod.clone());
             nominated.insert(j);
         }
     }
     nominated
+}
+
+/// `node` with `going_away` as given: the same node shared when it already is, else a copy.
+pub(crate) fn going_away(node: &Arc<ExistingNode>, going: bool) -> Arc<ExistingNode> {
+    if node.going_away == going {
+        return Arc::clone(node);
+    }
+    let mut copy = ExistingNode::clone(node);
+    copy.going_away = going;
+    Arc::new(copy)
 }
 
 /// Each existing node's position in `world.existing_nodes`, by name (positions never change

@@ -108,6 +108,7 @@ pub fn existing_nodes_shape(nodes: usize, pods: usize) -> SimulationInput {
             initialized: true,
             ..ExistingNode::default()
         })
+        .map(std::sync::Arc::new)
         .collect();
     SimulationInput {
         existing_nodes: existing,

@@ -2,6 +2,7 @@
 //! and the placements, new NodeClaims and unschedulable pods that come back.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use driftwood_api::wellknown::{
     LABEL_NODE_INITIALIZED, TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE, TAINT_UNREGISTERED_KEY,
@@ -261,8 +262,10 @@ pub struct NodeSummary {
 /// Everything the simulation looks at.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SimulationInput {
-    /// Existing nodes, tried in this order (some may be going away).
-    pub existing_nodes: Vec<ExistingNode>,
+    /// Existing nodes, tried in this order (some may be going away); shared, so that inputs
+    /// built from one world (a part of it, a candidate's reduced world) copy no node, and one
+    /// that changes a node copies only that node (`Arc::make_mut`).
+    pub existing_nodes: Vec<Arc<ExistingNode>>,
     /// Existing nodes that receive no pod, summarised: they count for topology only.
     pub summaries: Vec<NodeSummary>,
     /// Pods to place (pending pods, or pods of a node being replaced).

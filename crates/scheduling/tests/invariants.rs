@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
 use driftwood_scheduling::pod::{HostPort, NamespaceSelection, PodAffinityTerm, TopologySpread};
@@ -133,7 +134,7 @@ prop_compose! {
         }
         let mut ds = pod("kube-system/ds", 100, 128 * MIB);
         ds.is_daemonset = true;
-        SimulationInput { pods, existing_nodes: existing, nodepools: pools, daemonsets: vec![ds], ..SimulationInput::default() }
+        SimulationInput { pods, existing_nodes: existing.into_iter().map(Arc::new).collect(), nodepools: pools, daemonsets: vec![ds], ..SimulationInput::default() }
     }
 }
 
@@ -410,7 +411,7 @@ proptest! {
         input.options.terminating_pods_count_for_pod_affinity = terminating_counted_for_affinity;
         let nodes = gone_nodes(&gone);
         let mut whole = input.clone();
-        whole.existing_nodes.extend(nodes.iter().cloned());
+        whole.existing_nodes.extend(nodes.iter().cloned().map(Arc::new));
         let mut summarised = input.clone();
         summarised.summaries = summarise(&nodes);
         let a = schedule(&whole).unwrap();
@@ -471,6 +472,7 @@ fn shared_nodes(spec: &[(usize, Vec<BoundPod>)]) -> Vec<ExistingNode> {
 fn unshared(input: &SimulationInput) -> SimulationInput {
     let mut out = input.clone();
     for n in &mut out.existing_nodes {
+        let n = Arc::make_mut(n);
         for p in n.pods.iter_mut().chain(n.terminating.iter_mut()) {
             p.constraints = Shared::new((*p.constraints).clone());
         }
@@ -496,7 +498,7 @@ proptest! {
         terminating_counted_for_affinity in any::<bool>(),
     ) {
         input.options.terminating_pods_count_for_pod_affinity = terminating_counted_for_affinity;
-        input.existing_nodes.extend(shared_nodes(&nodes));
+        input.existing_nodes.extend(shared_nodes(&nodes).into_iter().map(Arc::new));
         let count = input.existing_nodes.len();
         let mut sets: Vec<Vec<usize>> = (0..count).map(|i| vec![i]).collect();
         sets.extend(pairs.iter().map(|(a, b)| vec![a % count, b % count]));
@@ -506,7 +508,7 @@ proptest! {
         for leaving in &sets {
             let mut marked = input.clone();
             for &i in leaving {
-                marked.existing_nodes[i].going_away = true;
+                Arc::make_mut(&mut marked.existing_nodes[i]).going_away = true;
             }
             let afresh = schedule(&marked);
             let reused = removals.simulate(leaving, &mut cache);

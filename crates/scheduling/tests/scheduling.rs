@@ -11,6 +11,7 @@ use driftwood_scheduling::{
     SimPod, SimulationInput, SimulationOptions, SimulationResult, Taint, TaintEffect, Toleration,
     schedule,
 };
+use std::sync::Arc;
 
 const ZONES: [&str; 3] = ["z1", "z2", "z3"];
 
@@ -30,7 +31,7 @@ fn run(pods: Vec<SimPod>, pools: Vec<NodePoolSpec>, nodes: Vec<ExistingNode>) ->
     schedule(&SimulationInput {
         pods,
         nodepools: pools,
-        existing_nodes: nodes,
+        existing_nodes: nodes.into_iter().map(Arc::new).collect(),
         ..SimulationInput::default()
     })
     .unwrap()
@@ -953,7 +954,7 @@ fn affinity_terms_look_in_the_right_namespaces() {
     by_label.constraints.affinity.push(t);
     let input = SimulationInput {
         pods: vec![listed, by_label],
-        existing_nodes: vec![n],
+        existing_nodes: vec![Arc::new(n)],
         namespace_labels: [("data".to_string(), labels(&[("tier", "storage")]))]
             .into_iter()
             .collect(),
@@ -1111,7 +1112,7 @@ fn by_effective_zone_moving(
             pods,
             moving_pods,
             nodepools: vec![pool()],
-            existing_nodes: nodes,
+            existing_nodes: nodes.into_iter().map(Arc::new).collect(),
             ..SimulationInput::default()
         },
         &mut driftwood_scheduling::PoolCache::default(),
@@ -1393,7 +1394,7 @@ fn with_terminating_pods_counted(
     schedule(&SimulationInput {
         pods,
         nodepools: pools,
-        existing_nodes: nodes,
+        existing_nodes: nodes.into_iter().map(Arc::new).collect(),
         options: SimulationOptions {
             terminating_pods_count_for_pod_affinity: counted_for_affinity,
             ..SimulationOptions::default()

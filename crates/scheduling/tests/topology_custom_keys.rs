@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use driftwood_api::wellknown::{
     CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABEL_ARCH, LABEL_CAPACITY_TYPE, LABEL_HOSTNAME,
@@ -51,7 +52,7 @@ fn run(pods: Vec<SimPod>, pools: Vec<NodePoolSpec>, nodes: Vec<ExistingNode>) ->
     schedule(&SimulationInput {
         pods,
         nodepools: pools,
-        existing_nodes: nodes,
+        existing_nodes: nodes.into_iter().map(Arc::new).collect(),
         ..SimulationInput::default()
     })
     .unwrap()

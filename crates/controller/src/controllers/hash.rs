@@ -116,10 +116,7 @@ pub fn decide(snapshot: &Snapshot, cluster_ca_bundle: &str) -> Vec<Stamp> {
 /// or a NodeClaim — the only kinds [`decide`] reads. O(1): during a rollout pods change many
 /// times a second, and a pass on each re-hashed every NodePool and walked every NodeClaim.
 pub fn wake_signature(snapshot: &Snapshot) -> Vec<u64> {
-    [Kind::NodePool, Kind::EC2NodeClass, Kind::NodeClaim]
-        .into_iter()
-        .map(|kind| snapshot.changes_of(kind))
-        .collect()
+    snapshot.changes_of_kinds(&[Kind::NodePool, Kind::EC2NodeClass, Kind::NodeClaim])
 }
 
 /// One pass: decide, then write each stamp as a patch.

@@ -364,6 +364,12 @@ impl Snapshot {
         self.changes[kind.position()]
     }
 
+    /// [`Snapshot::changes_of`] for each of `kinds`: a wake signature for a controller that
+    /// reads only those kinds.
+    pub fn changes_of_kinds(&self, kinds: &[Kind]) -> Vec<u64> {
+        kinds.iter().map(|&kind| self.changes_of(kind)).collect()
+    }
+
     /// Replaces every object of kind `K` (after a relist).
     pub fn reset<K: Cached>(&mut self, objects: Objects<K>) {
         self.clear::<K>();

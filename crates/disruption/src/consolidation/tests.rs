@@ -9,6 +9,7 @@ use driftwood_api::wellknown::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, LABE
 use driftwood_scheduling::resources::{CPU, MEMORY, PODS};
 use driftwood_scheduling::testkit::{self, GIB, MIB};
 use driftwood_scheduling::{ExistingNode, Resources, SimulationInput};
+use std::sync::Arc;
 
 const ZONE: &str = "test-zone-1";
 
@@ -54,7 +55,7 @@ impl Cluster {
             .map(|(i, cpu)| testkit::pod(&format!("default/{name}-{i}"), *cpu, 64 * MIB))
             .collect();
         let cores = it as i64 + 1;
-        self.world.existing_nodes.push(ExistingNode {
+        self.world.existing_nodes.push(Arc::new(ExistingNode {
             name: name.into(),
             labels: testkit::labels(&[
                 ("kubernetes.io/hostname", name),
@@ -73,7 +74,7 @@ impl Cluster {
             pods: sim_pods.clone(),
             initialized: true,
             ..Default::default()
-        });
+        }));
         self.views.push(NodeView {
             nodeclaim: format!("nc-{name}"),
             node: Some(name.into()),
@@ -509,7 +510,9 @@ fn validation_fails_when_the_simulation_changed() {
     assert_eq!(names(&command), ["nc-big"]);
     // A pod bound to small meanwhile takes the room big's pod was to move to.
     let arrived = testkit::pod("default/arrived", 1500, GIB);
-    cluster.world.existing_nodes[1].pods.push(arrived);
+    Arc::make_mut(&mut cluster.world.existing_nodes[1])
+        .pods
+        .push(arrived);
     assert_eq!(
         validate(&command, cluster.input()).map_err(|f| f.kind()),
         Err("scheduling")

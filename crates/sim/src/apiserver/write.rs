@@ -36,15 +36,19 @@ fn valid_name(name: &str) -> bool {
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
-fn spec_and_rest_without(object: &Value, skip_status: bool) -> Value {
-    let mut copy = object.clone();
-    if let Some(map) = copy.as_object_mut() {
-        map.remove("metadata");
-        if skip_status {
-            map.remove("status");
-        }
-    }
-    copy
+/// Whether two objects are equal but for their metadata (and, with `skip_status`, status): an
+/// update that changes anything else bumps `metadata.generation`. Compared in place.
+fn same_but_metadata(a: &Value, b: &Value, skip_status: bool) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let compared = |key: &str| key != "metadata" && !(skip_status && key == "status");
+    a.iter()
+        .filter(|(key, _)| compared(key))
+        .all(|(key, value)| b.get(key) == Some(value))
+        && b.keys()
+            .filter(|key| compared(key))
+            .all(|key| a.contains_key(key))
 }
 
 fn finalizers_empty(object: &Value) -> bool {
@@ -562,8 +566,7 @@ impl ApiCore {
         if info.key() == ResourceKey::new("apiextensions.k8s.io", "customresourcedefinitions") {
             crd::resource_from_crd(&result)?;
         }
-        let changed_spec = spec_and_rest_without(&result, info.has_status())
-            != spec_and_rest_without(existing_value, info.has_status());
+        let changed_spec = !same_but_metadata(&result, existing_value, info.has_status());
         if changed_spec && !status_only {
             let generation = metadata(existing_value)
                 .get("generation")
@@ -874,6 +877,33 @@ impl ApiCore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What bumps `generation`: any change outside metadata (and status, for a kind with a
+    /// status subresource), a field added or removed included.
+    #[test]
+    fn only_changes_outside_metadata_and_status_count_for_generation() {
+        let old = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"s": 1}});
+        let same = [
+            json!({"metadata": {"name": "a", "labels": {"l": "v"}}, "spec": {"x": 1}, "status": {"s": 1}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"s": 2}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}}),
+        ];
+        for new in &same {
+            assert!(same_but_metadata(new, &old, true), "{new}");
+        }
+        assert!(!same_but_metadata(&same[1], &old, false));
+        let changed = [
+            json!({"metadata": {"name": "a"}, "spec": {"x": 2}, "status": {"s": 1}}),
+            json!({"metadata": {"name": "a"}, "status": {"s": 1}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "data": {}, "status": {"s": 1}}),
+        ];
+        for new in &changed {
+            assert!(!same_but_metadata(new, &old, true), "{new}");
+            assert!(!same_but_metadata(&old, new, true), "{new}");
+        }
+        assert!(same_but_metadata(&json!(1), &json!(1), true));
+        assert!(!same_but_metadata(&json!(1), &json!(2), true));
+    }
 
     #[test]
     fn object_names_follow_dns_subdomain_rules() {

@@ -6,6 +6,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use driftwood_api::wellknown::LABEL_HOSTNAME;
 use driftwood_scheduling::resources::PODS;
@@ -187,7 +188,9 @@ impl NodeVersion {
 /// A node as the scheduler sees it.
 #[derive(Debug)]
 struct Candidate {
-    node: ExistingNode,
+    /// Shared with the simulation inputs a pass builds (which are gone before a placement
+    /// changes the node).
+    node: Arc<ExistingNode>,
     unschedulable: bool,
     /// The requests of the pods on it (kept as pods are placed).
     used: Resources,
@@ -270,7 +273,7 @@ impl Candidate {
         let free = node.allocatable.sub(&used);
         let group = interned.group(&node);
         let mut candidate = Self {
-            node,
+            node: Arc::new(node),
             unschedulable,
             used,
             free,
@@ -303,7 +306,7 @@ impl Candidate {
         self.placed_on = true;
         self.used = self.used.add(&pod.requests);
         self.free = self.node.allocatable.sub(&self.used);
-        self.node.pods.push(pod);
+        Arc::make_mut(&mut self.node).pods.push(pod);
         self.count(self.node.pods.len() - 1, interned);
     }
 
@@ -484,7 +487,7 @@ impl Tally {
 /// The node the simulation places the pod on, given `whole` nodes (tried in this order) and
 /// the `summaries` of the others.
 fn simulate(
-    whole: Vec<ExistingNode>,
+    whole: Vec<Arc<ExistingNode>>,
     summaries: Vec<NodeSummary>,
     sim: &SimPod,
     namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,

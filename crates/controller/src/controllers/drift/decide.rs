@@ -189,6 +189,31 @@ mod tests {
         );
     }
 
+    /// The marker wakes for a NodeClaim or NodePool change, not for pods (it never reads them);
+    /// a verdict is remembered at the versions of the NodeClaim, its NodePool and its class.
+    #[test]
+    fn wakes_for_the_kinds_a_verdict_reads_and_not_for_pods() {
+        let mut s = snapshot(vec![claim("a", "default", None, false)]);
+        let before = super::super::wake_signature(&s);
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n"}
+        }))
+        .expect("pod");
+        s.apply("default/p".into(), Arc::new(pod));
+        assert_eq!(super::super::wake_signature(&s), before);
+        let versions = |s: &Snapshot| {
+            let c = candidates(s);
+            super::super::memory::Versions::of(&c[0], s)
+        };
+        let at_first = versions(&s);
+        let mut changed = (*claim("a", "default", None, false)).clone();
+        changed.metadata.resource_version = Some("2".into());
+        s.apply("a".into(), Arc::new(changed));
+        assert_ne!(super::super::wake_signature(&s), before);
+        assert_ne!(versions(&s), at_first);
+    }
+
     /// A verdict that cannot be judged now (a provider error) changes nothing.
     #[test]
     fn an_unknown_verdict_keeps_the_mark() {

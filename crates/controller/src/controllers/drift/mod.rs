@@ -3,14 +3,17 @@
 //! A check that cannot be judged now (a provider error, an unresolved class) changes nothing.
 
 mod decide;
+mod memory;
 
 pub use decide::{Candidate, Mark, candidates, decide};
+pub use memory::DriftMemory;
 
 use super::Outcome;
 use crate::api::{clear_claim_condition, modify_status, nodeclaims, set_claim_condition};
 use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::Metrics;
+use crate::state::{Kind, Snapshot};
 use driftwood_api::condition::STATUS_TRUE;
 use driftwood_api::hash::{TemplateHashes, nodepool_hashes};
 use driftwood_api::wellknown::CONDITION_DRIFTED;
@@ -22,6 +25,9 @@ use driftwood_disruption::drift::{
 use futures::StreamExt as _;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memory::Versions;
 
 /// NodeClaims (by uid) whose instance type was found, and when: they are not checked again for
 /// InstanceTypeNotFound until the TTL passes (a found drift is never remembered).
@@ -97,30 +103,55 @@ async fn judge(
     }
 }
 
-/// One pass: judge every candidate, decide the marks, write them.
-pub async fn pass(ctx: Context, checks: InstanceTypeChecks) -> Outcome {
+/// What wakes the drift marker before its period: a change to a NodeClaim, a NodePool or an
+/// EC2NodeClass, the kinds a verdict depends on (with the cloud, read again each interval).
+/// O(1), and never a pod event: during a rollout pods change many times a second.
+pub fn wake_signature(snapshot: &Snapshot) -> Vec<u64> {
+    snapshot.changes_of_kinds(&[Kind::NodeClaim, Kind::NodePool, Kind::EC2NodeClass])
+}
+
+/// How soon a pass that could not judge a NodeClaim (a provider error, an instance not listed
+/// yet) runs again for it.
+const UNKNOWN_AGAIN_AFTER: Duration = Duration::from_secs(5);
+
+/// One pass: judge the candidates whose NodeClaim, NodePool or EC2NodeClass changed since
+/// their last verdict (every candidate once per drift interval), decide the marks, write them.
+pub async fn pass(ctx: Context, checks: InstanceTypeChecks, memory: DriftMemory) -> Outcome {
     let snapshot = ctx.state.snapshot();
     let enabled = ctx.settings.feature_gates.drift;
     let mut verdicts = BTreeMap::new();
+    let mut unknown = false;
     if enabled {
+        let interval = i64::try_from(ctx.settings.drift_interval.as_secs()).unwrap_or(i64::MAX);
+        let mut remembered = memory.start(ctx.now_seconds(), interval);
         // Each NodePool's template is hashed once per pass, not once per NodeClaim.
         let mut pool_hashes: BTreeMap<&str, TemplateHashes> = BTreeMap::new();
         for candidate in candidates(&snapshot) {
-            let pool_name = candidate
-                .nodepool
-                .metadata
-                .name
-                .as_deref()
-                .unwrap_or_default();
-            let hashes = pool_hashes
-                .entry(pool_name)
-                .or_insert_with(|| nodepool_hashes(candidate.nodepool));
-            let verdict = judge(&ctx, &checks, candidate.claim, candidate.nodepool, hashes).await;
+            let uid = candidate.claim.metadata.uid.as_deref().unwrap_or_default();
+            let versions = Versions::of(&candidate, &snapshot);
+            let verdict = match remembered.reusable(uid, &versions) {
+                Some(verdict) => verdict,
+                None => {
+                    let pool_name = candidate
+                        .nodepool
+                        .metadata
+                        .name
+                        .as_deref()
+                        .unwrap_or_default();
+                    let hashes = pool_hashes
+                        .entry(pool_name)
+                        .or_insert_with(|| nodepool_hashes(candidate.nodepool));
+                    judge(&ctx, &checks, candidate.claim, candidate.nodepool, hashes).await
+                }
+            };
             if let Verdict::Unknown(why) = &verdict {
                 tracing::debug!(nodeclaim = %candidate.name, %why, "drift cannot be judged now; Drifted left as it is");
+                unknown = true;
             }
+            remembered.record(uid, versions, &verdict);
             verdicts.insert(candidate.name.to_string(), verdict);
         }
+        remembered.finish();
     }
     let api = nodeclaims(&ctx.client);
     // Each mark is one NodeClaim's status: they go to the API server together, a few dozen at
@@ -135,7 +166,12 @@ pub async fn pass(ctx: Context, checks: InstanceTypeChecks) -> Outcome {
         .collect()
         .await;
     let errors = u32::try_from(failed.iter().filter(|f| **f).count()).unwrap_or(u32::MAX);
-    Outcome::idle().with_errors(errors)
+    let outcome = if unknown {
+        Outcome::again_in(UNKNOWN_AGAIN_AFTER)
+    } else {
+        Outcome::idle()
+    };
+    outcome.with_errors(errors)
 }
 
 /// How many Drifted marks are written at once.
