@@ -204,10 +204,18 @@ fn bench(c: &mut Criterion) {
             plan.blocked.len()
         );
         // The world is built per pass from the watch cache (measured by the controller's
-        // memory benchmark); here it is copied outside the timing.
+        // memory benchmark), its nodes its own; here it is copied outside the timing, nodes
+        // included (a copy that shared them would copy each node the pass changes inside it).
         group.bench_with_input(BenchmarkId::new(name, nodes), &nodes, |b, _| {
             b.iter_batched(
-                || world.clone(),
+                || SimulationInput {
+                    existing_nodes: world
+                        .existing_nodes
+                        .iter()
+                        .map(|n| Arc::new(ExistingNode::clone(n)))
+                        .collect(),
+                    ..world.clone()
+                },
                 |world| {
                     plan_drift_with(
                         PlannerInput {

@@ -7,7 +7,7 @@
 use crate::budget::AllowedDisruptions;
 use crate::candidate::{Blocked, NodeView, check_candidate};
 use crate::summary::SummarizedWorld;
-use crate::world::{PassWorld, going_away, is_target};
+use crate::world::{PassWorld, reduced_nodes};
 use driftwood_api::nodepool::NodePool;
 use driftwood_api::wellknown::REASON_DRIFTED;
 use driftwood_scheduling::{
@@ -204,6 +204,7 @@ pub(crate) fn plan_method(
         mut world,
         index,
         independent,
+        targets,
         ..
     } = PassWorld::prepare(nodes, world, pending);
 
@@ -314,14 +315,14 @@ pub(crate) fn plan_method(
                 continue;
             };
             let outcome = if independent && reduced {
-                memo.simulate(&mut world, &index, i, &mut pools)
+                memo.simulate(&mut world, &index, &targets, i, &mut pools)
             } else if !independent && reduced {
                 let summary = summarized.get_or_insert_with(|| SummarizedWorld::new(&world));
                 // The summaries cannot answer for a pod that tolerates the disrupted taint: the
                 // whole world is simulated for it. Placements are recorded in both either way.
                 let result = match summary.simulate(&world, i) {
                     Some(result) => result,
-                    None => simulate_removal_of(&mut world, i, independent, &mut pools),
+                    None => simulate_removal_of(&mut world, &targets, i, independent, &mut pools),
                 };
                 apply_move(&mut world, &index, i, result).map(|(decision, placed)| {
                     for (j, pod) in placed {
@@ -330,7 +331,7 @@ pub(crate) fn plan_method(
                     decision
                 })
             } else {
-                simulate_move(&mut world, &index, i, independent, &mut pools).0
+                simulate_move(&mut world, &index, &targets, i, independent, &mut pools).0
             };
             match outcome {
                 Ok(decision) => decision,
@@ -381,11 +382,12 @@ pub(crate) fn plan_method(
 fn simulate_move(
     world: &mut SimulationInput,
     index: &BTreeMap<String, usize>,
+    targets: &[usize],
     i: usize,
     independent: bool,
     pools: &mut PoolCache,
 ) -> (Result<Decision, Blocked>, bool) {
-    match simulate_move_inner(world, index, i, independent, pools) {
+    match simulate_move_inner(world, index, targets, i, independent, pools) {
         Ok((decision, changed)) => (Ok(decision), changed),
         Err(blocked) => (Err(blocked), false),
     }
@@ -396,19 +398,22 @@ fn simulate_move(
 fn simulate_move_inner(
     world: &mut SimulationInput,
     index: &BTreeMap<String, usize>,
+    targets: &[usize],
     i: usize,
     independent: bool,
     pools: &mut PoolCache,
 ) -> Result<(Decision, bool), Blocked> {
-    let result = simulate_removal_of(world, i, independent, pools);
+    let result = simulate_removal_of(world, targets, i, independent, pools);
     let (decision, placed) = apply_move(world, index, i, result)?;
     Ok((decision, !placed.is_empty()))
 }
 
 /// Simulates removing `world.existing_nodes[i]`, in the reduced world of the candidate and the
-/// receiving nodes when no pod depends on other pods (`independent`), else in the whole world.
+/// receiving nodes (`targets`, positions) when no pod depends on other pods (`independent`),
+/// else in the whole world.
 fn simulate_removal_of(
     world: &mut SimulationInput,
+    targets: &[usize],
     i: usize,
     independent: bool,
     pools: &mut PoolCache,
@@ -417,13 +422,7 @@ fn simulate_removal_of(
         // The reduced world borrows everything but the nodes from the whole one (the NodePools
         // with their instance types are not copied per candidate), and shares those: only the
         // candidate is copied, to mark it.
-        let reduced: Vec<_> = world
-            .existing_nodes
-            .iter()
-            .enumerate()
-            .filter(|(j, n)| *j == i || is_target(n))
-            .map(|(j, n)| going_away(n, j == i))
-            .collect();
+        let reduced = reduced_nodes(world, targets, &[i]);
         let whole = std::mem::replace(&mut world.existing_nodes, reduced);
         let result = schedule_cached(world, pools);
         world.existing_nodes = whole;
@@ -522,6 +521,7 @@ impl MoveMemo {
         &mut self,
         world: &mut SimulationInput,
         index: &BTreeMap<String, usize>,
+        targets: &[usize],
         i: usize,
         pools: &mut PoolCache,
     ) -> Result<Decision, Blocked> {
@@ -534,7 +534,7 @@ impl MoveMemo {
                 .collect();
             return renamed(outcome, &rename);
         }
-        let (outcome, changed) = simulate_move(world, index, i, true, pools);
+        let (outcome, changed) = simulate_move(world, index, targets, i, true, pools);
         if changed {
             self.outcomes.clear();
         } else {
@@ -1234,11 +1234,26 @@ mod tests {
                 Arc::make_mut(n).taints.push(taint.clone());
             }
             let index = node_index(&world);
+            let targets = crate::world::target_positions(&world);
             for i in 0..world.existing_nodes.len() {
                 let mut full = world.clone();
                 let mut reduced = world.clone();
-                let a = simulate_move(&mut full, &index, i, false, &mut PoolCache::default());
-                let b = simulate_move(&mut reduced, &index, i, true, &mut PoolCache::default());
+                let a = simulate_move(
+                    &mut full,
+                    &index,
+                    &targets,
+                    i,
+                    false,
+                    &mut PoolCache::default(),
+                );
+                let b = simulate_move(
+                    &mut reduced,
+                    &index,
+                    &targets,
+                    i,
+                    true,
+                    &mut PoolCache::default(),
+                );
                 assert_eq!(a, b, "drifted={drifted} candidate={i}");
                 assert_eq!(
                     full.existing_nodes, reduced.existing_nodes,
