@@ -6,8 +6,10 @@
 //! walk over every candidate both run to the end — the pass a settled cluster meets whenever it
 //! changes. `steady_mixed` gives every node a different pod mix (no two nodes alike, so every
 //! candidate is simulated). `steady_spread` fleets are `steady` with each pod of one of five
-//! Deployments spread over zones (DoNotSchedule): no candidate is like another and each is
-//! simulated against the whole cluster. `scaled_down` fleets run 3 pods a node: multi-node consolidation
+//! Deployments spread over zones (DoNotSchedule): nodes of three shapes (one a zone), so the
+//! memo of failed shapes answers all but three candidates; `steady_spread_mixed` gives their
+//! pods `steady_mixed`'s sizes, so no candidate is like another and each is simulated against
+//! the whole cluster. `scaled_down` fleets run 3 pods a node: multi-node consolidation
 //! finds its command (the largest prefix, at most 101 nodes).
 
 #![allow(clippy::unwrap_used)]
@@ -38,9 +40,11 @@ enum Pods {
     Same,
     /// Sizes differing per node, 940–1,000 millicores.
     Mixed,
-    /// 1 core each, of five Deployments with a zone spread (DoNotSchedule): every candidate is
-    /// simulated against the whole cluster.
+    /// 1 core each, of five Deployments with a zone spread (DoNotSchedule): each simulation is
+    /// against the whole cluster.
     Spread,
+    /// `Mixed` sizes, of `Spread`'s Deployments.
+    SpreadMixed,
 }
 
 /// `nodes` Consolidatable fake-it-15 nodes (16 cores) with `pods_per_node` pods each.
@@ -73,13 +77,13 @@ fn fleet(
         let name = format!("node-{i:05}");
         let pods: Vec<_> = (0..pods_per_node)
             .map(|p| {
-                let cpu = if shape == Pods::Mixed {
+                let cpu = if matches!(shape, Pods::Mixed | Pods::SpreadMixed) {
                     940 + ((i * 7 + p) % 61) as i64
                 } else {
                     1000
                 };
                 let mut pod = testkit::pod(&format!("default/{name}-{p}"), cpu, 2 * GIB);
-                if shape == Pods::Spread {
+                if matches!(shape, Pods::Spread | Pods::SpreadMixed) {
                     // One copy per Deployment, as the controller's cache shares them.
                     pod.constraints = deployments[(i + p) % deployments.len()].clone();
                 }
@@ -176,6 +180,12 @@ fn bench(c: &mut Criterion) {
         ("steady", 15, Pods::Same, &[1000, 5000][..]),
         ("steady_mixed", 15, Pods::Mixed, &[1000][..]),
         ("steady_spread", 15, Pods::Spread, &[250, 500][..]),
+        (
+            "steady_spread_mixed",
+            15,
+            Pods::SpreadMixed,
+            &[250, 500][..],
+        ),
         ("scaled_down", 3, Pods::Same, &[1000, 5000][..]),
     ] {
         for &nodes in sizes {

@@ -6,7 +6,7 @@
 use super::Outcome;
 use crate::api::modify;
 use crate::context::Context;
-use crate::state::{Kind, Snapshot};
+use crate::state::{Snapshot, read_keys};
 use driftwood_api::hash::{
     EC2NODECLASS_HASH_VERSION, NODEPOOL_HASH_VERSION, TemplateHashes, ec2nodeclass_hashes,
     nodepool_hashes,
@@ -112,11 +112,32 @@ pub fn decide(snapshot: &Snapshot, cluster_ca_bundle: &str) -> Vec<Stamp> {
     stamps
 }
 
-/// What wakes the hash controller before its period: a change to a NodePool, an EC2NodeClass
-/// or a NodeClaim — the only kinds [`decide`] reads. O(1): during a rollout pods change many
-/// times a second, and a pass on each re-hashed every NodePool and walked every NodeClaim.
+/// What wakes the hash controller before its period: a change to what it reads of a NodePool
+/// or an EC2NodeClass (identity, annotations, spec; not the status driftwood rewrites as the
+/// fleet changes), or a NodeClaim created or deleted (one adopted under another hash version).
+/// A NodeClaim's own updates do not wake it (NodeClaims the provisioner launches carry the
+/// current stamps; an annotation edited by hand is re-stamped within the period, where
+/// Karpenter's hash controllers never look at NodeClaims but on a hash version change).
+/// O(NodePools + classes), and never a pod event: during a rollout pods change many times a
+/// second, and NodeClaim status a few times a second; each pass re-hashes every NodePool and
+/// walks every NodeClaim.
 pub fn wake_signature(snapshot: &Snapshot) -> Vec<u64> {
-    snapshot.changes_of_kinds(&[Kind::NodePool, Kind::EC2NodeClass, Kind::NodeClaim])
+    let store = &snapshot.store;
+    let mut signature = Vec::with_capacity(store.nodepools.len() + store.nodeclasses.len() + 1);
+    signature.extend(
+        store
+            .nodepools
+            .values()
+            .map(|p| read_keys::nodepool_spec_key(p)),
+    );
+    signature.extend(
+        store
+            .nodeclasses
+            .values()
+            .map(|c| read_keys::nodeclass_spec_key(c)),
+    );
+    signature.push(store.nodeclaims.len() as u64);
+    signature
 }
 
 /// One pass: decide, then write each stamp as a patch.
@@ -285,10 +306,12 @@ mod tests {
         assert!(stamped(&decide(&s, ""), Target::NodePool).is_empty());
     }
 
-    /// The controller wakes for a NodePool, EC2NodeClass or NodeClaim change (a NodeClaim
-    /// adopted under another hash version is one), and not for pods, which it never reads.
+    /// The controller wakes for what it reads of a NodePool or an EC2NodeClass changing, and
+    /// for a NodeClaim created (one adopted under another hash version); not for pods, a
+    /// NodeClaim's status, or the NodePool status the nodeclass controller rewrites as the
+    /// fleet's NodeClaims are counted.
     #[test]
-    fn wakes_for_the_kinds_it_reads_and_not_for_pods() {
+    fn wakes_for_what_it_reads_and_not_for_pods_or_status_writes() {
         let mut s = snapshot(pool(json!({})), None);
         let before = wake_signature(&s);
         let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
@@ -297,18 +320,30 @@ mod tests {
         }))
         .unwrap();
         s.apply("default/p".into(), Arc::new(pod));
-        assert_eq!(wake_signature(&s), before);
+        assert_eq!(wake_signature(&s), before, "a pod");
+        let mut counted = (*pool(json!({}))).clone();
+        counted.metadata.resource_version = Some("7".into());
+        counted.status = Some(serde_json::from_value(json!({"nodes": 3})).unwrap());
+        s.apply("default".into(), Arc::new(counted));
+        assert_eq!(wake_signature(&s), before, "NodePool status counts");
         s.apply(
             "default-abcde".into(),
             claim(json!({ANNOTATION_NODEPOOL_HASH_VERSION: "v1"}), false),
         );
-        assert_ne!(wake_signature(&s), before);
+        assert_ne!(wake_signature(&s), before, "a NodeClaim adopted");
         let with_claim = wake_signature(&s);
+        s.apply(
+            "default-abcde".into(),
+            claim(json!({ANNOTATION_NODEPOOL_HASH_VERSION: "v1"}), true),
+        );
+        assert_eq!(wake_signature(&s), with_claim, "a NodeClaim's status");
         s.apply("default".into(), pool(json!({"changed": "yes"})));
-        assert_ne!(wake_signature(&s), with_claim);
+        assert_ne!(wake_signature(&s), with_claim, "a NodePool's annotations");
         let with_pool = wake_signature(&s);
-        s.apply("default".into(), class());
-        assert_ne!(wake_signature(&s), with_pool);
+        let mut respec = (*class()).clone();
+        respec.spec.role = Some("other".into());
+        s.apply("default".into(), Arc::new(respec));
+        assert_ne!(wake_signature(&s), with_pool, "a class's spec");
     }
 
     #[test]

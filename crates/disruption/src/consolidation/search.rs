@@ -200,7 +200,6 @@ pub(super) fn single_node(
         unconsolidatable,
     } = prepare(input, Method::SingleNode);
     let pool_totals = totals(nodes, &world);
-    let memoize = memoize && world.independent;
     let mut sims = world.simulations();
     sort_by_value(&mut candidates);
     let ordered = interleave(&candidates, unseen_first);
@@ -265,43 +264,64 @@ pub(super) fn single_node(
     outcome
 }
 
-/// Everything about a candidate single-node consolidation's simulation looks at when no pod
-/// depends on another: its node's labels but the hostname, taints, allocatable and price, and
-/// its movable pods' requests, priorities and constraints in a canonical order. Two candidates
-/// of one shape see the same world (each is a destination for the other's pods in the other's
-/// simulation), so they come out the same, and the simulation of the first answers the rest —
-/// a fleet rolled by Deployments is mostly nodes of a few shapes.
+/// Everything about a pod a simulation looks at, apart from its name: its requests,
+/// priority, whether a DaemonSet owns it, and its constraints (namespace and labels, which
+/// other pods' spreads and affinities select it by, included).
+type PodShape = (BTreeMap<String, i64>, i32, bool, Shared<PodConstraints>);
+
+/// Everything about a candidate single-node consolidation's simulation looks at: its node's
+/// labels but the hostname, taints, allocatable and price, and its pods (bound and being
+/// deleted) in a canonical order. Two candidates of one shape see worlds that are the same up
+/// to their names (each stays, with its pods, where the other leaves), so they come out the
+/// same, and the simulation of the first answers the rest — a fleet rolled by Deployments is
+/// mostly nodes of a few shapes. That holds when pods depend on other pods too: a zone spread
+/// sees the same counts (the zone is a label of the shape), a hostname spread or anti-affinity
+/// the same hosts up to their names — unless a pod names a host.
 type NodeShape = (
     BTreeMap<String, String>,
     Vec<Taint>,
+    Vec<Taint>,
     Resources,
     u64,
-    Vec<(BTreeMap<String, i64>, i32, Shared<PodConstraints>)>,
+    Vec<PodShape>,
+    Vec<PodShape>,
 );
 
 /// `candidate`'s shape, or None when a pod names a hostname (then no two nodes are alike).
 fn node_shape(world: &SimulationInput, candidate: &Candidate<'_>) -> Option<NodeShape> {
     let node = &world.existing_nodes[candidate.position];
-    let mut pods = Vec::new();
-    for pod in node.pods.iter().filter(|p| !p.is_daemonset) {
-        let c = &pod.constraints;
-        let names_host = c.node_selector.has(LABEL_HOSTNAME)
-            || c.required_terms.iter().any(|t| t.has(LABEL_HOSTNAME))
-            || c.preferred_terms.iter().any(|(_, t)| t.has(LABEL_HOSTNAME));
-        if names_host {
-            return None;
+    let shapes = |pods: &[driftwood_scheduling::SimPod]| -> Option<Vec<PodShape>> {
+        let mut shapes = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let c = &pod.constraints;
+            let names_host = c.node_selector.has(LABEL_HOSTNAME)
+                || c.required_terms.iter().any(|t| t.has(LABEL_HOSTNAME))
+                || c.preferred_terms.iter().any(|(_, t)| t.has(LABEL_HOSTNAME));
+            if names_host {
+                return None;
+            }
+            shapes.push((
+                pod.requests.0.clone(),
+                pod.priority,
+                pod.is_daemonset,
+                c.clone(),
+            ));
         }
-        pods.push((pod.requests.0.clone(), pod.priority, c.clone()));
-    }
-    pods.sort();
+        shapes.sort();
+        Some(shapes)
+    };
+    let pods = shapes(&node.pods)?;
+    let terminating = shapes(&node.terminating)?;
     let mut labels = node.labels.clone();
     labels.remove(LABEL_HOSTNAME);
     Some((
         labels,
         node.taints.clone(),
+        node.startup_taints.clone(),
         node.allocatable.clone(),
         candidate.price.price.to_bits(),
         pods,
+        terminating,
     ))
 }
 

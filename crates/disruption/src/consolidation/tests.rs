@@ -744,3 +744,133 @@ fn single_node_memo_matches_simulating_every_candidate() {
         outcome.unconsolidatable
     );
 }
+
+/// The memo of failed shapes holds when pods depend on other pods: generated fleets over three
+/// zones whose pods belong to Deployments with a zone spread (DoNotSchedule), a hostname spread
+/// (ScheduleAnyway), a required hostname anti-affinity or none give the same command and the
+/// same unconsolidatable nodes with and without it; and a fleet of identical full nodes of
+/// spread pods is simulated once per zone.
+#[test]
+fn single_node_memo_matches_simulating_every_candidate_when_pods_depend_on_each_other() {
+    use driftwood_api::wellknown::{LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE};
+    use driftwood_scheduling::pod::{NamespaceSelection, PodAffinityTerm, TopologySpread};
+    use driftwood_scheduling::{PodConstraints, Requirements, Shared};
+    let zones = ["test-zone-1", "test-zone-2", "test-zone-3"];
+    let app = |name: &str, kind: usize| {
+        let labels = testkit::labels(&[("app", name)]);
+        let selector = Some(Requirements::from_labels(&labels));
+        let mut c = PodConstraints {
+            namespace: "default".into(),
+            labels,
+            ..PodConstraints::default()
+        };
+        match kind {
+            0 => c.spreads.push(TopologySpread {
+                topology_key: LABEL_TOPOLOGY_ZONE.into(),
+                max_skew: 1,
+                hard: true,
+                selector,
+                min_domains: None,
+            }),
+            1 => c.spreads.push(TopologySpread {
+                topology_key: LABEL_HOSTNAME.into(),
+                max_skew: 1,
+                hard: false,
+                selector,
+                min_domains: None,
+            }),
+            2 => c.anti_affinity.push(PodAffinityTerm {
+                topology_key: LABEL_HOSTNAME.into(),
+                selector,
+                namespaces: NamespaceSelection::default(),
+            }),
+            _ => {}
+        }
+        Shared::new(c)
+    };
+    let apps = [
+        app("zonal", 0),
+        app("spread", 1),
+        app("solo", 2),
+        app("plain", 3),
+    ];
+    // Gives the last node `zone` and its pods the constraints of `kinds` (by pod).
+    let shape_last = |cluster: &mut Cluster, zone: &str, kinds: &[usize]| {
+        let node = Arc::make_mut(cluster.world.existing_nodes.last_mut().expect("a node"));
+        node.labels
+            .insert(LABEL_TOPOLOGY_ZONE.to_string(), zone.to_string());
+        for (pod, kind) in node.pods.iter_mut().zip(kinds) {
+            pod.constraints = apps[*kind].clone();
+        }
+    };
+    let mut memo_answered = 0;
+    for seed in 0..120u64 {
+        let mut next =
+            driftwood_scheduling::testkit::seeded(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut cluster = Cluster::new();
+        cluster.on_demand_only();
+        let mut recipe = (1, vec![600], vec![3], zones[0]);
+        for i in 0..12 {
+            // Half the nodes repeat the one before (a Deployment's rollout makes many alike).
+            if i == 0 || next(2) == 0 {
+                let it = [1, 3][next(2) as usize];
+                let cores = it as i64 + 1;
+                // Most nodes full (their pods fit nowhere else), some with a slot free.
+                let size = [600, 900][next(2) as usize];
+                let slots = (cores * 1000 - 80) / size;
+                let count = (slots - next(2) as i64).max(1);
+                let pods: Vec<i64> = (0..count).map(|_| size).collect();
+                let kinds: Vec<usize> = pods.iter().map(|_| next(4) as usize).collect();
+                recipe = (it, pods, kinds, zones[next(3) as usize]);
+            }
+            let (it, pods, kinds, zone) = &recipe;
+            cluster.node(
+                &format!("n{i:02}"),
+                "default",
+                *it,
+                CAPACITY_TYPE_ON_DEMAND,
+                pods,
+            );
+            shape_last(&mut cluster, zone, kinds);
+        }
+        let with = single_node(cluster.input(), &[], &mut || false, true);
+        let without = single_node(cluster.input(), &[], &mut || false, false);
+        assert_eq!(with.command, without.command, "seed {seed}");
+        let names = |o: &MethodOutcome| {
+            o.unconsolidatable
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&with), names(&without), "seed {seed}");
+        memo_answered += with
+            .unconsolidatable
+            .iter()
+            .filter(|(_, why)| why.contains("the same node and pods"))
+            .count();
+    }
+    assert!(memo_answered > 0, "the generated fleets never met the memo");
+    // Nine identical full nodes, three a zone, their pods spread over zones: one simulation
+    // per zone answers the other six.
+    let mut full = Cluster::new();
+    full.on_demand_only();
+    for i in 0..9 {
+        full.node(
+            &format!("f{i}"),
+            "default",
+            1,
+            CAPACITY_TYPE_ON_DEMAND,
+            &[900, 900],
+        );
+        shape_last(&mut full, zones[i % 3], &[0, 0]);
+    }
+    let outcome = full.single();
+    assert_eq!(outcome.command, None);
+    assert_eq!(outcome.unconsolidatable.len(), 9);
+    let answered = outcome
+        .unconsolidatable
+        .iter()
+        .filter(|(_, why)| why.contains("the same node and pods"))
+        .count();
+    assert_eq!(answered, 6, "{:?}", outcome.unconsolidatable);
+}

@@ -189,8 +189,9 @@ mod tests {
         );
     }
 
-    /// The marker wakes for a NodeClaim or NodePool change, not for pods (it never reads them);
-    /// a verdict is remembered at the versions of the NodeClaim, its NodePool and its class.
+    /// The marker wakes for a NodeClaim change or a NodePool spec change, not for pods (it never
+    /// reads them) nor NodePool status; a verdict is remembered at the NodeClaim's version and
+    /// at what it read of its NodePool and class.
     #[test]
     fn wakes_for_the_kinds_a_verdict_reads_and_not_for_pods() {
         let mut s = snapshot(vec![claim("a", "default", None, false)]);
@@ -204,8 +205,34 @@ mod tests {
         assert_eq!(super::super::wake_signature(&s), before);
         let versions = |s: &Snapshot| {
             let c = candidates(s);
-            super::super::memory::Versions::of(&c[0], s)
+            super::super::memory::Versions::of(&c[0], &super::super::memory::ReadKeys::of(s))
         };
+        let at_first = versions(&s);
+        // The nodeclass controller rewrites the NodePool's status as its NodeClaims are
+        // counted: neither a wake nor a reason to judge again.
+        let mut counted = (**s.nodepool("default").expect("nodepool")).clone();
+        counted.metadata.resource_version = Some("9".into());
+        counted.status = Some(serde_json::from_value(json!({"nodes": 3})).expect("status"));
+        s.apply("default".into(), Arc::new(counted.clone()));
+        assert_eq!(
+            super::super::wake_signature(&s),
+            before,
+            "NodePool status counts"
+        );
+        assert_eq!(versions(&s), at_first, "NodePool status counts");
+        counted.spec.template.spec.requirements =
+            vec![serde_json::from_value(
+            json!({"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}),
+        )
+        .expect("requirement")];
+        s.apply("default".into(), Arc::new(counted));
+        assert_ne!(
+            super::super::wake_signature(&s),
+            before,
+            "a NodePool spec change"
+        );
+        assert_ne!(versions(&s), at_first, "a NodePool spec change");
+        let before = super::super::wake_signature(&s);
         let at_first = versions(&s);
         let mut changed = (*claim("a", "default", None, false)).clone();
         changed.metadata.resource_version = Some("2".into());

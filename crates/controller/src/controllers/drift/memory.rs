@@ -4,32 +4,74 @@
 //! NodeClaim once per drift interval (Karpenter requeues each every 5 minutes: what the cloud
 //! changed out of band, and the InstanceTypeNotFound check's age, are seen then).
 
-use crate::state::Snapshot;
+use crate::state::{Snapshot, read_keys};
 use driftwood_disruption::drift::Verdict;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::Candidate;
 
-/// The resourceVersions a verdict was judged at: the NodeClaim's, its NodePool's and its
-/// EC2NodeClass's (none when the class is not in the cache).
+/// What a verdict was judged at: the NodeClaim's resourceVersion, and what it read of its
+/// NodePool and EC2NodeClass ([`read_keys`]: not their resourceVersions, which status writes
+/// driftwood makes as the fleet changes would move; none when the class is not in the cache).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versions {
     claim: String,
-    nodepool: String,
-    nodeclass: Option<String>,
+    nodepool: u64,
+    nodeclass: Option<u64>,
 }
 
 impl Versions {
     /// The versions `candidate` is judged at now.
-    pub fn of(candidate: &Candidate<'_>, snapshot: &Snapshot) -> Self {
-        let version = |v: &Option<String>| v.clone().unwrap_or_default();
+    pub fn of(candidate: &Candidate<'_>, keys: &ReadKeys) -> Self {
         Self {
-            claim: version(&candidate.claim.metadata.resource_version),
-            nodepool: version(&candidate.nodepool.metadata.resource_version),
-            nodeclass: snapshot
-                .nodeclass(&candidate.claim.spec.node_class_ref.name)
-                .map(|c| version(&c.metadata.resource_version)),
+            claim: candidate
+                .claim
+                .metadata
+                .resource_version
+                .clone()
+                .unwrap_or_default(),
+            nodepool: keys
+                .pools
+                .get(
+                    candidate
+                        .nodepool
+                        .metadata
+                        .name
+                        .as_deref()
+                        .unwrap_or_default(),
+                )
+                .copied()
+                .unwrap_or_else(|| read_keys::nodepool_spec_key(candidate.nodepool)),
+            nodeclass: keys
+                .classes
+                .get(candidate.claim.spec.node_class_ref.name.as_str())
+                .copied(),
+        }
+    }
+}
+
+/// What verdicts read of each NodePool and EC2NodeClass, worked out once per pass.
+pub struct ReadKeys {
+    pools: HashMap<String, u64>,
+    classes: HashMap<String, u64>,
+}
+
+impl ReadKeys {
+    pub fn of(snapshot: &Snapshot) -> Self {
+        Self {
+            pools: snapshot
+                .store
+                .nodepools
+                .iter()
+                .map(|(name, pool)| (name.clone(), read_keys::nodepool_spec_key(pool)))
+                .collect(),
+            classes: snapshot
+                .store
+                .nodeclasses
+                .iter()
+                .map(|(name, class)| (name.clone(), read_keys::nodeclass_resolved_key(class)))
+                .collect(),
         }
     }
 }
@@ -107,11 +149,11 @@ mod tests {
     use super::*;
     use driftwood_disruption::drift::DriftFinding;
 
-    fn versions(claim: &str, nodepool: &str, nodeclass: Option<&str>) -> Versions {
+    fn versions(claim: &str, nodepool: u64, nodeclass: Option<u64>) -> Versions {
         Versions {
             claim: claim.into(),
-            nodepool: nodepool.into(),
-            nodeclass: nodeclass.map(Into::into),
+            nodepool,
+            nodeclass,
         }
     }
 
@@ -134,7 +176,7 @@ mod tests {
     #[test]
     fn the_first_pass_and_one_each_interval_judge_everything() {
         let memory = DriftMemory::default();
-        let at = versions("1", "1", Some("1"));
+        let at = versions("1", 1, Some(1));
         assert!(memory.start(0, 300).full);
         pass(&memory, 0, &[("a", at.clone(), drifted())]);
         assert_eq!(memory.start(299, 300).reusable("a", &at), Some(drifted()));
@@ -148,23 +190,23 @@ mod tests {
         pass(
             &memory,
             0,
-            &[("a", versions("1", "1", Some("1")), Verdict::NotDrifted)],
+            &[("a", versions("1", 1, Some(1)), Verdict::NotDrifted)],
         );
         let next = memory.start(10, 300);
         assert_eq!(
-            next.reusable("a", &versions("1", "1", Some("1"))),
+            next.reusable("a", &versions("1", 1, Some(1))),
             Some(Verdict::NotDrifted)
         );
         for changed in [
-            versions("2", "1", Some("1")),
-            versions("1", "2", Some("1")),
-            versions("1", "1", Some("2")),
-            versions("1", "1", None),
+            versions("2", 1, Some(1)),
+            versions("1", 2, Some(1)),
+            versions("1", 1, Some(2)),
+            versions("1", 1, None),
         ] {
             assert_eq!(next.reusable("a", &changed), None, "{changed:?}");
         }
         assert_eq!(
-            next.reusable("b", &versions("1", "1", Some("1"))),
+            next.reusable("b", &versions("1", 1, Some(1))),
             None,
             "a NodeClaim never judged"
         );
@@ -173,7 +215,7 @@ mod tests {
     #[test]
     fn an_unknown_verdict_is_judged_again_and_unseen_nodeclaims_are_forgotten() {
         let memory = DriftMemory::default();
-        let at = versions("1", "1", Some("1"));
+        let at = versions("1", 1, Some(1));
         pass(
             &memory,
             0,

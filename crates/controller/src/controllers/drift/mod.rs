@@ -13,7 +13,7 @@ use crate::api::{clear_claim_condition, modify_status, nodeclaims, set_claim_con
 use crate::context::Context;
 use crate::events::EventType;
 use crate::metrics::Metrics;
-use crate::state::{Kind, Snapshot};
+use crate::state::{Kind, Snapshot, read_keys};
 use driftwood_api::condition::STATUS_TRUE;
 use driftwood_api::hash::{TemplateHashes, nodepool_hashes};
 use driftwood_api::wellknown::CONDITION_DRIFTED;
@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use memory::Versions;
+use memory::{ReadKeys, Versions};
 
 /// NodeClaims (by uid) whose instance type was found, and when: they are not checked again for
 /// InstanceTypeNotFound until the TTL passes (a found drift is never remembered).
@@ -103,11 +103,27 @@ async fn judge(
     }
 }
 
-/// What wakes the drift marker before its period: a change to a NodeClaim, a NodePool or an
-/// EC2NodeClass, the kinds a verdict depends on (with the cloud, read again each interval).
-/// O(1), and never a pod event: during a rollout pods change many times a second.
+/// What wakes the drift marker before its period: a change to a NodeClaim, or to what a
+/// verdict reads of a NodePool or an EC2NodeClass (not the status counts driftwood rewrites
+/// as the fleet changes; [`read_keys`]). O(NodePools + classes), and never a pod event: during
+/// a rollout pods change many times a second.
 pub fn wake_signature(snapshot: &Snapshot) -> Vec<u64> {
-    snapshot.changes_of_kinds(&[Kind::NodeClaim, Kind::NodePool, Kind::EC2NodeClass])
+    let mut signature = snapshot.changes_of_kinds(&[Kind::NodeClaim]);
+    signature.extend(
+        snapshot
+            .store
+            .nodepools
+            .values()
+            .map(|p| read_keys::nodepool_spec_key(p)),
+    );
+    signature.extend(
+        snapshot
+            .store
+            .nodeclasses
+            .values()
+            .map(|c| read_keys::nodeclass_resolved_key(c)),
+    );
+    signature
 }
 
 /// How soon a pass that could not judge a NodeClaim (a provider error, an instance not listed
@@ -124,11 +140,12 @@ pub async fn pass(ctx: Context, checks: InstanceTypeChecks, memory: DriftMemory)
     if enabled {
         let interval = i64::try_from(ctx.settings.drift_interval.as_secs()).unwrap_or(i64::MAX);
         let mut remembered = memory.start(ctx.now_seconds(), interval);
+        let keys = ReadKeys::of(&snapshot);
         // Each NodePool's template is hashed once per pass, not once per NodeClaim.
         let mut pool_hashes: BTreeMap<&str, TemplateHashes> = BTreeMap::new();
         for candidate in candidates(&snapshot) {
             let uid = candidate.claim.metadata.uid.as_deref().unwrap_or_default();
-            let versions = Versions::of(&candidate, &snapshot);
+            let versions = Versions::of(&candidate, &keys);
             let verdict = match remembered.reusable(uid, &versions) {
                 Some(verdict) => verdict,
                 None => {
