@@ -8,10 +8,11 @@ use driftwood_api::condition::Conditions;
 use driftwood_api::nodepool::STATIC_UNSUPPORTED_MESSAGE;
 use driftwood_api::wellknown::{CONDITION_READY, LABEL_NODEPOOL};
 use driftwood_api::{NodeClaim, NodePool};
+use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_scheduling::{
     ExistingNode, NODES, NodePoolSpec, Requirements, Resources, SimPod, SimulationInput, Taint,
 };
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,21 +23,18 @@ use std::sync::Arc;
 pub const NO_COMPATIBLE_INSTANCE_TYPES: &str =
     "its requirements filtered out every instance type with an available offering";
 
-/// The pods bound to `node` as the simulation sees them (converted when each pod was last
+/// `pods` (those bound to one node) as the simulation sees them (converted when each pod was last
 /// seen; a pod that does not convert is left out, as logged then): the running ones, and the
 /// ones being deleted, which hold their requests until they are terminal (Karpenter's cluster
 /// state releases a pod's requests only then) but count for no other pod's topology.
-fn sim_pods(snapshot: &Snapshot, node: &str) -> (Vec<SimPod>, Vec<SimPod>) {
+fn sim_pods(pods: &[&Arc<CachedPod>]) -> (Vec<SimPod>, Vec<SimPod>) {
     let mut running = Vec::new();
     let mut terminating = Vec::new();
-    for key in snapshot.pods_by_node.get(node).into_iter().flatten() {
-        let Some(pod) = snapshot.store.pods.get(key) else {
-            continue;
-        };
+    for pod in pods {
         if pod.is_terminal() {
             continue;
         }
-        let Some(sim) = snapshot.sim_pod(key).and_then(|s| s.as_ref().ok()) else {
+        let Ok(sim) = pod.sim.as_ref() else {
             continue;
         };
         if pod.is_terminating() {
@@ -51,43 +49,31 @@ fn sim_pods(snapshot: &Snapshot, node: &str) -> (Vec<SimPod>, Vec<SimPod>) {
 /// Every Node with its pods; with `include_inflight` (provisioning), also NodeClaims launched
 /// or launching without a Node yet (as uninitialized capacity), so provisioning does not launch
 /// twice, and without the Nodes whose NodeClaim is being deleted (Karpenter's active nodes:
-/// their pods are placed elsewhere, by the provisioner).
+/// their pods are placed elsewhere, by the provisioner). A Node whose objects are the same as
+/// at an earlier pass gives the view built then ([`crate::state::built_nodes`]).
 pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Arc<ExistingNode>> {
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (name, node) in &snapshot.store.nodes {
+        seen.insert(name.as_str());
         if node.metadata.deletion_timestamp.is_some() {
             continue;
         }
+        let claim = snapshot.nodeclaim_of(node);
         if include_inflight
-            && snapshot
-                .nodeclaim_of(node)
+            && claim
                 .and_then(|claim| claim.metadata.name.as_ref())
                 .is_some_and(|claim| snapshot.deleting_nodeclaims.contains(claim))
         {
             continue;
         }
-        let (running, terminating) = sim_pods(snapshot, name);
-        match ExistingNode::from_node(node, running) {
-            Ok(mut existing) => {
-                existing.terminating = terminating;
-                if let Some(claim) = snapshot.nodeclaim_of(node) {
-                    existing.initialized =
-                        claim.is_true(driftwood_api::wellknown::CONDITION_INITIALIZED);
-                    existing.startup_taints = claim
-                        .spec
-                        .startup_taints
-                        .iter()
-                        .filter_map(|t| Taint::from_k8s(t).ok())
-                        .collect();
-                    if !existing.initialized {
-                        with_nodeclaim_view(&mut existing, claim);
-                    }
-                }
-                out.push(Arc::new(existing));
-            }
-            Err(error) => tracing::debug!(%error, "node skipped in simulation"),
-        }
+        let pods = snapshot.pods_on(name);
+        let view = snapshot.built_nodes.view(name, node, claim, &pods, || {
+            existing_node(node, claim.map(Arc::as_ref), &pods)
+        });
+        out.extend(view);
     }
+    snapshot.built_nodes.keep_only(&seen);
     if include_inflight {
         for (name, claim) in &snapshot.store.nodeclaims {
             if claim.metadata.deletion_timestamp.is_some() || snapshot.node_of(claim).is_some() {
@@ -97,6 +83,37 @@ pub fn existing_nodes(snapshot: &Snapshot, include_inflight: bool) -> Vec<Arc<Ex
         }
     }
     out
+}
+
+/// `node` as the simulation sees it, with `pods` (the pods bound to it) and what its NodeClaim
+/// says; None (logged) when the Node cannot be read.
+fn existing_node(
+    node: &Node,
+    claim: Option<&NodeClaim>,
+    pods: &[&Arc<CachedPod>],
+) -> Option<ExistingNode> {
+    let (running, terminating) = sim_pods(pods);
+    let mut existing = match ExistingNode::from_node(node, running) {
+        Ok(existing) => existing,
+        Err(error) => {
+            tracing::debug!(%error, "node skipped in simulation");
+            return None;
+        }
+    };
+    existing.terminating = terminating;
+    if let Some(claim) = claim {
+        existing.initialized = claim.is_true(driftwood_api::wellknown::CONDITION_INITIALIZED);
+        existing.startup_taints = claim
+            .spec
+            .startup_taints
+            .iter()
+            .filter_map(|t| Taint::from_k8s(t).ok())
+            .collect();
+        if !existing.initialized {
+            with_nodeclaim_view(&mut existing, claim);
+        }
+    }
+    Some(existing)
 }
 
 /// A Node that is not initialized yet is seen through its NodeClaim too, as Karpenter's cluster
@@ -561,5 +578,78 @@ mod tests {
         let keys = |pods: &[SimPod]| pods.iter().map(|p| p.key.clone()).collect::<Vec<_>>();
         assert_eq!(keys(&nodes[0].pods), ["default/running"]);
         assert_eq!(keys(&nodes[0].terminating), ["default/leaving"]);
+    }
+
+    /// A node's view is built again exactly when its Node, its NodeClaim or a pod on it is
+    /// another object; a node none of those changed for is the view built before (the same
+    /// `Arc`), and a node gone is forgotten.
+    #[test]
+    fn a_nodes_view_is_built_again_only_when_its_node_claim_or_pods_change() {
+        let node = |name: &str, team: &str| -> k8s_openapi::api::core::v1::Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "team": team}},
+                "spec": {"providerID": format!("aws:///zone/i-{name}")},
+                "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "29"}}
+            }))
+            .expect("node")
+        };
+        let claim = |name: &str, initialized: bool| -> NodeClaim {
+            let status = if initialized { "True" } else { "False" };
+            serde_json::from_value(json!({
+                "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": name},
+                "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []},
+                "status": {"providerID": "aws:///zone/i-n1", "conditions": [{"type": "Initialized",
+                    "status": status, "reason": "x", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]}
+            }))
+            .expect("nodeclaim")
+        };
+        let pod = |name: &str, cpu: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "pause",
+                         "resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": "Running"}
+            }))
+            .expect("pod")
+        };
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("n1".into(), Arc::new(node("n1", "a")));
+        snapshot.apply("n2".into(), Arc::new(node("n2", "a")));
+        snapshot.apply("c1".into(), Arc::new(claim("c1", false)));
+        snapshot.apply("default/p".into(), Arc::new(pod("p", "1")));
+        let first = existing_nodes(&snapshot, false);
+        let again = existing_nodes(&snapshot.clone(), false);
+        assert!(first.iter().zip(&again).all(|(a, b)| Arc::ptr_eq(a, b)));
+        assert!(!first[0].initialized);
+        // A pod on n1 changes: n1 is built again, n2 is not.
+        snapshot.apply("default/p".into(), Arc::new(pod("p", "2")));
+        let moved = existing_nodes(&snapshot, false);
+        assert!(!Arc::ptr_eq(&moved[0], &first[0]));
+        assert_eq!(
+            moved[0].pods[0]
+                .requests
+                .get(driftwood_scheduling::resources::CPU),
+            2000
+        );
+        assert!(Arc::ptr_eq(&moved[1], &first[1]));
+        // Its NodeClaim changes: built again.
+        snapshot.apply("c1".into(), Arc::new(claim("c1", true)));
+        let claimed = existing_nodes(&snapshot, false);
+        assert!(!Arc::ptr_eq(&claimed[0], &moved[0]) && claimed[0].initialized);
+        // The Node itself changes: built again, with its labels.
+        snapshot.apply("n2".into(), Arc::new(node("n2", "b")));
+        let relabelled = existing_nodes(&snapshot, false);
+        assert!(Arc::ptr_eq(&relabelled[0], &claimed[0]));
+        assert_eq!(
+            relabelled[1].labels.get("team").map(String::as_str),
+            Some("b")
+        );
+        // A node gone is forgotten.
+        snapshot.delete::<k8s_openapi::api::core::v1::Node>("n2");
+        assert_eq!(existing_nodes(&snapshot, false).len(), 1);
+        assert_eq!(
+            format!("{:?}", snapshot.built_nodes),
+            "BuiltNodes { views: 1 }"
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! The store and its indexes are persistent maps updated per watch event: taking a snapshot
 //! shares their structure (no copy of the store), and an event costs O(log n).
 
+pub mod built_nodes;
 pub mod read_keys;
 mod snapshot;
 pub mod trim;

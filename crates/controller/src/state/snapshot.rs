@@ -61,6 +61,8 @@ pub struct Snapshot {
     /// [`Kind::position`]: a controller that reads only some kinds wakes when theirs move, in
     /// O(1), not on every pod event.
     pub changes: [u64; Kind::ALL.len()],
+    /// Each Node's simulation view, kept between passes (shared by clones of this snapshot).
+    pub built_nodes: super::built_nodes::BuiltNodes,
 }
 
 /// The pods on one node whose coming and going is a pod event: how many, and the wrapping sum

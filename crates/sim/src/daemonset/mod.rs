@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::watch_cache::WatchCache;
 
-pub use plan::{DaemonSetAction, REVISION_LABEL, daemon_pod, plan};
+pub use plan::{DaemonSetAction, PlanMemo, REVISION_LABEL, daemon_pod, plan, plan_remembering};
 
 /// The running DaemonSet controller; dropping this stops it.
 #[derive(Debug)]
@@ -58,13 +58,14 @@ async fn run(client: Client) {
     pods.ready().await;
     // Creations issued but not yet visible in the pod cache, by (namespace, node, set uid).
     let mut in_flight: Vec<(String, tokio::time::Instant)> = Vec::new();
+    let mut memo = PlanMemo::default();
     loop {
         let set_list = sets.objects();
         let node_list = nodes.objects();
         let pod_list = pods.objects();
         let now = tokio::time::Instant::now();
         in_flight.retain(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
-        for action in plan(&set_list, &node_list, &pod_list) {
+        for action in plan_remembering(&set_list, &node_list, &pod_list, &mut memo) {
             let key = action_key(&action);
             if in_flight.iter().any(|(k, _)| *k == key) {
                 continue;
