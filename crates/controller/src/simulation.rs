@@ -10,7 +10,7 @@ use driftwood_api::wellknown::{CONDITION_READY, LABEL_NODEPOOL};
 use driftwood_api::{NodeClaim, NodePool};
 use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_scheduling::{
-    ExistingNode, NODES, NodePoolSpec, Requirements, Resources, SimPod, SimulationInput, Taint,
+    ExistingNode, NodePoolSpec, Requirements, Resources, SimPod, SimulationInput, Taint,
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -234,28 +234,10 @@ pub fn daemonset_pods(snapshot: &Snapshot) -> Vec<SimPod> {
 /// The resources a NodePool's NodeClaims hold (their capacity, or requests before launch).
 pub fn nodepool_usage(snapshot: &Snapshot, pool: &str) -> Resources {
     snapshot
-        .nodeclaims_by_nodepool
+        .nodepool_usage
         .get(pool)
-        .into_iter()
-        .flatten()
-        .filter_map(|name| snapshot.store.nodeclaims.get(name))
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .map(|c| {
-            let capacity = c
-                .status
-                .as_ref()
-                .filter(|s| !s.capacity.is_empty())
-                .map(|s| &s.capacity);
-            let requests = c.spec.resources.as_ref().map(|r| &r.requests);
-            let mut usage = capacity
-                .or(requests)
-                .and_then(|q| Resources::from_quantities(q).ok())
-                .unwrap_or_default();
-            // Every NodeClaim counts as one node against `limits.nodes`.
-            usage.add_one(NODES, 1000);
-            usage
-        })
-        .fold(Resources::new(), |total, r| total.add(&r))
+        .map(|u| u.usage().clone())
+        .unwrap_or_default()
 }
 
 /// The NodePools as the simulation sees them, heaviest first. Pools whose class is missing or

@@ -88,6 +88,15 @@ where
         Self::start(client, changed, None, Some(Arc::default()))
     }
 
+    /// [`WatchCache::spawn_selected`], noting which objects change.
+    pub fn spawn_selected_tracked(
+        client: Client,
+        changed: Arc<Notify>,
+        label_selector: Option<&str>,
+    ) -> Self {
+        Self::start(client, changed, label_selector, Some(Arc::default()))
+    }
+
     fn start(
         client: Client,
         changed: Arc<Notify>,

@@ -7,6 +7,7 @@
 //! shares their structure (no copy of the store), and an event costs O(log n).
 
 pub mod built_nodes;
+pub mod pool_usage;
 pub mod read_keys;
 mod snapshot;
 pub mod trim;

@@ -63,6 +63,8 @@ pub struct Snapshot {
     pub changes: [u64; Kind::ALL.len()],
     /// Each Node's simulation view, kept between passes (shared by clones of this snapshot).
     pub built_nodes: super::built_nodes::BuiltNodes,
+    /// Each NodePool's usage by its NodeClaims not being deleted, by NodePool name.
+    pub nodepool_usage: OrdMap<String, super::pool_usage::PoolUsage>,
 }
 
 /// The pods on one node whose coming and going is a pod event: how many, and the wrapping sum
@@ -258,6 +260,14 @@ fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, prese
         .and_then(|l| l.get(LABEL_NODEPOOL))
     {
         set_member(&mut snapshot.nodeclaims_by_nodepool, pool, name, present);
+        if claim.metadata.deletion_timestamp.is_none() {
+            let usage = super::pool_usage::claim_usage(claim);
+            let counted = snapshot.nodepool_usage.entry(pool.clone()).or_default();
+            counted.count(&usage, present);
+            if counted.is_empty() {
+                snapshot.nodepool_usage.remove(pool);
+            }
+        }
     }
     if let Some(id) = claim.status.as_ref().and_then(|s| s.provider_id.as_deref()) {
         unique(&mut snapshot.nodeclaim_by_provider_id, id, name, present);

@@ -3,7 +3,9 @@
 //! current; template changes rolled out one pod at a time.
 
 pub mod plan;
+pub mod planner;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +19,8 @@ use tokio::task::JoinHandle;
 
 use crate::watch_cache::WatchCache;
 
-pub use plan::{DaemonSetAction, PlanMemo, REVISION_LABEL, daemon_pod, plan, plan_remembering};
+pub use plan::{DaemonSetAction, REVISION_LABEL, daemon_pod, plan};
+pub use planner::{DaemonSetPlanner, Observed};
 
 /// The running DaemonSet controller; dropping this stops it.
 #[derive(Debug)]
@@ -46,31 +49,61 @@ const RESYNC: Duration = Duration::from_secs(10);
 async fn run(client: Client) {
     let changed = Arc::new(Notify::new());
     let sets: WatchCache<DaemonSet> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
-    let nodes: WatchCache<Node> = WatchCache::spawn(client.clone(), Arc::clone(&changed));
+    let nodes: WatchCache<Node> = WatchCache::spawn_tracked(client.clone(), Arc::clone(&changed));
     // Only pods this controller made carry its revision label: the rest of the cluster's pods
     // (every Deployment's) neither wake it nor are read on each pass. Unlike Kubernetes'
     // controller, it no longer sees a daemon pod whose label is removed by hand (nothing in the
     // embedded cluster does that).
-    let pods: WatchCache<Pod> =
-        WatchCache::spawn_selected(client.clone(), Arc::clone(&changed), Some(REVISION_LABEL));
+    let pods: WatchCache<Pod> = WatchCache::spawn_selected_tracked(
+        client.clone(),
+        Arc::clone(&changed),
+        Some(REVISION_LABEL),
+    );
     sets.ready().await;
     nodes.ready().await;
     pods.ready().await;
-    // Creations issued but not yet visible in the pod cache, by (namespace, node, set uid).
-    let mut in_flight: Vec<(String, tokio::time::Instant)> = Vec::new();
-    let mut memo = PlanMemo::default();
+    // Actions issued and when, not made again for a while (a creation not yet visible in the
+    // pod cache), by action key.
+    let mut in_flight: HashMap<String, tokio::time::Instant> = HashMap::new();
+    let mut planner = DaemonSetPlanner::default();
+    let mut first = true;
     loop {
         let set_list = sets.objects();
-        let node_list = nodes.objects();
-        let pod_list = pods.objects();
+        let (node_changes, pod_changes) = (nodes.take_changes(), pods.take_changes());
+        let observed = if first || node_changes.relisted || pod_changes.relisted {
+            first = false;
+            Observed::Everything {
+                nodes: nodes.objects(),
+                pods: pods.objects(),
+            }
+        } else {
+            Observed::Changed {
+                nodes: node_changes
+                    .touched
+                    .into_iter()
+                    .map(|(_, name)| {
+                        let node = nodes.get("", &name);
+                        (name, node)
+                    })
+                    .collect(),
+                pods: pod_changes
+                    .touched
+                    .into_iter()
+                    .map(|(namespace, name)| {
+                        let pod = pods.get(&namespace, &name);
+                        ((namespace, name), pod)
+                    })
+                    .collect(),
+            }
+        };
         let now = tokio::time::Instant::now();
-        in_flight.retain(|(_, at)| now.saturating_duration_since(*at) < Duration::from_secs(5));
-        for action in plan_remembering(&set_list, &node_list, &pod_list, &mut memo) {
+        in_flight.retain(|_, at| now.saturating_duration_since(*at) < Duration::from_secs(5));
+        for action in planner.pass(&set_list, observed) {
             let key = action_key(&action);
-            if in_flight.iter().any(|(k, _)| *k == key) {
+            if in_flight.contains_key(&key) {
                 continue;
             }
-            in_flight.push((key, now));
+            in_flight.insert(key, now);
             if let Err(error) = execute(&client, action).await {
                 tracing::debug!(%error, "daemonset action failed; will retry");
             }

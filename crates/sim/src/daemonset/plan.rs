@@ -2,7 +2,7 @@
 //! which daemon pods to create (pinned with `spec.nodeName`), which to delete, and the status.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use driftwood_scheduling::taints::first_untolerated;
@@ -11,8 +11,9 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
+use super::planner::{DaemonSetPlanner, Observed};
 use crate::workloads::hash::template_hash;
-use crate::workloads::{owned_by, pod_is_ready};
+use crate::workloads::pod_is_ready;
 
 /// The label carrying the template revision a daemon pod was made from.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -155,11 +156,12 @@ pub fn placement(sim: &SimPod, node: &Node) -> Placement {
     Placement { schedule, keep }
 }
 
-fn pod_name(pod: &Pod) -> String {
+pub(super) fn pod_name(pod: &Pod) -> String {
     pod.metadata.name.clone().unwrap_or_default()
 }
 
-/// Decide for every DaemonSet.
+/// Decide for every DaemonSet, from every Node and daemon pod (a [`DaemonSetPlanner`] told
+/// everything once).
 pub fn plan<D: Borrow<DaemonSet>, N: Borrow<Node>, P: Borrow<Pod>>(
     daemon_sets: &[D],
     nodes: &[N],
@@ -171,51 +173,32 @@ pub fn plan<D: Borrow<DaemonSet>, N: Borrow<Node>, P: Borrow<Pod>>(
         .collect();
     let nodes: Vec<Arc<Node>> = nodes.iter().map(|n| Arc::new(n.borrow().clone())).collect();
     let pods: Vec<Arc<Pod>> = pods.iter().map(|p| Arc::new(p.borrow().clone())).collect();
-    plan_remembering(&sets, &nodes, &pods, &mut PlanMemo::default())
+    DaemonSetPlanner::default().pass(&sets, Observed::Everything { nodes, pods })
 }
 
 /// What [`plan`] decided for one DaemonSet on one node: the actions there and what the node
 /// adds to the DaemonSet's status and rollout.
 #[derive(Debug, Clone, Default)]
-struct NodePlan {
-    actions: Vec<DaemonSetAction>,
-    desired: bool,
-    scheduled: bool,
-    misscheduled: bool,
-    ready: bool,
-    updated: bool,
+pub(super) struct NodePlan {
+    pub(super) actions: Vec<DaemonSetAction>,
+    pub(super) desired: bool,
+    pub(super) scheduled: bool,
+    pub(super) misscheduled: bool,
+    pub(super) ready: bool,
+    pub(super) updated: bool,
     /// The node's pod, when it runs an older template.
-    outdated: Option<String>,
+    pub(super) outdated: Option<String>,
     /// A pod to create there, or its pod not ready.
-    unavailable: bool,
-}
-
-/// The objects one [`NodePlan`] was decided from, held so a pointer compared with them is
-/// never a freed one reused.
-struct Decided {
-    set: Arc<DaemonSet>,
-    node: Arc<Node>,
-    pods: Vec<Arc<Pod>>,
-    plan: NodePlan,
-}
-
-/// The per-node decisions of the last pass, by (DaemonSet uid, node name): a node whose Node,
-/// daemon pods and DaemonSet are the same objects as then is not decided again (Kubernetes'
-/// controller likewise looks at a node again only when its labels, taints or pods changed).
-#[derive(Default)]
-pub struct PlanMemo {
-    decided: HashMap<(String, String), Decided>,
-    /// How many node decisions the last pass made (the rest were kept).
-    pub decided_last_pass: usize,
+    pub(super) unavailable: bool,
 }
 
 /// What one DaemonSet's pods look like, worked out when a node of it is decided.
-struct Template {
-    revision: String,
-    sim: SimPod,
+pub(super) struct Template {
+    pub(super) revision: String,
+    pub(super) sim: SimPod,
 }
 
-fn template(ds: &DaemonSet) -> Option<Template> {
+pub(super) fn template(ds: &DaemonSet) -> Option<Template> {
     let template = ds
         .spec
         .as_ref()
@@ -228,145 +211,14 @@ fn template(ds: &DaemonSet) -> Option<Template> {
     Some(Template { revision, sim })
 }
 
-/// [`plan`], deciding again only the nodes whose Node, daemon pods or DaemonSet changed since
-/// `memo`'s pass; the same actions as [`plan`] of the same objects.
-pub fn plan_remembering(
-    daemon_sets: &[Arc<DaemonSet>],
-    nodes: &[Arc<Node>],
-    pods: &[Arc<Pod>],
-    memo: &mut PlanMemo,
-) -> Vec<DaemonSetAction> {
-    let mut previous = std::mem::take(&mut memo.decided);
-    memo.decided_last_pass = 0;
-    let mut actions = Vec::new();
-    let mut sorted_sets: Vec<&Arc<DaemonSet>> = daemon_sets.iter().collect();
-    sorted_sets.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
-    let mut sorted_nodes: Vec<&Arc<Node>> = nodes.iter().collect();
-    sorted_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    for ds in sorted_sets {
-        if ds.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let namespace = ds.metadata.namespace.clone().unwrap_or_default();
-        let name = ds.metadata.name.clone().unwrap_or_default();
-        let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let mut template_once: Option<Option<Template>> = None;
-        let mut by_node: BTreeMap<&str, Vec<&Arc<Pod>>> = BTreeMap::new();
-        for pod in pods.iter().filter(|p| {
-            p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && owned_by(&p.metadata, &uid)
-                && p.metadata.deletion_timestamp.is_none()
-        }) {
-            let node = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .unwrap_or_default();
-            by_node.entry(node).or_default().push(pod);
-        }
-        for list in by_node.values_mut() {
-            // Keep a ready pod first, then the oldest.
-            list.sort_by_key(|p| {
-                (
-                    !pod_is_ready(p),
-                    p.metadata.creation_timestamp.clone(),
-                    pod_name(p),
-                )
-            });
-        }
-        let (mut desired, mut scheduled, mut misscheduled, mut ready, mut updated) =
-            (0i64, 0i64, 0i64, 0i64, 0i64);
-        let mut outdated: Vec<String> = Vec::new();
-        let mut unavailable_now = 0;
-        // A template that cannot be read decides nothing for its DaemonSet.
-        let mut broken = false;
-        for node in &sorted_nodes {
-            let node_name = node.metadata.name.clone().unwrap_or_default();
-            let here = by_node.remove(node_name.as_str()).unwrap_or_default();
-            let key = (uid.clone(), node_name);
-            let same = previous.remove(&key).filter(|d| {
-                Arc::ptr_eq(&d.set, ds)
-                    && Arc::ptr_eq(&d.node, node)
-                    && d.pods.len() == here.len()
-                    && d.pods.iter().zip(&here).all(|(a, b)| Arc::ptr_eq(a, b))
-            });
-            let decided = match same {
-                Some(decided) => decided,
-                None => {
-                    let Some(template) = template_once.get_or_insert_with(|| template(ds)) else {
-                        broken = true;
-                        break;
-                    };
-                    memo.decided_last_pass += 1;
-                    Decided {
-                        set: Arc::clone(ds),
-                        node: Arc::clone(node),
-                        pods: here.iter().map(|p| Arc::clone(p)).collect(),
-                        plan: plan_node(ds, template, node, &here),
-                    }
-                }
-            };
-            let p = &decided.plan;
-            actions.extend(p.actions.iter().cloned());
-            desired += i64::from(p.desired);
-            scheduled += i64::from(p.scheduled);
-            misscheduled += i64::from(p.misscheduled);
-            ready += i64::from(p.ready);
-            updated += i64::from(p.updated);
-            unavailable_now += i64::from(p.unavailable);
-            outdated.extend(p.outdated.iter().cloned());
-            memo.decided.insert(key, decided);
-        }
-        if broken {
-            continue;
-        }
-        // Pods on nodes that no longer exist.
-        for pod in by_node.into_values().flatten() {
-            actions.push(DaemonSetAction::DeletePod {
-                namespace: namespace.clone(),
-                name: pod_name(pod),
-            });
-        }
-        // Rolling update, one pod at a time (maxUnavailable 1).
-        if unavailable_now == 0
-            && let Some(first) = outdated.first()
-        {
-            actions.push(DaemonSetAction::DeletePod {
-                namespace: namespace.clone(),
-                name: first.clone(),
-            });
-        }
-        let status = json!({
-            "currentNumberScheduled": scheduled,
-            "desiredNumberScheduled": desired,
-            "numberMisscheduled": misscheduled,
-            "numberReady": ready,
-            "numberAvailable": ready,
-            "numberUnavailable": (desired - ready).max(0),
-            "updatedNumberScheduled": updated,
-            "observedGeneration": ds.metadata.generation.unwrap_or(0),
-        });
-        let current = ds
-            .status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-            .unwrap_or(Value::Null);
-        if !same_status(&current, &status) {
-            actions.push(DaemonSetAction::UpdateStatus {
-                namespace,
-                name,
-                status,
-            });
-        }
-    }
-    actions
-}
-
 /// The decision for DaemonSet `ds` (its pods being `template`) on `node`, whose daemon pods are
 /// `here` (a ready one first, then the oldest).
-fn plan_node(ds: &DaemonSet, template: &Template, node: &Node, here: &[&Arc<Pod>]) -> NodePlan {
+pub(super) fn plan_node(
+    ds: &DaemonSet,
+    template: &Template,
+    node: &Node,
+    here: &[&Arc<Pod>],
+) -> NodePlan {
     let namespace = ds.metadata.namespace.clone().unwrap_or_default();
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let place = placement(&template.sim, node);
@@ -415,7 +267,7 @@ fn plan_node(ds: &DaemonSet, template: &Template, node: &Node, here: &[&Arc<Pod>
     plan
 }
 
-fn same_status(current: &Value, wanted: &Value) -> bool {
+pub(super) fn same_status(current: &Value, wanted: &Value) -> bool {
     wanted.as_object().is_some_and(|fields| {
         fields.iter().all(|(k, v)| {
             let have = current.get(k).cloned().unwrap_or(json!(0));
@@ -584,65 +436,5 @@ mod tests {
             deleted(&actions).is_empty(),
             "wait while a pod is unavailable"
         );
-    }
-
-    /// Deciding again only the nodes whose objects changed gives what deciding every node
-    /// gives, through a sequence of changes: a node tainted, a pod created, a pod ready, the
-    /// template changed, a node gone; and an unchanged node is not decided again.
-    #[test]
-    fn remembered_decisions_match_deciding_every_node() {
-        let ds = Arc::new(daemon_set(json!({})));
-        let mut nodes: Vec<Arc<Node>> = (1..=4)
-            .map(|i| Arc::new(node(&format!("n{i}"), "a", json!([]))))
-            .collect();
-        let mut pods: Vec<Arc<Pod>> = vec![Arc::new(existing(&ds, "p1", "n1"))];
-        let mut sets = vec![Arc::clone(&ds)];
-        let mut memo = PlanMemo::default();
-        let mut check =
-            |sets: &[Arc<DaemonSet>], nodes: &[Arc<Node>], pods: &[Arc<Pod>], step: &str| {
-                let remembered = plan_remembering(sets, nodes, pods, &mut memo);
-                assert_eq!(remembered, plan(sets, nodes, pods), "{step}");
-                (remembered, memo.decided.len(), memo.decided_last_pass)
-            };
-        let (first, ..) = check(&sets, &nodes, &pods, "first");
-        assert_eq!(created_on(&first), vec!["n2", "n3", "n4"]);
-        nodes[1] = Arc::new(node(
-            "n2",
-            "a",
-            json!([{"key": "dedicated", "effect": "NoSchedule"}]),
-        ));
-        let (tainted, ..) = check(&sets, &nodes, &pods, "n2 tainted");
-        assert_eq!(created_on(&tainted), vec!["n3", "n4"]);
-        pods.push(Arc::new(existing(&ds, "p3", "n3")));
-        check(&sets, &nodes, &pods, "a pod created");
-        let mut ready = existing(&ds, "p1", "n1");
-        ready.status = serde_json::from_value(
-            json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
-        )
-        .unwrap();
-        pods[0] = Arc::new(ready);
-        check(&sets, &nodes, &pods, "a pod ready");
-        let mut changed = (*ds).clone();
-        changed
-            .spec
-            .as_mut()
-            .unwrap()
-            .template
-            .spec
-            .as_mut()
-            .unwrap()
-            .containers[0]
-            .image = Some("agent:2".to_string());
-        sets[0] = Arc::new(changed);
-        check(&sets, &nodes, &pods, "the template changed");
-        nodes.remove(2);
-        let (gone, ..) = check(&sets, &nodes, &pods, "n3 gone");
-        assert!(deleted(&gone).contains(&"p3".to_string()));
-        // Nothing changed: no node is decided again; one node changed: that one.
-        let (_, kept, decided) = check(&sets, &nodes, &pods, "nothing changed");
-        assert_eq!((kept, decided), (3, 0));
-        nodes[0] = Arc::new(node("n1", "b", json!([])));
-        let (_, kept, decided) = check(&sets, &nodes, &pods, "n1 relabelled");
-        assert_eq!((kept, decided), (3, 1));
     }
 }

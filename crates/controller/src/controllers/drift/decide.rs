@@ -5,7 +5,7 @@ use crate::state::Snapshot;
 use driftwood_api::lookup::ObjectLookups;
 use driftwood_api::{NodeClaim, NodePool};
 use driftwood_disruption::drift::{DriftFinding, DriftMarking, Verdict, drift_marking};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A NodeClaim the marker judges: not being deleted, with a NodePool that exists and is not
@@ -16,23 +16,44 @@ pub struct Candidate<'a> {
     pub nodepool: &'a Arc<NodePool>,
 }
 
-/// The NodeClaims to judge this pass.
+/// Every NodeClaim to judge.
 pub fn candidates(snapshot: &Snapshot) -> Vec<Candidate<'_>> {
     snapshot
         .store
         .nodeclaims
         .iter()
-        .filter(|(_, c)| c.metadata.deletion_timestamp.is_none())
-        .filter_map(|(name, claim)| {
-            let pool = claim.nodepool_name()?;
-            let nodepool = snapshot.nodepool(pool).filter(|p| !p.is_static())?;
-            Some(Candidate {
-                name,
-                claim,
-                nodepool,
-            })
-        })
+        .filter_map(|(name, claim)| candidate(snapshot, name, claim))
         .collect()
+}
+
+/// The NodeClaims to judge among `names` (a name not in the cache is skipped).
+pub fn candidates_named<'a>(
+    snapshot: &'a Snapshot,
+    names: &BTreeSet<String>,
+) -> Vec<Candidate<'a>> {
+    names
+        .iter()
+        .filter_map(|name| snapshot.store.nodeclaims.get_key_value(name.as_str()))
+        .filter_map(|(name, claim)| candidate(snapshot, name, claim))
+        .collect()
+}
+
+fn candidate<'a>(
+    snapshot: &'a Snapshot,
+    name: &'a str,
+    claim: &'a Arc<NodeClaim>,
+) -> Option<Candidate<'a>> {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let nodepool = snapshot
+        .nodepool(claim.nodepool_name()?)
+        .filter(|p| !p.is_static())?;
+    Some(Candidate {
+        name,
+        claim,
+        nodepool,
+    })
 }
 
 /// A change to one NodeClaim's Drifted condition.
@@ -48,16 +69,26 @@ pub enum Mark {
     },
 }
 
-/// The marks to write, given each judged NodeClaim's verdict (a NodeClaim without a verdict is
-/// left as it is). With the Drift gate off, every Drifted condition is cleared.
+impl Mark {
+    /// The NodeClaim this mark is written to.
+    pub fn nodeclaim(&self) -> &str {
+        match self {
+            Mark::Set { nodeclaim, .. } | Mark::Clear { nodeclaim } => nodeclaim,
+        }
+    }
+}
+
+/// The marks to write to `candidates`, given each judged NodeClaim's verdict (a NodeClaim
+/// without a verdict is left as it is). With the Drift gate off, every Drifted condition is
+/// cleared.
 pub fn decide(
-    snapshot: &Snapshot,
+    candidates: &[Candidate<'_>],
     verdicts: &BTreeMap<String, Verdict>,
     drift_enabled: bool,
 ) -> Vec<Mark> {
     let off = Verdict::NotDrifted;
-    candidates(snapshot)
-        .into_iter()
+    candidates
+        .iter()
         .filter_map(|c| {
             let verdict = if drift_enabled {
                 verdicts.get(c.name)?
@@ -165,7 +196,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         assert_eq!(
-            decide(&snapshot, &verdicts, true),
+            decide(&candidates(&snapshot), &verdicts, true),
             vec![
                 Mark::Clear {
                     nodeclaim: "healed".into()
@@ -180,7 +211,7 @@ mod tests {
         let names: Vec<&str> = candidates(&snapshot).iter().map(|c| c.name).collect();
         assert_eq!(names, ["healed", "new-drift", "same", "unjudged"]);
         // Gate off: every Drifted condition goes, whatever the verdicts.
-        let cleared: Vec<Mark> = decide(&snapshot, &BTreeMap::new(), false);
+        let cleared: Vec<Mark> = decide(&candidates(&snapshot), &BTreeMap::new(), false);
         assert_eq!(
             cleared,
             ["healed", "same", "unjudged"].map(|n| Mark::Clear {
@@ -246,6 +277,6 @@ mod tests {
     fn an_unknown_verdict_keeps_the_mark() {
         let snapshot = snapshot(vec![claim("a", "default", Some(("AMIDrift", "x")), false)]);
         let verdicts = [("a".to_string(), Verdict::Unknown("ec2 throttled".into()))].into();
-        assert!(decide(&snapshot, &verdicts, true).is_empty());
+        assert!(decide(&candidates(&snapshot), &verdicts, true).is_empty());
     }
 }

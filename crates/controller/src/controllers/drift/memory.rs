@@ -3,10 +3,18 @@
 //! EC2NodeClass changed (Karpenter's per-NodeClaim reconcile, woken by those three), and every
 //! NodeClaim once per drift interval (Karpenter requeues each every 5 minutes: what the cloud
 //! changed out of band, and the InstanceTypeNotFound check's age, are seen then).
+//!
+//! Between those, a pass looks only at what moved: while no NodePool or class changed what a
+//! verdict reads, the NodeClaims changed since the last pass (a diff of the cache's persistent
+//! map, which skips the structure the two share) and those left to look at again (an unknown
+//! verdict, a mark not written). A rollout changes NodeClaims many times a second; walking
+//! every NodeClaim each time made the marker O(NodeClaims) per change.
 
-use crate::state::{Snapshot, read_keys};
+use crate::state::{Objects, Snapshot, read_keys};
+use driftwood_api::NodeClaim;
 use driftwood_disruption::drift::Verdict;
-use std::collections::HashMap;
+use imbl::ordmap::DiffItem;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::Candidate;
@@ -52,6 +60,7 @@ impl Versions {
 }
 
 /// What verdicts read of each NodePool and EC2NodeClass, worked out once per pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadKeys {
     pools: HashMap<String, u64>,
     classes: HashMap<String, u64>,
@@ -81,45 +90,120 @@ impl ReadKeys {
 struct Remembered {
     verdicts: HashMap<String, (Versions, Verdict)>,
     last_full: Option<i64>,
+    /// What the last pass looked at, to find what changed since.
+    last_seen: Option<LastSeen>,
+    /// NodeClaims (by name) the next pass looks at whatever changed: an unknown verdict, a
+    /// mark that was not written.
+    again: BTreeSet<String>,
+}
+
+/// What a pass saw: the cache's NodeClaims (a persistent map: keeping it shares its
+/// structure), what verdicts read of NodePools and classes, and the Drift gate.
+#[derive(Debug)]
+struct LastSeen {
+    nodeclaims: Objects<NodeClaim>,
+    keys: ReadKeys,
+    enabled: bool,
+}
+
+/// Which NodeClaims a pass looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every candidate, none of the remembered verdicts reused: the first pass, then one per
+    /// drift interval.
+    Everything,
+    /// Every candidate, reusing the verdicts still valid: what a verdict reads of a NodePool or
+    /// class changed, or the gate did.
+    All,
+    /// Only these NodeClaims, by name: changed since the last pass, or left to look at again.
+    Only(BTreeSet<String>),
 }
 
 /// The drift marker's memory, shared by its passes.
 #[derive(Clone, Default)]
 pub struct DriftMemory(Arc<Mutex<Remembered>>);
 
-/// One pass's view of the memory: whether it judges everything, and what it may reuse.
+/// One pass's view of the memory: what it looks at, and what it may reuse.
 pub struct PassMemory {
     memory: DriftMemory,
-    full: bool,
+    scope: Scope,
     now: i64,
     seen: HashMap<String, (Versions, Verdict)>,
+    /// NodeClaims gone since the last pass (by uid), forgotten at the end of an `Only` pass.
+    gone: Vec<String>,
+    /// What this pass sees, kept for the next.
+    sees: LastSeen,
 }
 
 impl DriftMemory {
-    /// Starts a pass at `now` (seconds): it judges every NodeClaim when the last pass that did
-    /// is `interval` seconds old or more (or there was none).
-    pub fn start(&self, now: i64, interval: i64) -> PassMemory {
-        let full = self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .last_full
-            .is_none_or(|at| now - at >= interval);
+    /// Starts a pass at `now` (seconds) over `nodeclaims` (the cache's), with `keys` read of
+    /// the NodePools and classes now: it judges every NodeClaim when the last pass that did
+    /// is `interval` seconds old or more (or there was none); else it looks at every one when
+    /// the keys or the gate moved, and otherwise only at the NodeClaims changed since the last
+    /// pass and those left to look at again.
+    pub fn start(
+        &self,
+        now: i64,
+        interval: i64,
+        nodeclaims: &Objects<NodeClaim>,
+        keys: ReadKeys,
+        enabled: bool,
+    ) -> PassMemory {
+        let remembered = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let again = remembered.again.clone();
+        let mut gone = Vec::new();
+        let scope = if remembered.last_full.is_none_or(|at| now - at >= interval) {
+            Scope::Everything
+        } else {
+            match &remembered.last_seen {
+                Some(last) if last.keys == keys && last.enabled == enabled => {
+                    let mut names = again;
+                    for item in last.nodeclaims.diff(nodeclaims) {
+                        match item {
+                            DiffItem::Add(name, _) | DiffItem::Update { new: (name, _), .. } => {
+                                names.insert(name.clone());
+                            }
+                            DiffItem::Remove(_, claim) => {
+                                gone.extend(claim.metadata.uid.clone());
+                            }
+                        }
+                    }
+                    Scope::Only(names)
+                }
+                _ => Scope::All,
+            }
+        };
         PassMemory {
             memory: self.clone(),
-            full,
+            scope,
             now,
             seen: HashMap::new(),
+            gone,
+            sees: LastSeen {
+                nodeclaims: nodeclaims.clone(),
+                keys,
+                enabled,
+            },
         }
     }
 }
 
 impl PassMemory {
+    /// What this pass looks at.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The keys this pass reads NodePools and classes at.
+    pub fn keys(&self) -> &ReadKeys {
+        &self.sees.keys
+    }
+
     /// The verdict judged for NodeClaim `uid` at exactly `versions`, when this pass may reuse
     /// it: not a pass that judges everything, and never an unknown verdict (those are judged
     /// again each pass, as before).
     pub fn reusable(&self, uid: &str, versions: &Versions) -> Option<Verdict> {
-        if self.full {
+        if self.scope == Scope::Everything {
             return None;
         }
         let remembered = self.memory.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -133,14 +217,26 @@ impl PassMemory {
             .insert(uid.to_string(), (versions, verdict.clone()));
     }
 
-    /// Ends the pass: the memory keeps what this pass recorded and forgets NodeClaims it did
-    /// not see (deleted, or no longer judged).
-    pub fn finish(self) {
+    /// Ends the pass, with the NodeClaims (by name) the next pass looks at again whatever
+    /// changes. A pass over every candidate leaves the memory with what it recorded (a
+    /// NodeClaim it did not see, deleted or no longer judged, is forgotten); a pass over some
+    /// adds what it recorded and forgets the NodeClaims gone.
+    pub fn finish(self, again: BTreeSet<String>) {
         let mut remembered = self.memory.0.lock().unwrap_or_else(PoisonError::into_inner);
-        remembered.verdicts = self.seen;
-        if self.full {
+        match self.scope {
+            Scope::Only(_) => {
+                for uid in &self.gone {
+                    remembered.verdicts.remove(uid);
+                }
+                remembered.verdicts.extend(self.seen);
+            }
+            Scope::All | Scope::Everything => remembered.verdicts = self.seen,
+        }
+        if self.scope == Scope::Everything {
             remembered.last_full = Some(self.now);
         }
+        remembered.last_seen = Some(self.sees);
+        remembered.again = again;
     }
 }
 
@@ -148,6 +244,7 @@ impl PassMemory {
 mod tests {
     use super::*;
     use driftwood_disruption::drift::DriftFinding;
+    use serde_json::json;
 
     fn versions(claim: &str, nodepool: u64, nodeclass: Option<u64>) -> Versions {
         Versions {
@@ -164,24 +261,52 @@ mod tests {
         })
     }
 
-    /// One pass at `now` that records `verdicts` (uid, versions, verdict).
+    fn keys(pool: u64) -> ReadKeys {
+        ReadKeys {
+            pools: [("default".to_string(), pool)].into(),
+            classes: HashMap::new(),
+        }
+    }
+
+    /// NodeClaims named as given (uid `uid-<name>`), each at resourceVersion `version`.
+    fn claims(named: &[(&str, &str)]) -> Objects<NodeClaim> {
+        named
+            .iter()
+            .map(|(name, version)| {
+                let claim: NodeClaim = serde_json::from_value(json!({
+                    "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                    "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": version},
+                    "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []}
+                }))
+                .expect("nodeclaim");
+                (name.to_string(), Arc::new(claim))
+            })
+            .collect()
+    }
+
+    fn start(memory: &DriftMemory, now: i64) -> PassMemory {
+        memory.start(now, 300, &Objects::new(), keys(1), true)
+    }
+
+    /// One pass at `now` over no NodeClaims that records `verdicts` (uid, versions, verdict).
     fn pass(memory: &DriftMemory, now: i64, verdicts: &[(&str, Versions, Verdict)]) {
-        let mut pass = memory.start(now, 300);
+        let mut pass = start(memory, now);
         for (uid, at, verdict) in verdicts {
             pass.record(uid, at.clone(), verdict);
         }
-        pass.finish();
+        pass.finish(BTreeSet::new());
     }
 
     #[test]
     fn the_first_pass_and_one_each_interval_judge_everything() {
         let memory = DriftMemory::default();
         let at = versions("1", 1, Some(1));
-        assert!(memory.start(0, 300).full);
+        assert_eq!(start(&memory, 0).scope(), &Scope::Everything);
         pass(&memory, 0, &[("a", at.clone(), drifted())]);
-        assert_eq!(memory.start(299, 300).reusable("a", &at), Some(drifted()));
+        assert_eq!(start(&memory, 299).reusable("a", &at), Some(drifted()));
         // Karpenter requeues every NodeClaim 5 minutes after its last reconcile.
-        assert_eq!(memory.start(300, 300).reusable("a", &at), None);
+        assert_eq!(start(&memory, 300).scope(), &Scope::Everything);
+        assert_eq!(start(&memory, 300).reusable("a", &at), None);
     }
 
     #[test]
@@ -192,7 +317,7 @@ mod tests {
             0,
             &[("a", versions("1", 1, Some(1)), Verdict::NotDrifted)],
         );
-        let next = memory.start(10, 300);
+        let next = start(&memory, 10);
         assert_eq!(
             next.reusable("a", &versions("1", 1, Some(1))),
             Some(Verdict::NotDrifted)
@@ -212,23 +337,75 @@ mod tests {
         );
     }
 
+    /// Between full passes, a pass looks only at the NodeClaims added or changed since the last
+    /// and those left to look at again; a NodePool or class change, or the gate, widens it to
+    /// every NodeClaim.
     #[test]
-    fn an_unknown_verdict_is_judged_again_and_unseen_nodeclaims_are_forgotten() {
+    fn a_pass_looks_at_what_changed_and_what_was_left_to_look_at_again() {
+        let memory = DriftMemory::default();
+        let first = claims(&[("a", "1"), ("b", "1"), ("c", "1")]);
+        let pass = memory.start(0, 300, &first, keys(1), true);
+        assert_eq!(pass.scope(), &Scope::Everything);
+        pass.finish(["a".to_string()].into());
+        // b changed, c went, d came: the pass looks at a (left again), b and d.
+        let mut second = first.clone();
+        second.insert("b".into(), claims(&[("b", "2")])["b"].clone());
+        second.remove("c");
+        second.insert("d".into(), claims(&[("d", "1")])["d"].clone());
+        let pass = memory.start(10, 300, &second, keys(1), true);
+        assert_eq!(
+            pass.scope(),
+            &Scope::Only(["a", "b", "d"].map(String::from).into())
+        );
+        pass.finish(BTreeSet::new());
+        // Nothing changed and nothing left: a pass that looks at nothing.
+        let pass = memory.start(11, 300, &second, keys(1), true);
+        assert_eq!(pass.scope(), &Scope::Only(BTreeSet::new()));
+        pass.finish(BTreeSet::new());
+        // What a verdict reads of the NodePool moved, or the gate did: every NodeClaim.
+        let pass = memory.start(12, 300, &second, keys(2), true);
+        assert_eq!(pass.scope(), &Scope::All);
+        pass.finish(BTreeSet::new());
+        assert_eq!(
+            memory.start(13, 300, &second, keys(2), false).scope(),
+            &Scope::All
+        );
+    }
+
+    #[test]
+    fn an_unknown_verdict_is_judged_again_and_gone_nodeclaims_are_forgotten() {
         let memory = DriftMemory::default();
         let at = versions("1", 1, Some(1));
-        pass(
-            &memory,
-            0,
-            &[
-                ("a", at.clone(), Verdict::Unknown("not listed yet".into())),
-                ("b", at.clone(), Verdict::NotDrifted),
-            ],
+        let both = claims(&[("a", "1"), ("b", "1")]);
+        let mut pass = memory.start(0, 300, &both, keys(1), true);
+        pass.record(
+            "uid-a",
+            at.clone(),
+            &Verdict::Unknown("not listed yet".into()),
         );
-        assert_eq!(memory.start(5, 300).reusable("a", &at), None);
-        // A pass that sees only a: b (deleted) is forgotten.
-        pass(&memory, 5, &[("a", at.clone(), Verdict::NotDrifted)]);
-        let next = memory.start(6, 300);
-        assert_eq!(next.reusable("a", &at), Some(Verdict::NotDrifted));
-        assert_eq!(next.reusable("b", &at), None);
+        pass.record("uid-b", at.clone(), &Verdict::NotDrifted);
+        pass.finish(["a".to_string()].into());
+        let next = memory.start(5, 300, &both, keys(1), true);
+        assert_eq!(next.reusable("uid-a", &at), None);
+        assert_eq!(next.reusable("uid-b", &at), Some(Verdict::NotDrifted));
+        // b is deleted: a pass over what changed forgets it.
+        let only_a = claims(&[("a", "1")]);
+        let mut pass = memory.start(5, 300, &only_a, keys(1), true);
+        assert_eq!(pass.scope(), &Scope::Only(["a".to_string()].into()));
+        pass.record("uid-a", at.clone(), &Verdict::NotDrifted);
+        pass.finish(BTreeSet::new());
+        let next = memory.start(6, 300, &only_a, keys(1), true);
+        assert_eq!(next.reusable("uid-a", &at), Some(Verdict::NotDrifted));
+        assert_eq!(next.reusable("uid-b", &at), None);
+        // A pass over every NodeClaim keeps only what it saw.
+        let pass = memory.start(7, 300, &only_a, keys(2), true);
+        assert_eq!(pass.scope(), &Scope::All);
+        pass.finish(BTreeSet::new());
+        assert_eq!(
+            memory
+                .start(8, 300, &only_a, keys(2), true)
+                .reusable("uid-a", &at),
+            None
+        );
     }
 }

@@ -5,7 +5,7 @@
 mod decide;
 mod memory;
 
-pub use decide::{Candidate, Mark, candidates, decide};
+pub use decide::{Candidate, Mark, candidates, candidates_named, decide};
 pub use memory::DriftMemory;
 
 use super::Outcome;
@@ -23,11 +23,11 @@ use driftwood_disruption::drift::{
     core_drift, instance_type_drift,
 };
 use futures::StreamExt as _;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use memory::{ReadKeys, Versions};
+use memory::{ReadKeys, Scope, Versions};
 
 /// NodeClaims (by uid) whose instance type was found, and when: they are not checked again for
 /// InstanceTypeNotFound until the TTL passes (a found drift is never remembered).
@@ -132,20 +132,31 @@ const UNKNOWN_AGAIN_AFTER: Duration = Duration::from_secs(5);
 
 /// One pass: judge the candidates whose NodeClaim, NodePool or EC2NodeClass changed since
 /// their last verdict (every candidate once per drift interval), decide the marks, write them.
+/// Between full passes, only the NodeClaims changed since the last pass are looked at
+/// ([`memory::Scope`]).
 pub async fn pass(ctx: Context, checks: InstanceTypeChecks, memory: DriftMemory) -> Outcome {
     let snapshot = ctx.state.snapshot();
     let enabled = ctx.settings.feature_gates.drift;
+    let interval = i64::try_from(ctx.settings.drift_interval.as_secs()).unwrap_or(i64::MAX);
+    let mut remembered = memory.start(
+        ctx.now_seconds(),
+        interval,
+        &snapshot.store.nodeclaims,
+        ReadKeys::of(&snapshot),
+        enabled,
+    );
+    let looked_at = match remembered.scope() {
+        Scope::Only(names) => candidates_named(&snapshot, names),
+        Scope::All | Scope::Everything => candidates(&snapshot),
+    };
     let mut verdicts = BTreeMap::new();
-    let mut unknown = false;
+    let mut again = BTreeSet::new();
     if enabled {
-        let interval = i64::try_from(ctx.settings.drift_interval.as_secs()).unwrap_or(i64::MAX);
-        let mut remembered = memory.start(ctx.now_seconds(), interval);
-        let keys = ReadKeys::of(&snapshot);
         // Each NodePool's template is hashed once per pass, not once per NodeClaim.
         let mut pool_hashes: BTreeMap<&str, TemplateHashes> = BTreeMap::new();
-        for candidate in candidates(&snapshot) {
+        for candidate in &looked_at {
             let uid = candidate.claim.metadata.uid.as_deref().unwrap_or_default();
-            let versions = Versions::of(&candidate, &keys);
+            let versions = Versions::of(candidate, remembered.keys());
             let verdict = match remembered.reusable(uid, &versions) {
                 Some(verdict) => verdict,
                 None => {
@@ -163,26 +174,32 @@ pub async fn pass(ctx: Context, checks: InstanceTypeChecks, memory: DriftMemory)
             };
             if let Verdict::Unknown(why) = &verdict {
                 tracing::debug!(nodeclaim = %candidate.name, %why, "drift cannot be judged now; Drifted left as it is");
-                unknown = true;
+                again.insert(candidate.name.to_string());
             }
             remembered.record(uid, versions, &verdict);
             verdicts.insert(candidate.name.to_string(), verdict);
         }
-        remembered.finish();
     }
+    let unknown = !again.is_empty();
     let api = nodeclaims(&ctx.client);
     // Each mark is one NodeClaim's status: they go to the API server together, a few dozen at
     // a time (one after another, marking 1,000 NodeClaims at a managed control plane's ~10 ms
     // a write took 16 s, and the first disruption pass saw a sixteenth of them).
-    let mut writes = Vec::new();
-    for mark in decide(&snapshot, &verdicts, enabled) {
-        writes.push(write_mark(&ctx, &api, mark));
+    let marks = decide(&looked_at, &verdicts, enabled);
+    let names: Vec<String> = marks.iter().map(|m| m.nodeclaim().to_string()).collect();
+    let failed: Vec<bool> =
+        futures::stream::iter(marks.into_iter().map(|m| write_mark(&ctx, &api, m)))
+            .buffered(MARKS_AT_ONCE)
+            .collect()
+            .await;
+    let mut errors = 0u32;
+    for (name, failed) in names.into_iter().zip(failed) {
+        if failed {
+            errors = errors.saturating_add(1);
+            again.insert(name);
+        }
     }
-    let failed: Vec<bool> = futures::stream::iter(writes)
-        .buffered(MARKS_AT_ONCE)
-        .collect()
-        .await;
-    let errors = u32::try_from(failed.iter().filter(|f| **f).count()).unwrap_or(u32::MAX);
+    remembered.finish(again);
     let outcome = if unknown {
         Outcome::again_in(UNKNOWN_AGAIN_AFTER)
     } else {

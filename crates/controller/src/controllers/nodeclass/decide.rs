@@ -184,17 +184,7 @@ pub fn decide(
                 )
             })
             .collect();
-        let node_count = snapshot.nodeclaims_by_nodepool.get(name).map_or(0, |v| {
-            v.iter()
-                .filter(|n| {
-                    snapshot
-                        .store
-                        .nodeclaims
-                        .get(*n)
-                        .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
-                })
-                .count()
-        });
+        let node_count = snapshot.nodepool_usage.get(name).map_or(0, |u| u.claims());
         resources.insert("nodes".into(), Quantity(node_count.to_string()));
         let class_name = &pool.spec.template.spec.node_class_ref.name;
         let class = snapshot.nodeclass(class_name);
@@ -203,7 +193,7 @@ pub fn decide(
         let current = pool.status.clone().unwrap_or_default();
         let mut status = NodePoolStatus {
             resources,
-            nodes: i64::try_from(node_count).unwrap_or(i64::MAX),
+            nodes: i64::from(node_count),
             ..current.clone()
         };
         let (state, reason, message) = if class_ready {

@@ -223,14 +223,8 @@ pub fn decide(
         if claim.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        // A static NodePool is left alone: expiring its nodes would shrink it with no
-        // replacement (driftwood does not provision static capacity).
-        if snapshot
-            .nodepool(&nodepool_of(claim))
-            .is_some_and(|p| p.is_static())
-        {
-            continue;
-        }
+        // Whether it expired first: that is a few fields of the NodeClaim, and this runs for
+        // every NodeClaim on every pass; its NodePool is looked up only for one that did.
         let expire = claim
             .spec
             .expire_after
@@ -241,19 +235,28 @@ pub fn decide(
             .creation_timestamp
             .as_ref()
             .map(|t| t.0.as_second());
+        let (Some(expire), Some(created)) = (expire, created) else {
+            continue;
+        };
+        if created.saturating_add(i64::try_from(expire).unwrap_or(i64::MAX)) > now {
+            continue;
+        }
         let pool = nodepool_of(claim);
-        if let (Some(expire), Some(created)) = (expire, created)
-            && created.saturating_add(i64::try_from(expire).unwrap_or(i64::MAX)) <= now
-            && *windows
-                .entry(pool.clone())
-                .or_insert_with(|| maintenance_open(snapshot, &pool, now))
+        // A static NodePool is left alone: expiring its nodes would shrink it with no
+        // replacement (driftwood does not provision static capacity).
+        if snapshot.nodepool(&pool).is_some_and(|p| p.is_static()) {
+            continue;
+        }
+        if *windows
+            .entry(pool.clone())
+            .or_insert_with(|| maintenance_open(snapshot, &pool, now))
         {
             decision.busy = true;
             decision.plans.push(Plan {
                 subject: format!("nodeclaim/{name}"),
                 steps: vec![Step::DeleteNodeClaim {
                     nodeclaim: name.clone(),
-                    nodepool: nodepool_of(claim),
+                    nodepool: pool,
                     reason: DeleteReason::Expired,
                 }],
             });
