@@ -188,15 +188,20 @@ pub fn spawn_controllers(ctx: &Context) -> Controllers {
             move |ctx| lifecycle::collect_garbage(ctx, garbage_collector.clone()),
         )),
         // Disruption: until its period is up, wake only for a change the budget depends on
-        // (a candidate finished terminating, a replacement initialized, a node drifted) while a
-        // rollout or a command is under way, looked at no more than once a second.
+        // (a candidate finished terminating, a replacement initialized, a node drifted), looked
+        // at no more than once a second.
         tokio::spawn(drive(
             ctx.clone(),
             spec(
                 "disruption",
                 s.disruption_interval,
                 Wake::Signal {
-                    probe: Arc::new(disruption::wake_signature),
+                    probe: Arc::new(|s| {
+                        disruption::budget_signature(s)
+                            .iter()
+                            .map(|&n| n as u64)
+                            .collect()
+                    }),
                     look_every: Duration::from_secs(1),
                 },
             ),

@@ -36,22 +36,6 @@ pub fn budget_signature(snapshot: &Snapshot) -> [usize; 7] {
     signature
 }
 
-/// What wakes the disruption loop before its period: the [`budget_signature`] while a command
-/// is in flight or a NodeClaim is drifted (a freed budget starts the next replacement at
-/// once). Otherwise only consolidation could follow from a change, and Karpenter's loop looks
-/// for it on its 10 s poll: then only a drift, a command or a pause wakes it, not the counts
-/// of NodeClaims, Initialized, deleting or Consolidatable ones (while a fleet of thousands
-/// came up, each NodeClaim that initialized woke a whole pass).
-pub fn wake_signature(snapshot: &Snapshot) -> Vec<u64> {
-    let counts = budget_signature(snapshot);
-    let rolling = counts[2] > 0 || counts[4] > 0;
-    counts
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| if rolling || i == 5 { n as u64 } else { 0 })
-        .collect()
-}
-
 /// What the consolidation methods' outcome depends on, as one number: every managed node's
 /// Consolidatable, disrupting, deleting and initialized state and its pods, the pods waiting
 /// for capacity, the NodePools' generations and the PDBs' allowances. While it stays the same
@@ -373,67 +357,6 @@ mod tests {
         );
         store.nodepools.insert("general".into(), pool(json!({})));
         assert_eq!(budget_signature(&Snapshot::new(store)), [0; 7]);
-    }
-
-    /// While nothing is drifted and no command is in flight, NodeClaims coming up, initializing,
-    /// going or becoming Consolidatable wait for the loop's period; a drift or a command wakes
-    /// it, and while either stands every budget change does.
-    #[test]
-    fn the_wake_waits_for_the_period_unless_a_rollout_or_command_is_under_way() {
-        let mut store = Store::default();
-        let quiet = wake_signature(&Snapshot::new(store.clone()));
-        for (name, conditions) in [
-            ("a", json!([])),
-            ("a", json!([condition(CONDITION_INITIALIZED)])),
-            (
-                "b",
-                json!([
-                    condition(CONDITION_INITIALIZED),
-                    condition("Consolidatable")
-                ]),
-            ),
-        ] {
-            store
-                .nodeclaims
-                .insert(name.into(), claim(name, false, conditions));
-            assert_eq!(
-                wake_signature(&Snapshot::new(store.clone())),
-                quiet,
-                "{name}"
-            );
-        }
-        store
-            .nodeclaims
-            .insert("c".into(), claim("c", true, json!([])));
-        assert_eq!(
-            wake_signature(&Snapshot::new(store.clone())),
-            quiet,
-            "deleting"
-        );
-        store.nodeclaims.insert(
-            "a".into(),
-            claim(
-                "a",
-                false,
-                json!([condition(CONDITION_INITIALIZED), condition("Drifted")]),
-            ),
-        );
-        let drifted = wake_signature(&Snapshot::new(store.clone()));
-        assert_ne!(drifted, quiet, "a drift");
-        // A drift under way: a NodeClaim gone frees budget and wakes the loop.
-        store.nodeclaims.remove("c");
-        assert_ne!(wake_signature(&Snapshot::new(store.clone())), drifted);
-        // A command in flight without a drift (consolidation's) wakes it too.
-        store.nodeclaims.insert(
-            "a".into(),
-            claim("a", false, json!([condition(CONDITION_DISRUPTION_REASON)])),
-        );
-        let command = wake_signature(&Snapshot::new(store.clone()));
-        assert_ne!(command, quiet);
-        store
-            .nodeclaims
-            .insert("d".into(), claim("d", false, json!([])));
-        assert_ne!(wake_signature(&Snapshot::new(store)), command);
     }
 
     /// A candidate marked for disruption whose command (started at T0) lists `replacements`.

@@ -13,7 +13,7 @@ mod start;
 
 pub use decide::{
     InFlightAction, InFlightRules, budget_signature, consolidation_signature, in_flight,
-    orphaned_replacements, still_holds, wake_signature,
+    orphaned_replacements, still_holds,
 };
 
 use super::Outcome;
