@@ -9,6 +9,7 @@
 pub mod built_nodes;
 pub mod pool_usage;
 pub mod read_keys;
+pub mod revisions;
 mod snapshot;
 pub mod trim;
 mod watch;

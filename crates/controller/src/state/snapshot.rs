@@ -3,6 +3,7 @@
 //! object as watch events arrive ([`Snapshot::apply`], [`Snapshot::delete`],
 //! [`Snapshot::reset`]), and all of it lives in persistent maps, so a clone is cheap.
 
+use super::revisions::{Revisions, Tracked};
 use super::{Kind, ObjectKey, Objects, Store};
 use driftwood_api::condition::Conditions as _;
 use driftwood_api::hash::fnv1a64;
@@ -24,6 +25,10 @@ pub struct Snapshot {
     pub store: Store,
     /// Pod keys bound to each node name.
     pub pods_by_node: OrdMap<String, OrdSet<ObjectKey>>,
+    /// Per node name with pods bound, a revision new whenever one of them is stored, replaced
+    /// or removed (unique in the process, as [`super::revisions`]'): equal revisions, the same
+    /// pods, with no pass over them.
+    pub pod_revisions: OrdMap<String, u64>,
     /// Per node name, the pods whose coming and going is a pod event for consolidation
     /// ([`counts_as_pod_event`]) as one [`PodEventSet`]; a node without such pods has none.
     pub pod_event_sets: OrdMap<String, PodEventSet>,
@@ -48,6 +53,12 @@ pub struct Snapshot {
     pub deleting_nodeclaims: OrdSet<String>,
     /// Nodes with a deletionTimestamp.
     pub deleting_nodes: OrdSet<String>,
+    /// NodeClaims not being deleted that have an `expireAfter`, by when they expire (UTC
+    /// seconds: creation + expireAfter): termination reads the ones due, not every NodeClaim.
+    pub expiring_nodeclaims: OrdSet<(i64, String)>,
+    /// NodeClaims not being deleted and not Initialized yet: the ones the lifecycle still has
+    /// a step for (launch, register, initialize, or give up on).
+    pub initializing_nodeclaims: OrdSet<String>,
     /// One copy of each distinct [`PodConstraints`] the cached pods' scheduling facts carry
     /// (the pods of a ReplicaSet share theirs), with how many pods hold it.
     pub pod_constraints: imbl::HashMap<Shared<PodConstraints>, usize>,
@@ -65,6 +76,9 @@ pub struct Snapshot {
     pub built_nodes: super::built_nodes::BuiltNodes,
     /// Each NodePool's usage by its NodeClaims not being deleted, by NodePool name.
     pub nodepool_usage: OrdMap<String, super::pool_usage::PoolUsage>,
+    /// Each stored object's revision, by [`Kind::position`] (Pods have none: their changes are
+    /// followed through the indexes above).
+    revisions: [Revisions; Kind::ALL.len()],
 }
 
 /// The pods on one node whose coming and going is a pod event: how many, and the wrapping sum
@@ -97,6 +111,8 @@ pub fn counts_as_pod_event(pod: &CachedPod) -> bool {
 /// A kind the cache stores: what it keeps of an object, where, and which indexes it feeds.
 pub trait Cached: Clone + Send + Sync + 'static {
     const KIND: Kind;
+    /// Whether the cache keeps a revision per object of this kind ([`Snapshot::tracked`]).
+    const REVISED: bool = true;
     /// What the cache keeps of an object of this kind: the object itself, or for a Pod the
     /// facts controllers read ([`CachedPod`]).
     type Stored: Send + Sync + 'static;
@@ -136,6 +152,7 @@ macro_rules! cached {
 
 impl Cached for Pod {
     const KIND: Kind = Kind::Pod;
+    const REVISED: bool = false;
     type Stored = CachedPod;
     fn objects(store: &Store) -> &Objects<CachedPod> {
         &store.pods
@@ -219,6 +236,13 @@ fn index_pod(snapshot: &mut Snapshot, key: &str, pod: &CachedPod, present: bool)
     match pod.node_name.as_deref() {
         Some(node) => {
             set_member(&mut snapshot.pods_by_node, node, key, present);
+            if snapshot.pods_by_node.contains_key(node) {
+                snapshot
+                    .pod_revisions
+                    .insert(node.to_string(), super::revisions::next());
+            } else {
+                snapshot.pod_revisions.remove(node);
+            }
             if counts_as_pod_event(pod) {
                 let uid = fnv1a64(pod.uid.as_deref().unwrap_or_default().as_bytes());
                 count_pod_event(&mut snapshot.pod_event_sets, node, uid, present);
@@ -287,6 +311,35 @@ fn index_nodeclaim(snapshot: &mut Snapshot, name: &str, claim: &NodeClaim, prese
     } else if deleting {
         snapshot.deleting_nodeclaims.remove(name);
     }
+    if claim.metadata.deletion_timestamp.is_none() {
+        if let Some(at) = expires_at(claim) {
+            let entry = (at, name.to_string());
+            if present {
+                snapshot.expiring_nodeclaims.insert(entry);
+            } else {
+                snapshot.expiring_nodeclaims.remove(&entry);
+            }
+        }
+        if !claim.is_true(driftwood_api::wellknown::CONDITION_INITIALIZED) {
+            if present {
+                snapshot.initializing_nodeclaims.insert(name.to_string());
+            } else {
+                snapshot.initializing_nodeclaims.remove(name);
+            }
+        }
+    }
+}
+
+/// When `claim` expires (UTC seconds): its creation plus `expireAfter`; None without either, or
+/// with `expireAfter: Never` (or one that does not parse, which validation refuses).
+pub fn expires_at(claim: &NodeClaim) -> Option<i64> {
+    let expire = claim
+        .spec
+        .expire_after
+        .as_ref()
+        .and_then(|e| e.seconds().ok().flatten())?;
+    let created = claim.metadata.creation_timestamp.as_ref()?.0.as_second();
+    Some(created.saturating_add(i64::try_from(expire).unwrap_or(i64::MAX)))
 }
 
 fn index_node(snapshot: &mut Snapshot, name: &str, node: &Node, present: bool) {
@@ -328,6 +381,9 @@ impl Snapshot {
 
     fn apply_stored<K: Cached>(&mut self, key: ObjectKey, object: Arc<K::Stored>) {
         self.changes[K::KIND.position()] += 1;
+        if K::REVISED {
+            self.revisions[K::KIND.position()].insert(key.clone(), super::revisions::next());
+        }
         let was_provisionable = self.provisionable_pods.contains(&key);
         let old = K::objects_mut(&mut self.store).insert(key.clone(), object.clone());
         if let Some(old) = old {
@@ -366,6 +422,7 @@ impl Snapshot {
     pub fn delete<K: Cached>(&mut self, key: &str) {
         if let Some(old) = K::objects_mut(&mut self.store).remove(key) {
             self.changes[K::KIND.position()] += 1;
+            self.revisions[K::KIND.position()].remove(key);
             K::index(self, key, &old, false);
         }
     }
@@ -400,10 +457,21 @@ impl Snapshot {
 
     fn clear<K: Cached>(&mut self) {
         self.changes[K::KIND.position()] += 1;
+        self.revisions[K::KIND.position()] = Revisions::new();
         let old = std::mem::take(K::objects_mut(&mut self.store));
         for (key, object) in &old {
             K::index(self, key, object, false);
         }
+    }
+
+    /// The objects of kind `K` now with their revisions, to find later which changed
+    /// ([`Tracked::changes_since`]). Not for Pods, which have no revisions.
+    pub fn tracked<K: Cached>(&self) -> Tracked<K::Stored> {
+        debug_assert!(K::REVISED, "{:?} objects carry no revisions", K::KIND);
+        Tracked::new(
+            K::objects(&self.store).clone(),
+            self.revisions[K::KIND.position()].clone(),
+        )
     }
 
     pub fn nodepool(&self, name: &str) -> Option<&Arc<NodePool>> {
@@ -536,6 +604,7 @@ mod tests {
     fn assert_indexes_match_rebuild(snapshot: &Snapshot) {
         let fresh = rebuilt(snapshot);
         assert_eq!(snapshot.pods_by_node, fresh.pods_by_node);
+        assert!(snapshot.pod_revisions.keys().eq(fresh.pods_by_node.keys()));
         assert_eq!(snapshot.pod_event_sets, fresh.pod_event_sets);
         assert_eq!(snapshot.pending_pods, fresh.pending_pods);
         assert_eq!(snapshot.provisionable_pods, fresh.provisionable_pods);
@@ -554,6 +623,11 @@ mod tests {
         );
         assert_eq!(snapshot.deleting_nodeclaims, fresh.deleting_nodeclaims);
         assert_eq!(snapshot.deleting_nodes, fresh.deleting_nodes);
+        assert_eq!(snapshot.expiring_nodeclaims, fresh.expiring_nodeclaims);
+        assert_eq!(
+            snapshot.initializing_nodeclaims,
+            fresh.initializing_nodeclaims
+        );
         assert_eq!(snapshot.pod_shapes, fresh.pod_shapes);
         assert_eq!(snapshot.pod_requests, fresh.pod_requests);
         assert_eq!(snapshot.pod_constraints, fresh.pod_constraints);
@@ -845,6 +919,8 @@ mod tests {
         // changed (moved between nodes, pools and provider ids) and deleted many times.
         let mut next = driftwood_scheduling::testkit::seeded(0x9E37_79B9_7F4A_7C15);
         let mut s = Snapshot::default();
+        let mut before_claims = s.tracked::<NodeClaim>();
+        let mut before_nodes = s.tracked::<Node>();
         for step in 0..2_000 {
             let i = next(12);
             match next(7) {
@@ -877,7 +953,36 @@ mod tests {
                     let id = format!("aws:///z/i-{i}");
                     let pool = format!("pool{}", next(3));
                     let id = (next(3) > 0).then_some(id.as_str());
-                    s.apply(format!("nc{i}"), claim(&format!("nc{i}"), &pool, id));
+                    let mut c = NodeClaim::clone(&claim(&format!("nc{i}"), &pool, id));
+                    // Created at one of a few times, with or without expireAfter (Never
+                    // too), Initialized or not, being deleted or not: the expiry and
+                    // lifecycle indexes hold some of them.
+                    c.metadata.creation_timestamp = (next(4) > 0).then(|| {
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                            jiff::Timestamp::from_second(1_700_000_000 + 60 * next(5) as i64)
+                                .unwrap(),
+                        )
+                    });
+                    c.spec.expire_after = match next(4) {
+                        0 => None,
+                        1 => Some(driftwood_api::duration::NillableDuration("Never".into())),
+                        n => Some(driftwood_api::duration::NillableDuration(format!(
+                            "{}h",
+                            n * 12
+                        ))),
+                    };
+                    if next(2) == 0 {
+                        c.status.get_or_insert_with(Default::default).conditions = vec![
+                            serde_json::from_value(json!({"type": "Initialized", "status": "True", "reason": "Initialized", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"})).unwrap(),
+                        ];
+                    }
+                    if next(5) == 0 {
+                        c.metadata.deletion_timestamp =
+                            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                                jiff::Timestamp::UNIX_EPOCH,
+                            ));
+                    }
+                    s.apply(format!("nc{i}"), Arc::new(c));
                 }
                 _ => {
                     let id = format!("aws:///z/i-{i}");
@@ -887,10 +992,43 @@ mod tests {
             if step % 50 == 0 {
                 assert_indexes_match_rebuild(&s);
                 assert_pod_event_sets_match_the_pods(&s);
+                assert_changes_are_what_was_stored_since(&before_claims, &s.tracked::<NodeClaim>());
+                assert_changes_are_what_was_stored_since(&before_nodes, &s.tracked::<Node>());
+                before_claims = s.tracked::<NodeClaim>();
+                before_nodes = s.tracked::<Node>();
             }
         }
         assert_indexes_match_rebuild(&s);
         assert_pod_event_sets_match_the_pods(&s);
+    }
+
+    /// The changes between two moments are exactly the objects added, removed or stored anew
+    /// (a different allocation) between them, each with its old and new object.
+    fn assert_changes_are_what_was_stored_since<T: std::fmt::Debug>(
+        before: &Tracked<T>,
+        after: &Tracked<T>,
+    ) {
+        let keys: std::collections::BTreeSet<&String> =
+            before.objects.keys().chain(after.objects.keys()).collect();
+        let mut expected = Vec::new();
+        for key in keys {
+            let (old, new) = (before.objects.get(key), after.objects.get(key));
+            let same = matches!((old, new), (Some(a), Some(b)) if Arc::ptr_eq(a, b));
+            if !same {
+                expected.push((key.clone(), old.map(Arc::as_ptr), new.map(Arc::as_ptr)));
+            }
+        }
+        let found: Vec<_> = after
+            .changes_since(before)
+            .map(|c| {
+                (
+                    c.key().clone(),
+                    c.before().map(Arc::as_ptr),
+                    c.after().map(Arc::as_ptr),
+                )
+            })
+            .collect();
+        assert_eq!(found, expected);
     }
 
     /// Each node's pod-event set worked out afresh from the pods bound to it.

@@ -10,10 +10,12 @@ use driftwood_api::wellknown::{
     LABEL_INSTANCE_TYPE, LABEL_NODEPOOL, TAINT_DISRUPTED_KEY,
 };
 use driftwood_controller::state::Snapshot;
+use driftwood_controller::state::revisions::Tracked;
 use driftwood_disruption::cached_pod::CachedPod;
 use k8s_openapi::api::core::v1::Node;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -127,6 +129,16 @@ pub struct Tracker {
     /// Every DisruptionReason seen on a NodeClaim since the rollout started (Drifted, Empty,
     /// Underutilized), with the NodeClaims disrupted for it.
     pub disruption_reasons: BTreeMap<String, BTreeSet<String>>,
+    /// The NodeClaims and Nodes as the last observation saw them.
+    claims_seen: Option<Tracked<NodeClaim>>,
+    nodes_seen: Option<Tracked<Node>>,
+    /// Each pool node's state as last worked out, and how many nodes are in each state (by
+    /// [`NodeState::position`]).
+    node_states: BTreeMap<String, NodeState>,
+    state_counts: [usize; 5],
+    /// The rollout-start nodes being drained, and those gone.
+    draining: BTreeSet<String>,
+    initial_gone: BTreeSet<String>,
 }
 
 /// Whether a node belongs to a NodePool.
@@ -149,13 +161,15 @@ pub fn pod_app(pod: &CachedPod) -> Option<&str> {
 
 /// Ready pods per `app` label (apps with pods but none ready count 0).
 pub fn ready_by_app(snapshot: &Snapshot) -> BTreeMap<String, i32> {
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<&str, i32> = BTreeMap::new();
     for pod in snapshot.store.pods.values() {
         if let Some(app) = pod_app(pod) {
-            *out.entry(app.to_string()).or_insert(0) += i32::from(pod_ready(pod));
+            *out.entry(app).or_insert(0) += i32::from(pod_ready(pod));
         }
     }
-    out
+    out.into_iter()
+        .map(|(app, ready)| (app.to_string(), ready))
+        .collect()
 }
 
 fn has_disrupted_taint(node: &Node) -> bool {
@@ -201,6 +215,19 @@ enum NodeState {
     Replacing,
     Draining,
     New,
+}
+
+impl NodeState {
+    /// Its place in the tracker's counts.
+    fn position(self) -> usize {
+        match self {
+            NodeState::Old => 0,
+            NodeState::Drifted => 1,
+            NodeState::Replacing => 2,
+            NodeState::Draining => 3,
+            NodeState::New => 4,
+        }
+    }
 }
 
 impl Tracker {
@@ -285,118 +312,106 @@ impl Tracker {
             at,
             ..Frame::default()
         };
-        for name in &self.initial_claims {
-            match snapshot.store.nodeclaims.get(name) {
-                None => {
-                    self.claims_gone.entry(name.clone()).or_insert(at);
-                }
-                Some(claim) => {
-                    let disrupting = claim.metadata.deletion_timestamp.is_some()
-                        || claim
-                            .condition(CONDITION_DISRUPTION_REASON)
-                            .is_some_and(|c| c.is_true())
-                        || snapshot
-                            .node_of(claim)
-                            .is_some_and(|n| has_disrupted_taint(n));
-                    if disrupting {
-                        self.claims_disrupting.entry(name.clone()).or_insert(at);
+        // Claims: drift, disruption, replacements (timed by the condition's transition). What
+        // a NodeClaim tells depends on it alone, so only those changed since the last
+        // observation are read again (every one at the first).
+        let claims = snapshot.tracked::<NodeClaim>();
+        let seen = self.claims_seen.take();
+        // The nodes of the NodeClaims changed (before and after): their state follows them.
+        let mut claim_nodes = BTreeSet::new();
+        // The rollout-start NodeClaims to look at again: changed, or their Node changed.
+        let mut initial_again: BTreeSet<String> = BTreeSet::new();
+        let changed: Vec<(&String, &Arc<NodeClaim>)> = match &seen {
+            Some(seen) => claims
+                .changes_since(seen)
+                .filter_map(|c| {
+                    if self.initial_claims.contains(c.key()) {
+                        initial_again.insert(c.key().clone());
                     }
+                    for claim in [c.before(), c.after()].into_iter().flatten() {
+                        if let Some(name) = snapshot
+                            .node_of(claim)
+                            .and_then(|n| n.metadata.name.clone())
+                        {
+                            claim_nodes.insert(name);
+                        }
+                    }
+                    Some((c.key(), c.after()?))
+                })
+                .collect(),
+            None => {
+                initial_again.extend(self.initial_claims.iter().cloned());
+                claims.objects.iter().collect()
+            }
+        };
+        for (name, claim) in changed {
+            self.observe_claim(at, name, claim);
+        }
+        self.claims_seen = Some(claims);
+        // Nodes: a pool node's state is worked out again when it or its NodeClaim changed
+        // (every node at the first observation); the old nodes being drained are looked at
+        // every time (their pods leave).
+        let nodes = snapshot.tracked::<Node>();
+        let seen = self.nodes_seen.take();
+        let mut again: BTreeSet<String> = claim_nodes;
+        match &seen {
+            Some(seen) => {
+                for change in nodes.changes_since(seen) {
+                    let name = change.key();
+                    if change.after().is_none() {
+                        if self.pool_nodes_seen.remove(name) {
+                            self.removed_nodes.insert(name.clone());
+                        }
+                        if self.initial_nodes.contains(name) {
+                            self.initial_gone.insert(name.clone());
+                            self.record(
+                                at,
+                                EventKind::Drained,
+                                name,
+                                "every workload pod evicted".into(),
+                            );
+                            self.record(at, EventKind::Terminated, name, "node deleted".into());
+                        }
+                    } else {
+                        self.initial_gone.remove(name);
+                    }
+                    again.insert(name.clone());
+                }
+            }
+            None => {
+                again.extend(nodes.objects.keys().cloned());
+                let gone: Vec<String> = self
+                    .initial_nodes
+                    .iter()
+                    .filter(|n| !nodes.objects.contains_key(*n))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    self.record(
+                        at,
+                        EventKind::Drained,
+                        &name,
+                        "every workload pod evicted".into(),
+                    );
+                    self.record(at, EventKind::Terminated, &name, "node deleted".into());
+                    self.initial_gone.insert(name);
                 }
             }
         }
-        // Claims: drift, disruption, replacements (timed by the condition's transition).
-        for (name, claim) in &snapshot.store.nodeclaims {
-            if let Some(reason) = claim
-                .condition(CONDITION_DISRUPTION_REASON)
-                .and_then(|c| c.reason.clone())
-            {
-                self.disruption_reasons
-                    .entry(reason)
-                    .or_default()
-                    .insert(name.clone());
+        for name in &again {
+            if let Some(old) = self.node_states.remove(name) {
+                self.state_counts[old.position()] -= 1;
             }
-            if let Some(drifted) = claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
-                self.drifted_claims.insert(name.clone());
-                let reason = drifted.reason.clone().unwrap_or_default();
-                self.drift_reasons.insert(reason.clone());
-                let message = drifted.message.clone().unwrap_or_default();
-                self.drift_messages.insert(format!("{reason}: {message}"));
-                let when = transition(drifted, at);
-                self.record(
-                    when,
-                    EventKind::DriftDetected,
-                    name,
-                    format!("{reason}: {message}"),
-                );
-            }
-            let node = claim
-                .status
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            if let Some(reason) = claim
-                .condition(CONDITION_DISRUPTION_REASON)
-                .filter(|c| c.is_true())
-            {
-                let when = transition(reason, at);
-                let first = self.first_disruption.get_or_insert(when);
-                *first = (*first).min(when);
-                let why = reason.reason.clone().unwrap_or_default();
-                let detail = format!("reason={why} node={node}");
-                self.record(when, EventKind::DisruptionStarted, name, detail);
-            }
-            if self.initial_claims.contains(name) {
+            let Some(node) = nodes.objects.get(name).filter(|n| is_pool_node(n)) else {
+                self.draining.remove(name);
                 continue;
-            }
-            if let Some(launched) = claim.condition(CONDITION_LAUNCHED).filter(|c| c.is_true()) {
-                self.replacements_launched.insert(name.clone());
-                let when = transition(launched, at);
-                self.record(
-                    when,
-                    EventKind::ReplacementLaunched,
-                    name,
-                    claim_detail(claim),
-                );
-            }
-            if let Some(initialized) = claim
-                .condition(CONDITION_INITIALIZED)
-                .filter(|c| c.is_true())
-            {
-                let when = transition(initialized, at);
-                let first = self.first_replacement_initialized.get_or_insert(when);
-                *first = (*first).min(when);
-                let detail = format!("node {node}");
-                self.record(when, EventKind::ReplacementInitialized, name, detail);
-            }
-        }
-        // Nodes.
-        let gone_now: Vec<String> = self
-            .pool_nodes_seen
-            .iter()
-            .filter(|n| !snapshot.store.nodes.contains_key(*n))
-            .cloned()
-            .collect();
-        for name in gone_now {
-            self.pool_nodes_seen.remove(&name);
-            self.removed_nodes.insert(name);
-        }
-        for (name, node) in &snapshot.store.nodes {
-            if !is_pool_node(node) {
-                continue;
-            }
+            };
             self.pool_nodes_seen.insert(name.clone());
             let state = self.node_state(snapshot, name, node);
-            match state {
-                NodeState::Old => frame.old += 1,
-                NodeState::Drifted => frame.drifted += 1,
-                NodeState::Replacing => frame.replacing += 1,
-                NodeState::Draining => frame.draining += 1,
-                NodeState::New => frame.new += 1,
-            }
-            if !self.initial_nodes.contains(name) {
-                continue;
-            }
-            if has_disrupted_taint(node) {
+            self.state_counts[state.position()] += 1;
+            self.node_states.insert(name.clone(), state);
+            let initial = self.initial_nodes.contains(name);
+            if initial && has_disrupted_taint(node) {
                 self.record(
                     at,
                     EventKind::Tainted,
@@ -404,60 +419,82 @@ impl Tracker {
                     TAINT_DISRUPTED_KEY.to_string(),
                 );
             }
-            if state == NodeState::Draining {
-                let remaining = snapshot
-                    .pods_on(name)
-                    .iter()
-                    .filter(|p| !is_daemon_pod(p) && !p.is_terminating())
-                    .count();
-                if remaining == 0 {
-                    self.record(
-                        at,
-                        EventKind::Drained,
-                        name,
-                        "every workload pod evicted".into(),
-                    );
-                }
+            if initial && state == NodeState::Draining {
+                self.draining.insert(name.clone());
+            } else {
+                self.draining.remove(name);
             }
         }
-        let gone: Vec<String> = self
-            .initial_nodes
+        for name in &again {
+            if let Some(claim) = snapshot
+                .store
+                .nodes
+                .get(name)
+                .and_then(|n| snapshot.nodeclaim_of(n))
+                .and_then(|c| c.metadata.name.as_ref())
+                .filter(|c| self.initial_claims.contains(*c))
+            {
+                initial_again.insert(claim.clone());
+            }
+        }
+        self.nodes_seen = Some(nodes);
+        for name in &initial_again {
+            self.observe_initial_claim(at, name, snapshot);
+        }
+        let drained: Vec<String> = self
+            .draining
             .iter()
-            .filter(|n| !snapshot.store.nodes.contains_key(*n))
+            .filter(|name| {
+                !snapshot
+                    .pods_on(name)
+                    .iter()
+                    .any(|p| !is_daemon_pod(p) && !p.is_terminating())
+            })
             .cloned()
             .collect();
-        frame.done = gone.len();
-        for name in gone {
+        for name in drained {
             self.record(
                 at,
                 EventKind::Drained,
                 &name,
                 "every workload pod evicted".into(),
             );
-            self.record(at, EventKind::Terminated, &name, "node deleted".into());
         }
-        // Pods: evictions from old nodes, and how long pods wait for capacity.
+        let [old, drifted, replacing, draining, new] = self.state_counts;
+        frame.old = old;
+        frame.drifted = drifted;
+        frame.replacing = replacing;
+        frame.draining = draining;
+        frame.new = new;
+        frame.done = self.initial_gone.len();
+        // Pods: the first eviction from an old node (looked for until seen), and how long pods
+        // wait for capacity (the cache's index of unbound pods, not every pod).
+        if self.first_old_pod_terminating.is_none() {
+            let leaving_old = snapshot.store.pods.values().any(|pod| {
+                !is_daemon_pod(pod)
+                    && pod.is_terminating()
+                    && pod
+                        .node_name
+                        .as_deref()
+                        .is_some_and(|node| self.initial_nodes.contains(node))
+            });
+            if leaving_old {
+                self.first_old_pod_terminating = Some(at);
+            }
+        }
         let mut pending_now = BTreeSet::new();
-        for (key, pod) in &snapshot.store.pods {
+        for key in &snapshot.pending_pods {
+            let Some(pod) = snapshot.store.pods.get(key) else {
+                continue;
+            };
             if is_daemon_pod(pod) {
                 continue;
             }
-            match pod.node_name.as_deref() {
-                Some(node) => {
-                    let leaving_old = pod.is_terminating() && self.initial_nodes.contains(node);
-                    if leaving_old && self.first_old_pod_terminating.is_none() {
-                        self.first_old_pod_terminating = Some(at);
-                    }
-                }
-                None if !pod.is_terminating() => {
-                    pending_now.insert(key.clone());
-                    let since = *self.pending_since.entry(key.clone()).or_insert(at);
-                    let waited = at - since;
-                    if self.max_pending.as_ref().is_none_or(|(m, _)| waited > *m) {
-                        self.max_pending = Some((waited, key.clone()));
-                    }
-                }
-                _ => {}
+            pending_now.insert(key.clone());
+            let since = *self.pending_since.entry(key.clone()).or_insert(at);
+            let waited = at - since;
+            if self.max_pending.as_ref().is_none_or(|(m, _)| waited > *m) {
+                self.max_pending = Some((waited, key.clone()));
             }
         }
         self.pending_since.retain(|k, _| pending_now.contains(k));
@@ -488,6 +525,95 @@ impl Tracker {
         }
         self.max_disrupting = self.max_disrupting.max(frame.disrupting());
         self.frames.push(frame);
+    }
+
+    /// Notes when one of the rollout-start NodeClaims was first seen disrupting (being deleted,
+    /// a disruption reason, or its Node tainted) and first seen gone.
+    fn observe_initial_claim(&mut self, at: i64, name: &str, snapshot: &Snapshot) {
+        match snapshot.store.nodeclaims.get(name) {
+            None => {
+                self.claims_gone.entry(name.to_string()).or_insert(at);
+            }
+            Some(claim) => {
+                let disrupting = claim.metadata.deletion_timestamp.is_some()
+                    || claim
+                        .condition(CONDITION_DISRUPTION_REASON)
+                        .is_some_and(|c| c.is_true())
+                    || snapshot
+                        .node_of(claim)
+                        .is_some_and(|n| has_disrupted_taint(n));
+                if disrupting {
+                    self.claims_disrupting.entry(name.to_string()).or_insert(at);
+                }
+            }
+        }
+    }
+
+    /// Reads one NodeClaim's drift, disruption and (for a replacement) launch and
+    /// initialization at `at`.
+    fn observe_claim(&mut self, at: i64, name: &str, claim: &NodeClaim) {
+        if let Some(reason) = claim
+            .condition(CONDITION_DISRUPTION_REASON)
+            .and_then(|c| c.reason.clone())
+        {
+            self.disruption_reasons
+                .entry(reason)
+                .or_default()
+                .insert(name.to_string());
+        }
+        if let Some(drifted) = claim.condition(CONDITION_DRIFTED).filter(|c| c.is_true()) {
+            self.drifted_claims.insert(name.to_string());
+            let reason = drifted.reason.clone().unwrap_or_default();
+            self.drift_reasons.insert(reason.clone());
+            let message = drifted.message.clone().unwrap_or_default();
+            self.drift_messages.insert(format!("{reason}: {message}"));
+            let when = transition(drifted, at);
+            self.record(
+                when,
+                EventKind::DriftDetected,
+                name,
+                format!("{reason}: {message}"),
+            );
+        }
+        let node = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
+        if let Some(reason) = claim
+            .condition(CONDITION_DISRUPTION_REASON)
+            .filter(|c| c.is_true())
+        {
+            let when = transition(reason, at);
+            let first = self.first_disruption.get_or_insert(when);
+            *first = (*first).min(when);
+            let why = reason.reason.clone().unwrap_or_default();
+            let detail = format!("reason={why} node={node}");
+            self.record(when, EventKind::DisruptionStarted, name, detail);
+        }
+        if self.initial_claims.contains(name) {
+            return;
+        }
+        if let Some(launched) = claim.condition(CONDITION_LAUNCHED).filter(|c| c.is_true()) {
+            self.replacements_launched.insert(name.to_string());
+            let when = transition(launched, at);
+            self.record(
+                when,
+                EventKind::ReplacementLaunched,
+                name,
+                claim_detail(claim),
+            );
+        }
+        if let Some(initialized) = claim
+            .condition(CONDITION_INITIALIZED)
+            .filter(|c| c.is_true())
+        {
+            let when = transition(initialized, at);
+            let first = self.first_replacement_initialized.get_or_insert(when);
+            *first = (*first).min(when);
+            let detail = format!("node {node}");
+            self.record(when, EventKind::ReplacementInitialized, name, detail);
+        }
     }
 
     /// When the last node event (replacement initialized, node terminated) happened.

@@ -10,7 +10,8 @@
 //! condition without a transition time counts from when the NodeClaim is looked at, which
 //! here is when it last changed rather than every pass.)
 
-use crate::state::{Objects, PodEventSet, Snapshot};
+use crate::state::revisions::Tracked;
+use crate::state::{PodEventSet, Snapshot};
 use driftwood_api::NodeClaim;
 use driftwood_api::NodePool;
 use driftwood_api::condition::Conditions;
@@ -63,6 +64,14 @@ struct Looked {
     signature: Option<u64>,
     mark: Option<Mark>,
     due: Option<i64>,
+}
+
+/// What [`look`] reads of a NodePool: whether it is static, and its consolidateAfter.
+fn marks_read(pool: &NodePool) -> (bool, &str) {
+    (
+        pool.is_static(),
+        pool.spec.disruption.consolidate_after.0.as_str(),
+    )
 }
 
 /// Looks at one NodeClaim at `now`, `seen` being its pod signature as last seen.
@@ -149,21 +158,22 @@ pub fn decide(snapshot: &Snapshot, seen: &HashMap<String, u64>, now: i64) -> Dec
 }
 
 /// The parts of the cache a pass looked at (persistent maps: holding them costs nothing, and
-/// comparing them with the next pass's skips what the two share).
+/// comparing them with the next pass's skips what the two share; objects are compared by their
+/// revisions, never in depth).
 #[derive(Debug, Clone)]
 struct LookedAt {
-    nodeclaims: Objects<NodeClaim>,
-    nodes: Objects<Node>,
-    nodepools: Objects<NodePool>,
+    nodeclaims: Tracked<NodeClaim>,
+    nodes: Tracked<Node>,
+    nodepools: Tracked<NodePool>,
     pod_event_sets: OrdMap<String, PodEventSet>,
 }
 
 impl LookedAt {
     fn of(snapshot: &Snapshot) -> Self {
         Self {
-            nodeclaims: snapshot.store.nodeclaims.clone(),
-            nodes: snapshot.store.nodes.clone(),
-            nodepools: snapshot.store.nodepools.clone(),
+            nodeclaims: snapshot.tracked::<NodeClaim>(),
+            nodes: snapshot.tracked::<Node>(),
+            nodepools: snapshot.tracked::<NodePool>(),
             pod_event_sets: snapshot.pod_event_sets.clone(),
         }
     }
@@ -271,32 +281,29 @@ fn claims_of_node(
 /// The NodeClaims a pass must look at: every one at the first pass; after it, those that
 /// changed, whose Node or its pod-event set changed, whose NodePool changed, whose
 /// consolidateAfter ran out by `now`, and whose marks were not written.
-fn to_look_at(snapshot: &Snapshot, memory: &Memory, now: i64) -> Option<BTreeSet<String>> {
+fn to_look_at(
+    snapshot: &Snapshot,
+    sees: &LookedAt,
+    memory: &Memory,
+    now: i64,
+) -> Option<BTreeSet<String>> {
     let last = memory.looked_at.as_ref()?;
     let mut names: BTreeSet<String> = memory.unwritten.clone();
     for (_, name) in memory.due.iter().take_while(|(at, _)| *at <= now) {
         names.insert(name.clone());
     }
-    for item in last.nodeclaims.diff(&snapshot.store.nodeclaims) {
-        let name = match item {
-            DiffItem::Add(name, _) | DiffItem::Remove(name, _) => name,
-            DiffItem::Update { new, .. } => new.0,
-        };
-        names.insert(name.clone());
+    for change in sees.nodeclaims.changes_since(&last.nodeclaims) {
+        names.insert(change.key().clone());
     }
     let mut nodes: BTreeSet<&String> = BTreeSet::new();
-    for item in last.nodes.diff(&snapshot.store.nodes) {
-        let (name, old, new) = match item {
-            DiffItem::Add(name, node) => (name, None, Some(node)),
-            DiffItem::Update { old, new } => (old.0, Some(old.1), Some(new.1)),
-            DiffItem::Remove(name, node) => (name, Some(node), None),
-        };
+    for change in sees.nodes.changes_since(&last.nodes) {
+        let name = change.key();
         nodes.insert(name);
-        for node in [old, new].into_iter().flatten() {
+        for node in [change.before(), change.after()].into_iter().flatten() {
             claims_of_node(snapshot, memory, name, Some(node), &mut names);
         }
     }
-    for item in last.pod_event_sets.diff(&snapshot.pod_event_sets) {
+    for item in last.pod_event_sets.diff(&sees.pod_event_sets) {
         let name = match item {
             DiffItem::Add(name, _) | DiffItem::Remove(name, _) => name,
             DiffItem::Update { new, .. } => new.0,
@@ -306,12 +313,15 @@ fn to_look_at(snapshot: &Snapshot, memory: &Memory, now: i64) -> Option<BTreeSet
             claims_of_node(snapshot, memory, name, node, &mut names);
         }
     }
-    for item in last.nodepools.diff(&snapshot.store.nodepools) {
-        let pool = match item {
-            DiffItem::Add(name, _) | DiffItem::Remove(name, _) => name,
-            DiffItem::Update { new, .. } => new.0,
-        };
-        if let Some(claims) = snapshot.nodeclaims_by_nodepool.get(pool) {
+    for change in sees.nodepools.changes_since(&last.nodepools) {
+        // A NodePool's status is written as its fleet changes (counts, rollout progress);
+        // only what a mark reads of it sends its NodeClaims to be looked at again.
+        if let (Some(old), Some(new)) = (change.before(), change.after())
+            && marks_read(old) == marks_read(new)
+        {
+            continue;
+        }
+        if let Some(claims) = snapshot.nodeclaims_by_nodepool.get(change.key()) {
             names.extend(claims.iter().cloned());
         }
     }
@@ -322,7 +332,8 @@ fn to_look_at(snapshot: &Snapshot, memory: &Memory, now: i64) -> Option<BTreeSet
 /// pass `memory` remembers (every NodeClaim at the first pass), and remembers this one. The
 /// marks and the next due time are [`decide`]'s for the same cache and signatures.
 pub fn decide_changed(snapshot: &Snapshot, memory: &mut Memory, now: i64) -> Decision {
-    let names = to_look_at(snapshot, memory, now);
+    let sees = LookedAt::of(snapshot);
+    let names = to_look_at(snapshot, &sees, memory, now);
     let names: Box<dyn Iterator<Item = &String>> = match &names {
         Some(names) => Box::new(names.iter()),
         None => Box::new(snapshot.store.nodeclaims.keys()),
@@ -358,7 +369,7 @@ pub fn decide_changed(snapshot: &Snapshot, memory: &mut Memory, now: i64) -> Dec
         }
         decision.marks.extend(looked.mark);
     }
-    memory.looked_at = Some(LookedAt::of(snapshot));
+    memory.looked_at = Some(sees);
     decision.next_at = memory.next_at();
     decision
 }

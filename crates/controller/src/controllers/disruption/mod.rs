@@ -10,6 +10,7 @@ mod consolidation;
 mod decide;
 mod policy;
 mod start;
+mod views;
 
 pub use decide::{
     InFlightAction, InFlightRules, budget_signature, consolidation_signature, in_flight,
@@ -33,15 +34,14 @@ use driftwood_api::wellknown::{
     CONDITION_DISRUPTION_REASON, CONDITION_ROLLOUT_COMPLETE, REASON_DRIFTED, REASON_UNHEALTHY,
     TAINT_DISRUPTED_KEY,
 };
-use driftwood_disruption::cached_pod::CachedPod;
 use driftwood_disruption::command::InFlight;
 use driftwood_disruption::consolidation::{Method, VALIDATION_DELAY_SECONDS};
 use driftwood_disruption::plan::{Command, PlannerInput, plan_drift};
-use driftwood_disruption::repair::{plan_repair, repair_deadline, unhealthy};
+use driftwood_disruption::repair::{plan_repair, repair_deadline};
 use driftwood_disruption::rollout::{
     PoolRollout, pool_rollout, with_backoff, with_policy, without_cleared_halt,
 };
-use driftwood_disruption::views::{node_view, pdb_allowed};
+use driftwood_disruption::views::pdb_allowed;
 use futures::StreamExt as _;
 use start::{Start, start};
 use std::collections::{BTreeMap, BTreeSet};
@@ -116,6 +116,8 @@ struct Memory {
     failed_launches_counted: BTreeSet<String>,
     /// Failed steps of the pass under way.
     errors: u32,
+    /// Each NodeClaim's disruption view, kept while what it reads is unchanged.
+    views: views::ViewCache,
 }
 
 /// A pass's outcome: again in a second after acting, else idle.
@@ -155,7 +157,14 @@ impl Memory {
             };
         let views = {
             let snapshot = snapshot.clone();
-            super::off_runtime(move || candidate_views(&snapshot, now, policies)).await
+            let mut cache = std::mem::take(&mut self.views);
+            let (views, cache) = super::off_runtime(move || {
+                let views = cache.views(&snapshot, now, policies);
+                (views, cache)
+            })
+            .await;
+            self.views = cache;
+            views
         };
         let nodepools: Vec<driftwood_api::NodePool> = snapshot
             .store
@@ -1097,37 +1106,4 @@ async fn rollback(
     })
     .await?;
     Ok(())
-}
-
-/// The disruption view of every managed NodeClaim (its node, pods, PDBs, drift, and with
-/// repair `policies` its node's health), in the cache's order.
-fn candidate_views(
-    snapshot: &Snapshot,
-    now: i64,
-    policies: &[driftwood_api::repair::RepairPolicy],
-) -> Vec<driftwood_disruption::candidate::NodeView> {
-    let pdbs = snapshot.pdb_list();
-    snapshot
-        .store
-        .nodeclaims
-        .values()
-        .filter(|c| {
-            c.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(driftwood_api::wellknown::LABEL_NODEPOOL))
-        })
-        .map(|claim| {
-            let node = snapshot.node_of(claim);
-            let pods = node
-                .map(|n| snapshot.pods_on(n.metadata.name.as_deref().unwrap_or_default()))
-                .unwrap_or_default();
-            let pods: Vec<&CachedPod> = pods.iter().map(|p| p.as_ref()).collect();
-            let mut view = node_view(claim, node.map(|n| n.as_ref()), &pods, &pdbs, now);
-            if !policies.is_empty() {
-                view.unhealthy = node.and_then(|n| unhealthy(n, policies));
-            }
-            view
-        })
-        .collect()
 }

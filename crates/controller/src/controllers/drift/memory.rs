@@ -5,15 +5,15 @@
 //! changed out of band, and the InstanceTypeNotFound check's age, are seen then).
 //!
 //! Between those, a pass looks only at what moved: while no NodePool or class changed what a
-//! verdict reads, the NodeClaims changed since the last pass (a diff of the cache's persistent
-//! map, which skips the structure the two share) and those left to look at again (an unknown
+//! verdict reads, the NodeClaims changed since the last pass (their revisions compared with
+//! the last pass's, skipping the structure the two share) and those left to look at again (an unknown
 //! verdict, a mark not written). A rollout changes NodeClaims many times a second; walking
 //! every NodeClaim each time made the marker O(NodeClaims) per change.
 
-use crate::state::{Objects, Snapshot, read_keys};
+use crate::state::revisions::{Change, Tracked};
+use crate::state::{Snapshot, read_keys};
 use driftwood_api::NodeClaim;
 use driftwood_disruption::drift::Verdict;
-use imbl::ordmap::DiffItem;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -101,7 +101,7 @@ struct Remembered {
 /// structure), what verdicts read of NodePools and classes, and the Drift gate.
 #[derive(Debug)]
 struct LastSeen {
-    nodeclaims: Objects<NodeClaim>,
+    nodeclaims: Tracked<NodeClaim>,
     keys: ReadKeys,
     enabled: bool,
 }
@@ -145,7 +145,7 @@ impl DriftMemory {
         &self,
         now: i64,
         interval: i64,
-        nodeclaims: &Objects<NodeClaim>,
+        nodeclaims: &Tracked<NodeClaim>,
         keys: ReadKeys,
         enabled: bool,
     ) -> PassMemory {
@@ -158,12 +158,12 @@ impl DriftMemory {
             match &remembered.last_seen {
                 Some(last) if last.keys == keys && last.enabled == enabled => {
                     let mut names = again;
-                    for item in last.nodeclaims.diff(nodeclaims) {
-                        match item {
-                            DiffItem::Add(name, _) | DiffItem::Update { new: (name, _), .. } => {
+                    for change in nodeclaims.changes_since(&last.nodeclaims) {
+                        match change {
+                            Change::Added(name, _) | Change::Updated { key: name, .. } => {
                                 names.insert(name.clone());
                             }
-                            DiffItem::Remove(_, claim) => {
+                            Change::Removed(_, claim) => {
                                 gone.extend(claim.metadata.uid.clone());
                             }
                         }
@@ -269,7 +269,34 @@ mod tests {
     }
 
     /// NodeClaims named as given (uid `uid-<name>`), each at resourceVersion `version`.
-    fn claims(named: &[(&str, &str)]) -> Objects<NodeClaim> {
+    /// A cache the tests hold NodeClaims in, so that passes see their revisions.
+    #[derive(Default)]
+    struct Cache(Snapshot);
+
+    impl Cache {
+        /// The cache made to hold `claims` (each object stored as given, so one kept from an
+        /// earlier moment is unchanged), as a pass sees it.
+        fn sees(&mut self, claims: &crate::state::Objects<NodeClaim>) -> Tracked<NodeClaim> {
+            let held: Vec<String> = self.0.store.nodeclaims.keys().cloned().collect();
+            for name in held.iter().filter(|n| !claims.contains_key(*n)) {
+                self.0.delete::<NodeClaim>(name);
+            }
+            for (name, claim) in claims {
+                if !self
+                    .0
+                    .store
+                    .nodeclaims
+                    .get(name)
+                    .is_some_and(|c| Arc::ptr_eq(c, claim))
+                {
+                    self.0.apply(name.clone(), Arc::clone(claim));
+                }
+            }
+            self.0.tracked::<NodeClaim>()
+        }
+    }
+
+    fn claims(named: &[(&str, &str)]) -> crate::state::Objects<NodeClaim> {
         named
             .iter()
             .map(|(name, version)| {
@@ -285,7 +312,7 @@ mod tests {
     }
 
     fn start(memory: &DriftMemory, now: i64) -> PassMemory {
-        memory.start(now, 300, &Objects::new(), keys(1), true)
+        memory.start(now, 300, &Tracked::default(), keys(1), true)
     }
 
     /// One pass at `now` over no NodeClaims that records `verdicts` (uid, versions, verdict).
@@ -343,8 +370,9 @@ mod tests {
     #[test]
     fn a_pass_looks_at_what_changed_and_what_was_left_to_look_at_again() {
         let memory = DriftMemory::default();
+        let mut cache = Cache::default();
         let first = claims(&[("a", "1"), ("b", "1"), ("c", "1")]);
-        let pass = memory.start(0, 300, &first, keys(1), true);
+        let pass = memory.start(0, 300, &cache.sees(&first), keys(1), true);
         assert_eq!(pass.scope(), &Scope::Everything);
         pass.finish(["a".to_string()].into());
         // b changed, c went, d came: the pass looks at a (left again), b and d.
@@ -352,22 +380,24 @@ mod tests {
         second.insert("b".into(), claims(&[("b", "2")])["b"].clone());
         second.remove("c");
         second.insert("d".into(), claims(&[("d", "1")])["d"].clone());
-        let pass = memory.start(10, 300, &second, keys(1), true);
+        let pass = memory.start(10, 300, &cache.sees(&second), keys(1), true);
         assert_eq!(
             pass.scope(),
             &Scope::Only(["a", "b", "d"].map(String::from).into())
         );
         pass.finish(BTreeSet::new());
         // Nothing changed and nothing left: a pass that looks at nothing.
-        let pass = memory.start(11, 300, &second, keys(1), true);
+        let pass = memory.start(11, 300, &cache.sees(&second), keys(1), true);
         assert_eq!(pass.scope(), &Scope::Only(BTreeSet::new()));
         pass.finish(BTreeSet::new());
         // What a verdict reads of the NodePool moved, or the gate did: every NodeClaim.
-        let pass = memory.start(12, 300, &second, keys(2), true);
+        let pass = memory.start(12, 300, &cache.sees(&second), keys(2), true);
         assert_eq!(pass.scope(), &Scope::All);
         pass.finish(BTreeSet::new());
         assert_eq!(
-            memory.start(13, 300, &second, keys(2), false).scope(),
+            memory
+                .start(13, 300, &cache.sees(&second), keys(2), false)
+                .scope(),
             &Scope::All
         );
     }
@@ -375,9 +405,10 @@ mod tests {
     #[test]
     fn an_unknown_verdict_is_judged_again_and_gone_nodeclaims_are_forgotten() {
         let memory = DriftMemory::default();
+        let mut cache = Cache::default();
         let at = versions("1", 1, Some(1));
         let both = claims(&[("a", "1"), ("b", "1")]);
-        let mut pass = memory.start(0, 300, &both, keys(1), true);
+        let mut pass = memory.start(0, 300, &cache.sees(&both), keys(1), true);
         pass.record(
             "uid-a",
             at.clone(),
@@ -385,25 +416,25 @@ mod tests {
         );
         pass.record("uid-b", at.clone(), &Verdict::NotDrifted);
         pass.finish(["a".to_string()].into());
-        let next = memory.start(5, 300, &both, keys(1), true);
+        let next = memory.start(5, 300, &cache.sees(&both), keys(1), true);
         assert_eq!(next.reusable("uid-a", &at), None);
         assert_eq!(next.reusable("uid-b", &at), Some(Verdict::NotDrifted));
         // b is deleted: a pass over what changed forgets it.
         let only_a = claims(&[("a", "1")]);
-        let mut pass = memory.start(5, 300, &only_a, keys(1), true);
+        let mut pass = memory.start(5, 300, &cache.sees(&only_a), keys(1), true);
         assert_eq!(pass.scope(), &Scope::Only(["a".to_string()].into()));
         pass.record("uid-a", at.clone(), &Verdict::NotDrifted);
         pass.finish(BTreeSet::new());
-        let next = memory.start(6, 300, &only_a, keys(1), true);
+        let next = memory.start(6, 300, &cache.sees(&only_a), keys(1), true);
         assert_eq!(next.reusable("uid-a", &at), Some(Verdict::NotDrifted));
         assert_eq!(next.reusable("uid-b", &at), None);
         // A pass over every NodeClaim keeps only what it saw.
-        let pass = memory.start(7, 300, &only_a, keys(2), true);
+        let pass = memory.start(7, 300, &cache.sees(&only_a), keys(2), true);
         assert_eq!(pass.scope(), &Scope::All);
         pass.finish(BTreeSet::new());
         assert_eq!(
             memory
-                .start(8, 300, &only_a, keys(2), true)
+                .start(8, 300, &cache.sees(&only_a), keys(2), true)
                 .reusable("uid-a", &at),
             None
         );

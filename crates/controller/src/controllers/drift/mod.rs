@@ -141,7 +141,7 @@ pub async fn pass(ctx: Context, checks: InstanceTypeChecks, memory: DriftMemory)
     let mut remembered = memory.start(
         ctx.now_seconds(),
         interval,
-        &snapshot.store.nodeclaims,
+        &snapshot.tracked::<NodeClaim>(),
         ReadKeys::of(&snapshot),
         enabled,
     );

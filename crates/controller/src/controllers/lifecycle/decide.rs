@@ -54,10 +54,13 @@ use super::super::nodepool_of;
 /// Decides this pass: `now` in UTC seconds, `registration_ttl` in seconds.
 pub fn decide(snapshot: &Snapshot, now: i64, registration_ttl: i64) -> Decision {
     let mut decision = Decision::default();
-    for (name, claim) in &snapshot.store.nodeclaims {
-        if claim.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
+    // The index holds the NodeClaims not being deleted and not Initialized: the ones with a
+    // step left. An Initialized NodeClaim is the lifecycle's no more.
+    for (name, claim) in snapshot
+        .initializing_nodeclaims
+        .iter()
+        .filter_map(|name| Some((name, snapshot.store.nodeclaims.get(name)?)))
+    {
         let action = if !claim.is_true(CONDITION_LAUNCHED) {
             Some(Action::Launch {
                 nodeclaim: name.clone(),

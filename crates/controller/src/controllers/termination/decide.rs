@@ -122,9 +122,9 @@ pub use driftwood_api::lookup::node_is_ready;
 /// left to drain).
 pub fn instances_to_check(snapshot: &Snapshot) -> Vec<String> {
     snapshot
-        .store
-        .nodeclaims
-        .values()
+        .deleting_nodeclaims
+        .iter()
+        .filter_map(|name| snapshot.store.nodeclaims.get(name))
         .filter(|c| finalizing(c))
         .filter(|c| snapshot.node_of(c).is_some_and(|n| !node_is_ready(n)))
         .filter_map(|c| c.provider_id().map(str::to_string))
@@ -188,10 +188,9 @@ pub fn decide(
 
     // A deleted Node takes its NodeClaim with it; one without a NodeClaim just goes.
     for node in snapshot
-        .store
-        .nodes
-        .values()
-        .filter(|n| n.metadata.deletion_timestamp.is_some())
+        .deleting_nodes
+        .iter()
+        .filter_map(|name| snapshot.store.nodes.get(name))
     {
         let name = node.metadata.name.clone().unwrap_or_default();
         match snapshot.nodeclaim_of(node) {
@@ -219,28 +218,16 @@ pub fn decide(
     // NodePool's maintenance window (driftwood.sh/maintenance-*) does, until it opens. An
     // unreadable rollout policy holds nothing here: expiry is not put off by a typo.
     let mut windows: BTreeMap<String, bool> = BTreeMap::new();
-    for (name, claim) in &snapshot.store.nodeclaims {
-        if claim.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        // Whether it expired first: that is a few fields of the NodeClaim, and this runs for
-        // every NodeClaim on every pass; its NodePool is looked up only for one that did.
-        let expire = claim
-            .spec
-            .expire_after
-            .as_ref()
-            .and_then(|e| e.seconds().ok().flatten());
-        let created = claim
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_second());
-        let (Some(expire), Some(created)) = (expire, created) else {
+    // The index holds NodeClaims not being deleted by when they expire: the ones due are at
+    // its front, and a pass reads only those.
+    for (_, name) in snapshot
+        .expiring_nodeclaims
+        .iter()
+        .take_while(|(at, _)| *at <= now)
+    {
+        let Some(claim) = snapshot.store.nodeclaims.get(name) else {
             continue;
         };
-        if created.saturating_add(i64::try_from(expire).unwrap_or(i64::MAX)) > now {
-            continue;
-        }
         let pool = nodepool_of(claim);
         // A static NodePool is left alone: expiring its nodes would shrink it with no
         // replacement (driftwood does not provision static capacity).
@@ -268,7 +255,11 @@ pub fn decide(
     let mut pdbs: Option<Vec<PodDisruptionBudget>> = None;
     let mut drains: Vec<(String, Vec<Step>, &NodeClaim, String)> = Vec::new();
     let mut inputs: Vec<(Vec<DrainPod>, Option<i64>)> = Vec::new();
-    for (name, claim) in &snapshot.store.nodeclaims {
+    for (name, claim) in snapshot
+        .deleting_nodeclaims
+        .iter()
+        .filter_map(|name| Some((name, snapshot.store.nodeclaims.get(name)?)))
+    {
         if !finalizing(claim) {
             continue;
         }

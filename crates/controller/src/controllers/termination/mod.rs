@@ -65,12 +65,13 @@ pub async fn pass(ctx: Context) -> Outcome {
     let snapshot = ctx.state.snapshot();
     // Observe what only the cloud knows — which instances still exist, in one listing per pass
     // rather than a Describe per instance — then decide from data.
-    let live = if snapshot
-        .store
-        .nodeclaims
-        .values()
-        .any(|c| c.metadata.deletion_timestamp.is_some())
-    {
+    let live = if snapshot.deleting_nodeclaims.iter().any(|name| {
+        snapshot
+            .store
+            .nodeclaims
+            .get(name)
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+    }) {
         match ctx.cloud.live_provider_ids().await {
             Ok(live) => Some(live),
             Err(error) => {
