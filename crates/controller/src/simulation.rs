@@ -174,6 +174,20 @@ fn inflight_node(name: &str, claim: &NodeClaim) -> ExistingNode {
         })
         .unwrap_or_default();
     let mut labels = claim.metadata.labels.clone().unwrap_or_default();
+    // What the launch cannot choose otherwise: a requirement of one value (the zone the
+    // provisioner planned it in for a zone spread, say) is the label the instance will carry.
+    // Until then the NodeClaim holds none of the well-known labels, and a pod planned onto it
+    // for its zone would not fit back onto it while its launch waits its turn (EC2's launch
+    // bucket): it would get a NodeClaim of its own again at every batch.
+    for requirement in &claim.spec.requirements {
+        if let [value] = requirement.values.as_slice()
+            && requirement.operator == "In"
+        {
+            labels
+                .entry(requirement.key.clone())
+                .or_insert_with(|| value.clone());
+        }
+    }
     labels.insert(
         driftwood_api::wellknown::LABEL_HOSTNAME.to_string(),
         name.to_string(),
@@ -488,6 +502,40 @@ mod tests {
             2000
         );
         assert!(!node.initialized);
+    }
+
+    /// A NodeClaim waiting for its launch (EC2's launch bucket empty) is capacity where it was
+    /// planned: a requirement of one value (the zone a zone-spread pod was planned in) is the
+    /// label it will carry, so the next batch finds its pods' place there instead of giving
+    /// them NodeClaims of their own again; a requirement of several values labels nothing.
+    #[test]
+    fn a_nodeclaim_not_launched_yet_carries_the_labels_its_requirements_fix() {
+        let claim: NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "c", "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"},
+                     "requirements": [
+                         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-west-2b"]},
+                         {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]},
+                         {"key": "karpenter.sh/capacity-type", "operator": "NotIn", "values": ["spot"]},
+                         {"key": "karpenter.sh/nodepool", "operator": "In", "values": ["other"]}
+                     ],
+                     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+        }))
+        .expect("nodeclaim");
+        let mut snapshot = Snapshot::new(Store::default());
+        snapshot.apply("c".into(), Arc::new(claim));
+        let nodes = existing_nodes(&snapshot, true);
+        let [node] = nodes.as_slice() else {
+            panic!("one in-flight node: {nodes:?}");
+        };
+        let label = |key: &str| node.labels.get(key).map(String::as_str);
+        assert_eq!(label("topology.kubernetes.io/zone"), Some("us-west-2b"));
+        assert_eq!(label("node.kubernetes.io/instance-type"), None);
+        assert_eq!(label("karpenter.sh/capacity-type"), None);
+        // A label the NodeClaim already carries stays.
+        assert_eq!(label("karpenter.sh/nodepool"), Some("default"));
+        assert_eq!(label("kubernetes.io/hostname"), Some("c"));
     }
 
     /// Karpenter's state node: an uninitialized Node's zero resources come from its NodeClaim,
