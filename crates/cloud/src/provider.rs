@@ -122,15 +122,23 @@ pub trait CloudProvider: Send + Sync {
     /// The NodeClaim view of every live instance this cluster launched.
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudError>;
 
-    /// The provider IDs of every live (pending or running) instance this cluster launched, in
-    /// one listing: for callers that only need to know what still exists (termination asks
-    /// once per pass instead of describing each instance).
-    async fn live_provider_ids(&self) -> Result<std::collections::BTreeSet<String>, CloudError> {
+    /// Which of `provider_ids` are live (pending or running) instances this cluster launched:
+    /// for callers that only need to know what still exists (termination asks once per pass
+    /// about the instances it is terminating, instead of describing each one or listing the
+    /// whole cluster). No provider IDs, no call.
+    async fn live_among(
+        &self,
+        provider_ids: &std::collections::BTreeSet<String>,
+    ) -> Result<std::collections::BTreeSet<String>, CloudError> {
+        if provider_ids.is_empty() {
+            return Ok(std::collections::BTreeSet::new());
+        }
         Ok(self
             .list()
             .await?
             .into_iter()
             .filter_map(|claim| claim.status.and_then(|s| s.provider_id))
+            .filter(|id| provider_ids.contains(id))
             .collect())
     }
 

@@ -216,10 +216,11 @@ impl driftwood_cloud::CloudProvider for FencedCloud {
         self.inner.list().await
     }
 
-    async fn live_provider_ids(
+    async fn live_among(
         &self,
+        provider_ids: &std::collections::BTreeSet<String>,
     ) -> Result<std::collections::BTreeSet<String>, driftwood_cloud::CloudError> {
-        self.inner.live_provider_ids().await
+        self.inner.live_among(provider_ids).await
     }
 
     async fn instance_types(

@@ -333,9 +333,14 @@ impl CloudProvider for MeteredCloud {
         self.measure("List", self.inner.list()).await
     }
 
-    /// A listing too: Karpenter's `List`.
-    async fn live_provider_ids(&self) -> Result<BTreeSet<String>, CloudError> {
-        self.measure("List", self.inner.live_provider_ids()).await
+    /// Karpenter's termination asks `Get` for each instance (its provider batches them into
+    /// one DescribeInstances); this is that batch.
+    async fn live_among(
+        &self,
+        provider_ids: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, CloudError> {
+        self.measure("Get", self.inner.live_among(provider_ids))
+            .await
     }
 
     async fn instance_types(&self, pool: &NodePool) -> Result<Arc<Vec<InstanceType>>, CloudError> {

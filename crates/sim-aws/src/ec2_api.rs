@@ -9,7 +9,7 @@ use driftwood_aws::ports::{
     CreateLaunchTemplateInput, CreateTagsInput, DescribeImagesInput, DescribeInstanceStatusInput,
     DescribeInstanceTypeOfferingsInput, DescribeInstanceTypesInput, DescribeInstancesInput,
     DescribeLaunchTemplatesInput, DescribeSecurityGroupsInput, DescribeSpotPriceHistoryInput,
-    DescribeSubnetsInput, Ec2Api, FleetOverrideRef, GroupIdentifier, Image, Instance,
+    DescribeSubnetsInput, Ec2Api, Filter, FleetOverrideRef, GroupIdentifier, Image, Instance,
     InstanceStateChange, InstanceStatus, InstanceStatusEvent, InstanceTypeDescription,
     InstanceTypeOffering, LaunchTemplate, SecurityGroup, SpotPrice, StatusCheck, StatusCheckDetail,
     Subnet, Tag, codes,
@@ -75,6 +75,17 @@ fn instance_values(i: &Instance, name: &str) -> Option<Vec<String>> {
         "instance-lifecycle" => Some(i.instance_lifecycle.iter().cloned().collect()),
         other => tag_values(&i.tags, other),
     }
+}
+
+/// The instance ids an `instance-id` filter names, when every value is an id (no wildcard):
+/// only those instances can match.
+fn named_by_filter(filters: &[Filter]) -> Option<Vec<&String>> {
+    let filter = filters.iter().find(|f| f.name == "instance-id")?;
+    filter
+        .values
+        .iter()
+        .all(|v| !v.contains(['*', '?']))
+        .then(|| filter.values.iter().collect())
 }
 
 fn type_values(t: &InstanceTypeDescription, name: &str) -> Option<Vec<String>> {
@@ -578,16 +589,31 @@ impl Ec2Api for SimAws {
                 return Err(not_found(codes::INSTANCE_ID_NOT_FOUND, "instance ID", id));
             }
         }
-        Ok(st
-            .instances
-            .values()
+        // Named instances (by id, or by an `instance-id` filter without wildcards) are looked
+        // up; anything else is a scan. The filters are matched before an instance is copied.
+        let named: Option<Vec<&String>> = if input.instance_ids.is_empty() {
+            named_by_filter(&input.filters)
+        } else {
+            Some(input.instance_ids.iter().collect())
+        };
+        let candidates: Box<dyn Iterator<Item = &SimInstance>> = match named {
+            Some(ids) => Box::new(
+                ids.into_iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .filter_map(|id| st.instances.get(id)),
+            ),
+            None => Box::new(st.instances.values()),
+        };
+        Ok(candidates
             .filter(|s| self.described(s, now))
             .filter(|s| {
-                input.instance_ids.is_empty()
-                    || input.instance_ids.contains(&s.instance.instance_id)
+                filters_match(&input.filters, |name| match name {
+                    "instance-state-name" => one(self.state_at(s, now)),
+                    other => instance_values(&s.instance, other),
+                })
             })
             .map(|s| self.observe(s, now))
-            .filter(|i| filters_match(&input.filters, |n| instance_values(i, n)))
             .collect())
     }
 

@@ -1,6 +1,8 @@
 //! Launch: the cheapest compatible offering, fallback after insufficient capacity, the
 //! unavailable-offerings TTL, tags, labels and the NodeClaim fields a launch fills in.
 
+use std::collections::BTreeSet;
+
 use driftwood_api::NodeSelectorRequirementWithMinValues as Req;
 use driftwood_api::requirement::OP_IN;
 use driftwood_aws::NodeClassSource;
@@ -827,6 +829,56 @@ async fn instances_run_after_the_delay_and_kubelets_see_them() {
             .is_not_found()
     );
     assert!(env.provider.list().await.unwrap().is_empty());
+}
+
+/// Termination asks which of the instances it is terminating still exist: only those are
+/// described (an `instance-id` filter, so one gone for good is left out instead of failing the
+/// call, as Karpenter's DescribeInstances batcher asks), 500 to a call.
+#[tokio::test(start_paused = true)]
+async fn live_among_describes_only_the_named_instances_and_leaves_out_the_gone() {
+    let (env, _) = walkthrough_env().await;
+    let mut launched = Vec::new();
+    for name in ["nc-a", "nc-b", "nc-c"] {
+        let claim = claim(name, "latest-current-ami", walkthrough_requirements(), "1");
+        launched.push(env.provider.create(&claim).await.unwrap());
+    }
+    env.advance(30);
+    let pid =
+        |c: &driftwood_api::NodeClaim| c.status.as_ref().unwrap().provider_id.clone().unwrap();
+    let missing = "aws:///us-west-2a/i-0123456789abcdef0".to_string();
+    let calls = |env: &Env| {
+        env.sim
+            .api_calls()
+            .get("DescribeInstances")
+            .map_or(0, |c| c.calls)
+    };
+
+    let nothing = env.provider.live_among(&BTreeSet::new()).await.unwrap();
+    assert!(nothing.is_empty());
+
+    let before = calls(&env);
+    let asked = BTreeSet::from([pid(&launched[0]), pid(&launched[1]), missing.clone()]);
+    let live = env.provider.live_among(&asked).await.unwrap();
+    assert_eq!(live, BTreeSet::from([pid(&launched[0]), pid(&launched[1])]));
+    assert_eq!(calls(&env) - before, 1, "one call for the three");
+
+    env.provider.delete(&launched[0]).await.unwrap();
+    let live = env.provider.live_among(&asked).await.unwrap();
+    assert_eq!(
+        live,
+        BTreeSet::from([pid(&launched[1])]),
+        "a shutting-down instance is not live"
+    );
+
+    // 1,001 names: three calls, and only the live one named comes back.
+    let mut many: BTreeSet<String> = (0..1_000)
+        .map(|i| format!("aws:///us-west-2a/i-{i:017x}"))
+        .collect();
+    many.insert(pid(&launched[2]));
+    let before = calls(&env);
+    let live = env.provider.live_among(&many).await.unwrap();
+    assert_eq!(live, BTreeSet::from([pid(&launched[2])]));
+    assert_eq!(calls(&env) - before, 3);
 }
 
 #[tokio::test(start_paused = true)]

@@ -472,3 +472,73 @@ async fn a_launch_never_reuses_the_id_of_an_imported_instance() {
             .any(|t| t.key == "test" && t.value == "live")
     );
 }
+
+/// An `instance-id` filter is answered by looking the named instances up; what it returns is
+/// what a scan with the same filters returns: ids not found (never launched, or launched too
+/// recently to be described) are left out without an error, the other filters still apply, and
+/// a value with a wildcard is matched against every instance.
+#[tokio::test(start_paused = true)]
+async fn an_instance_id_filter_finds_what_a_scan_finds() {
+    let env = env();
+    let ids = launch_n(&env.sim, "f", 6).await.unwrap();
+    env.clock.advance(SignedDuration::from_secs(10));
+    env.sim
+        .terminate_instances(vec![ids[0].clone(), ids[1].clone()])
+        .await
+        .unwrap();
+    let late = launch(&env.sim, "late").await;
+    let tagged = || DescribeInstancesInput {
+        instance_ids: Vec::new(),
+        filters: vec![Filter::new("tag-key", ["test"])],
+    };
+    let everything = env.sim.describe_instances(tagged()).await.unwrap();
+    assert_eq!(everything.len(), 6, "the late one is not described yet");
+    let scan = |wanted: &[&str], states: &[&str]| -> Vec<String> {
+        everything
+            .iter()
+            .filter(|i| wanted.contains(&i.instance_id.as_str()))
+            .filter(|i| states.is_empty() || states.contains(&i.state.as_str()))
+            .map(|i| i.instance_id.clone())
+            .collect()
+    };
+    let named = |values: &[&str], states: &[&str]| {
+        let mut filters = vec![
+            Filter::new("tag-key", ["test"]),
+            Filter::new("instance-id", values.iter().copied()),
+        ];
+        if !states.is_empty() {
+            filters.push(Filter::new("instance-state-name", states.iter().copied()));
+        }
+        DescribeInstancesInput {
+            instance_ids: Vec::new(),
+            filters,
+        }
+    };
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let wanted = [ids[0], ids[2], ids[4], late.as_str(), "i-0123456789abcdef0"];
+    let live = [instance_state::PENDING, instance_state::RUNNING];
+    for states in [&[][..], &live[..]] {
+        let found: Vec<String> = env
+            .sim
+            .describe_instances(named(&wanted, states))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.instance_id)
+            .collect();
+        assert_eq!(found, scan(&wanted, states), "states {states:?}");
+    }
+    let found = env
+        .sim
+        .describe_instances(named(&["i-*"], &live))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 4, "a wildcard value scans: {found:?}");
+    assert!(
+        env.sim
+            .describe_instances(named(&["i-0123456789abcdef0"], &[]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

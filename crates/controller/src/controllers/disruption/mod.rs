@@ -118,12 +118,22 @@ struct Memory {
     errors: u32,
     /// Each NodeClaim's disruption view, kept while what it reads is unchanged.
     views: views::ViewCache,
+    /// When the consolidation methods last ran through without starting anything. Karpenter
+    /// runs them once per polling period ([`decide::CONSOLIDATION_POLL_SECONDS`]), and again at once
+    /// only after a command started; passes woken sooner (drift's budgets, nodes coming up)
+    /// leave them out until the period is up.
+    consolidation_ran_at: Option<i64>,
+    /// This pass: when the consolidation methods, left out, are due again.
+    consolidation_due: Option<i64>,
 }
 
-/// A pass's outcome: again in a second after acting, else idle.
-fn settle(acted: bool, errors: u32) -> Outcome {
+/// A pass's outcome: again in a second after acting, else when the consolidation methods left
+/// out are due (`due_in` seconds), else idle.
+fn settle(acted: bool, errors: u32, due_in: Option<i64>) -> Outcome {
     let outcome = if acted {
         Outcome::again_in(Duration::from_secs(1))
+    } else if let Some(due_in) = due_in {
+        Outcome::again_in(Duration::from_secs(due_in.max(1).unsigned_abs()))
     } else {
         Outcome::idle()
     };
@@ -133,6 +143,7 @@ fn settle(acted: bool, errors: u32) -> Outcome {
 impl Memory {
     async fn pass(&mut self, ctx: Context) -> Outcome {
         self.errors = 0;
+        self.consolidation_due = None;
         let snapshot = ctx.state.snapshot();
         if !self.backoffs_loaded {
             self.backoffs = snapshot
@@ -197,17 +208,26 @@ impl Memory {
                 consolidation::validate_and_start(&ctx, &snapshot, &inputs, pending).await;
             self.errors += errors;
             self.consolidated.clear();
+            // Karpenter requeues at once after a command: the methods may run next pass.
+            self.consolidation_ran_at = None;
             self.report_rollouts(&ctx, &snapshot, &views).await;
-            return settle(acted || started || errors > 0, self.errors);
+            return self.settle(acted || started || errors > 0, now);
         }
         let any_consolidatable = views.iter().any(|v| v.consolidatable);
-        let signature = consolidation_signature(&snapshot, &views);
+        self.consolidation_due =
+            decide::consolidation_waits_until(self.consolidation_ran_at, any_consolidatable, now);
+        let consolidation_waits = self.consolidation_due.is_some();
+        let signature = if any_consolidatable && !consolidation_waits {
+            consolidation_signature(&snapshot, &views)
+        } else {
+            0
+        };
         // What each method would look at this pass; a method whose last look found nothing
         // and saw the same is skipped.
         let looks: BTreeMap<Method, consolidation::Consolidated> =
             [Method::Emptiness, Method::MultiNode, Method::SingleNode]
                 .into_iter()
-                .filter(|_| any_consolidatable)
+                .filter(|_| any_consolidatable && !consolidation_waits)
                 .map(|m| {
                     let look =
                         consolidation::Consolidated::look(signature, m, &views, &nodepools, now);
@@ -240,7 +260,7 @@ impl Memory {
         if !consolidating && !drifting && !repairing {
             self.drift_blocked.clear();
             self.report_rollouts(&ctx, &snapshot, &views).await;
-            return settle(acted, self.errors);
+            return self.settle(acted, now);
         }
         let inputs = self.inputs(&ctx, &snapshot, views, nodepools, now).await;
 
@@ -256,7 +276,7 @@ impl Memory {
                     view.disrupting = true;
                 }
                 self.report_rollouts(&ctx, &snapshot, &views).await;
-                return settle(true, self.errors);
+                return self.settle(true, now);
             }
         }
 
@@ -294,7 +314,7 @@ impl Memory {
         }
         if drift_started || !consolidating {
             self.report_rollouts(&ctx, &snapshot, &views).await;
-            return settle(acted || drift_started, self.errors);
+            return self.settle(acted || drift_started, now);
         }
 
         // 3 and 4. Multi-node, then single-node consolidation.
@@ -326,8 +346,19 @@ impl Memory {
                 }
             }
         }
+        // The methods ran through and started nothing: not again before the polling period.
+        self.consolidation_ran_at = Some(now);
         self.report_rollouts(&ctx, &snapshot, &views).await;
-        settle(acted, self.errors)
+        settle(acted, self.errors, None)
+    }
+
+    /// [`settle`] with this pass's errors and consolidation's due time.
+    fn settle(&self, acted: bool, now: i64) -> Outcome {
+        settle(
+            acted,
+            self.errors,
+            self.consolidation_due.map(|due| due - now),
+        )
     }
 
     /// Records what `method` found: nothing to do (and not for want of time) is remembered

@@ -8,8 +8,8 @@
 mod decide;
 
 pub use decide::{
-    Decision, DeleteReason, Plan, Step, decide, instances_to_check, node_is_ready,
-    volume_attachments_on,
+    Decision, DeleteReason, Plan, Step, decide, instances_to_check, instances_to_describe,
+    node_is_ready, volume_attachments_on,
 };
 
 use super::Outcome;
@@ -63,24 +63,19 @@ enum Next {
 
 pub async fn pass(ctx: Context) -> Outcome {
     let snapshot = ctx.state.snapshot();
-    // Observe what only the cloud knows — which instances still exist, in one listing per pass
-    // rather than a Describe per instance — then decide from data.
-    let live = if snapshot.deleting_nodeclaims.iter().any(|name| {
-        snapshot
-            .store
-            .nodeclaims
-            .get(name)
-            .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
-    }) {
-        match ctx.cloud.live_provider_ids().await {
+    // Observe what only the cloud knows — which of the instances being terminated still exist,
+    // in one call per pass rather than a Describe per instance — then decide from data.
+    let asked = instances_to_describe(&snapshot);
+    let live = if asked.is_empty() {
+        None
+    } else {
+        match ctx.cloud.live_among(&asked).await {
             Ok(live) => Some(live),
             Err(error) => {
-                tracing::warn!(cluster = %ctx.settings.cluster_name, %error, "listing the cluster's instances for termination failed; will retry");
+                tracing::warn!(cluster = %ctx.settings.cluster_name, instances = asked.len(), %error, "describing the instances being terminated failed; will retry");
                 return Outcome::again_in(TERMINATING_REQUEUE).with_errors(1);
             }
         }
-    } else {
-        None
     };
     let gone: BTreeSet<String> = instances_to_check(&snapshot)
         .into_iter()
