@@ -128,18 +128,11 @@ pub fn unmet(
         }
     }
     if wait.old_nodes_gone == Some(true) {
-        let left: Vec<&String> = tracker
-            .initial_nodes()
-            .iter()
-            .filter(|n| snapshot.store.nodes.contains_key(*n))
-            .collect();
+        let left = tracker.old_nodes_left(snapshot);
         if !tracker.started() {
             out.push("the rollout's old nodes gone (no rollout started: apply, patch or publishAmi first)".into());
-        } else if !left.is_empty() {
-            out.push(format!(
-                "the rollout's old nodes gone ({} left)",
-                left.len()
-            ));
+        } else if left > 0 {
+            out.push(format!("the rollout's old nodes gone ({left} left)"));
         }
     }
     if let Some(count) = wait.empty_nodes {
