@@ -482,15 +482,28 @@ impl Snapshot {
         self.store.nodeclasses.get(name)
     }
 
-    /// The Node of a NodeClaim: by providerID, else by status.nodeName.
+    /// The Node of a NodeClaim: by providerID, else by status.nodeName (a Node of another
+    /// providerID is not its Node).
     pub fn node_of(&self, claim: &NodeClaim) -> Option<&Arc<Node>> {
         let status = claim.status.as_ref()?;
-        status
+        if let Some(node) = status
             .provider_id
             .as_ref()
             .and_then(|id| self.node_by_provider_id.get(id))
-            .or(status.node_name.as_ref())
             .and_then(|name| self.store.nodes.get(name))
+        {
+            return Some(node);
+        }
+        // By name only while that Node names no other machine: EC2 gives a terminated
+        // instance's address, and so its `ip-…` name, to a later launch, and the Node of that
+        // name is then another NodeClaim's (terminating this claim must not delete it).
+        let node = self.store.nodes.get(status.node_name.as_ref()?)?;
+        let other_machine = node
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.provider_id.as_ref())
+            .is_some_and(|id| status.provider_id.as_ref() != Some(id));
+        (!other_machine).then_some(node)
     }
 
     /// The NodeClaim of a Node, by providerID.
@@ -594,6 +607,39 @@ mod tests {
             }))
             .unwrap(),
         )
+    }
+
+    /// A NodeClaim whose instance is gone is not the NodeClaim of a later instance that got its
+    /// address and so its node name; one whose Node has no providerID yet is found by name.
+    #[test]
+    fn a_nodeclaim_is_not_the_owner_of_a_namesake_node() {
+        let mut store = Store::default();
+        let with_name = |claim: Arc<NodeClaim>, node: &str| {
+            let mut claim = (*claim).clone();
+            claim.status.as_mut().unwrap().node_name = Some(node.into());
+            Arc::new(claim)
+        };
+        let old = with_name(claim("old", "p", Some("aws:///z/i-old")), "ip-a");
+        let new = with_name(claim("new", "p", Some("aws:///z/i-new")), "ip-a");
+        store
+            .nodes
+            .insert("ip-a".into(), node("ip-a", "aws:///z/i-new"));
+        store.nodeclaims.insert("old".into(), old.clone());
+        store.nodeclaims.insert("new".into(), new.clone());
+        let snapshot = Snapshot::new(store.clone());
+        assert!(snapshot.node_of(&old).is_none(), "ip-a is i-new's now");
+        assert_eq!(
+            snapshot
+                .node_of(&new)
+                .and_then(|n| n.metadata.name.as_deref()),
+            Some("ip-a")
+        );
+        // A Node not carrying a providerID yet is still found by name.
+        let bare: Arc<Node> =
+            Arc::new(serde_json::from_value(json!({"metadata": {"name": "ip-a"}})).unwrap());
+        store.nodes.insert("ip-a".into(), bare);
+        let snapshot = Snapshot::new(store);
+        assert!(snapshot.node_of(&old).is_some());
     }
 
     /// The indexes a full rebuild gives for the same objects.
