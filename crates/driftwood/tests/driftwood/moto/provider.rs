@@ -1,8 +1,9 @@
 //! The AWS provider through the real SDK against moto: resolve an EC2NodeClass, launch through
-//! CreateFleet, read the instance back, AMIDrift and SubnetDrift, terminate, collect an orphan;
+//! CreateFleet, read the instance back, AMIDrift and SubnetDrift, terminate (and ask which
+//! instances are still live, by `instance-id` filter), collect an orphan;
 //! and EC2/SSM/IAM error codes arriving as the ports' codes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use driftwood_api::ec2nodeclass::{
@@ -424,6 +425,19 @@ async fn resolve_launch_read_back_drift_terminate_and_collect_an_orphan() {
     // An orphan: an instance whose NodeClaim is gone is listed, then collected.
     let orphan = env.provider.create(&claim("nc-orphan")).await.unwrap();
     let orphan_id = instance_id(&orphan);
+    // Termination's question through the SDK, by an `instance-id` filter: of the terminated
+    // instance, the orphan and one never launched, only the orphan is live (no NotFound for
+    // the unknown id, as a filter answers).
+    let pid = |c: &NodeClaim| c.status.as_ref().unwrap().provider_id.clone().unwrap();
+    let asked = BTreeSet::from([
+        pid(&launched),
+        pid(&orphan),
+        format!("aws:///{}a/i-0123456789abcdef0", seed.region),
+    ]);
+    assert_eq!(
+        env.provider.live_among(&asked).await.unwrap(),
+        BTreeSet::from([pid(&orphan)])
+    );
     let listed = env.provider.list().await.unwrap();
     let view = listed
         .iter()
