@@ -4,7 +4,7 @@
 //! batches it: one call with every instance, then, for each instance that call did not leave
 //! shutting down or terminated (one bad instance can fail the whole call), a call of its own.
 //! CreateFleet too: identical single-instance requests are one fleet of as many instances (see
-//! [`create_fleet`]).
+//! [`create_fleet`]); and DescribeInstances by id (see [`describe_instances`]).
 //!
 //! The windows run on tokio's clock, as every wait of the controllers does.
 
@@ -20,8 +20,8 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::fnv::fnv1a64;
 use crate::ports::{
-    AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance, CreateFleetOutput, Ec2Api,
-    InstanceStateChange, codes, instance_state,
+    AwsError, CreateFleetError, CreateFleetInput, CreateFleetInstance, CreateFleetOutput,
+    DescribeInstancesInput, Ec2Api, Filter, Instance, InstanceStateChange, codes, instance_state,
 };
 
 /// Label sets of the batcher families (`batcher`).
@@ -348,6 +348,73 @@ async fn terminate_batch(
                     format!("no answer for instance {id}"),
                 ))
             })
+        })
+        .collect()
+}
+
+/// Karpenter's DescribeInstances window: 100 ms idle, 1 s at most, 500 instances.
+pub const DESCRIBE_INSTANCES_WINDOW: Window = Window {
+    idle: Duration::from_millis(100),
+    max: Duration::from_secs(1),
+    max_items: 500,
+};
+
+/// The DescribeInstances batcher over `ec2` (Karpenter's `describe_instances`): instances
+/// described by id together go out as one call naming them in an `instance-id` filter, so an
+/// id not found (gone, or launched too recently to be described) is left out of the answer
+/// instead of failing the call for all (Karpenter's batcher names them as ids and, after a
+/// failed call, describes each alone). Each caller gets its instance, in any state, or
+/// `InvalidInstanceID.NotFound`.
+pub fn describe_instances(
+    ec2: Arc<dyn Ec2Api>,
+    metrics: BatcherMetrics,
+) -> Arc<Batcher<String, Instance>> {
+    let max_items = DESCRIBE_INSTANCES_WINDOW.max_items;
+    Batcher::new(
+        "describe_instances",
+        DESCRIBE_INSTANCES_WINDOW,
+        one_bucket,
+        metrics,
+        Arc::new(move |ids: Vec<String>| {
+            let ec2 = ec2.clone();
+            Box::pin(async move { describe_batch(&*ec2, ids, max_items).await })
+        }),
+    )
+}
+
+/// One batch of DescribeInstances: every distinct id in calls of at most `max_items`; a failed
+/// call answers each of its ids with its error.
+async fn describe_batch(
+    ec2: &dyn Ec2Api,
+    ids: Vec<String>,
+    max_items: usize,
+) -> Vec<Answer<Instance>> {
+    let distinct: Vec<&String> = ids.iter().collect::<BTreeSet<_>>().into_iter().collect();
+    let mut found: BTreeMap<String, Instance> = BTreeMap::new();
+    let mut failed: BTreeMap<&String, AwsError> = BTreeMap::new();
+    for chunk in distinct.chunks(max_items.max(1)) {
+        let input = DescribeInstancesInput {
+            instance_ids: Vec::new(),
+            filters: vec![Filter::new(
+                "instance-id",
+                chunk.iter().map(|id| id.as_str()),
+            )],
+        };
+        match ec2.describe_instances(input).await {
+            Ok(instances) => {
+                found.extend(instances.into_iter().map(|i| (i.instance_id.clone(), i)));
+            }
+            Err(error) => failed.extend(chunk.iter().map(|id| (*id, error.clone()))),
+        }
+    }
+    ids.iter()
+        .map(|id| match (found.get(id), failed.get(id)) {
+            (Some(instance), _) => Ok(instance.clone()),
+            (None, Some(error)) => Err(error.clone()),
+            (None, None) => Err(AwsError::new(
+                codes::INSTANCE_ID_NOT_FOUND,
+                format!("The instance ID '{id}' does not exist"),
+            )),
         })
         .collect()
 }

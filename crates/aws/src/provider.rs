@@ -92,6 +92,8 @@ pub struct AwsProvider {
     failures: Arc<crate::failure_counts::FailureCounts>,
     /// TerminateInstances calls made together go out as one (Karpenter's batcher).
     terminate: Arc<crate::batcher::Batcher<String, Vec<crate::ports::InstanceStateChange>>>,
+    /// DescribeInstances by id made together go out as one (Karpenter's batcher).
+    describe: Arc<crate::batcher::Batcher<String, Instance>>,
     fleets:
         Arc<crate::batcher::Batcher<crate::ports::CreateFleetInput, crate::batcher::FleetShare>>,
     batcher_metrics: crate::batcher::BatcherMetrics,
@@ -148,8 +150,11 @@ impl AwsProvider {
         let terminate =
             crate::batcher::terminate_instances(ports.ec2.clone(), batcher_metrics.clone());
         let fleets = crate::batcher::create_fleet(ports.ec2.clone(), batcher_metrics.clone());
+        let describe =
+            crate::batcher::describe_instances(ports.ec2.clone(), batcher_metrics.clone());
         Self {
             terminate,
+            describe,
             fleets,
             batcher_metrics,
             ports,
@@ -627,28 +632,25 @@ impl AwsProvider {
         }
     }
 
+    /// The live instance `instance_id`, described together with the others asked for within
+    /// the DescribeInstances batcher's window (registration tags, drift checks of instances
+    /// launched since the last listing, `get`: at 5,000 nodes these were a call each, a few a
+    /// second).
     async fn describe_instance(&self, instance_id: &str) -> Result<Instance, CloudError> {
-        let found = self
-            .ports
-            .ec2
-            .describe_instances(DescribeInstancesInput {
-                instance_ids: vec![instance_id.to_string()],
-                filters: Vec::new(),
-            })
-            .await;
+        let found = self.describe.add(instance_id.to_string()).await;
         let not_found = || CloudError::NotFound {
             what: "instance".to_string(),
             message: instance_id.to_string(),
         };
         match found {
-            Ok(list) => list
-                .into_iter()
-                .find(|i| i.instance_id == instance_id)
-                .filter(|i| {
-                    i.state != instance_state::TERMINATED
-                        && i.state != instance_state::SHUTTING_DOWN
-                })
-                .ok_or_else(not_found),
+            Ok(i)
+                if i.instance_id == instance_id
+                    && i.state != instance_state::TERMINATED
+                    && i.state != instance_state::SHUTTING_DOWN =>
+            {
+                Ok(i)
+            }
+            Ok(_) => Err(not_found()),
             Err(e) if e.is_not_found() => Err(not_found()),
             Err(e) => Err(e.into()),
         }

@@ -399,6 +399,67 @@ async fn terminations_made_together_go_out_as_one_call() {
     );
 }
 
+/// Karpenter's DescribeInstances batcher suite, "should batch input into a single call" and
+/// "should batch input correctly when receiving multiple calls with the same instance id",
+/// through the provider's `get`: four lookups of three instances at once, and one of an
+/// instance EC2 does not know, are one DescribeInstances (an `instance-id` filter: the unknown
+/// one is left out and is NotFound for its caller alone, with no call of its own — Karpenter's
+/// batcher names ids, fails whole and describes each again); the batch-size histogram observes
+/// the batch.
+#[tokio::test(start_paused = true)]
+async fn descriptions_made_together_go_out_as_one_call() {
+    let (env, _) = walkthrough_env().await;
+    let reqs = walkthrough_requirements();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let launched = env
+            .provider
+            .create(&claim(
+                &format!("nc-{i}"),
+                "latest-current-ami",
+                reqs.clone(),
+                "1",
+            ))
+            .await
+            .unwrap();
+        ids.push(launched.status.unwrap().provider_id.unwrap());
+    }
+    env.settle();
+    let unknown = "aws:///us-west-2a/i-0000000000unknown".to_string();
+    let before = calls(&env, "DescribeInstances");
+    let results = futures::future::join_all([
+        env.provider.get(&ids[0]),
+        env.provider.get(&ids[1]),
+        env.provider.get(&ids[2]),
+        env.provider.get(&ids[2]),
+        env.provider.get(&unknown),
+    ])
+    .await;
+    for (result, id) in results.iter().zip([&ids[0], &ids[1], &ids[2], &ids[2]]) {
+        let claim = result.as_ref().unwrap();
+        assert_eq!(
+            claim.status.as_ref().unwrap().provider_id.as_ref(),
+            Some(id)
+        );
+    }
+    assert!(
+        results[4].as_ref().is_err_and(|e| e.is_not_found()),
+        "{:?}",
+        results[4]
+    );
+    assert_eq!(
+        calls(&env, "DescribeInstances"),
+        before + 1,
+        "one call for the batch"
+    );
+    let text = batcher_histograms(&env);
+    assert!(
+        text.contains("size_sum{batcher=\"describe_instances\"} 5.0")
+            && text.contains("size_count{batcher=\"describe_instances\"} 1"),
+        "{text}"
+    );
+}
+
 /// Karpenter's CreateFleet batcher suite, "should batch the same inputs into a single call"
 /// and "should batch different inputs into multiple calls", through the provider: five
 /// NodeClaims of one pool launched together are one CreateFleet (four in one zone and one in
