@@ -217,6 +217,20 @@ impl AwsProvider {
         ]
     }
 
+    /// This cluster's live (pending or running) instances, with the filters of `more` besides:
+    /// one filtered, paginated DescribeInstances.
+    async fn cluster_instances(&self, more: Vec<Filter>) -> Result<Vec<Instance>, AwsError> {
+        let mut filters = self.cluster_instance_filters();
+        filters.extend(more);
+        self.ports
+            .ec2
+            .describe_instances(DescribeInstancesInput {
+                instance_ids: Vec::new(),
+                filters,
+            })
+            .await
+    }
+
     /// The instance `id` for a drift check: from one DescribeInstances of the whole cluster,
     /// reused for [`DRIFT_INSTANCES_TTL`]; an instance not in it (launched since) is described
     /// on its own.
@@ -240,14 +254,7 @@ impl AwsProvider {
             .as_ref()
             .is_none_or(|(at, _)| now.duration_since(*at) >= RELIST_AFTER);
         if relist {
-            let listed = self
-                .ports
-                .ec2
-                .describe_instances(DescribeInstancesInput {
-                    instance_ids: Vec::new(),
-                    filters: self.cluster_instance_filters(),
-                })
-                .await?;
+            let listed = self.cluster_instances(Vec::new()).await?;
             let instances: InstancesById = Arc::new(
                 listed
                     .into_iter()
@@ -1063,15 +1070,7 @@ impl CloudProvider for AwsProvider {
     }
 
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudError> {
-        let filters = self.cluster_instance_filters();
-        let instances = self
-            .ports
-            .ec2
-            .describe_instances(DescribeInstancesInput {
-                instance_ids: Vec::new(),
-                filters,
-            })
-            .await?;
+        let instances = self.cluster_instances(Vec::new()).await?;
         let mut out = Vec::new();
         for inst in &instances {
             out.push(self.instance_to_claim(inst).await?);
@@ -1095,15 +1094,8 @@ impl CloudProvider for AwsProvider {
             .collect();
         let mut live = std::collections::BTreeSet::new();
         for chunk in ids.chunks(DESCRIBE_BY_ID_AT_ONCE) {
-            let mut filters = self.cluster_instance_filters();
-            filters.push(Filter::new("instance-id", chunk.iter().copied()));
             let instances = self
-                .ports
-                .ec2
-                .describe_instances(DescribeInstancesInput {
-                    instance_ids: Vec::new(),
-                    filters,
-                })
+                .cluster_instances(vec![Filter::new("instance-id", chunk.iter().copied())])
                 .await?;
             live.extend(
                 instances

@@ -117,28 +117,28 @@ fn finalizing(claim: &NodeClaim) -> bool {
 
 pub use driftwood_api::lookup::node_is_ready;
 
-/// The providerIDs of every finalizing NodeClaim: what a pass asks the cloud about (whether
-/// each instance still exists), in one call for all of them.
-pub fn instances_to_describe(snapshot: &Snapshot) -> BTreeSet<String> {
+/// The NodeClaims being terminated (deleting, with termination's finalizer).
+fn finalizing_claims(snapshot: &Snapshot) -> impl Iterator<Item = &std::sync::Arc<NodeClaim>> {
     snapshot
         .deleting_nodeclaims
         .iter()
         .filter_map(|name| snapshot.store.nodeclaims.get(name))
         .filter(|c| finalizing(c))
+}
+
+/// The providerIDs of every finalizing NodeClaim: what a pass asks the cloud about (whether
+/// each instance still exists), in one call for all of them.
+pub fn instances_to_describe(snapshot: &Snapshot) -> BTreeSet<String> {
+    finalizing_claims(snapshot)
         .filter_map(|c| c.provider_id().map(str::to_string))
         .collect()
 }
 
 /// The providerIDs termination needs the cloud to look up before deciding (a subset of
-/// [`instances_to_describe`]): the instances of
-/// finalizing NodeClaims whose Node is not Ready (if the instance is gone, there is nothing
-/// left to drain).
+/// [`instances_to_describe`]): the instances of finalizing NodeClaims whose Node is not Ready
+/// (if the instance is gone, there is nothing left to drain).
 pub fn instances_to_check(snapshot: &Snapshot) -> Vec<String> {
-    snapshot
-        .deleting_nodeclaims
-        .iter()
-        .filter_map(|name| snapshot.store.nodeclaims.get(name))
-        .filter(|c| finalizing(c))
+    finalizing_claims(snapshot)
         .filter(|c| snapshot.node_of(c).is_some_and(|n| !node_is_ready(n)))
         .filter_map(|c| c.provider_id().map(str::to_string))
         .collect()
